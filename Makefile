@@ -1,0 +1,42 @@
+# The two commands: `make run` (the main job) and `make test` (the whole suite).
+# Both work on a fresh clone: they create the virtualenv and install first.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test check lint fmt bench clean tls-deps
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/codemojex up
+
+# stunnel4 is the real TLS terminator the rediss:// test puts in front of the embedded server.
+tls-deps:
+	@command -v stunnel4 >/dev/null 2>&1 || command -v stunnel >/dev/null 2>&1 || \
+	  { echo "installing stunnel4 (TLS terminator for the rediss:// test)"; \
+	    (apt-get update -qq && apt-get install -y -qq stunnel4 >/dev/null) || \
+	    { echo "stunnel4 is needed by the TLS test: install it (apt-get install stunnel4)"; exit 1; }; }
+
+check: $(STAMP)
+	$(BIN)/ruff format --check src tests bench
+	$(BIN)/ruff check src tests bench
+	$(BIN)/mypy
+
+test: check tls-deps
+	$(BIN)/pytest -n 2 --dist loadfile
+
+fmt: $(STAMP)
+	$(BIN)/ruff format src tests bench
+	$(BIN)/ruff check --fix src tests bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/wire.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

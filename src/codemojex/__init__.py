@@ -1,0 +1,1 @@
+"""codemojex: a Telegram code-breaking game on echomq."""

@@ -1,0 +1,1 @@
+"""echomq: a flow-controlled job queue on Valkey."""

@@ -1,0 +1,52 @@
+"""Payload codecs: how a job's payload becomes the bytes stored in its row, and back.
+
+JSON by default; raw bytes for callers that bring their own encoding. Never pickle: a payload
+must not be able to run code in the worker that decodes it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Protocol
+
+from ._errors import InvalidArgument
+
+
+class Codec(Protocol):
+    def encode(self, payload: Any) -> bytes: ...
+
+    def decode(self, data: bytes) -> Any: ...
+
+
+class JsonCodec:
+    """Compact UTF-8 JSON. Refuses what JSON cannot carry (sets, bytes, NaN…) before any I/O."""
+
+    def encode(self, payload: Any) -> bytes:
+        try:
+            return json.dumps(
+                payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+            ).encode()
+        except (TypeError, ValueError) as exc:
+            raise InvalidArgument("payload", _preview(payload), f"not JSON-encodable: {exc}") from None
+
+    def decode(self, data: bytes) -> Any:
+        return json.loads(data)
+
+
+class RawCodec:
+    """Payloads are bytes already (str is UTF-8 encoded); decoding returns the bytes."""
+
+    def encode(self, payload: Any) -> bytes:
+        if isinstance(payload, bytes | bytearray | memoryview):
+            return bytes(payload)
+        if isinstance(payload, str):
+            return payload.encode()
+        raise InvalidArgument("payload", _preview(payload), "RawCodec takes bytes or str")
+
+    def decode(self, data: bytes) -> Any:
+        return data
+
+
+def _preview(payload: Any) -> str:
+    text = repr(payload)
+    return text if len(text) <= 80 else text[:77] + "..."

@@ -1,0 +1,158 @@
+"""The one exception tree of echomq, and the table that maps engine refusals to it.
+
+    EchoMQError
+    ├── InvalidArgument        (also ValueError) bad queue/lane name, id, delay, lease … before any I/O
+    ├── WireError              the connection: carries the server address
+    │   ├── ConnectError       nothing listening, DNS, TLS handshake, refused
+    │   ├── AuthError          wrong user/password (the server refused AUTH/HELLO)
+    │   ├── WireTimeout        (also TimeoutError) connect or call exceeded its timeout
+    │   ├── Disconnected       the socket dropped with the call in flight (never replayed)
+    │   ├── Closed             the connector was closed by its owner
+    │   └── Overloaded         too many calls in flight on one connector
+    ├── VersionFenceError      `{emq}:version` holds another wire version
+    ├── ScriptLoadError        SCRIPT LOAD returned an unexpected sha
+    └── ServerError            an error reply from the server (message kept verbatim)
+        └── Refusal            a typed `EMQ<CLASS> detail` refusal from a script
+            ├── KindError      EMQKIND  (an id of the wrong namespace)
+            ├── StaleTokenError EMQSTALE (the fencing token moved on)
+            ├── RateError      EMQRATE  (a ceiling or rate budget refused)
+            ├── LockedError    EMQLOCK  (the job is held by a worker)
+            └── StateError     EMQSTATE (the job or queue is in the wrong state)
+
+Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class EchoMQError(Exception):
+    """Root of every error echomq raises."""
+
+
+class InvalidArgument(EchoMQError, ValueError):  # noqa: N818 - reads as a sentence at the raise site
+    """An argument was refused before any wire traffic; nothing was written."""
+
+    def __init__(self, argument: str, value: Any, reason: str) -> None:
+        self.argument = argument
+        self.value = value
+        self.reason = reason
+        super().__init__(f"invalid {argument} {value!r}: {reason}")
+
+
+class WireError(EchoMQError):
+    """A failure of the connection to the server at ``address``."""
+
+    def __init__(self, message: str, *, address: str = "") -> None:
+        self.address = address
+        super().__init__(f"{message} ({address})" if address else message)
+
+
+class ConnectError(WireError):
+    """The server could not be reached (refused, unreachable, TLS handshake failed)."""
+
+
+class AuthError(WireError):
+    """The server refused the credentials."""
+
+
+class WireTimeout(WireError, TimeoutError):  # noqa: N818
+    """A connect or a call did not finish within its timeout."""
+
+
+class Disconnected(WireError):  # noqa: N818
+    """The socket dropped while the call was in flight. The call may or may not have run."""
+
+
+class Closed(WireError):  # noqa: N818
+    """The connector was closed; no further calls are accepted."""
+
+
+class Overloaded(WireError):  # noqa: N818
+    """Too many calls are in flight on one connector."""
+
+
+class VersionFenceError(EchoMQError):
+    """The deployment's ``{emq}:version`` does not match this library's wire version."""
+
+    def __init__(self, expected: str, found: str, *, address: str = "") -> None:
+        self.expected = expected
+        self.found = found
+        self.address = address
+        super().__init__(
+            f"version fence: {{emq}}:version on {address or 'the server'} is {found!r}, "
+            f"this library speaks {expected!r}; refusing to connect"
+        )
+
+
+class ScriptLoadError(EchoMQError):
+    """SCRIPT LOAD answered a sha that differs from the one computed from the source."""
+
+    def __init__(self, name: str, expected: str, got: str) -> None:
+        self.name = name
+        self.expected = expected
+        self.got = got
+        super().__init__(f"script {name}: SCRIPT LOAD returned sha {got}, expected {expected}")
+
+
+class ServerError(EchoMQError):
+    """An error reply from the server. ``code`` is its first word (``ERR``, ``WRONGTYPE``, …)."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.code = message.split(" ", 1)[0]
+        super().__init__(message)
+
+
+class Refusal(ServerError):
+    """A typed refusal ``EMQ<CLASS> detail`` from one of the engine's scripts."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.detail = message.split(" ", 1)[1] if " " in message else ""
+
+
+class KindError(Refusal):
+    """EMQKIND: an id of the wrong namespace (only ``JOB`` ids are admitted)."""
+
+
+class StaleTokenError(Refusal):
+    """EMQSTALE: the fencing token no longer matches the job row."""
+
+
+class RateError(Refusal):
+    """EMQRATE: a concurrency ceiling or rate budget refused the call."""
+
+
+class LockedError(Refusal):
+    """EMQLOCK: the job is held by a worker."""
+
+
+class StateError(Refusal):
+    """EMQSTATE: the job or queue is in the wrong state for this call."""
+
+
+#: The closed table of refusal classes; grown only additively.
+REFUSALS: dict[str, type[Refusal]] = {
+    "EMQKIND": KindError,
+    "EMQSTALE": StaleTokenError,
+    "EMQRATE": RateError,
+    "EMQLOCK": LockedError,
+    "EMQSTATE": StateError,
+}
+
+
+def server_error(message: str) -> ServerError:
+    """Map an error reply to its exception: a typed refusal for ``EMQ*``, else ``ServerError``.
+
+    Inside a script the server prefixes errors raised with ``redis.error_reply`` unchanged, but
+    errors thrown by ``error()`` gain a ``user_script:…`` prefix; both forms are recognised.
+    """
+    code = message.split(" ", 1)[0]
+    cls = REFUSALS.get(code)
+    if cls is not None:
+        return cls(message)
+    if code.startswith("EMQ"):
+        return Refusal(message)
+    return ServerError(message)

@@ -1,0 +1,83 @@
+"""Lifecycle events: a subscriber of a queue's ``emq:{q}:events`` channel.
+
+Events are published host-side after a transition, fire-and-forget and at most once: a
+subscriber that is disconnected at publish time misses them. The subscriber re-subscribes by
+itself after its socket is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from ._connector import Connector
+from ._url import ConnectionOptions
+
+
+class Subscription:
+    """``async with queue.subscribe() as events: async for event in events: …``
+
+    Each event is a dict with at least ``event`` and ``job``.
+    """
+
+    def __init__(self, options: ConnectionOptions, channel: str, *, maxsize: int = 10_000) -> None:
+        self.channel = channel
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self._subscribed = asyncio.Condition()
+        #: Subscriptions confirmed so far: 1 after the first, +1 after each re-subscription.
+        self.generation = 0
+        self.dropped = 0
+        self.connector = Connector(
+            options, version_fence=None, on_push=self._on_push, on_connect=self._on_connect
+        )
+
+    async def _on_connect(self, connector: Connector) -> None:
+        connector.send_no_reply("SUBSCRIBE", self.channel)
+
+    def _on_push(self, frame: list[Any]) -> None:
+        kind = frame[0]
+        if kind == b"message" and frame[1].decode() == self.channel:
+            try:
+                event = json.loads(frame[2])
+            except ValueError:
+                return
+            try:
+                self._inbox.put_nowait(event)
+            except asyncio.QueueFull:
+                self.dropped += 1  # a slow reader loses events, never the queue's work
+        elif kind == b"subscribe":
+            self.generation += 1
+            asyncio.get_running_loop().create_task(self._notify())
+
+    async def _notify(self) -> None:
+        async with self._subscribed:
+            self._subscribed.notify_all()
+
+    async def wait_subscribed(self, after: int = 0, timeout: float = 5.0) -> None:
+        """Until a subscription newer than generation ``after`` is confirmed by the server."""
+
+        async def newer() -> None:
+            async with self._subscribed:
+                await self._subscribed.wait_for(lambda: self.generation > after)
+
+        await asyncio.wait_for(newer(), timeout)
+
+    async def __aenter__(self) -> Subscription:
+        await self.connector.connect()
+        await self.wait_subscribed(0, self.connector.options.connect_timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.connector.close()
+
+    async def get(self) -> dict[str, Any]:
+        return await self._inbox.get()
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            yield await self._inbox.get()

@@ -1,0 +1,356 @@
+"""The queue: admission, claim, settle and time — each a call of one Lua transition.
+
+Every public call validates its arguments before any wire traffic and says what was wrong;
+normal outcomes (duplicate, empty, rate-limited) are values. Durations are seconds (``float``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+from collections.abc import Awaitable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from . import _ids
+from ._admin import QueueAdmin
+from ._codec import Codec, JsonCodec
+from ._connector import Arg, Command
+from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
+from ._pool import Pool, Wire
+from ._results import Empty, Job, RateLimited, Reaped, Verdict, VerdictKind
+from ._scripts import ScriptRegistry
+from ._url import ConnectionOptions
+
+_VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
+DEFAULT_LEASE = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One job for :meth:`Queue.enqueue_many`. ``delay`` (seconds) schedules it for later."""
+
+    payload: Any
+    group: str | None = None
+    id: str | None = None
+    dedup_key: str | None = None
+    delay: float | None = None
+
+
+def ms(seconds: float, argument: str, *, positive: bool = False) -> int:
+    """Seconds → whole ms for the engine; refuses negatives (and zero when ``positive``)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
+        raise InvalidArgument(argument, seconds, "must be a number of seconds")
+    if seconds < 0 or (positive and seconds <= 0):
+        raise InvalidArgument(argument, seconds, "must be > 0" if positive else "must be >= 0")
+    if math.isinf(seconds):
+        raise InvalidArgument(argument, seconds, "must be finite")
+    return max(1, math.ceil(seconds * 1000)) if positive else math.ceil(seconds * 1000)
+
+
+def count(value: int, argument: str, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise InvalidArgument(argument, value, f"must be an integer >= {minimum}")
+    return value
+
+
+def _swallow(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()  # fire-and-forget: retrieve, so nothing logs "never retrieved"
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+class Queue(QueueAdmin):
+    """One named queue on a wire (a connector, a pool, or a cluster router).
+
+    ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        wire: Wire,
+        *,
+        codec: Codec | None = None,
+        minter: _ids.Minter | None = None,
+        scripts: ScriptRegistry | None = None,
+        events: bool = True,
+    ) -> None:
+        self.keys = Keyspace(name)
+        self.name = name
+        self.wire = wire
+        self.codec = codec or JsonCodec()
+        self.minter = minter or _ids.Minter()
+        self.scripts = scripts or ScriptRegistry.from_package()
+        self.publishes_events = events
+        self._root = (self.keys.root,)
+        self._owns_wire = False
+
+    @classmethod
+    async def connect(
+        cls, url: str | ConnectionOptions, name: str, *, pool_size: int = 2, **options: Any
+    ) -> Queue:
+        """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool."""
+        conn = url if isinstance(url, ConnectionOptions) else ConnectionOptions.from_url(url)
+        queue = cls(name, Pool(conn, pool_size), **options)  # validates before connecting
+        await queue.wire.connect()  # type: ignore[attr-defined]
+        queue._owns_wire = True
+        return queue
+
+    async def close(self) -> None:
+        if self._owns_wire:
+            await self.wire.close()
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    # -- plumbing ------------------------------------------------------------------------------
+
+    def _run(self, script: str, args: Sequence[Arg] = ()) -> Awaitable[Any]:  # noqa: D102
+        return self.scripts.run(self.wire, script, self._root, args)
+
+    def _emit(self, events: Iterable[dict[str, Any]]) -> None:
+        """Publish lifecycle events host-side, fire-and-forget (at most once)."""
+        commands: list[Command] = [
+            ("PUBLISH", self.keys.events, json.dumps(event, separators=(",", ":")))
+            for event in events
+        ]
+        if not commands:
+            return
+        sent = asyncio.ensure_future(self.wire.call_many(commands))
+        sent.add_done_callback(_swallow)
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def _admission(
+        self,
+        payload: Any,
+        group: str | None,
+        id: str | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        run_at: int,
+    ) -> list[Arg]:
+        job_id = self.minter.mint("JOB") if id is None else _ids.validate(id, "JOB", "job id")
+        return [
+            job_id,
+            self.codec.encode(payload),
+            DEFAULT_GROUP if group is None else validate_group(group),
+            run_at,
+            "" if dedup_key is None else validate_dedup(dedup_key),
+            0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True),
+        ]
+
+    def _verdict(self, reply: Any) -> Verdict:
+        if isinstance(reply, EchoMQError):
+            return Verdict("error", "", reply)
+        return Verdict(_VERDICTS[reply[0]], _text(reply[1]))
+
+    async def _admit(self, args: list[Arg]) -> Verdict:
+        verdict = self._verdict(await self._run("enqueue", args))
+        if self.publishes_events and verdict.kind != "duplicate":
+            self._emit([{"event": verdict.kind, "job": verdict.id, "group": args[2]}])
+        return verdict
+
+    async def enqueue(
+        self,
+        payload: Any,
+        *,
+        group: str | None = None,
+        id: str | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
+    ) -> Verdict:
+        """Admit a job to its lane (``group``; default lane ``_``). Idempotent by id and dedup key.
+
+        ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
+        job until its row is deleted (or for ``dedup_ttl`` seconds at most).
+        """
+        return await self._admit(self._admission(payload, group, id, dedup_key, dedup_ttl, 0))
+
+    async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
+        run_at = -ms(delay, "delay")
+        return await self._admit(self._admission(payload, **_admission_options(options), run_at=run_at))
+
+    async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable at ``when`` (Unix seconds)."""
+        run_at = ms(when, "when", positive=True)
+        return await self._admit(self._admission(payload, **_admission_options(options), run_at=run_at))
+
+    async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
+        """Admit many jobs in one pipelined flush; one verdict per item, in input order.
+
+        Each item is atomic and idempotent; the batch is not a transaction. An item that fails
+        validation gets an ``error`` verdict and is not sent; the others are.
+        """
+        verdicts: list[Verdict | None] = []
+        calls: list[tuple[str, Sequence[Arg], Sequence[Arg]]] = []
+        for item in items:
+            if not isinstance(item, Item):
+                item = Item(item)
+            try:
+                run_at = 0 if item.delay is None else -ms(item.delay, "delay")
+                args = self._admission(item.payload, item.group, item.id, item.dedup_key, None, run_at)
+            except InvalidArgument as exc:
+                verdicts.append(Verdict("error", item.id or "", exc))
+                continue
+            verdicts.append(None)
+            calls.append(("enqueue", self._root, args))
+        if calls:
+            replies = iter(await self.scripts.run_many(self.wire, calls))
+            verdicts = [v if v is not None else self._verdict(next(replies)) for v in verdicts]
+        done = [v for v in verdicts if v is not None]
+        if self.publishes_events:
+            self._emit({"event": v.kind, "job": v.id} for v in done if v.kind in ("enqueued", "scheduled"))
+        return done
+
+    # -- claim ---------------------------------------------------------------------------------
+
+    def _jobs(self, reply: list[Any]) -> list[Job]:
+        group, deadline = _text(reply[0]), int(reply[1])
+        decode = self.codec.decode
+        return [
+            Job(_text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name)
+            for i in range(2, len(reply), 3)
+        ]
+
+    async def claim(self, lease: float = DEFAULT_LEASE) -> Job | Empty | RateLimited:
+        """Lease the next job by fair rotation of the lanes, or say why there is none."""
+        reply = await self._run("claim", (ms(lease, "lease", positive=True), 1))
+        if type(reply) is list:
+            job = self._jobs(reply)[0]
+            if self.publishes_events:
+                self._emit([{"event": "active", "job": job.id, "attempts": job.attempts}])
+            return job
+        return _not_claimed(reply)
+
+    async def claim_batch(
+        self, n: int, lease: float = DEFAULT_LEASE
+    ) -> list[Job] | Empty | RateLimited:
+        """Lease up to ``n`` heads of one lane on one lease (clamped to every headroom)."""
+        reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
+        if type(reply) is list:
+            jobs = self._jobs(reply)
+            if self.publishes_events:
+                self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
+            return jobs
+        return _not_claimed(reply)
+
+    # -- settle --------------------------------------------------------------------------------
+
+    async def complete(self, job: Job | str, token: int | None = None) -> bool:
+        """Settle a success: the row is deleted. False when the job is already gone.
+
+        Raises :class:`StaleTokenError` when another claim holds the job now.
+        """
+        job_id, token = _ref(job, token)
+        done = bool(await self._run("complete", (job_id, token)))
+        if done and self.publishes_events:
+            self._emit([{"event": "completed", "job": job_id}])
+        return done
+
+    async def retry(
+        self,
+        job: Job | str,
+        token: int | None = None,
+        *,
+        delay: float = 0.0,
+        max_attempts: int = 3,
+        error: str = "",
+    ) -> Literal["scheduled", "dead", "gone"]:
+        """Settle a failure: schedule the next attempt after ``delay``, or dead-letter the job
+        once it failed ``max_attempts`` times (delays do not count as failures)."""
+        job_id, token = _ref(job, token)
+        args = (job_id, token, ms(delay, "delay"), count(max_attempts, "max_attempts"), str(error))
+        outcome = ("gone", "scheduled", "dead")[await self._run("retry", args)]
+        if outcome != "gone" and self.publishes_events:
+            event = "retrying" if outcome == "scheduled" else "dead"
+            self._emit([{"event": event, "job": job_id, "error": str(error)[:200]}])
+        return outcome  # type: ignore[return-value]
+
+    async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
+        """Re-schedule a leased job ``delay`` seconds from now without counting a failure."""
+        job_id, token = _ref(job, token)
+        moved = bool(await self._run("delay", (job_id, token, ms(delay, "delay", positive=True))))
+        if moved and self.publishes_events:
+            self._emit([{"event": "delayed", "job": job_id}])
+        return moved
+
+    async def extend(self, job: Job | str, token: int | None = None, *, lease: float) -> bool:
+        """Push a lease to now + ``lease``. False when the job is gone or no longer leased."""
+        job_id, token = _ref(job, token)
+        code = (await self._run("extend", (ms(lease, "lease", positive=True), job_id, token)))[0]
+        if code == -1:
+            raise StaleTokenError(f"EMQSTALE extend token mismatch for {job_id}")
+        return code == 1
+
+    async def extend_many(self, jobs: Iterable[Job | tuple[str, int]], *, lease: float) -> list[str]:
+        """Extend many leases on one server TIME; returns the ids that could not be extended."""
+        pairs = [_ref(job[0], job[1]) if isinstance(job, tuple) else _ref(job, None) for job in jobs]
+        if not pairs:
+            return []
+        args: list[Arg] = [ms(lease, "lease", positive=True)]
+        for job_id, token in pairs:
+            args += [job_id, token]
+        codes = await self._run("extend", args)
+        return [job_id for (job_id, _), code in zip(pairs, codes, strict=True) if code != 1]
+
+    # -- time ----------------------------------------------------------------------------------
+
+    async def promote(self, limit: int = 1000) -> int:
+        """Move due scheduled jobs back to their own lanes; return rate-limited lanes whose
+        window ended to the ring. Returns the number of jobs moved."""
+        moved, _lanes = await self._run("promote", (count(limit, "limit"),))
+        return int(moved)
+
+    async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
+        """Return expired leases to their lanes; dead-letter jobs that stalled ``max_stalled``
+        times (``last_error`` = ``stalled``)."""
+        recovered, dead = await self._run(
+            "reap", (count(limit, "limit"), count(max_stalled, "max_stalled"))
+        )
+        result = Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
+        if self.publishes_events:
+            self._emit(
+                [{"event": "stalled", "job": i} for i in result.recovered]
+                + [{"event": "dead", "job": i, "error": "stalled"} for i in result.dead]
+            )
+        return result
+
+
+def _admission_options(options: dict[str, Any]) -> dict[str, Any]:
+    allowed = {"group", "id", "dedup_key", "dedup_ttl"}
+    unknown = set(options) - allowed
+    if unknown:
+        raise InvalidArgument("option", sorted(unknown)[0], f"allowed: {', '.join(sorted(allowed))}")
+    return {name: options.get(name) for name in allowed}
+
+
+def _ref(job: Job | str, token: int | None) -> tuple[str, int]:
+    if isinstance(job, Job):
+        return job.id, job.attempts if token is None else token
+    if token is None:
+        raise InvalidArgument("token", token, "settling by id needs the token the claim returned")
+    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
+        raise InvalidArgument("token", token, "must be the positive attempts value of the claim")
+    return _ids.validate(job, "JOB", "job id"), token
+
+
+def _not_claimed(reply: Any) -> Empty | RateLimited:
+    if reply is None:
+        return Empty()
+    if reply > 0:
+        return RateLimited(reply / 1000)
+    return Empty(retry_in=-reply / 1000)

@@ -1,0 +1,113 @@
+"""The values echomq calls return: jobs, verdicts, and the normal outcomes that are not errors.
+
+Durations are seconds (``float``); ``*_ms`` fields are the engine's raw server-clock integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from ._errors import EchoMQError
+
+VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error"]
+JobState = Literal["pending", "active", "scheduled", "dead", "absent"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate`` or ``error``.
+
+    ``id`` is the job that holds the work: for a duplicate, the job that was there first.
+    """
+
+    kind: VerdictKind
+    id: str
+    error: EchoMQError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True for every kind but ``error``: a duplicate is a success shape."""
+        return self.kind != "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A leased job. ``attempts`` is its fencing token: pass it back to settle the job."""
+
+    id: str
+    payload: Any
+    attempts: int
+    group: str
+    deadline_ms: int
+    queue: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Empty:
+    """Nothing is claimable now. ``retry_in`` (seconds): a rate-limited lane returns then."""
+
+    retry_in: float | None = None
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited:
+    """The queue's rate window is spent; claims succeed again after ``wait`` seconds."""
+
+    wait: float
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's row as stored: state, token, payload and the optional fields."""
+
+    id: str
+    state: JobState
+    attempts: int
+    payload: Any
+    group: str
+    last_error: str | None = None
+    stalled: int = 0
+    progress: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Jobs per state, the terminal counters, and how many lanes exist / are on the ring."""
+
+    pending: int
+    active: int
+    scheduled: int
+    dead: int
+    completed: int
+    failed: int
+    lanes: int
+    ringed: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    """One lane's state. ``limit`` 0 = no ceiling; ``rate`` None = unlimited."""
+
+    group: str
+    depth: int
+    active: int
+    limit: int
+    weight: int
+    rate: tuple[int, float] | None
+    paused: bool
+    rate_wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """What one reap did: leases returned to their lanes, and jobs dead after too many stalls."""
+
+    recovered: list[str]
+    dead: list[str]

@@ -1,0 +1,99 @@
+"""The script registry: every ``.lua`` file under ``echomq/lua`` is one engine transition.
+
+Scripts are called ``EVALSHA``-first. On ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``, also
+inside a pipeline) the source is loaded with ``SCRIPT LOAD``, the returned sha is checked against
+the one computed from the source, and the call is retried once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from ._connector import Arg, Command
+from ._errors import ScriptLoadError, ServerError
+from ._pool import Wire
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One Lua transition: its name (the file stem), source and lowercase hex SHA-1."""
+
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def from_source(cls, name: str, source: str) -> Script:
+        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324
+
+    def command(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+def _is_noscript(reply: Any) -> bool:
+    return isinstance(reply, ServerError) and reply.code == "NOSCRIPT"
+
+
+class ScriptRegistry:
+    """Named scripts and the EVALSHA-first calling convention."""
+
+    def __init__(self, scripts: Iterable[Script]) -> None:
+        self.scripts: Mapping[str, Script] = {script.name: script for script in scripts}
+        self.loads = 0
+
+    @classmethod
+    def from_package(cls, package: str = "echomq", folder: str = "lua") -> ScriptRegistry:
+        """Every ``*.lua`` transition of the package; ``_*.lua`` libraries are prepended to each."""
+        entries = sorted(
+            (e for e in resources.files(package).joinpath(folder).iterdir() if e.name.endswith(".lua")),
+            key=lambda e: e.name,
+        )
+        prelude = "".join(e.read_text("utf-8") for e in entries if e.name.startswith("_"))
+        return cls(
+            Script.from_source(e.name.removesuffix(".lua"), prelude + e.read_text("utf-8"))
+            for e in entries
+            if not e.name.startswith("_")
+        )
+
+    def __getitem__(self, name: str) -> Script:
+        return self.scripts[name]
+
+    async def load(self, wire: Wire, script: Script) -> None:
+        got = await wire.call("SCRIPT", "LOAD", script.source)
+        got = got.decode() if isinstance(got, bytes) else str(got)
+        self.loads += 1
+        if got != script.sha:
+            raise ScriptLoadError(script.name, script.sha, got)
+
+    async def run(
+        self, wire: Wire, name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()
+    ) -> Any:
+        """Run one script; its error reply is raised (typed for ``EMQ*`` refusals)."""
+        script = self.scripts[name]
+        command = script.command(keys, args)
+        try:
+            return await wire.call(*command)
+        except ServerError as exc:
+            if exc.code != "NOSCRIPT":
+                raise
+        await self.load(wire, script)
+        return await wire.call(*command)
+
+    async def run_many(
+        self, wire: Wire, calls: Sequence[tuple[str, Sequence[Arg], Sequence[Arg]]]
+    ) -> list[Any]:
+        """Run many scripts in one pipeline; error replies come back in place, in order."""
+        commands = [self.scripts[name].command(keys, args) for name, keys, args in calls]
+        replies = await wire.call_many(commands)
+        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
+        if missing:
+            for name in sorted({calls[i][0] for i in missing}):
+                await self.load(wire, self.scripts[name])
+            again = await wire.call_many([commands[i] for i in missing])
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies

@@ -1,0 +1,155 @@
+-- _lib.lua: helpers shared by every transition; the registry prepends this file to each script
+-- (files whose name starts with "_" are libraries, not transitions). Every key is derived from
+-- the queue root `emq:{q}:` that each script receives as KEYS[1], so all stay on one slot.
+
+-- Server clock in ms: leases, delays and windows never use a host clock.
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function lane_of(root, g) return root .. 'g:' .. g .. ':pending' end
+local function lane_limiter_of(root, g) return root .. 'g:' .. g .. ':limiter' end
+
+-- One wake token per readiness event; parked consumers BLPOP the list. Capped at 64.
+local function wake(root)
+  redis.call('LPUSH', root .. 'wake', '1')
+  redis.call('LTRIM', root .. 'wake', 0, 63)
+end
+
+-- The lane's rate budget "max:window" (jobs per window ms), or nil when unlimited.
+local function lane_rate(root, g)
+  local rate = redis.call('HGET', root .. 'grate', g)
+  if not rate then return nil, nil end
+  local max, window = string.match(rate, '^(%d+):(%d+)$')
+  return tonumber(max), tonumber(window)
+end
+
+-- ms until the lane's rate window ends when its budget is spent, else 0.
+local function lane_rate_wait(root, g)
+  local max = lane_rate(root, g)
+  if not max then return 0 end
+  local key = lane_limiter_of(root, g)
+  if tonumber(redis.call('GET', key) or '0') < max then return 0 end
+  local ttl = redis.call('PTTL', key)
+  if ttl <= 0 then return 1 end
+  return ttl
+end
+
+-- Serviceable = lane non-empty, not paused, under its ceiling, under its rate budget.
+-- The ring holds exactly the serviceable groups.
+local function serviceable(root, g)
+  if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
+  if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
+  local limit = redis.call('HGET', root .. 'glimit', g)
+  if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= tonumber(limit) then
+    return false
+  end
+  return lane_rate_wait(root, g) == 0
+end
+
+-- Bench a lane whose rate budget is spent until its window ends (promote brings it back).
+local function bench(root, g, now)
+  local wait = lane_rate_wait(root, g)
+  if wait > 0 then redis.call('ZADD', root .. 'rdue', now + wait, g) end
+end
+
+-- Restore the law "on the ring iff serviceable" for g after any change that may affect it:
+-- ring it (with a wake token) when it became serviceable, de-ring it when it stopped.
+local function rering(root, g, now)
+  local ring = root .. 'ring'
+  if serviceable(root, g) then
+    if not redis.call('LPOS', ring, g) then
+      redis.call('RPUSH', ring, g)
+      wake(root)
+    end
+  else
+    redis.call('LREM', ring, 0, g)
+    if now then bench(root, g, now) end
+  end
+end
+
+-- Add id to g's lane (score 0: byte order = mint order), keeping `lanes` = non-empty lanes.
+-- Returns the lane's depth after.
+local function push_lane(root, g, id)
+  local lane = lane_of(root, g)
+  redis.call('ZADD', lane, 0, id)
+  local depth = redis.call('ZCARD', lane)
+  if depth == 1 then redis.call('SADD', root .. 'lanes', g) end
+  return depth
+end
+
+-- After ids left g's lane: forget an emptied lane and take it off the ring.
+local function lane_shrank(root, g)
+  if redis.call('ZCARD', lane_of(root, g)) == 0 then
+    redis.call('SREM', root .. 'lanes', g)
+    redis.call('LREM', root .. 'ring', 0, g)
+  end
+end
+
+-- gactive - n for g, deleting the field at zero. Returns the count before.
+local function release(root, g, n)
+  local before = tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+  if before - n <= 0 then
+    redis.call('HDEL', root .. 'gactive', g)
+  else
+    redis.call('HINCRBY', root .. 'gactive', g, -n)
+  end
+  return before
+end
+
+-- A slot under the queue-wide concurrency ceiling freed up: parked consumers may claim again.
+local function wake_if_was_full(root, active_before)
+  local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
+  if ceiling > 0 and active_before >= ceiling then wake(root) end
+end
+
+-- Take job `id` out of whichever set holds it, per its row's state, with the bookkeeping that
+-- goes with leaving it (gactive, lane membership, wakes). The row itself is left to the caller.
+-- Returns the job's group.
+local function detach(root, id, row, state)
+  local g = redis.call('HGET', row, 'group') or '_'
+  if state == 'active' then
+    local active_before = redis.call('ZCARD', root .. 'active')
+    if redis.call('ZREM', root .. 'active', id) == 1 then
+      local before = release(root, g, 1)
+      local limit = redis.call('HGET', root .. 'glimit', g)
+      if limit and before >= tonumber(limit) then rering(root, g) end
+      wake_if_was_full(root, active_before)
+    end
+  elseif state == 'pending' then
+    if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
+  elseif state == 'scheduled' then
+    redis.call('ZREM', root .. 'schedule', id)
+  elseif state == 'dead' then
+    redis.call('ZREM', root .. 'dead', id)
+  end
+  return g
+end
+
+-- Delete a job's row and release its producer dedup key if that still points at it.
+local function delete_row(root, id, row)
+  local dedup = redis.call('HGET', row, 'dedup')
+  if dedup then
+    local key = root .. 'de:' .. dedup
+    if redis.call('GET', key) == id then redis.call('DEL', key) end
+  end
+  redis.call('DEL', row)
+end
+
+-- Dead-letter a job whose row is already detached.
+local function bury(root, id, row, err, now)
+  redis.call('HSET', row, 'state', 'dead', 'last_error', err)
+  redis.call('ZADD', root .. 'dead', now, id)
+  redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+end
+
+-- Check the fencing token: the row's state, nil when the row is gone; raises EMQSTALE.
+local function fenced(row, token, verb)
+  local fields = redis.call('HMGET', row, 'attempts', 'state')
+  if not fields[1] then return nil end
+  if fields[1] ~= token then
+    error({err = 'EMQSTALE ' .. verb .. ' token mismatch: row is at ' .. fields[1]})
+  end
+  return fields[2]
+end

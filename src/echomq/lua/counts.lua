@@ -1,0 +1,17 @@
+-- counts.lua: how many jobs are in each state, and the terminal counters (a pure read).
+-- KEYS[1] root  `emq:{q}:`
+-- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed}.
+local root = KEYS[1]
+local pending = 0
+local lanes = redis.call('SMEMBERS', root .. 'lanes')
+for _, g in ipairs(lanes) do pending = pending + redis.call('ZCARD', lane_of(root, g)) end
+return {
+  pending,
+  redis.call('ZCARD', root .. 'active'),
+  redis.call('ZCARD', root .. 'schedule'),
+  redis.call('ZCARD', root .. 'dead'),
+  tonumber(redis.call('HGET', root .. 'metrics:completed', 'count') or '0'),
+  tonumber(redis.call('HGET', root .. 'metrics:failed', 'count') or '0'),
+  #lanes,
+  redis.call('LLEN', root .. 'ring'),
+}

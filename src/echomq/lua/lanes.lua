@@ -1,0 +1,35 @@
+-- lanes.lua: every known lane and its state (a pure read for the read plane and dashboards).
+-- KEYS[1] root  `emq:{q}:`
+-- ARGV    groups to report; none = every lane that is non-empty, leased, paused or configured.
+-- Returns a flat list, 8 fields per lane: group, depth, active, limit (0 = none),
+-- weight, rate ("max:window" or ""), paused (0/1), rate wait ms (0 = within budget).
+local root = KEYS[1]
+local groups = ARGV
+if #groups == 0 then
+  local seen = {}
+  groups = {}
+  local function add(list)
+    for _, g in ipairs(list) do
+      if not seen[g] then seen[g] = true; groups[#groups + 1] = g end
+    end
+  end
+  add(redis.call('SMEMBERS', root .. 'lanes'))
+  add(redis.call('HKEYS', root .. 'gactive'))
+  add(redis.call('SMEMBERS', root .. 'paused'))
+  add(redis.call('HKEYS', root .. 'glimit'))
+  add(redis.call('HKEYS', root .. 'gweight'))
+  add(redis.call('HKEYS', root .. 'grate'))
+  table.sort(groups)
+end
+local out = {}
+for _, g in ipairs(groups) do
+  out[#out + 1] = g
+  out[#out + 1] = redis.call('ZCARD', lane_of(root, g))
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'glimit', g) or '0')
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gweight', g) or '1')
+  out[#out + 1] = redis.call('HGET', root .. 'grate', g) or ''
+  out[#out + 1] = redis.call('SISMEMBER', root .. 'paused', g)
+  out[#out + 1] = lane_rate_wait(root, g)
+end
+return out

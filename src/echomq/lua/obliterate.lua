@@ -1,0 +1,39 @@
+-- obliterate.lua: delete every key of a paused queue. Bounded: call again while it answers 1.
+-- KEYS[1] root    `emq:{q}:`
+-- ARGV[1] force   1 = also delete leased jobs
+-- ARGV[2] budget  most job rows to delete in this call; > 0
+-- Returns 1 more to do, 0 done.
+-- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
+-- Dedup keys go with their rows; none can outlive the queue except those with a TTL.
+local root, force, budget = KEYS[1], ARGV[1] == '1', tonumber(ARGV[2])
+if not redis.call('HGET', root .. 'meta', 'paused') then
+  return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
+end
+if not force and redis.call('ZCARD', root .. 'active') > 0 then
+  return redis.error_reply('EMQSTATE obliterate refused: leased jobs present (use force)')
+end
+local left = budget
+local function sweep(set)
+  local ids = redis.call('ZRANGE', set, 0, left - 1)
+  for _, id in ipairs(ids) do
+    delete_row(root, id, root .. 'job:' .. id)
+    redis.call('ZREM', set, id)
+  end
+  left = left - #ids
+  return redis.call('EXISTS', set) == 0
+end
+for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead'}) do
+  if not sweep(set) then return 1 end
+end
+for _, g in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do
+  if not sweep(lane_of(root, g)) then return 1 end
+  redis.call('SREM', root .. 'lanes', g)
+end
+for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
+  redis.call('DEL', lane_limiter_of(root, g))
+end
+for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
+    'turn', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed', 'meta'}) do
+  redis.call('DEL', root .. suffix)
+end
+return 0

@@ -1,0 +1,15 @@
+-- remove.lua: delete a job that is not leased (pending, scheduled or dead).
+-- KEYS[1] root  `emq:{q}:`
+-- ARGV[1] id    the job id
+-- Returns 1 removed, 0 gone.
+-- Errors  EMQLOCK the job is leased by a worker (untouched).
+local root, id = KEYS[1], ARGV[1]
+local row = root .. 'job:' .. id
+local state = redis.call('HGET', row, 'state')
+if not state then return 0 end
+if state == 'active' then
+  return redis.error_reply('EMQLOCK job ' .. id .. ' is leased by a worker')
+end
+detach(root, id, row, state)
+delete_row(root, id, row)
+return 1

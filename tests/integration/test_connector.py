@@ -1,0 +1,161 @@
+"""The pipelined connector against a real embedded Valkey: ordering, batching, errors, failures."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import time
+import uuid
+
+import pytest
+
+from echomq._connector import WIRE_VERSION, Connector
+from echomq._errors import (
+    AuthError,
+    ConnectError,
+    Disconnected,
+    ServerError,
+    VersionFenceError,
+)
+from echomq._keys import VERSION_KEY
+from echomq._pool import Pool
+from echomq._scripts import Script, ScriptRegistry
+from echomq._url import ConnectionOptions
+
+
+@pytest.fixture
+async def conn(valkey_url: str):
+    async with Connector(ConnectionOptions.from_url(valkey_url)) as connector:
+        yield connector
+
+
+async def test_replies_match_callers_under_ten_thousand_concurrent_calls(conn: Connector) -> None:
+    async def worker(task: int) -> list[bytes]:
+        calls = [conn.call("ECHO", f"{task}:{n}") for n in range(100)]
+        return await asyncio.gather(*calls)
+
+    results = await asyncio.gather(*(worker(task) for task in range(100)))
+    for task, replies in enumerate(results):
+        assert replies == [f"{task}:{n}".encode() for n in range(100)]
+
+
+async def test_calls_issued_in_one_tick_go_out_in_one_write(conn: Connector) -> None:
+    before = conn.writes
+    replies = await asyncio.gather(*(conn.call("PING") for _ in range(1000)))
+    assert replies == [b"PONG"] * 1000
+    assert conn.writes - before == 1
+
+
+async def test_big_binary_values_round_trip(conn: Connector, queue_name: str) -> None:
+    big = bytes(range(256)) * 4096  # 1 MiB holding every byte value, CRLF included
+    key = f"{queue_name}:big"
+    assert await conn.call("SET", key, big) == b"OK"
+    assert await conn.call("GET", key) == big
+    await conn.call("DEL", key)
+
+
+async def test_error_reply_reaches_only_its_caller(conn: Connector, queue_name: str) -> None:
+    key = f"{queue_name}:s"
+    await conn.call("SET", key, "text")
+    good1 = conn.call("ECHO", "a")
+    bad = conn.call("HGET", key, "f")
+    good2 = conn.call("ECHO", "b")
+    assert await good1 == b"a"
+    with pytest.raises(ServerError, match="WRONGTYPE") as info:
+        await bad
+    assert info.value.code == "WRONGTYPE"
+    assert await good2 == b"b"
+    replies = await conn.call_many([("ECHO", "x"), ("INCR", key), ("ECHO", "y")])
+    assert replies[0] == b"x"
+    assert isinstance(replies[1], ServerError)
+    assert "not an integer" in replies[1].message
+    assert replies[2] == b"y"
+    await conn.call("DEL", key)
+
+
+async def test_killed_socket_fails_in_flight_calls_then_reconnects(
+    conn: Connector, valkey_url: str, queue_name: str
+) -> None:
+    client_id = await conn.call("CLIENT", "ID")
+    in_flight = asyncio.ensure_future(conn.call_blocking(5, "BLPOP", f"{queue_name}:never", 5))
+    async with Connector(ConnectionOptions.from_url(valkey_url)) as admin:
+        # Wait until the server sees the BLPOP as blocked, then kill its socket.
+        deadline = time.monotonic() + 5
+        while b"cmd=blpop" not in await admin.call("CLIENT", "LIST", "ID", client_id):
+            assert time.monotonic() < deadline, "BLPOP never reached the server"
+            await asyncio.sleep(0.01)
+        assert await admin.call("CLIENT", "KILL", "ID", client_id) == 1
+    with pytest.raises(Disconnected, match="in flight; they may or may not have run"):
+        await in_flight
+    assert await conn.call("PING") == b"PONG"  # waits for the reconnect, then succeeds
+    assert conn.reconnects == 1
+    assert await conn.call("CLIENT", "ID") != client_id
+
+
+async def test_wrong_password_is_a_typed_auth_error_naming_the_server(
+    conn: Connector, valkey_url: str
+) -> None:
+    user = f"u{uuid.uuid4().hex[:8]}"
+    await conn.call("ACL", "SETUSER", user, "on", ">right-secret", "~*", "+@all")
+    try:
+        opts = ConnectionOptions.from_url(valkey_url).replace(username=user, password="wrong")
+        with pytest.raises(AuthError, match="authentication refused") as info:
+            await Connector(opts).connect()
+        assert info.value.address == opts.address
+        assert opts.address in str(info.value)
+        assert "wrong" not in str(info.value)  # the secret is never echoed
+        async with Connector(opts.replace(password="right-secret")) as ok:
+            assert await ok.call("ACL", "WHOAMI") == user.encode()
+    finally:
+        await conn.call("ACL", "DELUSER", user)
+
+
+async def test_nothing_listening_is_a_typed_connect_error_within_the_timeout() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    opts = ConnectionOptions(port=port, connect_timeout=1.0)
+    started = time.monotonic()
+    with pytest.raises(ConnectError, match=f"cannot connect.*127.0.0.1:{port}"):
+        await Connector(opts).connect()
+    assert time.monotonic() - started < 1.5
+
+
+async def test_script_flush_makes_the_next_call_reload_and_succeed(conn: Connector) -> None:
+    script = Script.from_source("echo_first", "return {KEYS[1], ARGV[1]}")
+    registry = ScriptRegistry([script])
+    assert await registry.run(conn, "echo_first", ["k"], ["v"]) == [b"k", b"v"]
+    loads = registry.loads
+    await conn.call("SCRIPT", "FLUSH")
+    assert await registry.run(conn, "echo_first", ["k2"], ["v2"]) == [b"k2", b"v2"]
+    assert registry.loads == loads + 1
+    await conn.call("SCRIPT", "FLUSH")
+    replies = await registry.run_many(conn, [("echo_first", ["a"], ["1"])] * 3)
+    assert replies == [[b"a", b"1"]] * 3
+    assert registry.loads == loads + 2  # one load serves the whole pipeline
+
+
+async def test_version_fence_refuses_a_deployment_of_another_version(
+    conn: Connector, valkey_url: str
+) -> None:
+    db = 7  # a database of its own, so no other test ever sees the foreign version
+    other = ConnectionOptions.from_url(valkey_url).replace(db=db)
+    async with Connector(other) as setter:
+        assert await setter.call("GET", VERSION_KEY) == WIRE_VERSION.encode()
+        await setter.call("SET", VERSION_KEY, "echomq:0-legacy")
+    try:
+        with pytest.raises(VersionFenceError, match="'echomq:0-legacy'") as info:
+            await Connector(other).connect()
+        assert info.value.expected == WIRE_VERSION
+    finally:
+        async with Connector(other, version_fence=None) as cleaner:
+            await cleaner.call("DEL", VERSION_KEY)
+
+
+async def test_pool_spreads_calls_round_robin_and_keeps_pipeline_order(valkey_url: str) -> None:
+    async with Pool(ConnectionOptions.from_url(valkey_url), size=3) as pool:
+        ids = await asyncio.gather(*(pool.call("CLIENT", "ID") for _ in range(6)))
+        assert len(set(ids)) == 3
+        assert ids[:3] == ids[3:]
+        replies = await pool.call_many([("ECHO", str(n)) for n in range(500)])
+        assert replies == [str(n).encode() for n in range(500)]
