@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import valkey.asyncio as valkey_asyncio
+from echomq._server import EmbeddedValkey
 
 from echomq._connector import Connector
-from echomq._server import EmbeddedValkey
 from echomq._url import ConnectionOptions
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
@@ -115,7 +115,10 @@ async def run(url: str, runs: int, calls: int) -> None:
     peer = valkey_asyncio.Valkey.from_url(url.replace("valkey://", "redis://"), max_connections=64)
     clients = {"echomq": EchoClient(conn, sha), "valkey-py": ValkeyPyClient(peer, sha)}
     print(f"{calls} calls per run, median of {runs} runs; client CPU is this process only\n")
-    print("| case | echomq ops/s | valkey-py ops/s | ratio | echomq µs CPU/call | valkey-py µs CPU/call |")
+    print(
+        "| case | echomq ops/s | valkey-py ops/s | ratio "
+        "| echomq µs CPU/call | valkey-py µs CPU/call |"
+    )
     print("|---|---:|---:|---:|---:|---:|")
     for name, make in cases(calls, sha).items():
         figures: dict[str, list[Figure]] = {label: [] for label in clients}
@@ -126,7 +129,8 @@ async def run(url: str, runs: int, calls: int) -> None:
         cpu = {k: statistics.median(f.cpu_us for f in v) for k, v in figures.items()}
         print(
             f"| {name} | {ops['echomq']:,.0f} | {ops['valkey-py']:,.0f} | "
-            f"{ops['echomq'] / ops['valkey-py']:.2f}× | {cpu['echomq']:.1f} | {cpu['valkey-py']:.1f} |"
+            f"{ops['echomq'] / ops['valkey-py']:.2f}× "
+            f"| {cpu['echomq']:.1f} | {cpu['valkey-py']:.1f} |"
         )
     await conn.close()
     await peer.aclose()

@@ -67,7 +67,9 @@ class QueueAdmin:
 
     async def concurrency(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
-        if ceiling is not None and (isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1):
+        if ceiling is not None and (
+            isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1
+        ):
             raise InvalidArgument("ceiling", ceiling, "must be an integer >= 1")
         await self._run("configure", ("concurrency", "" if ceiling is None else ceiling))
 
@@ -91,7 +93,11 @@ class QueueAdmin:
     async def rate_limit_ttl(self) -> float:
         """Seconds until the queue's rate window admits claims again (0 = it admits now)."""
         meta, spent, ttl = await self.wire.call_many(
-            [("HGET", self.keys.meta, "max"), ("GET", self.keys.limiter), ("PTTL", self.keys.limiter)]
+            [
+                ("HGET", self.keys.meta, "max"),
+                ("GET", self.keys.limiter),
+                ("PTTL", self.keys.limiter),
+            ]
         )
         if meta is None or spent is None or int(spent) < int(meta) or ttl <= 0:
             return 0.0
@@ -121,7 +127,9 @@ class QueueAdmin:
 
     async def state(self, id: str) -> JobState:
         """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``dead`` or ``absent``."""
-        state = await self.wire.call("HGET", self.keys.job(_ids.validate(id, argument="job id")), "state")
+        state = await self.wire.call(
+            "HGET", self.keys.job(_ids.validate(id, argument="job id")), "state"
+        )
         text = _text(state) if state is not None else "absent"
         return text if text in _STATES else "absent"  # type: ignore[return-value]
 

@@ -47,7 +47,7 @@ class Exponential:
         _non_negative(self.cap, "cap")
 
     def delay(self, attempt: int) -> float:
-        return min(self.base * 2 ** max(0, attempt - 1), self.cap)
+        return min(self.base * 2.0 ** max(0, attempt - 1), self.cap)
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,4 +58,5 @@ class Jitter:
     rng: random.Random | None = None
 
     def delay(self, attempt: int) -> float:
-        return (self.rng or random).uniform(0, self.inner.delay(attempt))
+        uniform = random.uniform if self.rng is None else self.rng.uniform
+        return uniform(0, self.inner.delay(attempt))

@@ -21,13 +21,17 @@ class Codec(Protocol):
 class JsonCodec:
     """Compact UTF-8 JSON. Refuses what JSON cannot carry (sets, bytes, NaN…) before any I/O."""
 
+    def __init__(self) -> None:
+        # One encoder, built once: json.dumps with options builds a new one per call.
+        self._encoder = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
     def encode(self, payload: Any) -> bytes:
         try:
-            return json.dumps(
-                payload, separators=(",", ":"), ensure_ascii=False, allow_nan=False
-            ).encode()
+            return self._encoder.encode(payload).encode()
         except (TypeError, ValueError) as exc:
-            raise InvalidArgument("payload", _preview(payload), f"not JSON-encodable: {exc}") from None
+            raise InvalidArgument(
+                "payload", _preview(payload), f"not JSON-encodable: {exc}"
+            ) from None
 
     def decode(self, data: bytes) -> Any:
         return json.loads(data)

@@ -49,7 +49,7 @@ PushHandler = Callable[[list[Any]], None]
 _NEED_MORE: Final = object()
 _ReplyError: Final = hiredis.ReplyError
 _Push: Final = hiredis.PushNotification
-_pack: Final = hiredis.pack_command
+_pack: Final[Callable[[tuple[Arg, ...]], bytes]] = hiredis.pack_command  # type: ignore[assignment]
 
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 2.0
@@ -115,7 +115,7 @@ class _Protocol(asyncio.Protocol):
                 connector._push(reply)
                 continue
             entry = pending[0]
-            if type(entry) is _Gather:
+            if isinstance(entry, _Gather):
                 if entry.add(reply):
                     pending.popleft()
                 continue
@@ -261,7 +261,7 @@ class Connector:
             self._schedule_flush()
 
     async def call_blocking(self, timeout: float, *args: Arg) -> Any:
-        """A blocking command (``BLPOP … timeout``): the call timeout is stretched by ``timeout``."""
+        """A blocking command (``BLPOP k timeout``): the call timeout stretches by ``timeout``."""
         self._grace_until = max(self._grace_until, time.monotonic() + timeout)
         return await self.call(*args)
 
@@ -280,7 +280,7 @@ class Connector:
             raise Disconnected("connector was never connected", address=self.address)
         try:
             await asyncio.wait_for(self._ready.wait(), self.options.call_timeout)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise WireTimeout(
                 f"not connected within {self.options.call_timeout}s", address=self.address
             ) from None
@@ -324,9 +324,7 @@ class Connector:
             )
             self._fail_pending(
                 proto,
-                WireTimeout(
-                    f"no reply within {self.options.call_timeout}s", address=self.address
-                ),
+                WireTimeout(f"no reply within {self.options.call_timeout}s", address=self.address),
             )
             if proto.transport is not None:
                 proto.transport.abort()
@@ -355,7 +353,7 @@ class Connector:
                 ),
                 opts.connect_timeout,
             )
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise WireTimeout(
                 f"connect timed out after {opts.connect_timeout}s", address=self.address
             ) from None
@@ -398,7 +396,9 @@ class Connector:
         for reply in replies:
             if isinstance(reply, ServerError):
                 if any(word in reply.message for word in _AUTH_WORDS):
-                    raise AuthError(f"authentication refused: {reply.message}", address=self.address)
+                    raise AuthError(
+                        f"authentication refused: {reply.message}", address=self.address
+                    )
                 raise ConnectError(f"handshake refused: {reply.message}", address=self.address)
         if self.version_fence is not None:
             found = replies[-1]
@@ -424,7 +424,9 @@ class Connector:
             return
         if self._ready is not None:
             self._ready.clear()
-        log.warning("lost connection to %s (%s); reconnecting", self.address, exc or "closed by peer")
+        log.warning(
+            "lost connection to %s (%s); reconnecting", self.address, exc or "closed by peer"
+        )
         self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
 
     def _protocol_error(self, proto: _Protocol, exc: Exception) -> None:
@@ -436,7 +438,7 @@ class Connector:
         pending = proto.pending
         while pending:
             entry = pending.popleft()
-            if type(entry) is _Gather:
+            if isinstance(entry, _Gather):
                 entry.fail(exc)
             elif not entry.done():
                 entry.set_exception(exc)

@@ -1,7 +1,7 @@
 """The one exception tree of echomq, and the table that maps engine refusals to it.
 
     EchoMQError
-    ├── InvalidArgument        (also ValueError) bad queue/lane name, id, delay, lease … before any I/O
+    ├── InvalidArgument        (also ValueError) a bad name, id, delay, lease … before any I/O
     ├── WireError              the connection: carries the server address
     │   ├── ConnectError       nothing listening, DNS, TLS handshake, refused
     │   ├── AuthError          wrong user/password (the server refused AUTH/HELLO)
@@ -31,7 +31,7 @@ class EchoMQError(Exception):
     """Root of every error echomq raises."""
 
 
-class InvalidArgument(EchoMQError, ValueError):  # noqa: N818 - reads as a sentence at the raise site
+class InvalidArgument(EchoMQError, ValueError):
     """An argument was refused before any wire traffic; nothing was written."""
 
     def __init__(self, argument: str, value: Any, reason: str) -> None:
@@ -57,19 +57,19 @@ class AuthError(WireError):
     """The server refused the credentials."""
 
 
-class WireTimeout(WireError, TimeoutError):  # noqa: N818
+class WireTimeout(WireError, TimeoutError):
     """A connect or a call did not finish within its timeout."""
 
 
-class Disconnected(WireError):  # noqa: N818
+class Disconnected(WireError):
     """The socket dropped while the call was in flight. The call may or may not have run."""
 
 
-class Closed(WireError):  # noqa: N818
+class Closed(WireError):
     """The connector was closed; no further calls are accepted."""
 
 
-class Overloaded(WireError):  # noqa: N818
+class Overloaded(WireError):
     """Too many calls are in flight on one connector."""
 
 

@@ -83,6 +83,16 @@ def _crc16_table() -> tuple[int, ...]:
 _CRC16_TABLE: Final = _crc16_table()
 
 
+def validate_bucket(name: object) -> str:
+    """Return ``name`` if it is a legal token bucket name: ``[A-Za-z0-9._:@-]{1,255}``."""
+    return _check_name("bucket name", name, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)
+
+
+def bucket_key(tag: str, name: str) -> str:
+    """A token bucket: ``emqb:{tag}:<name>``; buckets taken together must share ``tag``."""
+    return "emqb:{" + validate_queue(tag) + "}:" + validate_bucket(name)
+
+
 def crc16(data: bytes) -> int:
     """CRC16-XMODEM (poly 0x1021, init 0), the checksum behind Valkey Cluster slots."""
     crc = 0

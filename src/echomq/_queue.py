@@ -117,7 +117,7 @@ class Queue(QueueAdmin):
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _run(self, script: str, args: Sequence[Arg] = ()) -> Awaitable[Any]:  # noqa: D102
+    def _run(self, script: str, args: Sequence[Arg] = ()) -> Awaitable[Any]:
         return self.scripts.run(self.wire, script, self._root, args)
 
     def _emit(self, events: Iterable[dict[str, Any]]) -> None:
@@ -182,12 +182,16 @@ class Queue(QueueAdmin):
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
         run_at = -ms(delay, "delay")
-        return await self._admit(self._admission(payload, **_admission_options(options), run_at=run_at))
+        return await self._admit(
+            self._admission(payload, **_admission_options(options), run_at=run_at)
+        )
 
     async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable at ``when`` (Unix seconds)."""
         run_at = ms(when, "when", positive=True)
-        return await self._admit(self._admission(payload, **_admission_options(options), run_at=run_at))
+        return await self._admit(
+            self._admission(payload, **_admission_options(options), run_at=run_at)
+        )
 
     async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
         """Admit many jobs in one pipelined flush; one verdict per item, in input order.
@@ -202,7 +206,9 @@ class Queue(QueueAdmin):
                 item = Item(item)
             try:
                 run_at = 0 if item.delay is None else -ms(item.delay, "delay")
-                args = self._admission(item.payload, item.group, item.id, item.dedup_key, None, run_at)
+                args = self._admission(
+                    item.payload, item.group, item.id, item.dedup_key, None, run_at
+                )
             except InvalidArgument as exc:
                 verdicts.append(Verdict("error", item.id or "", exc))
                 continue
@@ -213,7 +219,9 @@ class Queue(QueueAdmin):
             verdicts = [v if v is not None else self._verdict(next(replies)) for v in verdicts]
         done = [v for v in verdicts if v is not None]
         if self.publishes_events:
-            self._emit({"event": v.kind, "job": v.id} for v in done if v.kind in ("enqueued", "scheduled"))
+            self._emit(
+                {"event": v.kind, "job": v.id} for v in done if v.kind in ("enqueued", "scheduled")
+            )
         return done
 
     # -- claim ---------------------------------------------------------------------------------
@@ -222,7 +230,9 @@ class Queue(QueueAdmin):
         group, deadline = _text(reply[0]), int(reply[1])
         decode = self.codec.decode
         return [
-            Job(_text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name)
+            Job(
+                _text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name
+            )
             for i in range(2, len(reply), 3)
         ]
 
@@ -294,11 +304,15 @@ class Queue(QueueAdmin):
         code = (await self._run("extend", (ms(lease, "lease", positive=True), job_id, token)))[0]
         if code == -1:
             raise StaleTokenError(f"EMQSTALE extend token mismatch for {job_id}")
-        return code == 1
+        return bool(code == 1)
 
-    async def extend_many(self, jobs: Iterable[Job | tuple[str, int]], *, lease: float) -> list[str]:
+    async def extend_many(
+        self, jobs: Iterable[Job | tuple[str, int]], *, lease: float
+    ) -> list[str]:
         """Extend many leases on one server TIME; returns the ids that could not be extended."""
-        pairs = [_ref(job[0], job[1]) if isinstance(job, tuple) else _ref(job, None) for job in jobs]
+        pairs = [
+            _ref(job[0], job[1]) if isinstance(job, tuple) else _ref(job, None) for job in jobs
+        ]
         if not pairs:
             return []
         args: list[Arg] = [ms(lease, "lease", positive=True)]
@@ -334,7 +348,9 @@ def _admission_options(options: dict[str, Any]) -> dict[str, Any]:
     allowed = {"group", "id", "dedup_key", "dedup_ttl"}
     unknown = set(options) - allowed
     if unknown:
-        raise InvalidArgument("option", sorted(unknown)[0], f"allowed: {', '.join(sorted(allowed))}")
+        raise InvalidArgument(
+            "option", sorted(unknown)[0], f"allowed: {', '.join(sorted(allowed))}"
+        )
     return {name: options.get(name) for name in allowed}
 
 

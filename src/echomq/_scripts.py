@@ -8,6 +8,7 @@ the one computed from the source, and the call is retried once.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -34,6 +35,36 @@ class Script:
         return ("EVALSHA", self.sha, len(keys), *keys, *args)
 
 
+_HELPER = re.compile(r"^local function (\w+)\(.*?^end\n", re.M | re.S)
+
+
+def _helpers(library: str) -> dict[str, str]:
+    """The library's top-level ``local function`` blocks by name, each with its comment."""
+    found: dict[str, str] = {}
+    start = 0
+    for match in _HELPER.finditer(library):
+        found[match.group(1)] = library[start : match.end()].lstrip("\n")
+        start = match.end()
+    return found
+
+
+def _link(helpers: dict[str, str], body: str) -> str:
+    """Prepend the helpers ``body`` uses (and theirs), in library order.
+
+    Only what a script calls is defined: Lua builds every ``local function`` anew on each call,
+    so an unused helper would cost every call a closure and some garbage.
+    """
+    needed: set[str] = set()
+    frontier = [body]
+    while frontier:
+        text = frontier.pop()
+        for name, block in helpers.items():
+            if name not in needed and re.search(rf"\b{name}\(", text):
+                needed.add(name)
+                frontier.append(block)
+    return "".join(block for name, block in helpers.items() if name in needed) + body
+
+
 def _is_noscript(reply: Any) -> bool:
     return isinstance(reply, ServerError) and reply.code == "NOSCRIPT"
 
@@ -49,12 +80,16 @@ class ScriptRegistry:
     def from_package(cls, package: str = "echomq", folder: str = "lua") -> ScriptRegistry:
         """Every ``*.lua`` transition of the package; ``_*.lua`` libraries are prepended to each."""
         entries = sorted(
-            (e for e in resources.files(package).joinpath(folder).iterdir() if e.name.endswith(".lua")),
+            (
+                e
+                for e in resources.files(package).joinpath(folder).iterdir()
+                if e.name.endswith(".lua")
+            ),
             key=lambda e: e.name,
         )
-        prelude = "".join(e.read_text("utf-8") for e in entries if e.name.startswith("_"))
+        helpers = _helpers("".join(e.read_text("utf-8") for e in entries if e.name.startswith("_")))
         return cls(
-            Script.from_source(e.name.removesuffix(".lua"), prelude + e.read_text("utf-8"))
+            Script.from_source(e.name.removesuffix(".lua"), _link(helpers, e.read_text("utf-8")))
             for e in entries
             if not e.name.startswith("_")
         )

@@ -199,7 +199,9 @@ async def test_backoff(queue: Queue) -> None:
             await wait_until_server_ms(queue, await server_ms(queue) + 1)
             continue
         error = f"boom {job.attempts}"
-        outcome = await queue.retry(job, delay=policy.delay(job.attempts), max_attempts=3, error=error)
+        outcome = await queue.retry(
+            job, delay=policy.delay(job.attempts), max_attempts=3, error=error
+        )
     info = await queue.job(verdict.id)
     assert info is not None
     assert (info.state, info.attempts, info.last_error) == ("dead", 3, "boom 3")

@@ -66,7 +66,9 @@ def tls_port(valkey_url: str, tmp_path_factory: pytest.TempPathFactory) -> Itera
                 socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
                 break
             except OSError:
-                assert proc.poll() is None, "stunnel exited: " + (folder / "stunnel.log").read_text()
+                assert proc.poll() is None, (
+                    "stunnel exited: " + (folder / "stunnel.log").read_text()
+                )
                 assert time.monotonic() < deadline, "stunnel never listened"
                 time.sleep(0.02)
         yield port

@@ -8,8 +8,15 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
-local function lane_of(root, g) return root .. 'g:' .. g .. ':pending' end
-local function lane_limiter_of(root, g) return root .. 'g:' .. g .. ':limiter' end
+-- A lane: the pending job ids of one group, score 0, so byte order = mint order.
+local function lane_of(root, g)
+  return root .. 'g:' .. g .. ':pending'
+end
+
+-- The fixed-window rate counter of one lane.
+local function lane_limiter_of(root, g)
+  return root .. 'g:' .. g .. ':limiter'
+end
 
 -- One wake token per readiness event; parked consumers BLPOP the list. Capped at 64.
 local function wake(root)

@@ -1,0 +1,674 @@
+"""The lane machinery held against a small pure model: a Hypothesis state machine on a real Valkey.
+
+It drives one real Queue through admission, claims, settles, lane and queue verbs and reaps, and
+after every step reads the server's own state back: no job lost or duplicated, the ring holds
+exactly the serviceable lanes, ceilings hold, an empty claim means nothing was claimable, and no
+lane waits longer than the other lanes' weights allow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import itertools
+from collections.abc import Coroutine
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
+
+from echomq._errors import StaleTokenError, StateError
+from echomq._queue import Item, Queue
+from echomq._results import Empty, Job
+
+T = TypeVar("T")
+
+# "_" is the default lane: the machine enqueues into it without naming a group.
+GROUPS = ("_", "a", "b", "c")
+# Long leases never expire within an example; short ones are expired before every reap.
+LONG_LEASE = 60.0
+SHORT_LEASE = 0.001
+
+groups = st.sampled_from(GROUPS)
+# An index into whatever the rule picks from (taken modulo its size); shrinks towards the first.
+picks = st.integers(min_value=0, max_value=1 << 16)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+# -- the model -----------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """A live job as the model sees it (completed jobs have no row)."""
+
+    group: str
+    payload: int
+    state: str = "pending"  # pending | active | dead
+    attempts: int = 0
+    stalled: int = 0
+    last_error: str | None = None
+
+
+@dataclass
+class Lease:
+    group: str
+    token: int
+    deadline_ms: int
+    is_short: bool
+
+
+@dataclass
+class Model:
+    """The queue in plain Python: lanes in mint order, settings, leases, and the terminal sets."""
+
+    rows: dict[str, Row] = field(default_factory=dict)
+    lanes: dict[str, list[str]] = field(default_factory=lambda: {g: [] for g in GROUPS})
+    paused: set[str] = field(default_factory=set)
+    limits: dict[str, int] = field(default_factory=dict)
+    weights: dict[str, int] = field(default_factory=dict)
+    concurrency: int | None = None
+    is_queue_paused: bool = False
+    active: dict[str, Lease] = field(default_factory=dict)
+    dead: set[str] = field(default_factory=set)
+    completed: set[str] = field(default_factory=set)
+    failed: int = 0
+    # Every (id, token) a claim ever handed out, so settles can replay old tokens.
+    tokens: list[tuple[str, int]] = field(default_factory=list)
+    # In flight when a ceiling was lowered below that: the ceiling may be exceeded until they
+    # settle (a ceiling gates claims; it never evicts leases).
+    limit_slack: dict[str, int] = field(default_factory=dict)
+    concurrency_slack: int = 0
+
+    def gactive(self, group: str) -> int:
+        return sum(1 for lease in self.active.values() if lease.group == group)
+
+    def weight(self, group: str) -> int:
+        return self.weights.get(group, 1)
+
+    def is_serviceable(self, group: str) -> bool:
+        return (
+            bool(self.lanes[group])
+            and group not in self.paused
+            and (group not in self.limits or self.gactive(group) < self.limits[group])
+        )
+
+    def serviceable(self) -> set[str]:
+        return {g for g in GROUPS if self.is_serviceable(g)}
+
+    def is_at_ceiling(self) -> bool:
+        return self.concurrency is not None and len(self.active) >= self.concurrency
+
+    def is_claimable(self) -> bool:
+        return not self.is_queue_paused and not self.is_at_ceiling() and bool(self.serviceable())
+
+    def admit(self, job_id: str, group: str, payload: int) -> None:
+        assert job_id not in self.rows and job_id not in self.completed, f"{job_id} minted twice"
+        self.rows[job_id] = Row(group, payload)
+        bisect.insort(self.lanes[group], job_id)
+
+    def to_lane(self, job_id: str) -> None:
+        row = self.rows[job_id]
+        row.state = "pending"
+        bisect.insort(self.lanes[row.group], job_id)
+
+    def lease(self, job_id: str, deadline_ms: int, is_short: bool) -> None:
+        row = self.rows[job_id]
+        self.lanes[row.group].remove(job_id)
+        row.state, row.attempts = "active", row.attempts + 1
+        self.active[job_id] = Lease(row.group, row.attempts, deadline_ms, is_short)
+        self.tokens.append((job_id, row.attempts))
+
+    def complete(self, job_id: str) -> None:
+        row = self.rows.pop(job_id)
+        if row.state == "active":
+            del self.active[job_id]
+        else:
+            self.lanes[row.group].remove(job_id)
+        self.completed.add(job_id)
+
+    def bury(self, job_id: str, error: str) -> None:
+        row = self.rows[job_id]
+        row.state, row.last_error = "dead", error
+        self.dead.add(job_id)
+        self.failed += 1
+
+
+@dataclass
+class Wait:
+    """How long one serviceable lane has waited since it was last served or joined the ring.
+
+    ``ahead`` holds the lanes that may be served before it — those serviceable when the wait
+    began — each with the largest weight it had since. A lane that joins the ring later is
+    appended behind this one, so serving it first is itself a fairness bug.
+    """
+
+    ahead: dict[str, int]
+    departed: int = 0  # the weight budget of ahead lanes that left the ring (they rejoin behind)
+    claims: int = 0
+
+    @property
+    def bound(self) -> int:
+        return sum(self.ahead.values()) + self.departed
+
+
+class Fairness:
+    """Weighted round robin: a waiting lane sees at most one visit — at most ``weight`` claims —
+    of each lane ahead of it before it is served.
+
+    The wait of a lane starts when it becomes serviceable, not when it was last served before
+    that: a lane that left the ring (emptied, paused, at its ceiling) rejoins at the tail, behind
+    every lane already there — including the head lane whose visit is in progress — so counting
+    from its previous service would charge it for claims it could never have had.
+    """
+
+    def __init__(self) -> None:
+        self.waits: dict[str, Wait] = {}
+
+    def served(self, group: str) -> None:
+        for lane, wait in self.waits.items():
+            if lane == group:
+                continue
+            assert group in wait.ahead, f"lane {group!r} was served before {lane!r}, ahead of it"
+            wait.claims += 1
+            assert wait.claims <= wait.bound, (
+                f"lane {lane!r} waited {wait.claims} claims, weights allow {wait.bound}"
+            )
+        self.waits.pop(group, None)
+
+    def weighted(self, group: str, weight: int) -> None:
+        for wait in self.waits.values():
+            if group in wait.ahead:
+                wait.ahead[group] = max(wait.ahead[group], weight)
+
+    def settle(self, model: Model) -> None:
+        """After every step: forget lanes that left the ring, start the waits of lanes that
+        joined it (or were just served)."""
+        now = model.serviceable()
+        for lane in set(self.waits) - now:
+            del self.waits[lane]
+        for wait in self.waits.values():
+            for lane in set(wait.ahead) - now:
+                wait.departed += wait.ahead.pop(lane)
+        for lane in now - set(self.waits):
+            self.waits[lane] = Wait({g: model.weight(g) for g in now if g != lane})
+
+
+# -- the machine ---------------------------------------------------------------------------------
+
+
+@settings(max_examples=60, stateful_step_count=40, deadline=None)
+class QueueMachine(RuleBasedStateMachine):
+    """One real queue per example, and the model it must agree with after every step."""
+
+    def __init__(self, url: str, name: str) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.queue = self._run(Queue.connect(url, name, pool_size=1, events=False))
+        self.model = Model()
+        self.fairness = Fairness()
+        self.payloads = itertools.count()
+
+    def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        return self.loop.run_until_complete(coroutine)
+
+    def teardown(self) -> None:
+        try:
+            leftover = self._run(self._obliterate())
+            assert leftover == [], f"obliterate left keys behind: {leftover}"
+        finally:
+            try:
+                self._run(self.queue.close())
+            finally:
+                self.loop.run_until_complete(self.loop.shutdown_asyncgens())
+                self.loop.close()
+
+    async def _obliterate(self) -> list[str]:
+        await self.queue.pause()
+        await self.queue.obliterate(force=True)
+        cursor, found = b"0", []
+        while True:
+            pattern = self.queue.keys.root + "*"
+            cursor, batch = await self.queue.wire.call("SCAN", cursor, "MATCH", pattern)
+            found += [_text(k) for k in batch]
+            if cursor in (b"0", 0, "0"):
+                return sorted(found)
+
+    # -- reading the server ----------------------------------------------------------------------
+
+    async def _snapshot(self) -> dict[str, Any]:
+        """The queue's raw keys, decoded (the wake list is left out: it is a hint, not state)."""
+        keys = self.queue.keys
+        ids = sorted(self.model.rows) + sorted(self.model.completed)
+        fixed = {
+            "ring": ("LRANGE", keys.ring, 0, -1),
+            "lanes": ("SMEMBERS", keys.root + "lanes"),
+            "paused": ("SMEMBERS", keys.paused),
+            "glimit": ("HGETALL", keys.glimit),
+            "gactive": ("HGETALL", keys.gactive),
+            "gweight": ("HGETALL", keys.gweight),
+            "active": ("ZRANGE", keys.active, 0, -1, "WITHSCORES"),
+            "dead": ("ZRANGE", keys.dead, 0, -1),
+            "schedule": ("ZRANGE", keys.schedule, 0, -1),
+            "meta": ("HGETALL", keys.meta),
+            "turn": ("HGETALL", keys.turn),
+            "completed": ("HGET", keys.completed, "count"),
+            "failed": ("HGET", keys.failed, "count"),
+        }
+        commands = [
+            *fixed.values(),
+            *[("ZRANGE", keys.lane(g), 0, -1) for g in GROUPS],
+            *[("HGETALL", keys.job(i)) for i in ids],
+        ]
+        replies = await self.queue.wire.call_many(commands)
+        raw = dict(zip(fixed, replies, strict=False))
+        rest = replies[len(fixed) :]
+        return {
+            "ring": [_text(g) for g in raw["ring"]],
+            "lanes": {_text(g) for g in raw["lanes"]},
+            "paused": {_text(g) for g in raw["paused"]},
+            **{
+                name: {_text(k): int(v) for k, v in raw[name].items()}
+                for name in ("glimit", "gactive", "gweight")
+            },
+            "active": {_text(i): int(score) for i, score in raw["active"]},
+            "dead": {_text(i) for i in raw["dead"]},
+            "schedule": {_text(i) for i in raw["schedule"]},
+            "meta": {_text(k): _text(v) for k, v in raw["meta"].items()},
+            "turn": {_text(k): _text(v) for k, v in raw["turn"].items()},
+            "completed": int(raw["completed"] or 0),
+            "failed": int(raw["failed"] or 0),
+            "lane": {g: [_text(i) for i in rest[n]] for n, g in enumerate(GROUPS)},
+            "rows": {
+                i: {_text(k): _text(v) for k, v in row.items()}
+                for i, row in zip(ids, rest[len(GROUPS) :], strict=True)
+                if row
+            },
+        }
+
+    def snapshot(self) -> dict[str, Any]:
+        return self._run(self._snapshot())
+
+    async def _server_ms(self) -> int:
+        seconds, micros = await self.queue.wire.call("TIME")
+        return int(seconds) * 1000 + int(micros) // 1000
+
+    async def _until_server_ms(self, target_ms: int) -> None:
+        """Wait on the engine's clock (the one leases use) until it reaches ``target_ms``."""
+        while (now := await self._server_ms()) < target_ms:
+            await asyncio.sleep((target_ms - now) / 1000)
+
+    # -- admission -------------------------------------------------------------------------------
+
+    @rule(group=groups)
+    def enqueue(self, group: str) -> None:
+        payload = next(self.payloads)
+        verdict = self._run(self.queue.enqueue(payload, group=None if group == "_" else group))
+        assert verdict.kind == "enqueued"
+        self.model.admit(verdict.id, group, payload)
+        assert self._run(self.queue.state(verdict.id)) == "pending"
+
+    @precondition(lambda self: self.model.rows)
+    @rule(pick=picks, group=groups)
+    def enqueue_existing_id_is_duplicate(self, pick: int, group: str) -> None:
+        job_id = sorted(self.model.rows)[pick % len(self.model.rows)]
+        before = self.snapshot()
+        verdict = self._run(self.queue.enqueue("other", group=group, id=job_id))
+        assert (verdict.kind, verdict.id) == ("duplicate", job_id)
+        assert self.snapshot() == before
+
+    @rule(lanes=st.lists(groups, min_size=1, max_size=5), duplicate=st.none() | picks)
+    def enqueue_many(self, lanes: list[str], duplicate: int | None) -> None:
+        items = [Item(payload=next(self.payloads), group=g) for g in lanes]
+        existing = sorted(self.model.rows)
+        position = None
+        if duplicate is not None and existing:
+            position = duplicate % (len(items) + 1)
+            twin = existing[duplicate % len(existing)]
+            items.insert(position, Item(payload="other", group=lanes[0], id=twin))
+        verdicts = self._run(self.queue.enqueue_many(items))
+        assert len(verdicts) == len(items)
+        for n, (item, verdict) in enumerate(zip(items, verdicts, strict=True)):
+            if n == position:
+                assert (verdict.kind, verdict.id) == ("duplicate", item.id)
+                continue
+            assert verdict.kind == "enqueued", verdict
+            assert isinstance(item.payload, int) and item.group is not None
+            self.model.admit(verdict.id, item.group, item.payload)
+
+    # -- claims ----------------------------------------------------------------------------------
+
+    def _claimed(self, jobs: list[Job], n: int, is_short: bool) -> None:
+        """Check a successful claim against the model, then apply it."""
+        model = self.model
+        assert model.is_claimable(), f"claimed {jobs} while the model has nothing claimable"
+        group = jobs[0].group
+        assert group in model.serviceable(), f"claimed from {group!r}, which is not serviceable"
+        want = min(n, len(model.lanes[group]))
+        if group in model.limits:
+            want = min(want, model.limits[group] - model.gactive(group))
+        if model.concurrency is not None:
+            want = min(want, model.concurrency - len(model.active))
+        assert [j.id for j in jobs] == model.lanes[group][:want], "not the lane's heads"
+        for job in jobs:
+            row = model.rows[job.id]
+            assert (job.group, job.attempts, job.payload) == (group, row.attempts + 1, row.payload)
+            assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
+            model.lease(job.id, job.deadline_ms, is_short)
+        self.fairness.served(group)
+        info = self._run(self.queue.lane(group).info())
+        if group in model.limits:
+            assert info.active <= model.limits[group], "a claim pushed gactive past glimit"
+        if model.concurrency is not None:
+            assert len(model.active) <= model.concurrency, "a claim passed the queue ceiling"
+
+    def _not_claimed(self, result: object) -> None:
+        assert isinstance(result, Empty), f"expected empty, got {result!r}"
+        assert result.retry_in is None  # no lane has a rate budget here
+        assert not self.model.is_claimable(), (
+            f"claim answered empty while {sorted(self.model.serviceable())} are serviceable"
+        )
+
+    @rule(is_short=st.booleans())
+    def claim(self, is_short: bool) -> None:
+        result = self._run(self.queue.claim(SHORT_LEASE if is_short else LONG_LEASE))
+        if isinstance(result, Job):
+            self._claimed([result], 1, is_short)
+        else:
+            self._not_claimed(result)
+
+    @rule(n=st.integers(min_value=1, max_value=4), is_short=st.booleans())
+    def claim_batch(self, n: int, is_short: bool) -> None:
+        result = self._run(self.queue.claim_batch(n, SHORT_LEASE if is_short else LONG_LEASE))
+        if isinstance(result, list):
+            assert result, "a batch claim answered an empty list instead of empty"
+            self._claimed(result, n, is_short)
+        else:
+            self._not_claimed(result)
+
+    # -- settles ---------------------------------------------------------------------------------
+
+    def _held(self, pick: int) -> tuple[str, int]:
+        job_id = sorted(self.model.active)[pick % len(self.model.active)]
+        return job_id, self.model.active[job_id].token
+
+    def _complete(self, job_id: str, token: int) -> None:
+        assert self._run(self.queue.complete(job_id, token)) is True
+        self.model.complete(job_id)
+        assert self._run(self.queue.state(job_id)) == "absent"
+
+    def _retry(self, job_id: str, token: int, max_attempts: int) -> None:
+        error = f"boom {token}"
+        outcome = self._run(
+            self.queue.retry(job_id, token, delay=0, max_attempts=max_attempts, error=error)
+        )
+        # No delays or reprocessing here, so every attempt so far was a failure or a stall.
+        assert outcome == ("dead" if token >= max_attempts else "scheduled")
+        del self.model.active[job_id]
+        if outcome == "dead":
+            self.model.bury(job_id, error)
+        else:
+            self.model.rows[job_id].last_error = error
+            self.model.to_lane(job_id)
+        info = self._run(self.queue.job(job_id))
+        assert info is not None
+        assert (info.state, info.last_error, info.attempts) == (
+            "dead" if outcome == "dead" else "pending",
+            error,
+            token,
+        )
+
+    @precondition(lambda self: self.model.active)
+    @rule(pick=picks)
+    def complete(self, pick: int) -> None:
+        self._complete(*self._held(pick))
+
+    @precondition(lambda self: self.model.active)
+    @rule(pick=picks, offset=st.sampled_from([-1, 1, 2]))
+    def complete_with_wrong_token_is_refused(self, pick: int, offset: int) -> None:
+        job_id, token = self._held(pick)
+        wrong = token + offset if token + offset >= 1 else token + 1
+        before = self.snapshot()
+        with pytest.raises(StaleTokenError):
+            self._run(self.queue.complete(job_id, wrong))
+        assert self.snapshot() == before
+
+    @precondition(lambda self: self.model.active)
+    @rule(pick=picks, max_attempts=st.integers(min_value=1, max_value=3))
+    def retry(self, pick: int, max_attempts: int) -> None:
+        self._retry(*self._held(pick), max_attempts)
+
+    @precondition(lambda self: self.model.tokens)
+    @rule(pick=picks, verb=st.sampled_from(["complete", "retry"]))
+    def settle_with_old_token(self, pick: int, verb: str) -> None:
+        """Replay any token ever handed out: current, superseded, reaped, retried, finished."""
+        job_id, token = self.model.tokens[pick % len(self.model.tokens)]
+        row = self.model.rows.get(job_id)
+        if row is not None and row.attempts == token and row.state == "active":
+            if verb == "complete":
+                self._complete(job_id, token)
+            else:
+                self._retry(job_id, token, 3)
+            return
+        if (
+            verb == "complete"
+            and row is not None
+            and row.attempts == token
+            and row.state == "pending"
+        ):
+            # The lease was reaped (or the job retried) and nobody claimed it since: the token
+            # still matches the row, and completing deletes the waiting job.
+            self._complete(job_id, token)
+            return
+        before = self.snapshot()
+        settle = (
+            self.queue.complete(job_id, token)
+            if verb == "complete"
+            else self.queue.retry(job_id, token, delay=0, max_attempts=3)
+        )
+        if row is None:
+            assert self._run(settle) == (False if verb == "complete" else "gone")
+        elif row.attempts != token:
+            with pytest.raises(StaleTokenError):
+                self._run(settle)
+        else:  # a dead job, or a retry of a job that is no longer leased
+            with pytest.raises(StateError):
+                self._run(settle)
+        assert self.snapshot() == before
+
+    # -- time ------------------------------------------------------------------------------------
+
+    @rule(max_stalled=st.integers(min_value=1, max_value=3))
+    def reap(self, max_stalled: int) -> None:
+        expired = {i: lease for i, lease in self.model.active.items() if lease.is_short}
+        if expired:
+            # A 1 ms lease: wait until the server clock has surely passed every short deadline.
+            self._run(self._until_server_ms(max(lease.deadline_ms for lease in expired.values())))
+        reaped = self._run(self.queue.reap(limit=1000, max_stalled=max_stalled))
+        recovered, dead = set(), set()
+        for job_id in expired:
+            del self.model.active[job_id]
+            row = self.model.rows[job_id]
+            row.stalled += 1
+            if row.stalled >= max_stalled:
+                self.model.bury(job_id, "stalled")
+                dead.add(job_id)
+            else:
+                self.model.to_lane(job_id)
+                recovered.add(job_id)
+        assert (set(reaped.recovered), set(reaped.dead)) == (recovered, dead)
+        assert len(reaped.recovered) + len(reaped.dead) == len(expired)
+
+    # -- lane and queue verbs --------------------------------------------------------------------
+
+    @rule(group=groups)
+    def pause_lane(self, group: str) -> None:
+        assert self._run(self.queue.lane(group).pause()) is (group not in self.model.paused)
+        self.model.paused.add(group)
+
+    @rule(group=groups)
+    def resume_lane(self, group: str) -> None:
+        assert self._run(self.queue.lane(group).resume()) is (group in self.model.paused)
+        self.model.paused.discard(group)
+
+    @rule(group=groups, ceiling=st.none() | st.integers(min_value=1, max_value=3))
+    def limit_lane(self, group: str, ceiling: int | None) -> None:
+        self._run(self.queue.lane(group).limit(ceiling))
+        self.model.limit_slack.pop(group, None)
+        if ceiling is None:
+            self.model.limits.pop(group, None)
+            return
+        self.model.limits[group] = ceiling
+        if self.model.gactive(group) > ceiling:
+            self.model.limit_slack[group] = self.model.gactive(group)
+
+    @rule(group=groups, weight=st.none() | st.integers(min_value=1, max_value=3))
+    def weigh_lane(self, group: str, weight: int | None) -> None:
+        self._run(self.queue.lane(group).weight(weight))
+        if weight is None:
+            self.model.weights.pop(group, None)
+        else:
+            self.model.weights[group] = weight
+        self.fairness.weighted(group, self.model.weight(group))
+
+    @rule(ceiling=st.none() | st.integers(min_value=1, max_value=5))
+    def limit_queue(self, ceiling: int | None) -> None:
+        self._run(self.queue.concurrency(ceiling))
+        self.model.concurrency = ceiling
+        self.model.concurrency_slack = len(self.model.active)
+
+    @rule(is_paused=st.booleans())
+    def pause_queue(self, is_paused: bool) -> None:
+        self._run(self.queue.pause() if is_paused else self.queue.resume())
+        self.model.is_queue_paused = is_paused
+
+    # -- invariants ------------------------------------------------------------------------------
+
+    @invariant()
+    def server_agrees_with_the_model(self) -> None:
+        model, raw = self.model, self.snapshot()
+        serviceable = model.serviceable()
+
+        # Every job is in exactly one place; a leased job is in `active` and nowhere else.
+        places: dict[str, list[str]] = {}
+        for group, ids in raw["lane"].items():
+            for job_id in ids:
+                places.setdefault(job_id, []).append(f"lane {group}")
+        for name in ("active", "dead", "schedule"):
+            for job_id in raw[name]:
+                places.setdefault(job_id, []).append(name)
+        for job_id, where in places.items():
+            assert job_id in model.rows, f"unknown or completed job {job_id} is in {where}"
+            assert len(where) == 1, f"job {job_id} is in {where}"
+        lost = set(model.rows) - set(places)
+        assert not lost, f"jobs lost: {sorted(lost)}"
+
+        # Lanes in mint order, leases with their deadlines, the dead, the rows.
+        assert raw["lane"] == model.lanes
+        assert raw["active"] == {i: lease.deadline_ms for i, lease in model.active.items()}
+        assert raw["dead"] == model.dead
+        assert raw["schedule"] == set()
+        assert raw["lanes"] == {g for g in GROUPS if model.lanes[g]}
+        for job_id, row in model.rows.items():
+            stored = raw["rows"].get(job_id)
+            assert stored is not None, f"row of {job_id} is gone"
+            assert (stored["state"], int(stored["attempts"]), stored["group"]) == (
+                row.state,
+                row.attempts,
+                row.group,
+            ), job_id
+            assert int(stored.get("stalled", 0)) == row.stalled
+            assert stored.get("last_error") == row.last_error
+            assert stored["payload"] == str(row.payload)
+        for job_id in model.completed:
+            assert job_id not in raw["rows"], f"completed job {job_id} still has a row"
+
+        # Lane settings, and in-flight counts that never pass a ceiling (unless it was lowered
+        # under jobs already in flight: a ceiling gates claims, it never evicts leases).
+        assert raw["paused"] == model.paused
+        assert raw["glimit"] == model.limits
+        assert raw["gweight"] == model.weights
+        gactive = {g: model.gactive(g) for g in GROUPS if model.gactive(g)}
+        assert raw["gactive"] == gactive
+        for group, limit in model.limits.items():
+            if gactive.get(group, 0) <= limit:
+                model.limit_slack.pop(group, None)
+            assert gactive.get(group, 0) <= max(limit, model.limit_slack.get(group, 0))
+        if model.concurrency is not None:
+            if len(model.active) <= model.concurrency:
+                model.concurrency_slack = 0
+            assert len(model.active) <= max(model.concurrency, model.concurrency_slack)
+
+        # The ring holds exactly the serviceable lanes, each once — by the model, and by the
+        # server's own keys.
+        assert len(raw["ring"]) == len(set(raw["ring"])), f"ring repeats a lane: {raw['ring']}"
+        assert set(raw["ring"]) == serviceable, (raw["ring"], sorted(serviceable))
+        by_server = {
+            g
+            for g in GROUPS
+            if raw["lane"][g]
+            and g not in raw["paused"]
+            and (g not in raw["glimit"] or raw["gactive"].get(g, 0) < raw["glimit"][g])
+        }
+        assert set(raw["ring"]) == by_server
+
+        # Queue-wide settings and the read plane.
+        expected_meta = {"paused": "1"} if model.is_queue_paused else {}
+        if model.concurrency is not None:
+            expected_meta["concurrency"] = str(model.concurrency)
+        assert raw["meta"] == expected_meta
+        assert (raw["completed"], raw["failed"]) == (len(model.completed), model.failed)
+        counts = self._run(self.queue.counts())
+        assert (counts.pending, counts.active, counts.scheduled, counts.dead) == (
+            sum(len(ids) for ids in model.lanes.values()),
+            len(model.active),
+            0,
+            len(model.dead),
+        )
+        assert (counts.completed, counts.failed) == (len(model.completed), model.failed)
+        assert (counts.lanes, counts.ringed) == (len(raw["lanes"]), len(serviceable))
+        infos = self._run(self.queue.lanes(GROUPS))
+        for info in infos:
+            group = info.group
+            assert (info.depth, info.active, info.limit, info.weight, info.paused) == (
+                len(model.lanes[group]),
+                model.gactive(group),
+                model.limits.get(group, 0),
+                model.weight(group),
+                group in model.paused,
+            ), info
+            assert (info.rate, info.rate_wait) == (None, 0)
+        known = {info.group for info in self._run(self.queue.lanes())}
+        assert known == {
+            g
+            for g in GROUPS
+            if model.lanes[g]
+            or model.gactive(g)
+            or g in model.paused
+            or g in model.limits
+            or g in model.weights
+        }
+
+        self.fairness.settle(model)
+
+
+_examples = itertools.count()
+
+
+def test_queue_matches_its_model_through_every_transition(valkey_url: str, queue_name: str) -> None:
+    def machine() -> QueueMachine:
+        return QueueMachine(valkey_url, f"{queue_name[:100]}.m{next(_examples)}")
+
+    run_state_machine_as_test(machine, settings=QueueMachine.TestCase.settings)

@@ -1,0 +1,38 @@
+"""The public surface is curated: a sorted ``__all__``, pinned here so changes are deliberate."""
+
+import echomq
+
+PINNED = {
+    "WIRE_VERSION", "AuthError", "Backoff", "Closed", "Codec", "ConnectError",
+    "ConnectionOptions", "Connector", "Counts", "Disconnected", "EchoMQError", "Empty",
+    "Exponential", "Fixed", "InvalidArgument", "Item", "Jitter", "Job", "JobInfo", "JsonCodec",
+    "KindError", "Lane", "LaneInfo", "LockedError", "Minter", "Overloaded", "Pool", "Queue",
+    "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
+    "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
+    "VersionFenceError", "Wire", "WireError", "WireTimeout",
+}  # fmt: skip
+
+
+def test_all_is_sorted_and_pinned() -> None:
+    assert echomq.__all__ == sorted(echomq.__all__, key=lambda n: (not n.isupper(), n))
+    assert set(echomq.__all__) == PINNED
+    for name in echomq.__all__:
+        assert getattr(echomq, name) is not None
+
+
+def test_every_error_descends_from_the_one_root() -> None:
+    for name in echomq.__all__:
+        value = getattr(echomq, name)
+        if isinstance(value, type) and issubclass(value, Exception):
+            assert issubclass(value, echomq.EchoMQError), name
+
+
+def test_refusal_codes_map_to_their_classes() -> None:
+    from echomq._errors import server_error
+
+    assert isinstance(server_error("EMQSTALE complete token mismatch"), echomq.StaleTokenError)
+    assert isinstance(server_error("EMQKIND job id must be JOB"), echomq.KindError)
+    unknown = server_error("EMQNEW something")
+    assert type(unknown) is echomq.Refusal
+    assert unknown.detail == "something"
+    assert type(server_error("ERR wrong")) is echomq.ServerError
