@@ -271,6 +271,26 @@ class Queue(QueueAdmin):
             self._emit([{"event": "completed", "job": job_id}])
         return done
 
+    async def complete_many(self, jobs: Iterable[Job]) -> list[bool]:
+        """Complete many leased jobs in one pipelined flush (e.g. a claimed batch).
+
+        One answer per job, in order: True completed, False gone. A stale token raises
+        :class:`StaleTokenError` after every other job in the batch was settled.
+        """
+        batch = list(jobs)
+        if not batch:
+            return []
+        calls = [("complete", self._root, _ref(job, None)) for job in batch]
+        replies = await self.scripts.run_many(self.wire, calls)
+        if self.publishes_events:
+            self._emit(
+                {"event": "completed", "job": j.id} for j, r in zip(batch, replies) if r == 1
+            )
+        for reply in replies:
+            if isinstance(reply, EchoMQError):
+                raise reply
+        return [bool(reply) for reply in replies]
+
     async def retry(
         self,
         job: Job | str,

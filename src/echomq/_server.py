@@ -89,7 +89,7 @@ class EmbeddedValkey:
     should be the main thread, see ``_die_with_parent``).
     """
 
-    def __init__(self, options: ServerOptions = ServerOptions()) -> None:  # noqa: B008 - frozen
+    def __init__(self, options: ServerOptions = ServerOptions()) -> None:
         for name, value in options.extra:
             if not name.strip() or any(c in name + value for c in "\r\n\0"):
                 raise InvalidArgument("extra", name, "a directive must be one non-empty line")
@@ -157,7 +157,7 @@ class EmbeddedValkey:
     def host(self) -> str:
         """The address clients connect to: the first bound address (a wildcard maps to loopback)."""
         first = self._options.bind.split()[0].lstrip("-")
-        if first in ("*", "0.0.0.0"):
+        if first in ("*", "0.0.0.0"):  # noqa: S104 - compared, never bound
             return "127.0.0.1"
         if first in ("::", "::*"):
             return "::1"

@@ -96,33 +96,42 @@ end
 
 -- gactive - n for g, deleting the field at zero. Returns the count before.
 local function release(root, g, n)
-  local before = tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
-  if before - n <= 0 then
-    redis.call('HDEL', root .. 'gactive', g)
-  else
-    redis.call('HINCRBY', root .. 'gactive', g, -n)
-  end
-  return before
+  local after = redis.call('HINCRBY', root .. 'gactive', g, -n)
+  if after <= 0 then redis.call('HDEL', root .. 'gactive', g) end
+  return after + n
 end
 
--- A slot under the queue-wide concurrency ceiling freed up: parked consumers may claim again.
-local function wake_if_was_full(root, active_before)
-  local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
-  if ceiling > 0 and active_before >= ceiling then wake(root) end
+-- The fields every settle needs, in one read: {attempts, state, group, dedup}.
+local function read_row(row)
+  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup')
+end
+
+-- Check the fencing token: the row's fields (read_row), nil when the row is gone.
+-- Raises EMQSTALE when the token is not the row's.
+local function fenced(row, token, verb)
+  local fields = read_row(row)
+  if not fields[1] then return nil end
+  if fields[1] ~= token then
+    error({err = 'EMQSTALE ' .. verb .. ' token mismatch: row is at ' .. fields[1]})
+  end
+  return fields
 end
 
 -- Take job `id` out of whichever set holds it, per its row's state, with the bookkeeping that
 -- goes with leaving it (gactive, lane membership, wakes). The row itself is left to the caller.
--- Returns the job's group.
-local function detach(root, id, row, state)
-  local g = redis.call('HGET', row, 'group') or '_'
+-- `fields` is read_row's answer. Returns the job's group.
+local function detach(root, id, fields)
+  local state, g = fields[2], fields[3] or '_'
   if state == 'active' then
-    local active_before = redis.call('ZCARD', root .. 'active')
+    local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
+    local active_before = 0
+    if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
       local before = release(root, g, 1)
       local limit = redis.call('HGET', root .. 'glimit', g)
       if limit and before >= tonumber(limit) then rering(root, g) end
-      wake_if_was_full(root, active_before)
+      -- A slot under the queue's ceiling freed up: parked consumers may claim again.
+      if ceiling > 0 and active_before >= ceiling then wake(root) end
     end
   elseif state == 'pending' then
     if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
@@ -135,8 +144,7 @@ local function detach(root, id, row, state)
 end
 
 -- Delete a job's row and release its producer dedup key if that still points at it.
-local function delete_row(root, id, row)
-  local dedup = redis.call('HGET', row, 'dedup')
+local function delete_row(root, id, row, dedup)
   if dedup then
     local key = root .. 'de:' .. dedup
     if redis.call('GET', key) == id then redis.call('DEL', key) end
@@ -149,14 +157,4 @@ local function bury(root, id, row, err, now)
   redis.call('HSET', row, 'state', 'dead', 'last_error', err)
   redis.call('ZADD', root .. 'dead', now, id)
   redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
-end
-
--- Check the fencing token: the row's state, nil when the row is gone; raises EMQSTALE.
-local function fenced(row, token, verb)
-  local fields = redis.call('HMGET', row, 'attempts', 'state')
-  if not fields[1] then return nil end
-  if fields[1] ~= token then
-    error({err = 'EMQSTALE ' .. verb .. ' token mismatch: row is at ' .. fields[1]})
-  end
-  return fields[2]
 end

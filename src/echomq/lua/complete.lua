@@ -8,12 +8,12 @@ local root = KEYS[1]
 local id, token = ARGV[1], ARGV[2]
 local row = root .. 'job:' .. id
 
-local state = fenced(row, token, 'complete')
-if not state then return 0 end
-if state == 'dead' then
+local fields = fenced(row, token, 'complete')
+if not fields then return 0 end
+if fields[2] == 'dead' then
   return redis.error_reply('EMQSTATE complete refused: job ' .. id .. ' is dead')
 end
-detach(root, id, row, state)
-delete_row(root, id, row)
+detach(root, id, fields)
+delete_row(root, id, row, fields[4])
 redis.call('HINCRBY', root .. 'metrics:completed', 'count', 1)
 return 1

@@ -9,12 +9,12 @@ local root = KEYS[1]
 local id, token, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local row = root .. 'job:' .. id
 
-local state = fenced(row, token, 'delay')
-if not state then return 0 end
-if state ~= 'active' then
-  return redis.error_reply('EMQSTATE delay refused: job ' .. id .. ' is ' .. state)
+local fields = fenced(row, token, 'delay')
+if not fields then return 0 end
+if fields[2] ~= 'active' then
+  return redis.error_reply('EMQSTATE delay refused: job ' .. id .. ' is ' .. fields[2])
 end
-detach(root, id, row, state)
+detach(root, id, fields)
 redis.call('HINCRBY', row, 'grace', 1)
 redis.call('HSET', row, 'state', 'scheduled')
 redis.call('ZADD', root .. 'schedule', now_ms() + delay, id)

@@ -12,7 +12,8 @@ local deleted = 0
 local function sweep(set, ids)
   for _, id in ipairs(ids) do
     redis.call('ZREM', set, id)
-    delete_row(root, id, root .. 'job:' .. id)
+    local row = root .. 'job:' .. id
+    delete_row(root, id, row, redis.call('HGET', row, 'dedup'))
     deleted = deleted + 1
   end
 end

@@ -16,7 +16,8 @@ local left = budget
 local function sweep(set)
   local ids = redis.call('ZRANGE', set, 0, left - 1)
   for _, id in ipairs(ids) do
-    delete_row(root, id, root .. 'job:' .. id)
+    local row = root .. 'job:' .. id
+    delete_row(root, id, row, redis.call('HGET', row, 'dedup'))
     redis.call('ZREM', set, id)
   end
   left = left - #ids

@@ -7,6 +7,7 @@ local root = KEYS[1]
 local limit, max_stalled = tonumber(ARGV[1]), tonumber(ARGV[2])
 local active = root .. 'active'
 local now = now_ms()
+local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
 local active_before = redis.call('ZCARD', active)
 local recovered, dead, touched = {}, {}, {}
 
@@ -26,5 +27,5 @@ for _, id in ipairs(redis.call('ZRANGE', active, '-inf', now, 'BYSCORE', 'LIMIT'
   end
 end
 for g in pairs(touched) do rering(root, g, now) end
-if #recovered + #dead > 0 then wake_if_was_full(root, active_before) end
+if ceiling > 0 and active_before >= ceiling and #recovered + #dead > 0 then wake(root) end
 return {recovered, dead}

@@ -5,11 +5,11 @@
 -- Errors  EMQLOCK the job is leased by a worker (untouched).
 local root, id = KEYS[1], ARGV[1]
 local row = root .. 'job:' .. id
-local state = redis.call('HGET', row, 'state')
-if not state then return 0 end
-if state == 'active' then
+local fields = read_row(row)
+if not fields[2] then return 0 end
+if fields[2] == 'active' then
   return redis.error_reply('EMQLOCK job ' .. id .. ' is leased by a worker')
 end
-detach(root, id, row, state)
-delete_row(root, id, row)
+detach(root, id, fields)
+delete_row(root, id, row, fields[4])
 return 1

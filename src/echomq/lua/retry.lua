@@ -13,12 +13,12 @@ local id, token, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
 local max_attempts, err = tonumber(ARGV[4]), ARGV[5]
 local row = root .. 'job:' .. id
 
-local state = fenced(row, token, 'retry')
-if not state then return 0 end
-if state ~= 'active' then
-  return redis.error_reply('EMQSTATE retry refused: job ' .. id .. ' is ' .. state)
+local fields = fenced(row, token, 'retry')
+if not fields then return 0 end
+if fields[2] ~= 'active' then
+  return redis.error_reply('EMQSTATE retry refused: job ' .. id .. ' is ' .. fields[2])
 end
-local g = detach(root, id, row, state)
+local g = detach(root, id, fields)
 local now = now_ms()
 local failed = tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
 if failed >= max_attempts then
