@@ -1,6 +1,6 @@
 """Queue throughput on the embedded server: admission, drain, and the engine's own ceiling.
 
-Run: ``.venv/bin/python bench/queue.py [--runs 5] [--jobs 20000] [--url valkey://…]``.
+Run: ``.venv/bin/python bench/throughput.py [--runs 5] [--jobs 20000] [--url valkey://…]``.
 Each figure is the median of ``--runs`` runs: jobs/s, and client CPU µs per job (this process
 only). "engine µs/call" is the server's own time per script call (INFO commandstats), and
 "engine ceiling" = 1e6 / that: what one single-threaded server could do with a free client.
