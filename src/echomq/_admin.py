@@ -12,7 +12,6 @@ from . import _ids
 from ._codec import Codec
 from ._connector import Arg
 from ._errors import InvalidArgument
-from ._events import Subscription
 from ._keys import Keyspace, validate_group
 from ._lanes import Lane, lane_info
 from ._pool import Wire
@@ -138,12 +137,6 @@ class QueueAdmin:
         ids = await self.wire.call("ZRANGE", self.keys.dead, 0, limit - 1)
         jobs = [await self.job(_text(i)) for i in ids]
         return [j for j in jobs if j is not None]
-
-    # -- events --------------------------------------------------------------------------------
-
-    def subscribe(self) -> Subscription:
-        """A subscriber of this queue's lifecycle events on its own connection."""
-        return Subscription(self.wire.options, self.keys.events)
 
     # -- admin ---------------------------------------------------------------------------------
 

@@ -51,6 +51,9 @@ _ReplyError: Final = hiredis.ReplyError
 _Push: Final = hiredis.PushNotification
 _pack: Final[Callable[[tuple[Arg, ...]], bytes]] = hiredis.pack_command  # type: ignore[assignment]
 
+#: A write buffer this full goes out at once rather than at the end of the tick, so the server
+#: works on the head of a long pipeline while the client still encodes its tail.
+FLUSH_AT = 32 * 1024
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 2.0
 _AUTH_WORDS = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
@@ -248,7 +251,9 @@ class Connector:
         if not proto.pending:
             self.last_reply_at = time.monotonic()
         proto.pending.append(_Gather(future, len(commands)))
-        if not self._flush_scheduled:
+        if len(wbuf) >= FLUSH_AT:
+            self._flush()
+        elif not self._flush_scheduled:
             self._schedule_flush()
         return future
 
@@ -290,8 +295,6 @@ class Connector:
     def _schedule_flush(self) -> None:
         self._flush_scheduled = True
         self._loop.call_soon(self._flush)  # type: ignore[union-attr]
-        if self._watchdog is None:
-            self._arm_watchdog()
 
     def _flush(self) -> None:
         self._flush_scheduled = False
@@ -303,6 +306,8 @@ class Connector:
         self._wbuf.clear()
         self.writes += 1
         proto.transport.write(data)
+        if self._watchdog is None:
+            self._arm_watchdog()
 
     # -- watchdog: one timer per connector instead of a timeout per call ---------------------
 

@@ -18,6 +18,7 @@ from ._admin import QueueAdmin
 from ._codec import Codec, JsonCodec
 from ._connector import Arg, Command
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
 from ._pool import Pool, Wire
 from ._results import Empty, Job, RateLimited, Reaped, Verdict, VerdictKind
@@ -26,6 +27,8 @@ from ._url import ConnectionOptions
 
 _VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 DEFAULT_LEASE = 30.0
+_UNSENT = Verdict("error", "")  # a placeholder until the pipeline answers
+LISTENER_CHECK_INTERVAL = 1.0  # seconds between PUBSUB NUMSUB checks of the events channel
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,10 @@ class Queue(QueueAdmin):
         self.scripts = scripts or ScriptRegistry.from_package()
         self.publishes_events = events
         self._root = (self.keys.root,)
+        # Events go out only while someone listens: PUBSUB NUMSUB is asked at most once a
+        # second, so a busy queue with no subscriber pays nothing for its events.
+        self._has_listeners = False
+        self._listeners_checked_at = -math.inf
         self._owns_wire = False
 
     @classmethod
@@ -120,6 +127,17 @@ class Queue(QueueAdmin):
     def _run(self, script: str, args: Sequence[Arg] = ()) -> Awaitable[Any]:
         return self.scripts.run(self.wire, script, self._root, args)
 
+    def _listened(self) -> bool:
+        """Whether events should go out now; asks the server at most once a second."""
+        if not self.publishes_events:
+            return False
+        now = asyncio.get_running_loop().time()
+        if now - self._listeners_checked_at >= LISTENER_CHECK_INTERVAL:
+            self._listeners_checked_at = now
+            asked = asyncio.ensure_future(self.wire.call("PUBSUB", "NUMSUB", self.keys.events))
+            asked.add_done_callback(self._listeners_counted)
+        return self._has_listeners
+
     def _emit(self, events: Iterable[dict[str, Any]]) -> None:
         """Publish lifecycle events host-side, fire-and-forget (at most once)."""
         commands: list[Command] = [
@@ -130,6 +148,16 @@ class Queue(QueueAdmin):
             return
         sent = asyncio.ensure_future(self.wire.call_many(commands))
         sent.add_done_callback(_swallow)
+
+    def _listeners_counted(self, asked: asyncio.Future[Any]) -> None:
+        if not asked.cancelled() and asked.exception() is None:
+            self._has_listeners = int(asked.result()[1]) > 0
+
+    def subscribe(self) -> Subscription:
+        """A subscriber of this queue's lifecycle events, on a connection of its own."""
+        self._has_listeners = True  # publish at once; the next check will see the subscriber
+        self._listeners_checked_at = asyncio.get_running_loop().time()
+        return Subscription(self.wire.options, self.keys.events)
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -152,14 +180,14 @@ class Queue(QueueAdmin):
             0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True),
         ]
 
-    def _verdict(self, reply: Any) -> Verdict:
+    def _verdict(self, reply: Any, job_id: Arg) -> Verdict:
         if isinstance(reply, EchoMQError):
-            return Verdict("error", "", reply)
+            return Verdict("error", str(job_id), reply)
         return Verdict(_VERDICTS[reply[0]], _text(reply[1]))
 
     async def _admit(self, args: list[Arg]) -> Verdict:
-        verdict = self._verdict(await self._run("enqueue", args))
-        if self.publishes_events and verdict.kind != "duplicate":
+        verdict = self._verdict(await self._run("enqueue", args), args[0])
+        if verdict.kind != "duplicate" and self._listened():
             self._emit([{"event": verdict.kind, "job": verdict.id, "group": args[2]}])
         return verdict
 
@@ -199,8 +227,8 @@ class Queue(QueueAdmin):
         Each item is atomic and idempotent; the batch is not a transaction. An item that fails
         validation gets an ``error`` verdict and is not sent; the others are.
         """
-        verdicts: list[Verdict | None] = []
-        calls: list[tuple[str, Sequence[Arg], Sequence[Arg]]] = []
+        verdicts: list[Verdict] = []
+        sent: list[tuple[int, list[Arg]]] = []  # (position in verdicts, script args)
         for item in items:
             if not isinstance(item, Item):
                 item = Item(item)
@@ -210,19 +238,22 @@ class Queue(QueueAdmin):
                     item.payload, item.group, item.id, item.dedup_key, None, run_at
                 )
             except InvalidArgument as exc:
-                verdicts.append(Verdict("error", item.id or "", exc))
+                verdicts.append(Verdict("error", str(item.id or ""), exc))
                 continue
-            verdicts.append(None)
-            calls.append(("enqueue", self._root, args))
-        if calls:
-            replies = iter(await self.scripts.run_many(self.wire, calls))
-            verdicts = [v if v is not None else self._verdict(next(replies)) for v in verdicts]
-        done = [v for v in verdicts if v is not None]
-        if self.publishes_events:
+            sent.append((len(verdicts), args))
+            verdicts.append(_UNSENT)
+        if sent:
+            calls = [("enqueue", self._root, args) for _, args in sent]
+            replies = await self.scripts.run_many(self.wire, calls)
+            for (position, args), reply in zip(sent, replies, strict=True):
+                verdicts[position] = self._verdict(reply, args[0])
+        if self._listened():
             self._emit(
-                {"event": v.kind, "job": v.id} for v in done if v.kind in ("enqueued", "scheduled")
+                {"event": v.kind, "job": v.id}
+                for v in verdicts
+                if v.kind in ("enqueued", "scheduled")
             )
-        return done
+        return verdicts
 
     # -- claim ---------------------------------------------------------------------------------
 
@@ -241,7 +272,7 @@ class Queue(QueueAdmin):
         reply = await self._run("claim", (ms(lease, "lease", positive=True), 1))
         if type(reply) is list:
             job = self._jobs(reply)[0]
-            if self.publishes_events:
+            if self._listened():
                 self._emit([{"event": "active", "job": job.id, "attempts": job.attempts}])
             return job
         return _not_claimed(reply)
@@ -253,7 +284,7 @@ class Queue(QueueAdmin):
         reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
         if type(reply) is list:
             jobs = self._jobs(reply)
-            if self.publishes_events:
+            if self._listened():
                 self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
             return jobs
         return _not_claimed(reply)
@@ -267,7 +298,7 @@ class Queue(QueueAdmin):
         """
         job_id, token = _ref(job, token)
         done = bool(await self._run("complete", (job_id, token)))
-        if done and self.publishes_events:
+        if done and self._listened():
             self._emit([{"event": "completed", "job": job_id}])
         return done
 
@@ -282,9 +313,11 @@ class Queue(QueueAdmin):
             return []
         calls = [("complete", self._root, _ref(job, None)) for job in batch]
         replies = await self.scripts.run_many(self.wire, calls)
-        if self.publishes_events:
+        if self._listened():
             self._emit(
-                {"event": "completed", "job": j.id} for j, r in zip(batch, replies) if r == 1
+                {"event": "completed", "job": j.id}
+                for j, r in zip(batch, replies, strict=True)
+                if r == 1
             )
         for reply in replies:
             if isinstance(reply, EchoMQError):
@@ -305,7 +338,7 @@ class Queue(QueueAdmin):
         job_id, token = _ref(job, token)
         args = (job_id, token, ms(delay, "delay"), count(max_attempts, "max_attempts"), str(error))
         outcome = ("gone", "scheduled", "dead")[await self._run("retry", args)]
-        if outcome != "gone" and self.publishes_events:
+        if outcome != "gone" and self._listened():
             event = "retrying" if outcome == "scheduled" else "dead"
             self._emit([{"event": event, "job": job_id, "error": str(error)[:200]}])
         return outcome  # type: ignore[return-value]
@@ -314,7 +347,7 @@ class Queue(QueueAdmin):
         """Re-schedule a leased job ``delay`` seconds from now without counting a failure."""
         job_id, token = _ref(job, token)
         moved = bool(await self._run("delay", (job_id, token, ms(delay, "delay", positive=True))))
-        if moved and self.publishes_events:
+        if moved and self._listened():
             self._emit([{"event": "delayed", "job": job_id}])
         return moved
 
@@ -356,7 +389,7 @@ class Queue(QueueAdmin):
             "reap", (count(limit, "limit"), count(max_stalled, "max_stalled"))
         )
         result = Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
-        if self.publishes_events:
+        if self._listened():
             self._emit(
                 [{"event": "stalled", "job": i} for i in result.recovered]
                 + [{"event": "dead", "job": i, "error": "stalled"} for i in result.dead]

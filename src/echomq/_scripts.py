@@ -65,6 +65,10 @@ def _link(helpers: dict[str, str], body: str) -> str:
     return "".join(block for name, block in helpers.items() if name in needed) + body
 
 
+#: Commands per pipelined chunk of a long batch (see ``run_many``).
+PIPELINE_CHUNK = 128
+
+
 def _is_noscript(reply: Any) -> bool:
     return isinstance(reply, ServerError) and reply.code == "NOSCRIPT"
 
@@ -121,9 +125,18 @@ class ScriptRegistry:
     async def run_many(
         self, wire: Wire, calls: Sequence[tuple[str, Sequence[Arg], Sequence[Arg]]]
     ) -> list[Any]:
-        """Run many scripts in one pipeline; error replies come back in place, in order."""
+        """Run many scripts pipelined; error replies come back in place, in order.
+
+        A long batch goes out in chunks issued back to back, so the server starts on the first
+        chunk while the client still encodes the next (the connector writes a full buffer at
+        once instead of at the end of the tick).
+        """
         commands = [self.scripts[name].command(keys, args) for name, keys, args in calls]
-        replies = await wire.call_many(commands)
+        chunks = [
+            wire.call_many(commands[start : start + PIPELINE_CHUNK])
+            for start in range(0, len(commands), PIPELINE_CHUNK)
+        ]
+        replies = [reply for chunk in chunks for reply in await chunk]
         missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
         if missing:
             for name in sorted({calls[i][0] for i in missing}):

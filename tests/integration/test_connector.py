@@ -159,3 +159,11 @@ async def test_pool_spreads_calls_round_robin_and_keeps_pipeline_order(valkey_ur
         assert ids[:3] == ids[3:]
         replies = await pool.call_many([("ECHO", str(n)) for n in range(500)])
         assert replies == [str(n).encode() for n in range(500)]
+
+
+async def test_a_long_pipeline_goes_out_while_it_is_still_being_issued(conn: Connector) -> None:
+    before = conn.writes
+    chunks = [conn.call_many([("ECHO", "x" * 100)] * 100) for _ in range(20)]  # ~250 KiB
+    assert conn.writes - before > 1  # written as the buffer filled, not once at the tick's end
+    replies = [reply for chunk in chunks for reply in await chunk]
+    assert replies == [b"x" * 100] * 2000

@@ -10,6 +10,7 @@ import pytest
 from echomq._backoff import Exponential
 from echomq._connector import Connector
 from echomq._errors import KindError, StaleTokenError
+from echomq._events import Subscription
 from echomq._queue import Queue
 from echomq._results import Empty, Job
 from echomq._url import ConnectionOptions
@@ -220,3 +221,18 @@ async def test_resubscribe(queue: Queue, valkey_url: str) -> None:
         second = await queue.enqueue("after")
         event = await asyncio.wait_for(events.get(), 5)
         assert (event["event"], event["job"]) == ("enqueued", second.id)
+
+
+async def test_events_reach_a_subscriber_the_queue_does_not_know(
+    queue: Queue, valkey_url: str
+) -> None:
+    # A dashboard in another process subscribes on its own; the queue notices it at its next
+    # listener check (at most a second) and publishes from then on.
+    async with Subscription(ConnectionOptions.from_url(valkey_url), queue.keys.events) as events:
+        received: asyncio.Task[dict[str, object]] = asyncio.ensure_future(events.get())
+        sent = []
+        while not received.done():
+            sent.append((await queue.enqueue("ping")).id)
+            await asyncio.wait({received}, timeout=0.05)
+            assert len(sent) < 100, "no event within 5 s"
+        assert received.result()["job"] in sent
