@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import valkey.asyncio as valkey_asyncio
-from echomq._server import EmbeddedValkey
 
 from echomq._connector import Connector
+from echomq._server import EmbeddedValkey
 from echomq._url import ConnectionOptions
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"

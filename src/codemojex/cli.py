@@ -13,9 +13,8 @@ import sys
 import time
 from pathlib import Path
 
-from echomq._server import EmbeddedValkey, ServerOptions
-
 from echomq import Job, Queue
+from echomq._server import EmbeddedValkey, ServerOptions
 
 
 async def health(url: str) -> list[tuple[str, str]]:
