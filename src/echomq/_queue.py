@@ -21,7 +21,7 @@ from ._errors import EchoMQError, InvalidArgument, StaleTokenError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
 from ._pool import Pool, Wire
-from ._results import Empty, Job, RateLimited, Reaped, Verdict, VerdictKind
+from ._results import Empty, Job, RateLimited, Reaped, Upkeep, Verdict, VerdictKind
 from ._scripts import ScriptRegistry
 from ._url import ConnectionOptions
 
@@ -257,37 +257,37 @@ class Queue(QueueAdmin):
 
     # -- claim ---------------------------------------------------------------------------------
 
-    def _jobs(self, reply: list[Any]) -> list[Job]:
-        group, deadline = _text(reply[0]), int(reply[1])
+    async def claim_some(
+        self, n: int, lease: float = DEFAULT_LEASE
+    ) -> tuple[list[Job], bool] | Empty | RateLimited:
+        """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
+        consumer that sees ``False`` parks instead of spending a claim to learn it)."""
+        reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
+        if type(reply) is not list:
+            return _not_claimed(reply)
+        group, deadline, more = _text(reply[0]), int(reply[1]), reply[2] == 1
         decode = self.codec.decode
-        return [
+        jobs = [
             Job(
                 _text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name
             )
-            for i in range(2, len(reply), 3)
+            for i in range(3, len(reply), 3)
         ]
+        if self._listened():
+            self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
+        return jobs, more
 
     async def claim(self, lease: float = DEFAULT_LEASE) -> Job | Empty | RateLimited:
         """Lease the next job by fair rotation of the lanes, or say why there is none."""
-        reply = await self._run("claim", (ms(lease, "lease", positive=True), 1))
-        if type(reply) is list:
-            job = self._jobs(reply)[0]
-            if self._listened():
-                self._emit([{"event": "active", "job": job.id, "attempts": job.attempts}])
-            return job
-        return _not_claimed(reply)
+        outcome = await self.claim_some(1, lease)
+        return outcome[0][0] if isinstance(outcome, tuple) else outcome
 
     async def claim_batch(
         self, n: int, lease: float = DEFAULT_LEASE
     ) -> list[Job] | Empty | RateLimited:
         """Lease up to ``n`` heads of one lane on one lease (clamped to every headroom)."""
-        reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
-        if type(reply) is list:
-            jobs = self._jobs(reply)
-            if self._listened():
-                self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
-            return jobs
-        return _not_claimed(reply)
+        outcome = await self.claim_some(n, lease)
+        return outcome[0] if isinstance(outcome, tuple) else outcome
 
     # -- settle --------------------------------------------------------------------------------
 
@@ -382,6 +382,18 @@ class Queue(QueueAdmin):
         moved, _lanes = await self._run("promote", (count(limit, "limit"),))
         return int(moved)
 
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
+        """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
+        moved, lanes, recovered, dead = await self._run(
+            "tick", (count(limit, "limit"), min(limit, 100), count(max_stalled, "max_stalled"))
+        )
+        result = Upkeep(
+            int(moved), int(lanes), Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
+        )
+        if result.reaped.recovered or result.reaped.dead:
+            self._emit_reaped(result.reaped)
+        return result
+
     async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
         """Return expired leases to their lanes; dead-letter jobs that stalled ``max_stalled``
         times (``last_error`` = ``stalled``)."""
@@ -389,12 +401,15 @@ class Queue(QueueAdmin):
             "reap", (count(limit, "limit"), count(max_stalled, "max_stalled"))
         )
         result = Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
+        self._emit_reaped(result)
+        return result
+
+    def _emit_reaped(self, reaped: Reaped) -> None:
         if self._listened():
             self._emit(
-                [{"event": "stalled", "job": i} for i in result.recovered]
-                + [{"event": "dead", "job": i, "error": "stalled"} for i in result.dead]
+                [{"event": "stalled", "job": i} for i in reaped.recovered]
+                + [{"event": "dead", "job": i, "error": "stalled"} for i in reaped.dead]
             )
-        return result
 
 
 def _admission_options(options: dict[str, Any]) -> dict[str, Any]:

@@ -111,3 +111,16 @@ class Reaped:
 
     recovered: list[str]
     dead: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Upkeep:
+    """One beat's upkeep: scheduled jobs moved, benched lanes returned, and what reap did."""
+
+    moved: int
+    lanes: int
+    reaped: Reaped
+
+    @property
+    def found_work(self) -> bool:
+        return bool(self.moved or self.lanes or self.reaped.recovered)

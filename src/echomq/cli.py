@@ -1,4 +1,5 @@
-"""The ``echomq`` command: read a live queue (``stats``, ``lanes``, ``ring``); ``--json``.
+"""The ``echomq`` command: run workers (``worker``) and read a live queue (``stats``,
+``lanes``, ``ring``; ``--json`` for scripts).
 
 The server is named by ``--url`` or the ``ECHOMQ_URL`` environment variable.
 """
@@ -9,12 +10,17 @@ import argparse
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import sys
 from typing import Any
 
+from ._consumer import ConsumerOptions
 from ._errors import EchoMQError
+from ._keys import Keyspace
 from ._queue import Queue
+from ._url import ConnectionOptions
+from ._worker import WorkerOptions, load_handler, serve
 
 
 async def _read(args: argparse.Namespace) -> Any:
@@ -43,6 +49,29 @@ def _print(data: Any) -> None:
             print(item)
 
 
+def _worker(args: argparse.Namespace) -> int:
+    # Everything is validated before any connection is made.
+    handler = load_handler(args.handler)
+    options = ConsumerOptions(
+        concurrency=args.concurrency,
+        lease=args.lease,
+        beat=args.beat,
+        max_attempts=args.max_attempts,
+        batch=args.batch,
+    )
+    worker = WorkerOptions(
+        consumers=args.consumers,
+        metronome=args.metronome,
+        pool_size=args.pool or args.consumers,
+        summary_every=args.summary_every,
+    )
+    Keyspace(args.queue)
+    ConnectionOptions.from_url(args.url)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    asyncio.run(serve(args.url, args.queue, handler, options, worker))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
     parser.add_argument("--url", default=os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"))
@@ -54,7 +83,25 @@ def main(argv: list[str] | None = None) -> int:
         ("ring", "the serviceable lanes in the order they will be served"),
     ):
         commands.add_parser(name, help=text).add_argument("queue")
+    run = commands.add_parser("worker", help="run consumers of a queue until SIGTERM/SIGINT")
+    run.add_argument("handler", help="package.module:async_function")
+    run.add_argument("--queue", required=True)
+    run.add_argument("--concurrency", type=int, default=10, help="jobs at once per consumer")
+    run.add_argument("--consumers", type=int, default=1)
+    run.add_argument("--metronome", action="store_true", help="one blocking read for the pool")
+    run.add_argument("--pool", type=int, default=0, help="connections (default: consumers)")
+    run.add_argument("--lease", type=float, default=30.0, help="seconds")
+    run.add_argument("--beat", type=float, default=1.0, help="seconds")
+    run.add_argument("--max-attempts", type=int, default=3)
+    run.add_argument("--batch", type=int, default=1, help="claim_batch size (1 = claim)")
+    run.add_argument("--summary-every", type=float, default=60.0, help="seconds")
     args = parser.parse_args(argv)
+    if args.command == "worker":
+        try:
+            return _worker(args)
+        except EchoMQError as exc:
+            print(f"echomq worker: {exc}", file=sys.stderr)
+            return 2
     try:
         data = asyncio.run(_read(args))
     except EchoMQError as exc:

@@ -20,6 +20,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
+    initialize,
     invariant,
     precondition,
     rule,
@@ -115,7 +116,8 @@ class Model:
         return not self.is_queue_paused and not self.is_at_ceiling() and bool(self.serviceable())
 
     def admit(self, job_id: str, group: str, payload: int) -> None:
-        assert job_id not in self.rows and job_id not in self.completed, f"{job_id} minted twice"
+        assert job_id not in self.rows, f"{job_id} admitted twice"
+        assert job_id not in self.completed, f"{job_id} admitted again after it completed"
         self.rows[job_id] = Row(group, payload)
         bisect.insort(self.lanes[group], job_id)
 
@@ -312,6 +314,18 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- admission -------------------------------------------------------------------------------
 
+    @initialize(
+        backlog=st.lists(groups, max_size=12),
+        weights=st.dictionaries(groups, st.integers(min_value=2, max_value=3), max_size=2),
+    )
+    def preload(self, backlog: list[str], weights: dict[str, int]) -> None:
+        """Start most examples with work in several lanes (some weighted), so claims and
+        fairness are exercised from the first step rather than after a slow build-up."""
+        for group, weight in sorted(weights.items()):
+            self.weigh_lane(group, weight)
+        if backlog:
+            self.enqueue_many(backlog, None)
+
     @rule(group=groups)
     def enqueue(self, group: str) -> None:
         payload = next(self.payloads)
@@ -329,7 +343,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert (verdict.kind, verdict.id) == ("duplicate", job_id)
         assert self.snapshot() == before
 
-    @rule(lanes=st.lists(groups, min_size=1, max_size=5), duplicate=st.none() | picks)
+    @rule(lanes=st.lists(groups, min_size=1, max_size=8), duplicate=st.none() | picks)
     def enqueue_many(self, lanes: list[str], duplicate: int | None) -> None:
         items = [Item(payload=next(self.payloads), group=g) for g in lanes]
         existing = sorted(self.model.rows)
@@ -345,7 +359,8 @@ class QueueMachine(RuleBasedStateMachine):
                 assert (verdict.kind, verdict.id) == ("duplicate", item.id)
                 continue
             assert verdict.kind == "enqueued", verdict
-            assert isinstance(item.payload, int) and item.group is not None
+            assert isinstance(item.payload, int)
+            assert item.group is not None
             self.model.admit(verdict.id, item.group, item.payload)
 
     # -- claims ----------------------------------------------------------------------------------
@@ -388,6 +403,15 @@ class QueueMachine(RuleBasedStateMachine):
             self._claimed([result], 1, is_short)
         else:
             self._not_claimed(result)
+
+    @rule(times=st.integers(min_value=2, max_value=6))
+    def claim_repeatedly(self, times: int) -> None:
+        """Back-to-back claims, as a busy worker makes them: the rotation and the weights only
+        show over runs of consecutive claims."""
+        for _ in range(times):
+            if not self.model.is_claimable():
+                break
+            self.claim(is_short=False)
 
     @rule(n=st.integers(min_value=1, max_value=4), is_short=st.booleans())
     def claim_batch(self, n: int, is_short: bool) -> None:
@@ -549,7 +573,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.model.concurrency = ceiling
         self.model.concurrency_slack = len(self.model.active)
 
-    @rule(is_paused=st.booleans())
+    # Biased towards running: a paused queue makes every claim empty, which tests little.
+    @rule(is_paused=st.sampled_from([False, False, True]))
     def pause_queue(self, is_paused: bool) -> None:
         self._run(self.queue.pause() if is_paused else self.queue.resume())
         self.model.is_queue_paused = is_paused

@@ -2,7 +2,8 @@
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1] lease  ms the lease lasts (server clock); > 0
 -- ARGV[2] want   most jobs to claim from the one lane (1 = claim; > 1 = claim_batch)
--- Returns {group, deadline_ms, id1, payload1, attempts1, id2, …} on success;
+-- Returns {group, deadline_ms, more, id1, payload1, attempts1, id2, …} on success, where
+--         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
 --         a negative integer -n: nothing claimable now, a rate-limited lane returns in n ms.
@@ -74,7 +75,7 @@ while true do
 end
 
 local deadline = now + lease
-local out = {g, deadline}
+local out = {g, deadline, 1}
 for i = 1, #heads, 2 do
   local id = heads[i]
   local row = root .. 'job:' .. id
@@ -103,6 +104,7 @@ if emptied or spent_budget or (limit and gactive >= limit) then
   redis.call('LPOP', ring)
   redis.call('DEL', root .. 'turn')
   if spent_budget and not emptied then bench(root, g, now) end
+  if redis.call('LLEN', ring) == 0 then out[3] = 0 end
   return out
 end
 -- Weighted rotation: stay at the head until the lane used its weight this visit.

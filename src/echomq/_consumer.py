@@ -1,0 +1,332 @@
+"""The consumer: claims, runs an async handler, settles, and parks when there is nothing to do.
+
+Parking is a ``BLPOP`` on the queue's wake list with the beat as its timeout, on a connection
+of the consumer's own (never the pool's); a ``rate_limited`` answer parks it for exactly the
+wait. Each beat runs the queue's upkeep (promote + reap) unless a metronome does it for a pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ._backoff import Backoff, Exponential, Jitter
+from ._connector import Connector
+from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._results import Empty, Job, RateLimited
+
+if TYPE_CHECKING:
+    from ._metronome import Metronome
+    from ._queue import Queue
+
+log = logging.getLogger("echomq.consumer")
+
+Handler = Callable[[Job], Awaitable[Any]]
+
+
+class Retry(Exception):
+    """Raise from a handler to retry the job after ``after`` seconds (counts as an attempt)."""
+
+    def __init__(self, after: float, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+class Drop(Exception):
+    """Raise from a handler to dead-letter the job at once with ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """How a consumer works. Durations are seconds."""
+
+    concurrency: int = 10
+    lease: float = 30.0
+    beat: float = 1.0
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=lambda: Jitter(Exponential(1.0, 60.0)))
+    batch: int = 1
+    max_stalled: int = 3
+    stop_timeout: float = 30.0
+    upkeep: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("concurrency", "max_attempts", "batch", "max_stalled"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise InvalidArgument(name, value, "must be an integer >= 1")
+        for name in ("lease", "beat", "stop_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise InvalidArgument(name, value, "must be a number of seconds > 0")
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a consumer did since it started."""
+
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    lost: int = 0  # settles refused because the lease had moved on (the job is not lost)
+    claims: int = 0
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Consumer:
+    """Runs ``handler`` on the jobs of ``queue``, up to ``concurrency`` at once."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Handler,
+        options: ConsumerOptions | None = None,
+        *,
+        metronome: Metronome | None = None,
+        name: str = "consumer",
+    ) -> None:
+        if not asyncio.iscoroutinefunction(handler) and not asyncio.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004
+        ):
+            raise InvalidArgument("handler", handler, "must be an async function (async def)")
+        self.queue = queue
+        self.handler = handler
+        self.options = options or ConsumerOptions()
+        self.metronome = metronome
+        self.name = name
+        self.tally = Tally()
+        # Each job in hand, and when (monotonic) its lease is next due for extension.
+        self._running: dict[asyncio.Task[None], tuple[Job, float]] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._poked = asyncio.Event()
+        self._blocker: Connector | None = None
+        self._closing: asyncio.Future[None] | None = None
+        self._next_beat = 0.0
+        self._seen = 0  # the metronome's poke generation before the last claim
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
+        self._stopping.set()
+        self._poked.set()
+        if self._blocker is not None:
+            # Abort a parked BLPOP now rather than at the end of its beat.
+            self._closing = asyncio.ensure_future(self._blocker.close())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def poke(self) -> None:
+        """The metronome's go-ahead: claim once."""
+        self._poked.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> Tally:
+        """Work until :meth:`stop`; returns the tally."""
+        options = self.options
+        if self.metronome is None:
+            self._blocker = Connector(self.queue.wire.options, version_fence=None)
+            await self._blocker.connect()
+        extender = asyncio.ensure_future(self._keep_leased())
+        # Whether a claim may find work. After an empty claim only a wake token, the beat's
+        # upkeep finding work, or a freed slot makes claiming worth a round trip: no polling.
+        hint = True
+        empty = Empty()
+        try:
+            while not self._stopping.is_set():
+                if options.upkeep and self.metronome is None and await self._beat_if_due():
+                    hint = True
+                free = options.concurrency - len(self._running)
+                if free <= 0:
+                    await self._wait_for_slot()
+                    hint = True
+                    continue
+                if not hint:
+                    hint = await self._park(empty)
+                    continue
+                outcome = await self._claim(free)
+                if isinstance(outcome, tuple):
+                    jobs, hint = outcome
+                    for job in jobs:
+                        self._start(job)
+                elif isinstance(outcome, RateLimited):
+                    await self._sleep(outcome.wait)
+                else:
+                    hint, empty = False, outcome
+        finally:
+            extender.cancel()
+            await self._finish()
+        return self.tally
+
+    async def _claim(self, free: int) -> tuple[list[Job], bool] | Empty | RateLimited:
+        self.tally.claims += 1
+        if self.metronome is not None:
+            self._seen = self.metronome.generation
+        return await self.queue.claim_some(min(self.options.batch, free), self.options.lease)
+
+    async def _beat_if_due(self) -> bool:
+        """Run the upkeep when the beat is due; True when it made something claimable."""
+        now = time.monotonic()
+        if now < self._next_beat:
+            return False
+        self._next_beat = now + self.options.beat
+        try:
+            done = await self.queue.upkeep(max_stalled=self.options.max_stalled)
+        except EchoMQError as exc:
+            log.warning("%s: upkeep of %s failed: %s", self.name, self.queue.name, exc)
+            return False
+        return done.found_work
+
+    async def _park(self, empty: Empty) -> bool:
+        """Nothing claimable: wait for a wake token (or the metronome's poke), at most a beat.
+
+        True when woken (worth a claim), False when the wait ran out.
+        """
+        if self.metronome is not None:
+            self._poked.clear()
+            self.metronome.register(self, self._seen)
+            await self._poked.wait()
+            return True
+        timeout = max(0.0, self._next_beat - time.monotonic()) if self.options.upkeep else 1.0
+        if empty.retry_in is not None:
+            timeout = min(timeout, empty.retry_in)
+        timeout = max(timeout, 0.001)
+        assert self._blocker is not None
+        try:
+            token = await self._blocker.call_blocking(
+                timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
+            )
+        except EchoMQError as exc:
+            if not self._stopping.is_set():
+                log.warning("%s: parking on %s failed: %s", self.name, self.queue.name, exc)
+                await self._sleep(min(timeout, 1.0))
+            return True
+        # A benched lane's window ending (retry_in) is worth a claim even without a token.
+        return token is not None or empty.retry_in is not None
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _wait_for_slot(self) -> None:
+        self._slot_freed.clear()
+        stop = asyncio.ensure_future(self._stopping.wait())
+        slot = asyncio.ensure_future(self._slot_freed.wait())
+        try:
+            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            slot.cancel()
+
+    # -- one job -------------------------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        task = asyncio.ensure_future(self._execute(job))
+        self._running[task] = (job, time.monotonic() + self.options.lease / 3)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        self._running.pop(task, None)
+        self._slot_freed.set()
+
+    async def _execute(self, job: Job) -> None:
+        try:
+            await self.handler(job)
+        except Retry as signal:
+            await self._retry(job, signal.after, self.options.max_attempts, describe(signal))
+        except Drop as signal:
+            await self._retry(job, 0.0, 1, f"dropped: {signal.reason}")
+        except asyncio.CancelledError:
+            raise  # stop's deadline passed: the lease is left to expire and be reaped
+        except Exception as exc:
+            delay = self.options.backoff.delay(job.attempts)
+            log.info(
+                "%s: job %s attempt %d failed: %s",
+                self.name,
+                job.id,
+                job.attempts,
+                describe(exc),
+            )
+            log.debug("".join(traceback.format_exception(exc)))
+            await self._retry(job, delay, self.options.max_attempts, describe(exc))
+        else:
+            await self._settle(self.queue.complete(job), "completed")
+
+    async def _retry(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
+        outcome = await self._settle(
+            self.queue.retry(job, delay=delay, max_attempts=max_attempts, error=error[:2000]),
+            "retried",
+        )
+        if outcome == "dead":
+            self.tally.retried -= 1
+            self.tally.dead += 1
+            log.warning(
+                "%s: job %s is dead at attempt %d: %s", self.name, job.id, job.attempts, error
+            )
+
+    async def _settle(self, call: Awaitable[Any], counter: str) -> Any:
+        try:
+            outcome = await call
+        except StaleTokenError as exc:
+            self.tally.lost += 1
+            log.warning("%s: lease lost before settling: %s", self.name, exc)
+            return None
+        except EchoMQError as exc:
+            # The lease will expire and the job will be reaped and run again: nothing is lost.
+            self.tally.lost += 1
+            log.warning("%s: could not settle: %s", self.name, exc)
+            return None
+        setattr(self.tally, counter, getattr(self.tally, counter) + 1)
+        return outcome
+
+    # -- leases and stopping -------------------------------------------------------------------
+
+    async def _keep_leased(self) -> None:
+        """Extend, in one call, the leases of the jobs whose handler outlived a third of it.
+
+        Measured on this host's monotonic clock from the claim: no host/server clock mixing.
+        """
+        third = self.options.lease / 3
+        while True:
+            await asyncio.sleep(min(third, self.options.beat))
+            now = time.monotonic()
+            due = {task: job for task, (job, at) in self._running.items() if at <= now}
+            if not due:
+                continue
+            try:
+                lost = set(await self.queue.extend_many(due.values(), lease=self.options.lease))
+            except EchoMQError as exc:
+                log.warning("%s: extending leases failed: %s", self.name, exc)
+                continue
+            for task, job in due.items():
+                if task in self._running and job.id not in lost:
+                    self._running[task] = (job, now + third)
+
+    async def _finish(self) -> None:
+        if self._running:
+            tasks = list(self._running)
+            _, late = await asyncio.wait(tasks, timeout=self.options.stop_timeout)
+            for task in late:
+                task.cancel()  # its lease expires and the job is reaped: not lost
+            if late:
+                await asyncio.wait(late)
+        if self._blocker is not None:
+            await self._blocker.close()

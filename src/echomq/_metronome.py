@@ -1,0 +1,117 @@
+"""The metronome: one blocking read and one upkeep per beat for a pool of consumers.
+
+N consumers blocking on the same wake list would each hold a connection and each run the
+queue's upkeep every beat. With a metronome, one task owns the single ``BLPOP`` and the beat;
+idle consumers register with it, and on each wake it pokes every registered consumer to claim
+exactly once. A consumer that registers while a poke round happened during its claim is poked
+at once (the round's generation tells), so no wake is lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from ._connector import Connector
+from ._errors import EchoMQError, InvalidArgument
+
+if TYPE_CHECKING:
+    from ._consumer import Consumer
+    from ._queue import Queue
+
+log = logging.getLogger("echomq.metronome")
+
+
+class Metronome:
+    """Owns the wake list and the beat of one queue for the consumers that register with it."""
+
+    def __init__(self, queue: Queue, *, beat: float = 1.0, max_stalled: int = 3) -> None:
+        if isinstance(beat, bool) or not isinstance(beat, int | float) or not beat > 0:
+            raise InvalidArgument("beat", beat, "must be a number of seconds > 0")
+        self.queue = queue
+        self.beat = beat
+        self.max_stalled = max_stalled
+        self.generation = 0  # poke rounds so far
+        self.wakes = 0
+        self._idle: list[Consumer] = []  # longest idle first, no duplicates
+        self._registered = asyncio.Event()
+        self._stopping = False
+        self._blocker: Connector | None = None
+        self._closing: asyncio.Future[None] | None = None
+
+    def register(self, consumer: Consumer, seen: int | None = None) -> None:
+        """An idle consumer asks to be poked at the next wake or beat.
+
+        ``seen`` is the generation it read before its (empty) claim: if a round went by since,
+        it is poked now instead of waiting for the next one.
+        """
+        if seen is not None and seen < self.generation:
+            consumer.poke()
+            return
+        if consumer not in self._idle:
+            self._idle.append(consumer)
+            self._registered.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        for consumer in self._idle:
+            consumer.poke()
+        self._idle.clear()
+        if self._blocker is not None:
+            self._closing = asyncio.ensure_future(self._blocker.close())
+
+    async def run(self) -> None:
+        self._blocker = Connector(self.queue.wire.options, version_fence=None)
+        await self._blocker.connect()
+        next_beat = 0.0
+        found_work = False  # the last upkeep made something claimable
+        try:
+            while not self._stopping:
+                now = time.monotonic()
+                if now >= next_beat:
+                    next_beat = now + self.beat
+                    try:
+                        found_work = (
+                            await self.queue.upkeep(max_stalled=self.max_stalled)
+                        ).found_work
+                    except EchoMQError as exc:
+                        log.warning("upkeep of %s failed: %s", self.queue.name, exc)
+                if found_work and self._idle:
+                    found_work = False
+                    self._poke_round()
+                if not self._idle:
+                    # Nobody to poke: a wake token would be wasted, so wait for a registration.
+                    self._registered.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(
+                            self._registered.wait(), max(0.0, next_beat - time.monotonic())
+                        )
+                    continue
+                timeout = max(0.001, next_beat - time.monotonic())
+                try:
+                    token = await self._blocker.call_blocking(
+                        timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
+                    )
+                except EchoMQError as exc:
+                    if self._stopping:
+                        return
+                    log.warning("metronome read on %s failed: %s", self.queue.name, exc)
+                    await asyncio.sleep(min(timeout, 1.0))
+                    continue
+                if token is not None:
+                    self.wakes += 1
+                if token is not None or found_work:
+                    found_work = False
+                    self._poke_round()
+        finally:
+            await self._blocker.close()
+
+    def _poke_round(self) -> None:
+        """One claim authorisation per idle consumer, longest idle first."""
+        self.generation += 1
+        idle, self._idle = self._idle, []
+        for consumer in idle:
+            consumer.poke()

@@ -1,0 +1,12 @@
+-- tick.lua: the beat's upkeep in one call: promote due jobs and benched lanes, then reap
+-- expired leases. What a consumer (or the metronome) runs once per beat.
+-- KEYS[1] root          `emq:{q}:`
+-- ARGV[1] limit         most scheduled jobs to move; > 0
+-- ARGV[2] reap_limit    most expired leases to handle; > 0
+-- ARGV[3] max_stalled   stalls after which a job is dead with last_error "stalled"; > 0
+-- Returns {jobs moved, lanes returned, recovered ids, dead ids}.
+local root = KEYS[1]
+local now = now_ms()
+local promoted = promote_due(root, tonumber(ARGV[1]), now)
+local reaped = reap_expired(root, tonumber(ARGV[2]), tonumber(ARGV[3]), now)
+return {promoted[1], promoted[2], reaped[1], reaped[2]}

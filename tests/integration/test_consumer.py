@@ -1,0 +1,304 @@
+"""Consumers against a real Valkey: parking, the metronome, leases, stops, crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from echomq import Exponential, Fixed, InvalidArgument, Job, Queue
+from echomq._connector import Connector
+from echomq._consumer import Consumer, ConsumerOptions, Drop, Retry
+from echomq._metronome import Metronome
+from echomq._url import ConnectionOptions
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
+    q = await Queue.connect(valkey_url, queue_name, pool_size=2, events=False)
+    yield q
+    await q.pause()
+    await q.obliterate(force=True)
+    await q.close()
+
+
+async def commandstats(url: str) -> dict[str, int]:
+    async with Connector(ConnectionOptions.from_url(url)) as admin:
+        info = (await admin.call("INFO", "commandstats")).decode()
+    calls = {}
+    for line in info.splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[8:].split(":", 1)
+            calls[name] = int(rest.split("calls=")[1].split(",")[0])
+    return calls
+
+
+def spent(before: dict[str, int], after: dict[str, int], *names: str) -> int:
+    return sum(after.get(n, 0) - before.get(n, 0) for n in names)
+
+
+async def until(predicate, timeout: float = 10.0) -> None:  # type: ignore[no-untyped-def]
+    """Poll a condition that has no event to wait on (another process's progress)."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not await predicate():
+        assert asyncio.get_running_loop().time() < deadline, "condition never held"
+        await asyncio.sleep(0.02)
+
+
+async def test_idle_consumer_sends_its_read_and_one_upkeep_per_beat(
+    queue: Queue, valkey_url: str
+) -> None:
+    async def never(job: Job) -> None:
+        raise AssertionError("nothing was enqueued")
+
+    consumer = Consumer(queue, never, ConsumerOptions(beat=0.2))
+    running = asyncio.ensure_future(consumer.run())
+    await until(lambda: _parked(valkey_url))
+    before = await commandstats(valkey_url)
+    await asyncio.sleep(1.0)  # five idle beats: the thing measured is time itself
+    after = await commandstats(valkey_url)
+    consumer.stop()
+    await running
+    reads = spent(before, after, "blpop")
+    upkeep = spent(before, after, "evalsha", "evalsha_ro")
+    assert 4 <= reads <= 6
+    assert upkeep <= reads + 1  # one upkeep script per beat, no claim polling
+
+
+async def _parked(url: str) -> bool:
+    async with Connector(ConnectionOptions.from_url(url)) as admin:
+        return b"cmd=blpop" in await admin.call("CLIENT", "LIST")
+
+
+async def test_metronome_pool_sends_fewer_commands_than_standalone_consumers(
+    valkey_url: str, queue_name: str
+) -> None:
+    async def count_for(metronome: bool, suffix: str) -> tuple[int, int]:
+        q = await Queue.connect(valkey_url, f"{queue_name}{suffix}", pool_size=2, events=False)
+        started: list[str] = []
+
+        async def handler(job: Job) -> None:
+            started.append(job.id)
+
+        beat = Metronome(q, beat=0.2) if metronome else None
+        consumers = [
+            Consumer(q, handler, ConsumerOptions(beat=0.2), metronome=beat) for _ in range(8)
+        ]
+        tasks = [asyncio.ensure_future(c.run()) for c in consumers]
+        ticking = asyncio.ensure_future(beat.run()) if beat else None
+        await asyncio.sleep(0.3)  # let all eight settle into parking
+        before = await commandstats(valkey_url)
+        claims_before = sum(c.tally.claims for c in consumers)
+        await q.enqueue("one")
+        await until(lambda: _true(len(started) == 1))
+        await asyncio.sleep(1.0)  # five beats of idleness after the job
+        after = await commandstats(valkey_url)
+        for c in consumers:
+            c.stop()
+        if beat:
+            beat.stop()
+            await ticking  # type: ignore[misc]
+        await asyncio.gather(*tasks)
+        assert len(started) == 1
+        used = spent(before, after, "blpop", "evalsha")
+        await q.pause()
+        await q.obliterate(force=True)
+        await q.close()
+        return used, sum(c.tally.claims for c in consumers) - claims_before
+
+    herd, _ = await count_for(False, "-standalone")
+    pool, pool_claims = await count_for(True, "-metronome")
+    assert pool < herd, (pool, herd)
+    assert pool_claims <= 8  # one wake: one claim per idle consumer, one of them got the job
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def test_poison_job_goes_dead_after_max_attempts_and_others_complete(queue: Queue) -> None:
+    done: list[str] = []
+
+    async def handler(job: Job) -> None:
+        if job.payload == "poison":
+            raise ValueError(f"boom {job.attempts}")
+        done.append(job.payload)
+
+    options = ConsumerOptions(beat=0.05, max_attempts=3, backoff=Fixed(0.01), concurrency=4)
+    consumer = Consumer(queue, handler, options)
+    running = asyncio.ensure_future(consumer.run())
+    poison = await queue.enqueue("poison", group="p")
+    await queue.enqueue_many(["a", "b", "c"])
+
+    async def settled() -> bool:
+        counts = await queue.counts()
+        return counts.dead == 1 and counts.completed == 3
+
+    await until(settled)
+    consumer.stop()
+    tally = await running
+    info = await queue.job(poison.id)
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == ("dead", 3, "ValueError: boom 3")
+    assert sorted(done) == ["a", "b", "c"]
+    assert (tally.completed, tally.dead, tally.retried) == (3, 1, 2)
+
+
+async def test_retry_and_drop_signals(queue: Queue) -> None:
+    async def handler(job: Job) -> None:
+        if job.payload == "drop":
+            raise Drop("not worth it")
+        if job.attempts == 1:
+            raise Retry(0.01)
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05, max_attempts=5))
+    running = asyncio.ensure_future(consumer.run())
+    dropped = await queue.enqueue("drop")
+    retried = await queue.enqueue("again")
+
+    async def settled() -> bool:
+        counts = await queue.counts()
+        return counts.dead == 1 and counts.completed == 1
+
+    await until(settled)
+    consumer.stop()
+    await running
+    info = await queue.job(dropped.id)
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == ("dead", 1, "dropped: not worth it")
+    assert await queue.job(retried.id) is None  # completed on its second attempt
+
+
+async def test_long_job_keeps_its_lease_and_is_not_reaped(queue: Queue) -> None:
+    attempts: list[int] = []
+
+    async def handler(job: Job) -> None:
+        attempts.append(job.attempts)
+        await asyncio.sleep(0.9)  # three times the lease
+
+    consumer = Consumer(queue, handler, ConsumerOptions(lease=0.3, beat=0.05))
+    running = asyncio.ensure_future(consumer.run())
+    await queue.enqueue("long")
+    await until(lambda: _completed(queue, 1))
+    consumer.stop()
+    tally = await running
+    assert attempts == [1]
+    assert (tally.completed, tally.lost) == (1, 0)
+
+
+async def _completed(queue: Queue, n: int) -> bool:
+    return (await queue.counts()).completed >= n
+
+
+async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
+    started = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05))
+    running = asyncio.ensure_future(consumer.run())
+    await queue.enqueue("x")
+    await started.wait()
+    consumer.stop()
+    tally = await running
+    assert tally.completed == 1
+    assert (await queue.counts()).active == 0
+
+
+def test_bad_handler_and_options_are_refused_before_connecting() -> None:
+    from echomq._worker import load_handler
+
+    with pytest.raises(InvalidArgument, match="expected package.module:function"):
+        load_handler("no_colon")
+    with pytest.raises(InvalidArgument, match="cannot import no_such_module"):
+        load_handler("no_such_module:handler")
+    with pytest.raises(InvalidArgument, match="must be an async function"):
+        load_handler("json:dumps")
+    with pytest.raises(InvalidArgument, match="invalid concurrency 0"):
+        ConsumerOptions(concurrency=0)
+    with pytest.raises(InvalidArgument, match="invalid lease -1"):
+        ConsumerOptions(lease=-1)
+    with pytest.raises(InvalidArgument, match="invalid base -1"):
+        Exponential(-1, 1)
+
+    def sync_handler(job: Job) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="must be an async function"):
+        Consumer(None, sync_handler)  # type: ignore[arg-type]
+
+
+def worker_command(url: str, queue_name: str, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "echomq.cli", "--url", url, "worker",
+            "worker_handlers:sleepy", "--queue", queue_name, *extra]  # fmt: skip
+
+
+def worker_env(marker: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    env["ECHOMQ_TEST_MARKER"] = str(marker)
+    return env
+
+
+async def test_worker_process_killed_mid_job_loses_nothing(
+    queue: Queue, valkey_url: str, tmp_path: Path
+) -> None:
+    verdict = await queue.enqueue({"sleep": 30})
+    marker = tmp_path / "started"
+    doomed = await asyncio.create_subprocess_exec(
+        *worker_command(valkey_url, queue.name, "--lease", "0.5", "--beat", "0.1"),
+        env=worker_env(marker),
+    )
+    await until(lambda: _true(marker.exists() and marker.read_text().endswith("\n")))
+    assert marker.read_text().split() == [verdict.id, "1"]
+    doomed.send_signal(signal.SIGKILL)
+    assert await doomed.wait() == -signal.SIGKILL
+    assert await queue.state(verdict.id) == "active"  # still leased by the dead process
+
+    attempts: list[int] = []
+
+    async def finisher(job: Job) -> None:
+        attempts.append(job.attempts)
+
+    consumer = Consumer(queue, finisher, ConsumerOptions(beat=0.1))
+    running = asyncio.ensure_future(consumer.run())
+    await until(lambda: _completed(queue, 1))
+    consumer.stop()
+    await running
+    assert attempts == [2]
+    assert await queue.job(verdict.id) is None
+
+
+async def test_sigterm_lets_the_worker_finish_its_job_and_exit_zero(
+    queue: Queue, valkey_url: str, tmp_path: Path
+) -> None:
+    await queue.enqueue({"sleep": 1})
+    marker = tmp_path / "started"
+    worker = await asyncio.create_subprocess_exec(
+        *worker_command(valkey_url, queue.name, "--beat", "0.1"),
+        env=worker_env(marker),
+    )
+    await until(lambda: _true(marker.exists() and marker.read_text().endswith("\n")))
+    worker.send_signal(signal.SIGTERM)
+    assert await asyncio.wait_for(worker.wait(), 10) == 0
+    counts = await queue.counts()
+    assert (counts.completed, counts.active, counts.pending) == (1, 0, 0)
+
+
+async def test_worker_refuses_a_sync_handler_before_connecting(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "echomq.cli", "--url", "valkey://127.0.0.1:1", "worker",
+               "worker_handlers:not_async", "--queue", "q"]  # fmt: skip
+    proc = await asyncio.create_subprocess_exec(
+        *command, env=worker_env(tmp_path / "m"), stderr=asyncio.subprocess.PIPE
+    )
+    _, err = await proc.communicate()
+    assert proc.returncode == 2
+    assert b"must be an async function" in err

@@ -1,0 +1,75 @@
+"""SPEC §1.4 weights: lanes weighted 3:1 are served 3:1, and the light lane never starves."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+import pytest
+
+from echomq._queue import Item, Queue
+from echomq._results import Job
+
+CLAIMS = 4000
+CHUNK = 500
+
+
+@pytest.fixture
+async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
+    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
+    yield q
+    await q.pause()
+    await q.obliterate(force=True)
+    await q.close()
+
+
+async def serve(queue: Queue, weights: dict[str, int]) -> list[str]:
+    """Weight the lanes, pre-load them, claim CLAIMS times; returns the lane of each claim."""
+    total = sum(weights.values())
+    for group, weight in weights.items():
+        await queue.lane(group).weight(weight)
+        # A tenth more than the lane's fair share, so no lane runs dry (checked below).
+        backlog = CLAIMS * weight // total + CLAIMS // 10
+        for start in range(0, backlog, CHUNK):
+            items = [Item(n, group=group) for n in range(start, min(start + CHUNK, backlog))]
+            verdicts = await queue.enqueue_many(items)
+            assert {v.kind for v in verdicts} == {"enqueued"}
+    served = []
+    for _ in range(CLAIMS):
+        job = await queue.claim()
+        assert isinstance(job, Job), f"expected a job, got {job!r}"
+        served.append(job.group)
+    lanes = {info.group: info.depth for info in await queue.lanes(list(weights))}
+    assert all(depth > 0 for depth in lanes.values()), f"a lane ran dry: {lanes}"
+    return served
+
+
+def longest_wait(served: list[str], group: str) -> int:
+    """The most claims in a row that went to other lanes before ``group`` was served (again)."""
+    longest = run = 0
+    for lane in served:
+        run = 0 if lane == group else run + 1
+        longest = max(longest, run)
+    return longest
+
+
+async def test_weights_3_to_1_serve_the_lanes_3_to_1(queue: Queue) -> None:
+    served = await serve(queue, {"heavy": 3, "light": 1})
+    heavy, light = served.count("heavy"), served.count("light")
+    assert heavy + light == CLAIMS
+    assert heavy / light == pytest.approx(3, rel=0.03), f"heavy {heavy} : light {light}"
+
+
+async def test_light_lane_waits_at_most_three_claims_under_weights_3_to_1(queue: Queue) -> None:
+    served = await serve(queue, {"heavy": 3, "light": 1})
+    assert longest_wait(served, "light") <= 3
+    assert longest_wait(served, "heavy") <= 1
+
+
+async def test_three_weighted_lanes_share_in_proportion_and_none_starves(queue: Queue) -> None:
+    weights = {"a": 3, "b": 2, "c": 1}
+    served = await serve(queue, weights)
+    for group, weight in weights.items():
+        share = served.count(group) / CLAIMS
+        assert share == pytest.approx(weight / 6, rel=0.03), f"{group}: {share:.3f}"
+        others = sum(w for g, w in weights.items() if g != group)
+        assert longest_wait(served, group) <= others, group
