@@ -15,6 +15,7 @@ import os
 import sys
 from typing import Any
 
+from ._capacity import measure, report
 from ._consumer import ConsumerOptions
 from ._errors import EchoMQError
 from ._keys import Keyspace
@@ -72,6 +73,30 @@ def _worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _capacity(args: argparse.Namespace) -> int:
+    try:
+        Keyspace(args.queue)
+        found = asyncio.run(
+            measure(
+                ConnectionOptions.from_url(args.url),
+                args.queue,
+                target=args.target,
+                handler=args.handler_ms / 1000,
+                concurrency=args.concurrency,
+            )
+        )
+    except EchoMQError as exc:
+        print(f"echomq capacity: {exc}", file=sys.stderr)
+        return 1
+    rows = report(found)
+    if args.json:
+        print(json.dumps(dict(rows), indent=2, ensure_ascii=False))
+    else:
+        for name, value in rows:
+            print(f"{name:<30} {value}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
     parser.add_argument("--url", default=os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"))
@@ -95,7 +120,14 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--max-attempts", type=int, default=3)
     run.add_argument("--batch", type=int, default=1, help="claim_batch size (1 = claim)")
     run.add_argument("--summary-every", type=float, default=60.0, help="seconds")
+    size = commands.add_parser("capacity", help="measure the per-claim cost and size a pool")
+    size.add_argument("--queue", required=True, help="probes run on <queue>.capacity-probe")
+    size.add_argument("--target", type=float, default=1000.0, help="jobs/s to size for")
+    size.add_argument("--handler-ms", type=float, default=0.0, help="time a handler takes")
+    size.add_argument("--concurrency", type=int, default=10, help="jobs at once per consumer")
     args = parser.parse_args(argv)
+    if args.command == "capacity":
+        return _capacity(args)
     if args.command == "worker":
         try:
             return _worker(args)
