@@ -217,7 +217,7 @@ async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
 def test_bad_handler_and_options_are_refused_before_connecting() -> None:
     from echomq._worker import load_handler
 
-    with pytest.raises(InvalidArgument, match="expected package.module:function"):
+    with pytest.raises(InvalidArgument, match=r"expected package\.module:function"):
         load_handler("no_colon")
     with pytest.raises(InvalidArgument, match="cannot import no_such_module"):
         load_handler("no_such_module:handler")

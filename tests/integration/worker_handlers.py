@@ -13,7 +13,7 @@ async def sleepy(job: Job) -> None:
     """Announce the job in a marker file, then sleep as long as the payload says."""
     marker = os.environ.get("ECHOMQ_TEST_MARKER")
     if marker:
-        Path(marker).write_text(f"{job.id} {job.attempts}\n")
+        Path(marker).write_text(f"{job.id} {job.attempts}\n")  # noqa: ASYNC240 - tiny, test-only
     await asyncio.sleep(float(job.payload["sleep"]))
 
 
