@@ -5,8 +5,10 @@ and pipelined admission, leases with fencing tokens. See README.md and docs/.
 """
 
 from ._backoff import Backoff, Exponential, Fixed, Jitter
+from ._buckets import Bucket, Buckets, Taken, Wait
 from ._codec import Codec, JsonCodec, RawCodec
 from ._connector import WIRE_VERSION, Connector
+from ._consumer import Consumer, ConsumerOptions, Drop, Retry, Tally
 from ._errors import (
     AuthError,
     Closed,
@@ -30,10 +32,22 @@ from ._errors import (
 from ._events import Subscription
 from ._ids import Minter
 from ._lanes import Lane
+from ._metronome import Metronome
 from ._pool import Pool, Wire
 from ._queue import Item, Queue
-from ._results import Counts, Empty, Job, JobInfo, LaneInfo, RateLimited, Reaped, Verdict
+from ._results import (
+    Counts,
+    Empty,
+    Job,
+    JobInfo,
+    LaneInfo,
+    RateLimited,
+    Reaped,
+    Upkeep,
+    Verdict,
+)
 from ._url import ConnectionOptions
+from ._worker import Worker, WorkerOptions, serve
 
 __version__ = "0.1.0"
 
@@ -41,13 +55,18 @@ __all__ = [
     "WIRE_VERSION",
     "AuthError",
     "Backoff",
+    "Bucket",
+    "Buckets",
     "Closed",
     "Codec",
     "ConnectError",
     "ConnectionOptions",
     "Connector",
+    "Consumer",
+    "ConsumerOptions",
     "Counts",
     "Disconnected",
+    "Drop",
     "EchoMQError",
     "Empty",
     "Exponential",
@@ -62,6 +81,7 @@ __all__ = [
     "Lane",
     "LaneInfo",
     "LockedError",
+    "Metronome",
     "Minter",
     "Overloaded",
     "Pool",
@@ -71,14 +91,22 @@ __all__ = [
     "RawCodec",
     "Reaped",
     "Refusal",
+    "Retry",
     "ScriptLoadError",
     "ServerError",
     "StaleTokenError",
     "StateError",
     "Subscription",
+    "Taken",
+    "Tally",
+    "Upkeep",
     "Verdict",
     "VersionFenceError",
+    "Wait",
     "Wire",
     "WireError",
     "WireTimeout",
+    "Worker",
+    "WorkerOptions",
+    "serve",
 ]
