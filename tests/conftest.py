@@ -9,12 +9,14 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 import pytest
 
 from echomq._server import EmbeddedValkey
+from echomq._queue import Queue
+from echomq.testing import discard
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +45,11 @@ def valkey_url(valkey_server: EmbeddedValkey | ExternalValkey) -> str:
 def queue_name(request: pytest.FixtureRequest) -> str:
     test_name = re.sub(r"[^A-Za-z0-9._-]", "-", request.node.name)[:60]
     return f"t-{test_name}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
+    """A queue of its own on the session's server, discarded (every key) afterwards."""
+    q = await Queue.connect(valkey_url, queue_name, pool_size=2)
+    yield q
+    await discard(q)

@@ -3,33 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
 from echomq._errors import StaleTokenError
 from echomq._queue import Item, Queue
-from echomq._results import Job
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
-
-
-async def claim_job(queue: Queue, lease: float = 30.0) -> Job:
-    job = await queue.claim(lease)
-    assert isinstance(job, Job), job
-    return job
-
-
-async def server_ms(queue: Queue) -> int:
-    seconds, micros = await queue.wire.call("TIME")
-    return int(seconds) * 1000 + int(micros) // 1000
+from echomq.testing import claim_job, server_ms
 
 
 async def test_dedup_key_maps_to_the_first_job_until_its_row_is_deleted(queue: Queue) -> None:

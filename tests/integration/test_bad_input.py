@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -11,15 +10,6 @@ from echomq._errors import InvalidArgument, LockedError, StateError
 from echomq._queue import Item, Queue
 from echomq._results import Job
 from echomq._url import ConnectionOptions
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
 
 
 async def keys_of(queue: Queue) -> list[bytes]:

@@ -6,7 +6,6 @@ import asyncio
 import os
 import signal
 import sys
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
@@ -18,15 +17,6 @@ from echomq._metronome import Metronome
 from echomq._url import ConnectionOptions
 
 HERE = Path(__file__).resolve().parent
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=2, events=False)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
 
 
 async def commandstats(url: str) -> dict[str, int]:

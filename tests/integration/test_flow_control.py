@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -13,27 +12,9 @@ from echomq._buckets import Bucket, Buckets, Taken, Wait
 from echomq._errors import InvalidArgument
 from echomq._queue import Item, Queue
 from echomq._results import Empty, Job, RateLimited
+from echomq.testing import wait_for_server_ms
 
 LEASE = 60.0
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=2, events=False)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
-
-
-async def server_ms(queue: Queue) -> int:
-    seconds, micros = await queue.wire.call("TIME")
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-async def wait_until_server_ms(queue: Queue, target_ms: int) -> None:
-    while (now := await server_ms(queue)) <= target_ms:
-        await asyncio.sleep((target_ms - now + 1) / 1000)
 
 
 def windows(stamps: list[int], window_ms: int, budget: int) -> list[int]:
@@ -125,7 +106,7 @@ async def test_lane_rate_limit_benches_only_that_lane_until_its_window_ends(queu
     assert "loud" not in await queue.ring()
     due = int(await queue.wire.call("ZSCORE", queue.keys.root + "rdue", "loud"))
     wakes = await queue.wire.call("LLEN", queue.keys.wake)
-    await wait_until_server_ms(queue, due)
+    await wait_for_server_ms(queue, due)
     # No claim while it waits: the beat's promote returns it to the ring, with a wake token.
     assert await queue.promote() == 0
     assert await queue.ring() == ["loud"]
@@ -196,7 +177,7 @@ async def test_token_bucket_wait_is_exact_and_take_after_it_succeeds(
     refused = await buckets.take([bucket])
     assert isinstance(refused, Wait)
     assert 0 < refused.wait <= 0.25
-    await wait_until_server_ms(queue, refused.at_ms + int(refused.wait * 1000))
+    await wait_for_server_ms(queue, refused.at_ms + int(refused.wait * 1000))
     assert isinstance(await buckets.take([bucket]), Taken)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -14,32 +13,7 @@ from echomq._events import Subscription
 from echomq._queue import Queue
 from echomq._results import Empty, Job
 from echomq._url import ConnectionOptions
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
-
-
-async def server_ms(queue: Queue) -> int:
-    seconds, micros = await queue.wire.call("TIME")
-    return int(seconds) * 1000 + int(micros) // 1000
-
-
-async def wait_until_server_ms(queue: Queue, target_ms: int) -> None:
-    """Wait on the engine's own clock (the one leases and delays use), not the host's."""
-    while (now := await server_ms(queue)) <= target_ms:
-        await asyncio.sleep((target_ms - now + 1) / 1000)
-
-
-async def claim_job(queue: Queue, lease: float = 30.0) -> Job:
-    job = await queue.claim(lease)
-    assert isinstance(job, Job), f"expected a job, got {job!r}"
-    return job
+from echomq.testing import claim_job, server_ms, wait_for_server_ms
 
 
 async def test_mint(queue: Queue) -> None:
@@ -108,7 +82,7 @@ async def test_retry(queue: Queue) -> None:
     info = await queue.job(job.id)
     assert info is not None
     assert (info.state, info.last_error) == ("scheduled", "boom")
-    await wait_until_server_ms(queue, await server_ms(queue) + 10)
+    await wait_for_server_ms(queue, await server_ms(queue) + 10)
     assert await queue.promote() == 1
     again = await claim_job(queue)
     assert (again.id, again.attempts) == (job.id, 2)
@@ -129,7 +103,7 @@ async def test_dead(queue: Queue) -> None:
 async def test_reap(queue: Queue) -> None:
     await queue.enqueue("work")
     job = await claim_job(queue, lease=0.03)
-    await wait_until_server_ms(queue, job.deadline_ms)
+    await wait_for_server_ms(queue, job.deadline_ms)
     reaped = await queue.reap()
     assert reaped.recovered == [job.id]
     assert await queue.state(job.id) == "pending"
@@ -140,7 +114,7 @@ async def test_reap_dead_letters_a_job_that_stalled_max_stalled_times(queue: Que
     await queue.enqueue("work")
     for stall in range(1, 4):
         job = await claim_job(queue, lease=0.001)
-        await wait_until_server_ms(queue, job.deadline_ms)
+        await wait_for_server_ms(queue, job.deadline_ms)
         reaped = await queue.reap(max_stalled=3)
         assert (reaped.dead == [job.id]) is (stall == 3)
     info = await queue.job(job.id)
@@ -183,7 +157,7 @@ async def test_schedule(queue: Queue) -> None:
     assert isinstance(await queue.claim(), Empty)
     assert await queue.promote() == 0
     due = int(await queue.wire.call("ZSCORE", queue.keys.schedule, verdict.id))
-    await wait_until_server_ms(queue, due)
+    await wait_for_server_ms(queue, due)
     assert await queue.promote() == 1
     job = await claim_job(queue)
     assert (job.payload, job.attempts, job.group) == ("later", 1, "a")  # back to its own lane
@@ -197,7 +171,7 @@ async def test_backoff(queue: Queue) -> None:
         await queue.promote()
         job = await queue.claim()
         if not isinstance(job, Job):
-            await wait_until_server_ms(queue, await server_ms(queue) + 1)
+            await wait_for_server_ms(queue, await server_ms(queue) + 1)
             continue
         error = f"boom {job.attempts}"
         outcome = await queue.retry(
