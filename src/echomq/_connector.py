@@ -198,6 +198,9 @@ class Connector:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._reconnect_task
             self._reconnect_task = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
         proto, self._proto = self._proto, None
         if self._ready is not None:
             self._ready.set()  # release waiters; they see _closed

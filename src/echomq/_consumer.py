@@ -244,8 +244,12 @@ class Consumer:
         task.add_done_callback(self._done)
 
     def _done(self, task: asyncio.Task[None]) -> None:
-        self._running.pop(task, None)
+        held = self._running.pop(task, None)
         self._slot_freed.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # A bug in settling itself: the job's lease will expire and it will be reaped.
+            job_id = held[0].id if held else "?"
+            log.error("%s: settling job %s failed: %s", self.name, job_id, describe(exc))
 
     async def _execute(self, job: Job) -> None:
         try:

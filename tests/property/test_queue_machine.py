@@ -150,7 +150,7 @@ class Model:
 
 @dataclass
 class Wait:
-    """How long one serviceable lane has waited since it was last served or joined the ring.
+    """One serviceable lane's wait since it was last served or joined the ring.
 
     ``ahead`` holds the lanes that may be served before it — those serviceable when the wait
     began — each with the largest weight it had since. A lane that joins the ring later is
@@ -158,8 +158,12 @@ class Wait:
     """
 
     ahead: dict[str, int]
+    served: dict[str, int] = field(default_factory=dict)  # claims per lane ahead, this wait
     departed: int = 0  # the weight budget of ahead lanes that left the ring (they rejoin behind)
-    claims: int = 0
+
+    @property
+    def claims(self) -> int:
+        return sum(self.served.values())
 
     @property
     def bound(self) -> int:
@@ -167,13 +171,16 @@ class Wait:
 
 
 class Fairness:
-    """Weighted round robin: a waiting lane sees at most one visit — at most ``weight`` claims —
-    of each lane ahead of it before it is served.
+    """Weighted round robin: while a lane waits, each lane ahead of it gets at most one visit —
+    at most ``weight`` consecutive claims — so the wait is at most the sum of their weights.
 
-    The wait of a lane starts when it becomes serviceable, not when it was last served before
-    that: a lane that left the ring (emptied, paused, at its ceiling) rejoins at the tail, behind
-    every lane already there — including the head lane whose visit is in progress — so counting
-    from its previous service would charge it for claims it could never have had.
+    A wait starts when the lane becomes serviceable, not at its last service before that: a lane
+    that left the ring (emptied, paused, at its ceiling) rejoins at the tail, behind every lane
+    already there — the head lane whose visit is in progress included — so counting from its
+    previous service would charge it for claims it could never have had. Symmetrically, a lane
+    ahead that leaves the ring rejoins behind the waiting one and may not be served before it.
+    A visit may be shorter than the weight (a batch counts its jobs; a stale visit counter), never
+    longer, so these are upper bounds only; the share itself is pinned by test_weighted_share.py.
     """
 
     def __init__(self) -> None:
@@ -184,7 +191,11 @@ class Fairness:
             if lane == group:
                 continue
             assert group in wait.ahead, f"lane {group!r} was served before {lane!r}, ahead of it"
-            wait.claims += 1
+            wait.served[group] = wait.served.get(group, 0) + 1
+            assert wait.served[group] <= wait.ahead[group], (
+                f"lane {group!r} had {wait.served[group]} claims while {lane!r} waited, "
+                f"weight {wait.ahead[group]}"
+            )
             assert wait.claims <= wait.bound, (
                 f"lane {lane!r} waited {wait.claims} claims, weights allow {wait.bound}"
             )
@@ -196,13 +207,14 @@ class Fairness:
                 wait.ahead[group] = max(wait.ahead[group], weight)
 
     def settle(self, model: Model) -> None:
-        """After every step: forget lanes that left the ring, start the waits of lanes that
-        joined it (or were just served)."""
+        """After every claim and step: forget the waits of lanes that left the ring, let lanes
+        ahead that left it go, start the waits of lanes that joined it (or were just served)."""
         now = model.serviceable()
         for lane in set(self.waits) - now:
             del self.waits[lane]
         for wait in self.waits.values():
             for lane in set(wait.ahead) - now:
+                # Its claims stay in the total, and so does its weight in the bound.
                 wait.departed += wait.ahead.pop(lane)
         for lane in now - set(self.waits):
             self.waits[lane] = Wait({g: model.weight(g) for g in now if g != lane})
@@ -317,12 +329,15 @@ class QueueMachine(RuleBasedStateMachine):
     @initialize(
         backlog=st.lists(groups, max_size=12),
         weights=st.dictionaries(groups, st.integers(min_value=2, max_value=3), max_size=2),
+        limits=st.dictionaries(groups, st.integers(min_value=1, max_value=3), max_size=2),
     )
-    def preload(self, backlog: list[str], weights: dict[str, int]) -> None:
-        """Start most examples with work in several lanes (some weighted), so claims and
-        fairness are exercised from the first step rather than after a slow build-up."""
+    def preload(self, backlog: list[str], weights: dict[str, int], limits: dict[str, int]) -> None:
+        """Start most examples with work in several lanes, some weighted or capped, so claims,
+        ceilings and fairness are exercised from the first step, not after a slow build-up."""
         for group, weight in sorted(weights.items()):
             self.weigh_lane(group, weight)
+        for group, ceiling in sorted(limits.items()):
+            self.limit_lane(group, ceiling)
         if backlog:
             self.enqueue_many(backlog, None)
 
@@ -383,6 +398,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
             model.lease(job.id, job.deadline_ms, is_short)
         self.fairness.served(group)
+        self.fairness.settle(model)
         info = self._run(self.queue.lane(group).info())
         if group in model.limits:
             assert info.active <= model.limits[group], "a claim pushed gactive past glimit"
