@@ -1,0 +1,88 @@
+"""The economy's arithmetic: currencies, guess fees, the starting grant, diamonds into keys, and
+splitting a prize pool among tied winners. Balances and ledgers live in the store, not here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final
+
+from codemojex.domain.errors import EconomyError
+
+
+class Currency(StrEnum):
+    """The three balances a player holds; the values are the names stored and shown."""
+
+    CLIPS = "clips"
+    """Pay guesses in free rooms; no value; new players get a grant."""
+    KEYS = "keys"
+    """Pay guesses in paid rooms; bought, or converted from diamonds."""
+    DIAMONDS = "diamonds"
+    """Prizes; convertible to keys."""
+
+
+@dataclass(frozen=True, slots=True)
+class Fee:
+    """What one guess costs: a positive ``amount`` of clips or keys (never diamonds)."""
+
+    currency: Currency
+    amount: int
+
+    def __post_init__(self) -> None:
+        if self.currency not in (Currency.CLIPS, Currency.KEYS):
+            raise EconomyError("currency", self.currency, "fee_currency", "fees are clips or keys")
+        if self.amount < 1:
+            raise EconomyError("amount", self.amount, "not_positive", "a fee is at least 1")
+
+
+FREE_ROOM_FEE: Final = Fee(Currency.CLIPS, 1)
+"""A guess in a free room costs one clip."""
+
+PAID_ROOM_FEE: Final = Fee(Currency.KEYS, 1)
+"""A guess in a paid room costs one key (and feeds the room's prize pool)."""
+
+STARTING_CLIPS: Final = 100
+"""Clips granted to a new player, so free rooms are playable at once."""
+
+DIAMONDS_PER_KEY: Final = 10
+"""Diamonds that convert into one key."""
+
+
+def room_fee(*, is_paid: bool) -> Fee:
+    """The default fee of a guess: keys in a paid room, clips in a free one."""
+    return PAID_ROOM_FEE if is_paid else FREE_ROOM_FEE
+
+
+def diamonds_to_keys(diamonds: int) -> tuple[int, int]:
+    """Convert ``diamonds`` into ``(keys, remaining_diamonds)`` at 10 diamonds per key.
+
+    The remainder (0..9) stays diamonds; a negative amount is an :class:`EconomyError`.
+    """
+    if diamonds < 0:
+        raise EconomyError("diamonds", diamonds, "negative", "must be 0 or more")
+    return divmod(diamonds, DIAMONDS_PER_KEY)
+
+
+def split_pool(pool: int, winners: Sequence[str]) -> dict[str, int]:
+    """Split ``pool`` evenly among the winners tied at the top score.
+
+    Each winner gets ``pool // len(winners)``; the remainder ``pool % len(winners)`` (fewer units
+    than winners) goes one unit each to the first winners in ascending order of their ids. Player
+    ids are branded ids, whose order is mint order, so ties favour whoever joined first. The
+    shares sum exactly to ``pool``, none is negative, and no two differ by more than 1; the result
+    is keyed in ascending id order and does not depend on the order of ``winners``.
+    (The original paid the remainder to no one; we pay it out so the pool always settles whole.)
+
+    Refused with :class:`EconomyError`: a negative pool, no winners, a winner listed twice.
+    """
+    if pool < 0:
+        raise EconomyError("pool", pool, "negative", "a prize pool is 0 or more")
+    if not winners:
+        raise EconomyError("winners", list(winners), "no_winners", "at least one winner is needed")
+    ordered = sorted(winners)
+    if len(set(ordered)) != len(ordered):
+        raise EconomyError("winners", list(winners), "duplicate", "a winner is listed twice")
+    share, remainder = divmod(pool, len(ordered))
+    return {winner: share + (1 if rank < remainder else 0) for rank, winner in enumerate(ordered)}
