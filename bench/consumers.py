@@ -11,7 +11,10 @@ median of ``--runs`` runs, the systems interleaved within a run so noise hits th
 3. pool width: N consumers (concurrency 10 each) through one socket vs an N-wide pool;
 4. peers: the same drain and latency, each peer in its own fastest documented path.
 
-Every system gets its own fresh queue name (key prefix) and deletes only its own keys.
+Every system gets its own fresh queue name (key prefix) and deletes only its own keys. A latency
+run ends once every offered job has completed. The default run takes ~9 min on a 2-core host,
+two thirds of it the peers enqueueing and draining their backlogs one job at a time;
+``--no-peers`` takes ~3 min.
 """
 
 from __future__ import annotations

@@ -59,9 +59,11 @@ class ConsumerOptions:
     max_stalled: int = 3
     stop_timeout: float = 30.0
     upkeep: bool = True
+    #: Most claims one consumer keeps in flight at once (pipelined on its connection).
+    claims_in_flight: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "max_attempts", "batch", "max_stalled"):
+        for name in ("concurrency", "max_attempts", "batch", "max_stalled", "claims_in_flight"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(name, value, "must be an integer >= 1")
@@ -150,6 +152,9 @@ class Consumer:
         # upkeep finding work, or a freed slot makes claiming worth a round trip: no polling.
         hint = True
         empty = Empty()
+        # Claims in flight per round: doubles while every claim brings work and lanes remain,
+        # back to one at the first empty answer (so a drained queue costs one wasted claim).
+        window = 1
         try:
             while not self._stopping.is_set():
                 if options.upkeep and self.metronome is None and await self._beat_if_due():
@@ -162,25 +167,39 @@ class Consumer:
                 if not hint:
                     hint = await self._park(empty)
                     continue
-                outcome = await self._claim(free)
-                if isinstance(outcome, tuple):
-                    jobs, hint = outcome
-                    for job in jobs:
-                        self._start(job)
-                elif isinstance(outcome, RateLimited):
-                    await self._sleep(outcome.wait)
+                size = min(options.batch, free)
+                rounds = min(window, free // size, options.claims_in_flight)
+                outcomes = await asyncio.gather(*(self._claim(size) for _ in range(max(1, rounds))))
+                limited: RateLimited | None = None
+                full = True  # every claim of the round brought work and lanes remain
+                for outcome in outcomes:
+                    if isinstance(outcome, tuple):
+                        jobs, more = outcome
+                        for job in jobs:
+                            self._start(job)
+                        full = full and more
+                    elif isinstance(outcome, RateLimited):
+                        limited, full = outcome, False
+                    else:
+                        empty, full = outcome, False
+                if full:
+                    window *= 2
+                    continue
+                window = 1
+                if limited is not None:
+                    await self._sleep(limited.wait)
                 else:
-                    hint, empty = False, outcome
+                    hint = False
         finally:
             extender.cancel()
             await self._finish()
         return self.tally
 
-    async def _claim(self, free: int) -> tuple[list[Job], bool] | Empty | RateLimited:
+    async def _claim(self, size: int) -> tuple[list[Job], bool] | Empty | RateLimited:
         self.tally.claims += 1
         if self.metronome is not None:
             self._seen = self.metronome.generation
-        return await self.queue.claim_some(min(self.options.batch, free), self.options.lease)
+        return await self.queue.claim_some(size, self.options.lease)
 
     async def _beat_if_due(self) -> bool:
         """Run the upkeep when the beat is due; True when it made something claimable."""
