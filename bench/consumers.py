@@ -29,8 +29,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
+from _harness import serve
 from echomq import Consumer, ConsumerOptions, Item, Job, Queue, Worker, WorkerOptions
-from echomq._server import EmbeddedValkey
 
 RATE = 200.0  # jobs/s offered in the latency test
 SECONDS = 5.0  # how long the latency test offers them
@@ -570,15 +570,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--peers", action=argparse.BooleanOptionalAction, default=True)
-    parser.add_argument("--url", help="an existing server instead of the embedded one")
-    args = parser.parse_args()
-    if args.url:
-        asyncio.run(run(args.url, args.runs, args.jobs, args.peers))
-        return 0
-    with EmbeddedValkey() as server:
-        print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-        asyncio.run(run(server.url, args.runs, args.jobs, args.peers))
-    return 0
+    return serve(parser, lambda url, args: run(url, args.runs, args.jobs, args.peers))
 
 
 if __name__ == "__main__":

@@ -11,8 +11,9 @@ import statistics
 import sys
 import time
 
+from _harness import serve
 from echomq import Bucket, Buckets, Item, Job, Queue
-from echomq._server import EmbeddedValkey
+from echomq.testing import discard
 
 
 async def takes_per_second(queue: Queue, buckets_per_take: int, seconds: float) -> float:
@@ -65,9 +66,7 @@ async def run(url: str, runs: int, jobs: int) -> None:
         rows.setdefault("claim+complete, queue + lane limit far above the rate", []).append(
             await drain_rate(queue, jobs, True)
         )
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
+    await discard(queue)
     print(f"50 concurrent tasks, one process, median of {runs} runs\n")
     print("| case | per second |")
     print("|---|---:|")
@@ -82,15 +81,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--url", help="an existing server instead of the embedded one")
-    args = parser.parse_args()
-    if args.url:
-        asyncio.run(run(args.url, args.runs, args.jobs))
-        return 0
-    with EmbeddedValkey() as server:
-        print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-        asyncio.run(run(server.url, args.runs, args.jobs))
-    return 0
+    return serve(parser, lambda url, args: run(url, args.runs, args.jobs))
 
 
 if __name__ == "__main__":

@@ -15,8 +15,9 @@ import sys
 import time
 from collections.abc import Awaitable, Callable
 
+from _harness import engine_usec_per_script, serve
 from echomq import Item, Job, Queue
-from echomq._server import EmbeddedValkey
+from echomq.testing import discard
 
 Case = Callable[[Queue, int], Awaitable[None]]
 
@@ -76,14 +77,6 @@ DRAIN: dict[str, Case] = {
 }
 
 
-async def engine_usec(q: Queue) -> float:
-    info = (await q.wire.call("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            return float(line.split("usec_per_call=")[1].split(",")[0])
-    return 0.0
-
-
 async def run(url: str, runs: int, jobs: int, pool: int) -> None:
     figures: dict[str, list[tuple[float, float, float]]] = {}
     for r in range(runs):
@@ -97,13 +90,11 @@ async def run(url: str, runs: int, jobs: int, pool: int) -> None:
                 await case(q, jobs)
                 wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
                 figures.setdefault(name, []).append(
-                    (jobs / wall, cpu / jobs * 1e6, await engine_usec(q))
+                    (jobs / wall, cpu / jobs * 1e6, await engine_usec_per_script(q))
                 )
                 if cases is ADMISSION:
                     await q.drain()
-        await q.pause()
-        await q.obliterate(force=True)
-        await q.close()
+        await discard(q)
     print(f"{jobs} jobs per case, pool of {pool}, median of {runs} runs\n")
     print("| case | jobs/s | client µs CPU/job | engine µs/call | engine ceiling calls/s |")
     print("|---|---:|---:|---:|---:|")
@@ -117,15 +108,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--pool", type=int, default=2)
-    parser.add_argument("--url", help="an existing server instead of the embedded one")
-    args = parser.parse_args()
-    if args.url:
-        asyncio.run(run(args.url, args.runs, args.jobs, args.pool))
-        return 0
-    with EmbeddedValkey() as server:
-        print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-        asyncio.run(run(server.url, args.runs, args.jobs, args.pool))
-    return 0
+    return serve(parser, lambda url, args: run(url, args.runs, args.jobs, args.pool))
 
 
 if __name__ == "__main__":

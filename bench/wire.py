@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import valkey.asyncio as valkey_asyncio
 
+from _harness import serve
 from echomq._connector import Connector
-from echomq._server import EmbeddedValkey
 from echomq._url import ConnectionOptions
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
@@ -140,15 +140,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--calls", type=int, default=20_000)
-    parser.add_argument("--url", help="an existing server instead of the embedded one")
-    args = parser.parse_args()
-    if args.url:
-        asyncio.run(run(args.url, args.runs, args.calls))
-        return 0
-    with EmbeddedValkey() as server:
-        print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-        asyncio.run(run(server.url, args.runs, args.calls))
-    return 0
+    return serve(parser, lambda url, args: run(url, args.runs, args.calls))
 
 
 if __name__ == "__main__":
