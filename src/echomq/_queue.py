@@ -100,9 +100,13 @@ class Queue(QueueAdmin):
 
     @classmethod
     async def connect(
-        cls, url: str | ConnectionOptions, name: str, *, pool_size: int = 2, **options: Any
+        cls, url: str | ConnectionOptions, name: str, *, pool_size: int = 1, **options: Any
     ) -> Queue:
-        """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool."""
+        """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
+
+        One connector is the default: it pipelines without bound, and a wider pool measured
+        slower within one process (docs/consumers.md, "The pool").
+        """
         conn = url if isinstance(url, ConnectionOptions) else ConnectionOptions.from_url(url)
         queue = cls(name, Pool(conn, pool_size), **options)  # validates before connecting
         await queue.wire.connect()  # type: ignore[attr-defined]

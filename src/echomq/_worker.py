@@ -42,7 +42,7 @@ class WorkerOptions:
 
     consumers: int = 1
     metronome: bool = False
-    pool_size: int = 2
+    pool_size: int = 1
     summary_every: float = 60.0
 
     def __post_init__(self) -> None:
