@@ -63,7 +63,7 @@ def _worker(args: argparse.Namespace) -> int:
     worker = WorkerOptions(
         consumers=args.consumers,
         metronome=args.metronome,
-        pool_size=args.pool or args.consumers,
+        pool_size=args.pool,
         summary_every=args.summary_every,
     )
     Keyspace(args.queue)
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--concurrency", type=int, default=10, help="jobs at once per consumer")
     run.add_argument("--consumers", type=int, default=1)
     run.add_argument("--metronome", action="store_true", help="one blocking read for the pool")
-    run.add_argument("--pool", type=int, default=0, help="connections (default: consumers)")
+    run.add_argument("--pool", type=int, default=1, help="connections for non-blocking calls")
     run.add_argument("--lease", type=float, default=30.0, help="seconds")
     run.add_argument("--beat", type=float, default=1.0, help="seconds")
     run.add_argument("--max-attempts", type=int, default=3)
