@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ._backoff import Backoff, Exponential, Jitter
+from ._cadence import SCHEDULED_TOKEN, Cadence
 from ._connector import Connector
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
 from ._results import Empty, Job, RateLimited
@@ -59,6 +60,9 @@ class ConsumerOptions:
     max_stalled: int = 3
     stop_timeout: float = 30.0
     upkeep: bool = True
+    #: Longest an idle consumer goes without upkeep (bounds how late a crashed peer's expired
+    #: lease is reaped); otherwise upkeep runs when the engine says something falls due.
+    idle_upkeep: float = 10.0
     #: Most claims one consumer keeps in flight at once (pipelined on its connection).
     claims_in_flight: int = 16
 
@@ -67,7 +71,7 @@ class ConsumerOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise InvalidArgument(name, value, "must be an integer >= 1")
-        for name in ("lease", "beat", "stop_timeout"):
+        for name in ("lease", "beat", "stop_timeout", "idle_upkeep"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise InvalidArgument(name, value, "must be a number of seconds > 0")
@@ -118,7 +122,12 @@ class Consumer:
         self._poked = asyncio.Event()
         self._blocker: Connector | None = None
         self._closing: asyncio.Future[None] | None = None
-        self._next_beat = 0.0
+        # Under a metronome, the metronome runs the upkeep: share its cadence.
+        self.cadence = (
+            metronome.cadence
+            if metronome is not None
+            else Cadence(self.options.beat, self.options.idle_upkeep)
+        )
         self._seen = 0  # the metronome's poke generation before the last claim
 
     # -- control -------------------------------------------------------------------------------
@@ -202,16 +211,18 @@ class Consumer:
         return await self.queue.claim_some(size, self.options.lease)
 
     async def _beat_if_due(self) -> bool:
-        """Run the upkeep when the beat is due; True when it made something claimable."""
+        """Run the upkeep when something may be due; True when it made something claimable."""
         now = time.monotonic()
-        if now < self._next_beat:
+        if not self.cadence.is_due(now):
             return False
-        self._next_beat = now + self.options.beat
+        self.cadence.begin()
         try:
             done = await self.queue.upkeep(max_stalled=self.options.max_stalled)
         except EchoMQError as exc:
             log.warning("%s: upkeep of %s failed: %s", self.name, self.queue.name, exc)
+            self.cadence.soon(now, self.options.beat)
             return False
+        self.cadence.ran(now, done)
         return done.found_work
 
     async def _park(self, empty: Empty) -> bool:
@@ -224,7 +235,8 @@ class Consumer:
             self.metronome.register(self, self._seen)
             await self._poked.wait()
             return True
-        timeout = max(0.0, self._next_beat - time.monotonic()) if self.options.upkeep else 1.0
+        now = time.monotonic()
+        timeout = self.cadence.park_for(now) if self.options.upkeep else self.options.beat
         if empty.retry_in is not None:
             timeout = min(timeout, empty.retry_in)
         timeout = max(timeout, 0.001)
@@ -238,6 +250,8 @@ class Consumer:
                 log.warning("%s: parking on %s failed: %s", self.name, self.queue.name, exc)
                 await self._sleep(min(timeout, 1.0))
             return True
+        if token is not None and token[1] == SCHEDULED_TOKEN:
+            self.cadence.soon(time.monotonic())  # a job was scheduled: learn when it falls due
         # A benched lane's window ending (retry_in) is worth a claim even without a token.
         return token is not None or empty.retry_in is not None
 
@@ -294,6 +308,7 @@ class Consumer:
             await self._settle(self.queue.complete(job), "completed")
 
     async def _retry(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
+        self.cadence.soon(time.monotonic(), delay)  # promote it when it falls due
         outcome = await self._settle(
             self.queue.retry(job, delay=delay, max_attempts=max_attempts, error=error[:2000]),
             "retried",

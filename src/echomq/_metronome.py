@@ -15,6 +15,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
+from ._cadence import SCHEDULED_TOKEN, Cadence
 from ._connector import Connector
 from ._errors import EchoMQError, InvalidArgument
 
@@ -28,12 +29,20 @@ log = logging.getLogger("echomq.metronome")
 class Metronome:
     """Owns the wake list and the beat of one queue for the consumers that register with it."""
 
-    def __init__(self, queue: Queue, *, beat: float = 1.0, max_stalled: int = 3) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        *,
+        beat: float = 1.0,
+        max_stalled: int = 3,
+        idle_upkeep: float = 10.0,
+    ) -> None:
         if isinstance(beat, bool) or not isinstance(beat, int | float) or not beat > 0:
             raise InvalidArgument("beat", beat, "must be a number of seconds > 0")
         self.queue = queue
         self.beat = beat
         self.max_stalled = max_stalled
+        self.cadence = Cadence(beat, idle_upkeep)
         self.generation = 0  # poke rounds so far
         self.wakes = 0
         self._idle: list[Consumer] = []  # longest idle first, no duplicates
@@ -66,31 +75,30 @@ class Metronome:
     async def run(self) -> None:
         self._blocker = Connector(self.queue.wire.options, version_fence=None)
         await self._blocker.connect()
-        next_beat = 0.0
         found_work = False  # the last upkeep made something claimable
         try:
             while not self._stopping:
-                now = time.monotonic()
-                if now >= next_beat:
-                    next_beat = now + self.beat
+                if self.cadence.is_due(now := time.monotonic()):
+                    self.cadence.begin()
                     try:
-                        found_work = (
-                            await self.queue.upkeep(max_stalled=self.max_stalled)
-                        ).found_work
+                        done = await self.queue.upkeep(max_stalled=self.max_stalled)
                     except EchoMQError as exc:
                         log.warning("upkeep of %s failed: %s", self.queue.name, exc)
+                        self.cadence.soon(now, self.beat)
+                    else:
+                        self.cadence.ran(now, done)
+                        found_work = found_work or done.found_work
                 if found_work and self._idle:
                     found_work = False
                     self._poke_round()
+                timeout = self.cadence.park_for(time.monotonic())
                 if not self._idle:
                     # Nobody to poke: a wake token would be wasted, so wait for a registration.
                     self._registered.clear()
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(
-                            self._registered.wait(), max(0.0, next_beat - time.monotonic())
-                        )
+                        await asyncio.wait_for(self._registered.wait(), timeout)
                     continue
-                timeout = max(0.001, next_beat - time.monotonic())
+                timeout = max(0.001, timeout)
                 try:
                     token = await self._blocker.call_blocking(
                         timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
@@ -101,11 +109,12 @@ class Metronome:
                     log.warning("metronome read on %s failed: %s", self.queue.name, exc)
                     await asyncio.sleep(min(timeout, 1.0))
                     continue
-                if token is not None:
-                    self.wakes += 1
-                if token is not None or found_work:
-                    found_work = False
-                    self._poke_round()
+                if token is None:
+                    continue
+                self.wakes += 1
+                if token[1] == SCHEDULED_TOKEN:
+                    self.cadence.soon(time.monotonic())
+                self._poke_round()
         finally:
             await self._blocker.close()
 

@@ -388,11 +388,14 @@ class Queue(QueueAdmin):
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
         """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
-        moved, lanes, recovered, dead = await self._run(
+        moved, lanes, recovered, dead, due = await self._run(
             "tick", (count(limit, "limit"), min(limit, 100), count(max_stalled, "max_stalled"))
         )
         result = Upkeep(
-            int(moved), int(lanes), Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
+            int(moved),
+            int(lanes),
+            Reaped([_text(i) for i in recovered], [_text(i) for i in dead]),
+            None if due < 0 else due / 1000,
         )
         if result.reaped.recovered or result.reaped.dead:
             self._emit_reaped(result.reaped)

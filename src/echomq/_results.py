@@ -120,6 +120,9 @@ class Upkeep:
     moved: int
     lanes: int
     reaped: Reaped
+    #: Seconds until the next scheduled job, lease deadline or benched lane falls due (None:
+    #: nothing is waiting on time), so an idle consumer skips upkeep that could find nothing.
+    next_due: float | None = None
 
     @property
     def found_work(self) -> bool:

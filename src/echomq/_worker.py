@@ -66,7 +66,12 @@ class Worker:
         self.worker = worker or WorkerOptions()
         options = options or ConsumerOptions()
         self.metronome = (
-            Metronome(queue, beat=options.beat, max_stalled=options.max_stalled)
+            Metronome(
+                queue,
+                beat=options.beat,
+                max_stalled=options.max_stalled,
+                idle_upkeep=options.idle_upkeep,
+            )
             if self.worker.metronome
             else None
         )

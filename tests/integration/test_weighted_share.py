@@ -38,9 +38,13 @@ async def serve(queue: Queue, weights: dict[str, int]) -> list[str]:
         job = await queue.claim()
         assert isinstance(job, Job), f"expected a job, got {job!r}"
         served.append(job.group)
-    lanes = {info.group: info.depth for info in await queue.lanes(list(weights))}
-    assert all(depth > 0 for depth in lanes.values()), f"a lane ran dry: {lanes}"
     return served
+
+
+async def assert_never_ran_dry(queue: Queue, groups: list[str]) -> None:
+    """Both lanes held work throughout, so every claim was a free choice between them."""
+    depths = {info.group: info.depth for info in await queue.lanes(groups)}
+    assert all(depth > 0 for depth in depths.values()), f"a lane ran dry: {depths}"
 
 
 def longest_wait(served: list[str], group: str) -> int:
@@ -57,12 +61,14 @@ async def test_weights_3_to_1_serve_the_lanes_3_to_1(queue: Queue) -> None:
     heavy, light = served.count("heavy"), served.count("light")
     assert heavy + light == CLAIMS
     assert heavy / light == pytest.approx(3, rel=0.03), f"heavy {heavy} : light {light}"
+    await assert_never_ran_dry(queue, ["heavy", "light"])
 
 
 async def test_light_lane_waits_at_most_three_claims_under_weights_3_to_1(queue: Queue) -> None:
     served = await serve(queue, {"heavy": 3, "light": 1})
     assert longest_wait(served, "light") <= 3
     assert longest_wait(served, "heavy") <= 1
+    await assert_never_ran_dry(queue, ["heavy", "light"])
 
 
 async def test_three_weighted_lanes_share_in_proportion_and_none_starves(queue: Queue) -> None:
@@ -73,3 +79,4 @@ async def test_three_weighted_lanes_share_in_proportion_and_none_starves(queue: 
         assert share == pytest.approx(weight / 6, rel=0.03), f"{group}: {share:.3f}"
         others = sum(w for g, w in weights.items() if g != group)
         assert longest_wait(served, group) <= others, group
+    await assert_never_ran_dry(queue, list(weights))

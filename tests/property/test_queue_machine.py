@@ -655,7 +655,9 @@ class QueueMachine(RuleBasedStateMachine):
         # The ring holds exactly the serviceable lanes, each once — by the model, and by the
         # server's own keys.
         assert len(raw["ring"]) == len(set(raw["ring"])), f"ring repeats a lane: {raw['ring']}"
-        assert set(raw["ring"]) == serviceable, (raw["ring"], sorted(serviceable))
+        assert set(raw["ring"]) == serviceable, (
+            f"ring {raw['ring']} but serviceable lanes are {sorted(serviceable)}"
+        )
         by_server = {
             g
             for g in GROUPS
@@ -663,7 +665,9 @@ class QueueMachine(RuleBasedStateMachine):
             and g not in raw["paused"]
             and (g not in raw["glimit"] or raw["gactive"].get(g, 0) < raw["glimit"][g])
         }
-        assert set(raw["ring"]) == by_server
+        assert set(raw["ring"]) == by_server, (
+            f"ring {raw['ring']}, by the server's keys {by_server}"
+        )
 
         # Queue-wide settings and the read plane.
         expected_meta = {"paused": "1"} if model.is_queue_paused else {}

@@ -39,6 +39,9 @@ if run_at ~= 0 then
     redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
     if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
     redis.call('ZADD', root .. 'schedule', at, id)
+    -- Token "s": idle consumers learn the new due time from an upkeep (see _cadence.py).
+    redis.call('LPUSH', root .. 'wake', 's')
+    redis.call('LTRIM', root .. 'wake', 0, 63)
     return {2, id}
   end
 end

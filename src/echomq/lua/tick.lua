@@ -4,9 +4,19 @@
 -- ARGV[1] limit         most scheduled jobs to move; > 0
 -- ARGV[2] reap_limit    most expired leases to handle; > 0
 -- ARGV[3] max_stalled   stalls after which a job is dead with last_error "stalled"; > 0
--- Returns {jobs moved, lanes returned, recovered ids, dead ids}.
+-- Returns {jobs moved, lanes returned, recovered ids, dead ids, next_due}: next_due is the ms
+-- until the next scheduled job, lease deadline or benched lane falls due (-1: none), so an
+-- idle caller knows when its next upkeep is worth a round trip.
 local root = KEYS[1]
 local now = now_ms()
 local promoted = promote_due(root, tonumber(ARGV[1]), now)
 local reaped = reap_expired(root, tonumber(ARGV[2]), tonumber(ARGV[3]), now)
-return {promoted[1], promoted[2], reaped[1], reaped[2]}
+local due = -1
+for _, suffix in ipairs({'schedule', 'active', 'rdue'}) do
+  local head = redis.call('ZRANGE', root .. suffix, 0, 0, 'WITHSCORES')
+  if head[2] then
+    local wait = math.max(0, tonumber(head[2]) - now)
+    if due < 0 or wait < due then due = wait end
+  end
+end
+return {promoted[1], promoted[2], reaped[1], reaped[2], due}
