@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from echomq._server import EmbeddedValkey
 from echomq._queue import Queue
+from echomq._server import EmbeddedValkey
 from echomq.testing import discard
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 import signal
 import sys
+import time
 from pathlib import Path
 
 import pytest
