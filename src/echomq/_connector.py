@@ -167,6 +167,7 @@ class Connector:
         self._reconnect_task: asyncio.Task[None] | None = None
         self._watchdog: asyncio.TimerHandle | None = None
         self._grace_until = 0.0
+        self._established = False  # a socket was up once: losing it means reconnecting
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -330,12 +331,11 @@ class Connector:
                 self.address,
                 now - self.last_reply_at,
             )
-            self._fail_pending(
+            self._drop(
                 proto,
                 WireTimeout(f"no reply within {self.options.call_timeout}s", address=self.address),
+                "no reply",
             )
-            if proto.transport is not None:
-                proto.transport.abort()
             return
         self._arm_watchdog()
 
@@ -382,9 +382,14 @@ class Connector:
             self._proto = None
             if proto.transport is not None:
                 proto.transport.abort()
+                if not isinstance(exc, asyncio.CancelledError):
+                    # Let the socket really close before the caller hears of the failure.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(proto.lost), 1.0)
             if isinstance(exc, asyncio.TimeoutError):
                 raise WireTimeout("handshake timed out", address=self.address) from None
             raise
+        self._established = True
         if self._ready is not None:
             self._ready.set()
 
@@ -414,33 +419,38 @@ class Connector:
                 raise VersionFenceError(self.version_fence, found.decode(), address=self.address)
 
     def _lost(self, proto: _Protocol, exc: Exception | None) -> None:
+        n = len(proto.pending)
+        lost = Disconnected(
+            f"connection lost with {n} call(s) in flight; they may or may not have run "
+            "and are not replayed",
+            address=self.address,
+        )
+        self._drop(proto, lost, str(exc or "closed by peer"))
+
+    def _protocol_error(self, proto: _Protocol, exc: Exception) -> None:
+        self._drop(proto, WireError(f"protocol error: {exc}", address=self.address), "bad reply")
+
+    def _drop(self, proto: _Protocol, error: EchoMQError, why: str) -> None:
+        """Give up on ``proto``'s socket: fail its calls, and reconnect unless closed.
+
+        The connector lets go of the socket at once, so a call issued right after sees the
+        reconnect, not a socket that is about to die.
+        """
+        self._fail_pending(proto, error)
+        if proto.transport is not None:
+            proto.transport.abort()
         if proto is not self._proto:
-            self._fail_pending(proto, Disconnected("connection lost", address=self.address))
             return
         self._proto = None
         self._wbuf.clear()
-        n = len(proto.pending)
-        self._fail_pending(
-            proto,
-            Disconnected(
-                f"connection lost with {n} call(s) in flight; they may or may not have run "
-                "and are not replayed",
-                address=self.address,
-            ),
-        )
-        if self._closed:
-            return
+        if self._closed or not self._established:
+            return  # a first connect that fails is the caller's to handle, not ours to retry
         if self._ready is not None:
             self._ready.clear()
-        log.warning(
-            "lost connection to %s (%s); reconnecting", self.address, exc or "closed by peer"
-        )
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            return  # a reconnect attempt is what just failed: its loop carries on
+        log.warning("lost connection to %s (%s); reconnecting", self.address, why)
         self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
-
-    def _protocol_error(self, proto: _Protocol, exc: Exception) -> None:
-        self._fail_pending(proto, WireError(f"protocol error: {exc}", address=self.address))
-        if proto.transport is not None:
-            proto.transport.abort()
 
     def _fail_pending(self, proto: _Protocol, exc: EchoMQError) -> None:
         pending = proto.pending

@@ -16,6 +16,7 @@ from echomq._errors import (
     Disconnected,
     ServerError,
     VersionFenceError,
+    WireTimeout,
 )
 from echomq._keys import VERSION_KEY
 from echomq._pool import Pool
@@ -167,3 +168,40 @@ async def test_a_long_pipeline_goes_out_while_it_is_still_being_issued(conn: Con
     assert conn.writes - before > 1  # written as the buffer filled, not once at the tick's end
     replies = [reply for chunk in chunks for reply in await chunk]
     assert replies == [b"x" * 100] * 2000
+
+
+async def test_a_server_that_never_answers_the_handshake_is_a_typed_timeout() -> None:
+    accepted: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.append(writer)  # accept, never answer
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        with pytest.raises(WireTimeout, match=f"handshake timed out.*127.0.0.1:{port}"):
+            await Connector(ConnectionOptions(port=port, connect_timeout=0.3)).connect()
+    finally:
+        for writer in accepted:
+            writer.close()
+            await writer.wait_closed()
+        server.close()
+        await server.wait_closed()
+
+
+async def test_a_stalled_server_fails_calls_with_a_timeout_then_recovers(valkey_url: str) -> None:
+    options = ConnectionOptions.from_url(valkey_url).replace(call_timeout=0.4)
+    async with (
+        Connector(options) as conn,
+        Connector(ConnectionOptions.from_url(valkey_url)) as admin,
+    ):
+        assert await admin.call("CLIENT", "PAUSE", 1500, "ALL") == b"OK"
+        with pytest.raises(WireTimeout, match=r"no reply within 0\.4s"):
+            await conn.call("PING")
+        assert await admin.call("PING") == b"PONG"  # answered once the pause is over
+        deadline = time.monotonic() + 10
+        while not conn.is_connected:  # reconnecting with backoff; no event to wait on
+            assert time.monotonic() < deadline, "never reconnected"
+            await asyncio.sleep(0.02)
+        assert await conn.call("PING") == b"PONG"  # on a fresh socket
+        assert conn.reconnects >= 1
