@@ -45,7 +45,7 @@ class Balances:
 
 
 @dataclass(frozen=True, slots=True)
-class Transaction:
+class LedgerEntry:
     """One ledger row as written: ``delta`` is signed, ``balance`` is the balance it left."""
 
     id: str
@@ -120,7 +120,7 @@ async def credit(
     *,
     minter: Minter,
     now: datetime | None = None,
-) -> Transaction:
+) -> LedgerEntry:
     """Add ``amount`` (≥ 1) of ``currency`` to ``player``'s balance and write its ``TXN`` row."""
     player = checked_id(player, "PLR", "player")
     currency = Currency(currency)
@@ -149,7 +149,7 @@ async def debit(
     *,
     minter: Minter,
     now: datetime | None = None,
-) -> Transaction:
+) -> LedgerEntry:
     """Take ``amount`` (≥ 1) of ``currency`` from ``player`` and write its ``TXN`` row.
 
     The balance changes in one conditional UPDATE (``… WHERE balance >= amount``), so concurrent
@@ -221,7 +221,7 @@ async def _write_ledger(
     balance: int,
     minter: Minter,
     now: datetime | None,
-) -> Transaction:
+) -> LedgerEntry:
     txn = minter.mint("TXN")
     await session.execute(
         insert(LedgerRow).values(
@@ -234,7 +234,7 @@ async def _write_ledger(
             created_at=utc_now(now),
         )
     )
-    return Transaction(
+    return LedgerEntry(
         id=txn,
         player=player,
         currency=currency,

@@ -2,7 +2,8 @@
 and, when ``CODEMOJEX_TEST_PG_URL`` is set, on PostgreSQL as well (a schema per test, dropped
 afterwards, so reruns and parallel workers never meet).
 
-Test modules import ``store`` and ``minter`` from here; the parametrisation lives in one place.
+Test modules import ``store_fixture`` and ``minter_fixture`` from here (they register as
+``store`` and ``minter``), so the parametrisation lives in one place without a shared conftest.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ PG_URL_VARIABLE = "CODEMOJEX_TEST_PG_URL"
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(PG_URL_VARIABLE) else [])
 
 
-@pytest.fixture(params=BACKENDS)
-async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+@pytest.fixture(name="store", params=BACKENDS)
+async def store_fixture(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
     """An empty system of record on each configured backend."""
     if request.param == "sqlite":
         opened = await open_store(sqlite_url(tmp_path / "codemojex.db"))
@@ -45,8 +46,9 @@ async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
         await opened.close()
 
 
-@pytest.fixture
-def minter() -> Minter:
+@pytest.fixture(name="minter")
+def minter_fixture() -> Minter:
+    """The id minter a test's writes share (thread-safe, so concurrent tasks may share it)."""
     return Minter(node=7)
 
 

@@ -8,7 +8,12 @@ import asyncio
 import random
 
 import pytest
-from cm_store_fixtures import ledger_rows, minter, new_player, store  # noqa: F401
+from cm_store_fixtures import (  # noqa: F401 (fixtures register by import)
+    ledger_rows,
+    minter_fixture,
+    new_player,
+    store_fixture,
+)
 from sqlalchemy import delete, update
 from sqlalchemy.exc import DBAPIError
 
