@@ -4,6 +4,7 @@ SQLite by default (a file), PostgreSQL by URL. Repository functions take an ``As
 from :meth:`Store.transaction` and never commit: the caller's block is the transaction.
 """
 
+from codemojex.store.board import Board, Standing, board_key, close_lock_key
 from codemojex.store.engine import Store, open_store, sqlite_url
 from codemojex.store.errors import (
     GameClosed,
@@ -46,6 +47,7 @@ from codemojex.store.wallets import (
 
 __all__ = [
     "Balances",
+    "Board",
     "GameClosed",
     "GameStatus",
     "GameView",
@@ -58,10 +60,13 @@ __all__ = [
     "Room",
     "RoomKind",
     "RoomStatus",
+    "Standing",
     "Store",
     "UnsupportedDatabase",
     "balances",
+    "board_key",
     "close_game",
+    "close_lock_key",
     "create_game",
     "credit",
     "current_game",

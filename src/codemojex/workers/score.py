@@ -1,0 +1,125 @@
+"""The score worker: the handler of ``cm``. Scores a charged guess against its game's secret,
+writes the score once, raises the player's best on the board, publishes a ``scored`` event,
+notifies the room, and asks for the close on a perfect 600.
+
+Delivery is at least once, so every step is idempotent or guarded: the score is written once
+(:func:`~codemojex.store.set_score`), the board keeps the greatest total, a close request is
+deduplicated and closes once. The event and the room's message go out when this run wrote the
+score, or when the job is a re-delivery (an earlier attempt may have written the score and
+failed before announcing it); a resweep that re-enqueues an already scored guess is silent.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from codemojex.domain import EmojiSet, Score, get_set, parse_guess, score
+from codemojex.services.closing import Closer, CloseReason
+from codemojex.services.lookups import player_names, room_chat
+from codemojex.services.memo import Memo
+from codemojex.services.notifier import Notifier
+from codemojex.store import Board, Store, game_secret, game_view, guess_by_job, set_score
+from echomq import Drop, EchoMQError, Job, Queue
+
+log = logging.getLogger("codemojex.score")
+
+
+@dataclass(frozen=True, slots=True)
+class _GameFacts:
+    """What scoring needs of a started game; none of it changes, so it is read once."""
+
+    keyboard: EmojiSet
+    secret: tuple[str, ...]
+    chat: int
+
+
+async def _read_facts(session: AsyncSession, game: str) -> _GameFacts:
+    view = await game_view(session, game)
+    secret = await game_secret(session, game)
+    return _GameFacts(get_set(view.keyboard), secret, await room_chat(session, view.room))
+
+
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """What one run of the score worker did; ``is_new`` when this run wrote the score."""
+
+    guess: str
+    game: str
+    player: str
+    total: int
+    percent: int
+    is_new: bool
+
+
+def scored_text(name: str, result: Score) -> str:
+    """The room's message for a scored guess: the feedback squares, never the symbols."""
+    if result.cracked:
+        return f"🎉 {name} cracked the code! {result.render()} 100%"
+    return f"{name}: {result.render()} {result.percent}%"
+
+
+class ScoreWorker:
+    """``Consumer(queues.score, ScoreWorker(...))``: scores the guesses of ``cm``.
+
+    ``events`` is the queue whose event channel carries ``scored`` (normally ``cm`` itself).
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        events: Queue,
+        board: Board,
+        notifier: Notifier,
+        closer: Closer,
+    ) -> None:
+        self.store = store
+        self.events = events
+        self.board = board
+        self.notifier = notifier
+        self.closer = closer
+        self._games: Memo[str, _GameFacts] = Memo()
+        self._names: Memo[str, str] = Memo(4096)
+
+    async def __call__(self, job: Job) -> Scored:
+        async with self.store.read() as session:
+            guess = await guess_by_job(session, job.id)
+            if guess is None:
+                # Only submit and resweep enqueue on cm, both after the guess was committed.
+                raise Drop(f"no guess is recorded under job {job.id}")
+            facts = self._games.get(guess.game) or self._games.put(
+                guess.game, await _read_facts(session, guess.game)
+            )
+            name = self._names.get(guess.player) or self._names.put(
+                guess.player,
+                (await player_names(session, [guess.player])).get(guess.player, guess.player),
+            )
+        result = score(parse_guess(guess.guess_text, facts.keyboard), facts.secret)
+        is_new = False
+        if guess.total is None:
+            async with self.store.transaction() as session:
+                is_new = await set_score(session, guess.id, result.total, result.per_position)
+
+        await self.board.record(guess.game, guess.player, result.total)
+        if is_new or job.attempts > 1:
+            await self._publish(job, guess.game, guess.player, result.percent)
+            await self.notifier.notify(
+                facts.chat, scored_text(name, result), dedup_key=f"scored:{guess.id}"
+            )
+        if result.cracked:
+            await self.closer.request(guess.game, CloseReason.CRACKED)
+        return Scored(guess.id, guess.game, guess.player, result.total, result.percent, is_new)
+
+    async def _publish(self, job: Job, game: str, player: str, percent: int) -> None:
+        # Events are best effort (at most once), like the queue's own: a failure is logged only.
+        event = {"event": "scored", "job": job.id, "game": game, "player": player,
+                 "percent": percent}  # fmt: skip
+        try:
+            await self.events.wire.call(
+                "PUBLISH", self.events.keys.events, json.dumps(event, separators=(",", ":"))
+            )
+        except EchoMQError as error:
+            log.warning("scored event of job %s not published: %s", job.id, error)

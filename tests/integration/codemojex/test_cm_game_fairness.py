@@ -1,0 +1,64 @@
+"""Flood fairness through the whole pipeline: one player who hammers guesses cannot starve the
+others, because each player's guesses ride a lane of their own on ``cm``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
+    minter_fixture,
+    new_game,
+    new_players,
+    pipeline_fixture,
+    store_fixture,
+    until,
+)
+
+from codemojex.store import Store
+from codemojex.workers import Pipeline, serving
+from echomq import ConsumerOptions, Job, Minter
+
+# The issue's flood is 2 000 guesses; 500 show the same thing (the quiet players are done
+# within the first ~105 scores either way) at a quarter of the charging time.
+FLOOD = 500
+QUIET_PLAYERS = 20
+QUIET_EACH = 5
+
+
+async def test_quiet_players_are_scored_before_the_floods_200th_guess(
+    store: Store, pipeline: Pipeline, minter: Minter
+) -> None:
+    game = await new_game(store, minter)
+    (flooder,) = await new_players(store, minter, 1, clips=FLOOD)
+    quiet = await new_players(store, minter, QUIET_PLAYERS, first=9000)
+    started = time.monotonic()
+    # Everything is charged and waiting before the one consumer starts, the flood first.
+    await asyncio.gather(
+        *(pipeline.guesses.submit(game.id, flooder, "🍎🍌🍒🐸🐙🦋") for _ in range(FLOOD))
+    )
+    for player in quiet:
+        for _ in range(QUIET_EACH):
+            await pipeline.guesses.submit(game.id, player, "🍌🍎🍒🐸🐙🦋")
+    assert await pipeline.guesses.depth(flooder) == FLOOD
+
+    order: list[str] = []
+
+    async def recording(job: Job) -> None:
+        order.append((await pipeline.scorer(job)).player)
+
+    consumer = pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))
+    consumer.handler = recording
+    async with serving([consumer]):
+        await until(lambda: _flood_reached(order, flooder, 200), timeout=60)
+    print(f"{FLOOD} + {QUIET_PLAYERS}×{QUIET_EACH} guesses in {time.monotonic() - started:.1f} s")
+
+    flood_200th = [n for n, player in enumerate(order) if player == flooder][199]
+    quiet_scored = [n for n, player in enumerate(order) if player != flooder]
+    assert len(quiet_scored) == QUIET_PLAYERS * QUIET_EACH
+    assert max(quiet_scored) < flood_200th
+
+
+async def _flood_reached(order: list[str], flooder: str, count: int) -> bool:
+    return order.count(flooder) >= count
