@@ -133,6 +133,7 @@ class Keyspace:
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
+    lanes: str = field(init=False, repr=False)
     rdue: str = field(init=False, repr=False)
     active: str = field(init=False, repr=False)
     schedule: str = field(init=False, repr=False)
@@ -158,6 +159,8 @@ class Keyspace:
             "grate": root + "grate",
             # the lane at the head of the ring and how many claims it had this visit (weights)
             "turn": root + "turn",
+            # groups whose lane is non-empty (the read plane and drain enumerate lanes by it)
+            "lanes": root + "lanes",
             # lanes benched by their rate limit, scored by the ms their window ends
             "rdue": root + "rdue",
             "active": root + "active",
@@ -204,6 +207,7 @@ class Keyspace:
             self.gweight,
             self.grate,
             self.turn,
+            self.lanes,
             self.rdue,
             self.active,
             self.schedule,

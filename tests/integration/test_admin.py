@@ -198,3 +198,30 @@ async def test_a_killed_worker_loses_no_job(queue: Queue, valkey_url: str) -> No
     assert (await queue.reap()).recovered == [held]
     served = [(await claim_job(queue)).id for _ in range(2)]
     assert sorted(served) == sorted(v.id for v in verdicts)
+
+
+async def test_obliterate_keeps_to_its_budget_and_can_be_repeated(queue: Queue) -> None:
+    verdicts = await queue.enqueue_many(list(range(7)))
+    for _ in range(2):
+        await claim_job(queue)  # two stay leased
+    for _ in range(5):
+        assert await queue.retry(await claim_job(queue), max_attempts=1) == "dead"
+    await queue.pause()
+    assert await queue._run("obliterate", (1, 2)) == 1  # more to do: only two rows went
+    rows = [await queue.wire.call("EXISTS", queue.keys.job(v.id)) for v in verdicts]
+    assert sum(rows) == 5
+    await queue.obliterate(force=True)
+    assert await queue.wire.call("KEYS", queue.keys.root + "*") == []
+    await queue.obliterate(force=True)  # nothing left: a second call is not an error
+
+
+async def test_a_lane_that_leaves_mid_turn_gets_a_full_turn_when_it_returns(queue: Queue) -> None:
+    await queue.lane("a").weight(3)
+    await queue.enqueue_many([Item(n, group="a") for n in range(10)])
+    await queue.enqueue_many([Item(n, group="b") for n in range(10)])
+    assert (await claim_job(queue)).group == "a"  # one claim into a's turn of three
+    await queue.lane("a").pause()
+    assert (await claim_job(queue)).group == "b"
+    await queue.lane("a").resume()
+    order = "".join([(await claim_job(queue)).group for _ in range(8)])
+    assert order == "baaabaaa"  # a's visits are whole turns of three again

@@ -61,6 +61,15 @@ local function bench(root, g, now)
   if wait > 0 then redis.call('ZADD', root .. 'rdue', now + wait, g) end
 end
 
+-- Take g off the ring. A lane leaving mid-turn forfeits the rest of its turn, so a stale
+-- `turn` count cannot shorten its next visit.
+local function dering(root, g)
+  local removed = redis.call('LREM', root .. 'ring', 0, g)
+  if removed > 0 and redis.call('HGET', root .. 'turn', 'group') == g then
+    redis.call('DEL', root .. 'turn')
+  end
+end
+
 -- Restore the law "on the ring iff serviceable" for g after any change that may affect it:
 -- ring it (with a wake token) when it became serviceable, de-ring it when it stopped.
 local function rering(root, g, now)
@@ -71,7 +80,7 @@ local function rering(root, g, now)
       wake(root)
     end
   else
-    redis.call('LREM', ring, 0, g)
+    dering(root, g)
     if now then bench(root, g, now) end
   end
 end
@@ -90,7 +99,7 @@ end
 local function lane_shrank(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then
     redis.call('SREM', root .. 'lanes', g)
-    redis.call('LREM', root .. 'ring', 0, g)
+    dering(root, g)
   end
 end
 

@@ -7,6 +7,10 @@
 -- Dedup keys go with their rows; none can outlive the queue except those with a TTL.
 local root, force, budget = KEYS[1], ARGV[1] == '1', tonumber(ARGV[2])
 if not redis.call('HGET', root .. 'meta', 'paused') then
+  -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
+  local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',
+    root .. 'dead', root .. 'lanes', root .. 'ring')
+  if left_over == 0 then return 0 end
   return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
 end
 if not force and redis.call('ZCARD', root .. 'active') > 0 then
@@ -14,6 +18,7 @@ if not force and redis.call('ZCARD', root .. 'active') > 0 then
 end
 local left = budget
 local function sweep(set)
+  if left <= 0 then return redis.call('EXISTS', set) == 0 end -- budget spent: call again
   local ids = redis.call('ZRANGE', set, 0, left - 1)
   for _, id in ipairs(ids) do
     local row = root .. 'job:' .. id

@@ -4,5 +4,5 @@
 -- Returns 1 when it was running, 0 when already paused.
 local root, g = KEYS[1], ARGV[1]
 local added = redis.call('SADD', root .. 'paused', g)
-redis.call('LREM', root .. 'ring', 0, g)
+dering(root, g)
 return added
