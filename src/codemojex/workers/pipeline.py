@@ -8,15 +8,21 @@ a ``prefix`` of their own.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from sqlalchemy.exc import SQLAlchemyError
+
+from codemojex.domain import CodemojexError
 from codemojex.services import Closer, GameQueues, Guesses, Notifier
 from codemojex.store import Board, Store
 from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
-from echomq import Consumer, ConsumerOptions, Minter, Tally, Wire
+from echomq import Consumer, ConsumerOptions, EchoMQError, Minter, Tally, Wire
+
+log = logging.getLogger("codemojex.sweep")
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +66,17 @@ class Pipeline:
     ) -> Consumer:
         """A consumer of ``cm`` running the score worker."""
         return Consumer(self.queues.score, self.scorer, options, name=name)
+
+    async def sweep_forever(self, every: float = 5.0, older_than: float = 30.0) -> None:
+        """The periodic sweeps, until cancelled: guesses charged but never enqueued (a crash
+        between commit and enqueue) go out again, and expired games get their close."""
+        while True:
+            try:
+                await self.guesses.resweep(older_than=older_than)
+                await self.closer.sweep()
+            except (CodemojexError, EchoMQError, SQLAlchemyError) as exc:
+                log.warning("sweep failed (it runs again in %.1fs): %s", every, exc)
+            await asyncio.sleep(every)
 
     def settle_consumer(
         self, options: ConsumerOptions | None = None, name: str = "settle"

@@ -6,6 +6,7 @@ and when a sweep re-enqueues a guess that was already scored.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import time
@@ -211,3 +212,24 @@ async def test_a_scored_event_names_the_player_and_percentage_only(
         "player": player,
         "percent": 43,  # 80 + 80 + 100 = 260 of 600; 🐸🐙🦋 are not in the secret
     }
+
+
+async def test_the_periodic_sweep_rescues_a_lost_enqueue_without_being_called(
+    store: Store, pipeline: Pipeline, minter: Minter
+) -> None:
+    game = await new_game(store, minter)
+    (player,) = await new_players(store, minter, 1)
+    score_queue = pipeline.queues.score
+    crashing = Guesses(store, FailingQueue(score_queue.name, score_queue.wire), minter)
+    receipt = await crashing.submit(game.id, player, "🍎🍌🍒🐸🐙🦋")
+    assert not receipt.is_queued
+
+    sweeping = asyncio.ensure_future(pipeline.sweep_forever(every=0.05, older_than=0))
+    try:
+        async with serving([pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))]):
+            await until(lambda: _all_scored(store, score_queue))
+    finally:
+        sweeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeping
+    assert await ledger_count(store, "guess") == {player: 1}
