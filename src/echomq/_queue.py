@@ -7,6 +7,7 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 from collections.abc import Awaitable, Iterable, Sequence
@@ -96,6 +97,7 @@ class Queue(QueueAdmin):
         # second, so a busy queue with no subscriber pays nothing for its events.
         self._has_listeners = False
         self._listeners_checked_at = -math.inf
+        self._subscribed_at = -math.inf
         self._owns_wire = False
 
     @classmethod
@@ -139,7 +141,7 @@ class Queue(QueueAdmin):
         if now - self._listeners_checked_at >= LISTENER_CHECK_INTERVAL:
             self._listeners_checked_at = now
             asked = asyncio.ensure_future(self.wire.call("PUBSUB", "NUMSUB", self.keys.events))
-            asked.add_done_callback(self._listeners_counted)
+            asked.add_done_callback(functools.partial(self._listeners_counted, now))
         return self._has_listeners
 
     def _emit(self, events: Iterable[dict[str, Any]]) -> None:
@@ -153,14 +155,28 @@ class Queue(QueueAdmin):
         sent = asyncio.ensure_future(self.wire.call_many(commands))
         sent.add_done_callback(_swallow)
 
-    def _listeners_counted(self, asked: asyncio.Future[Any]) -> None:
-        if not asked.cancelled() and asked.exception() is None:
-            self._has_listeners = int(asked.result()[1]) > 0
+    def _listeners_counted(self, asked_at: float, asked: asyncio.Future[Any]) -> None:
+        if asked.cancelled() or asked.exception() is not None:
+            return
+        # A subscribe() in this process after the question was sent outranks its answer.
+        self._has_listeners = int(asked.result()[1]) > 0 or self._subscribed_at >= asked_at
+
+    def publish(self, event: str, job: str, **extra: str | int | float | bool | None) -> None:
+        """Publish an application event (say ``scored``) on this queue's event channel.
+
+        Fire-and-forget and at most once, like the lifecycle events: it goes out only while
+        someone subscribes (checked at most once a second), and a failure is not raised.
+        """
+        if not isinstance(event, str) or not event:
+            raise InvalidArgument("event", event, "must be a non-empty name")
+        job_id = _ids.validate(job, argument="job id")
+        if self._listened():
+            self._emit([{"event": event, "job": job_id, **extra}])
 
     def subscribe(self) -> Subscription:
         """A subscriber of this queue's lifecycle events, on a connection of its own."""
         self._has_listeners = True  # publish at once; the next check will see the subscriber
-        self._listeners_checked_at = asyncio.get_running_loop().time()
+        self._subscribed_at = self._listeners_checked_at = asyncio.get_running_loop().time()
         return Subscription(self.wire.options, self.keys.events)
 
     # -- admission -----------------------------------------------------------------------------

@@ -210,3 +210,15 @@ async def test_events_reach_a_subscriber_the_queue_does_not_know(
             await asyncio.wait({received}, timeout=0.05)
             assert len(sent) < 100, "no event within 5 s"
         assert received.result()["job"] in sent
+
+
+async def test_an_application_event_reaches_subscribers_and_bad_ids_are_refused(
+    queue: Queue,
+) -> None:
+    job = (await queue.enqueue("x")).id
+    with pytest.raises(ValueError, match="invalid job id 'nope'"):
+        queue.publish("scored", "nope")
+    async with queue.subscribe() as events:
+        queue.publish("scored", job, percent=80)
+        event = await asyncio.wait_for(events.get(), 5)
+    assert event == {"event": "scored", "job": job, "percent": 80}

@@ -11,7 +11,6 @@ failed before announcing it); a resweep that re-enqueues an already scored guess
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 
@@ -23,7 +22,7 @@ from codemojex.services.lookups import player_names, room_chat
 from codemojex.services.memo import Memo
 from codemojex.services.notifier import Notifier
 from codemojex.store import Board, Store, game_secret, game_view, guess_by_job, set_score
-from echomq import Drop, EchoMQError, Job, Queue
+from echomq import Drop, Job, Queue
 
 log = logging.getLogger("codemojex.score")
 
@@ -105,7 +104,7 @@ class ScoreWorker:
 
         await self.board.record(guess.game, guess.player, result.total)
         if is_new or job.attempts > 1:
-            await self._publish(job, guess.game, guess.player, result.percent)
+            self._publish(job, guess.game, guess.player, result.percent)
             await self.notifier.notify(
                 facts.chat, scored_text(name, result), dedup_key=f"scored:{guess.id}"
             )
@@ -113,13 +112,6 @@ class ScoreWorker:
             await self.closer.request(guess.game, CloseReason.CRACKED)
         return Scored(guess.id, guess.game, guess.player, result.total, result.percent, is_new)
 
-    async def _publish(self, job: Job, game: str, player: str, percent: int) -> None:
-        # Events are best effort (at most once), like the queue's own: a failure is logged only.
-        event = {"event": "scored", "job": job.id, "game": game, "player": player,
-                 "percent": percent}  # fmt: skip
-        try:
-            await self.events.wire.call(
-                "PUBLISH", self.events.keys.events, json.dumps(event, separators=(",", ":"))
-            )
-        except EchoMQError as error:
-            log.warning("scored event of job %s not published: %s", job.id, error)
+    def _publish(self, job: Job, game: str, player: str, percent: int) -> None:
+        # At most once, like the queue's own events, and only while someone listens.
+        self.events.publish("scored", job.id, game=game, player=player, percent=percent)
