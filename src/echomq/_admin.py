@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from . import _ids
+from ._checks import count, ms, text
 from ._codec import Codec
 from ._connector import Arg
 from ._errors import InvalidArgument
@@ -19,10 +20,6 @@ from ._results import Counts, JobInfo, JobState, LaneInfo
 
 _BUDGET = 1000
 _STATES = frozenset({"pending", "active", "scheduled", "dead"})
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class QueueAdmin:
@@ -50,7 +47,7 @@ class QueueAdmin:
 
     async def ring(self) -> list[str]:
         """The rota: serviceable lanes in the order they will be served."""
-        return [_text(g) for g in await self.wire.call("LRANGE", self.keys.ring, 0, -1)]
+        return [text(g) for g in await self.wire.call("LRANGE", self.keys.ring, 0, -1)]
 
     # -- queue-wide settings -------------------------------------------------------------------
 
@@ -66,11 +63,8 @@ class QueueAdmin:
 
     async def concurrency(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
-        if ceiling is not None and (
-            isinstance(ceiling, bool) or not isinstance(ceiling, int) or ceiling < 1
-        ):
-            raise InvalidArgument("ceiling", ceiling, "must be an integer >= 1")
-        await self._run("configure", ("concurrency", "" if ceiling is None else ceiling))
+        value = "" if ceiling is None else count(ceiling, "ceiling")
+        await self._run("configure", ("concurrency", value))
 
     async def rate_limit(self, max: int | None, window: float | None = None) -> None:
         """At most ``max`` claims per ``window`` seconds across every worker; ``None`` removes it.
@@ -78,13 +72,10 @@ class QueueAdmin:
         The check and the spend happen inside the claim script, so every worker on every host
         shares the one budget. Takes effect at once, without restarting workers.
         """
-        from ._queue import ms
-
         if max is None:
             await self._run("configure", ("max", "", "window", ""))
             return
-        if isinstance(max, bool) or not isinstance(max, int) or max < 1:
-            raise InvalidArgument("max", max, "must be an integer >= 1")
+        count(max, "max")
         if window is None:
             raise InvalidArgument("window", window, "a rate limit needs a window in seconds")
         await self._run("configure", ("max", max, "window", ms(window, "window", positive=True)))
@@ -110,18 +101,21 @@ class QueueAdmin:
     async def job(self, id: str) -> JobInfo | None:
         """A job's row, or None when no such job exists (completed jobs are deleted)."""
         row = await self.wire.call("HGETALL", self.keys.job(_ids.validate(id, argument="job id")))
+        return self._job_info(id, row)
+
+    def _job_info(self, id: str, row: dict[bytes, bytes]) -> JobInfo | None:
         if not row:
             return None
-        fields = {_text(k): v for k, v in row.items()}
+        fields = {text(k): v for k, v in row.items()}
         return JobInfo(
             id=id,
-            state=_text(fields["state"]),  # type: ignore[arg-type]
+            state=text(fields["state"]),  # type: ignore[arg-type]
             attempts=int(fields["attempts"]),
             payload=self.codec.decode(fields["payload"]),
-            group=_text(fields.get("group", b"_")),
-            last_error=_text(fields["last_error"]) if "last_error" in fields else None,
+            group=text(fields.get("group", b"_")),
+            last_error=text(fields["last_error"]) if "last_error" in fields else None,
             stalled=int(fields.get("stalled", 0)),
-            progress=_text(fields["progress"]) if "progress" in fields else None,
+            progress=text(fields["progress"]) if "progress" in fields else None,
         )
 
     async def state(self, id: str) -> JobState:
@@ -129,14 +123,17 @@ class QueueAdmin:
         state = await self.wire.call(
             "HGET", self.keys.job(_ids.validate(id, argument="job id")), "state"
         )
-        text = _text(state) if state is not None else "absent"
-        return text if text in _STATES else "absent"  # type: ignore[return-value]
+        name = text(state) if state is not None else "absent"
+        return name if name in _STATES else "absent"  # type: ignore[return-value]
 
     async def dead(self, limit: int = 100) -> list[JobInfo]:
         """Dead-lettered jobs, oldest death first."""
-        ids = await self.wire.call("ZRANGE", self.keys.dead, 0, limit - 1)
-        jobs = [await self.job(_text(i)) for i in ids]
-        return [j for j in jobs if j is not None]
+        ids = [text(i) for i in await self.wire.call("ZRANGE", self.keys.dead, 0, limit - 1)]
+        if not ids:
+            return []
+        rows = await self.wire.call_many([("HGETALL", self.keys.job(i)) for i in ids])
+        jobs = (self._job_info(i, row) for i, row in zip(ids, rows, strict=True))
+        return [job for job in jobs if job is not None]
 
     # -- admin ---------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ._checks import count
 from ._connector import Arg
 from ._errors import InvalidArgument
 from ._keys import bucket_key, validate_bucket, validate_queue
@@ -34,8 +35,7 @@ class Bucket:
             or self.rate <= 0
         ):
             raise InvalidArgument("rate", self.rate, "must be a number of tokens per second > 0")
-        if isinstance(self.burst, bool) or not isinstance(self.burst, int) or self.burst < 1:
-            raise InvalidArgument("burst", self.burst, "must be an integer >= 1")
+        count(self.burst, "burst")
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,7 @@ class Buckets:
         """Take ``cost`` tokens from every bucket, or none. Refusal says how long to wait."""
         if not buckets:
             raise InvalidArgument("buckets", buckets, "name at least one bucket")
-        if isinstance(cost, bool) or not isinstance(cost, int) or cost < 1:
-            raise InvalidArgument("cost", cost, "must be an integer >= 1")
+        count(cost, "cost")
         for bucket in buckets:
             if cost > bucket.burst:
                 raise InvalidArgument("cost", cost, f"exceeds bucket {bucket.name}'s burst")

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._backoff import Backoff, Exponential, Jitter
 from ._cadence import SCHEDULED_TOKEN, Cadence
+from ._checks import count, ms
 from ._connector import Connector
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
 from ._results import Empty, Job, RateLimited
@@ -68,13 +69,9 @@ class ConsumerOptions:
 
     def __post_init__(self) -> None:
         for name in ("concurrency", "max_attempts", "batch", "max_stalled", "claims_in_flight"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(name, value, "must be an integer >= 1")
+            count(getattr(self, name), name)
         for name in ("lease", "beat", "stop_timeout", "idle_upkeep"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-                raise InvalidArgument(name, value, "must be a number of seconds > 0")
+            ms(getattr(self, name), name, positive=True)
 
 
 @dataclass(slots=True)

@@ -5,8 +5,9 @@ Each verb touches that lane's settings and ring membership and nothing else in t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from ._checks import count, ms, text
 from ._errors import InvalidArgument
 from ._keys import validate_group
 from ._results import LaneInfo
@@ -15,22 +16,22 @@ if TYPE_CHECKING:
     from ._queue import Queue
 
 
-def lane_info(row: list[object]) -> LaneInfo:
+def lane_info(row: list[Any]) -> LaneInfo:
+    """One lane's 8 fields as ``lanes.lua`` answers them."""
     group, depth, active, limit, weight, rate, paused, wait = row
-    rate_text = rate.decode() if isinstance(rate, bytes) else str(rate)
     budget = None
-    if rate_text:
+    if rate_text := text(rate):
         most, window = rate_text.split(":")
         budget = (int(most), int(window) / 1000)
     return LaneInfo(
-        group=group.decode() if isinstance(group, bytes) else str(group),
-        depth=int(depth),  # type: ignore[call-overload]
-        active=int(active),  # type: ignore[call-overload]
-        limit=int(limit),  # type: ignore[call-overload]
-        weight=int(weight),  # type: ignore[call-overload]
+        group=text(group),
+        depth=int(depth),
+        active=int(active),
+        limit=int(limit),
+        weight=int(weight),
         rate=budget,
         paused=bool(paused),
-        rate_wait=int(wait) / 1000,  # type: ignore[call-overload]
+        rate_wait=int(wait) / 1000,
     )
 
 
@@ -58,12 +59,12 @@ class Lane:
 
     async def limit(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
-        value = "" if ceiling is None else _positive(ceiling, "ceiling")
+        value = "" if ceiling is None else count(ceiling, "ceiling")
         await self.queue._run("lane_limit", (self.group, "glimit", value))
 
     async def weight(self, weight: int | None) -> None:
         """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
-        value = "" if weight is None else _positive(weight, "weight")
+        value = "" if weight is None else count(weight, "weight")
         await self.queue._run("lane_limit", (self.group, "gweight", value))
 
     async def rate(self, max: int | None, window: float | None = None) -> None:
@@ -72,14 +73,12 @@ class Lane:
         A lane that spends its budget leaves the ring and returns when its window ends; the
         other lanes keep being served meanwhile.
         """
-        from ._queue import ms
-
         if max is None:
             value = ""
         else:
             if window is None:
                 raise InvalidArgument("window", window, "a rate needs a window in seconds")
-            value = f"{_positive(max, 'max')}:{ms(window, 'window', positive=True)}"
+            value = f"{count(max, 'max')}:{ms(window, 'window', positive=True)}"
         await self.queue._run("lane_limit", (self.group, "grate", value))
 
     async def info(self) -> LaneInfo:
@@ -89,9 +88,3 @@ class Lane:
     async def drain(self) -> int:
         """Delete this lane's pending jobs; leased ones and the lane's settings survive."""
         return await self.queue._drain(self.group, False)
-
-
-def _positive(value: int, argument: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidArgument(argument, value, "must be an integer >= 1")
-    return value

@@ -16,8 +16,9 @@ import time
 from typing import TYPE_CHECKING
 
 from ._cadence import SCHEDULED_TOKEN, Cadence
+from ._checks import ms
 from ._connector import Connector
-from ._errors import EchoMQError, InvalidArgument
+from ._errors import EchoMQError
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
@@ -37,8 +38,7 @@ class Metronome:
         max_stalled: int = 3,
         idle_upkeep: float = 10.0,
     ) -> None:
-        if isinstance(beat, bool) or not isinstance(beat, int | float) or not beat > 0:
-            raise InvalidArgument("beat", beat, "must be a number of seconds > 0")
+        ms(beat, "beat", positive=True)
         self.queue = queue
         self.beat = beat
         self.max_stalled = max_stalled

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from . import _ids
 from ._admin import QueueAdmin
+from ._checks import count, ms, text
 from ._codec import Codec, JsonCodec
 from ._connector import Arg, Command
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
@@ -43,30 +44,9 @@ class Item:
     delay: float | None = None
 
 
-def ms(seconds: float, argument: str, *, positive: bool = False) -> int:
-    """Seconds → whole ms for the engine; refuses negatives (and zero when ``positive``)."""
-    if isinstance(seconds, bool) or not isinstance(seconds, int | float) or math.isnan(seconds):
-        raise InvalidArgument(argument, seconds, "must be a number of seconds")
-    if seconds < 0 or (positive and seconds <= 0):
-        raise InvalidArgument(argument, seconds, "must be > 0" if positive else "must be >= 0")
-    if math.isinf(seconds):
-        raise InvalidArgument(argument, seconds, "must be finite")
-    return max(1, math.ceil(seconds * 1000)) if positive else math.ceil(seconds * 1000)
-
-
-def count(value: int, argument: str, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
-        raise InvalidArgument(argument, value, f"must be an integer >= {minimum}")
-    return value
-
-
 def _swallow(future: asyncio.Future[Any]) -> None:
     if not future.cancelled():
         future.exception()  # fire-and-forget: retrieve, so nothing logs "never retrieved"
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class Queue(QueueAdmin):
@@ -203,7 +183,7 @@ class Queue(QueueAdmin):
     def _verdict(self, reply: Any, job_id: Arg) -> Verdict:
         if isinstance(reply, EchoMQError):
             return Verdict("error", str(job_id), reply)
-        return Verdict(_VERDICTS[reply[0]], _text(reply[1]))
+        return Verdict(_VERDICTS[reply[0]], text(reply[1]))
 
     async def _admit(self, args: list[Arg]) -> Verdict:
         verdict = self._verdict(await self._run("enqueue", args), args[0])
@@ -285,12 +265,10 @@ class Queue(QueueAdmin):
         reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
         if type(reply) is not list:
             return _not_claimed(reply)
-        group, deadline, more = _text(reply[0]), int(reply[1]), reply[2] == 1
+        group, deadline, more = text(reply[0]), int(reply[1]), reply[2] == 1
         decode = self.codec.decode
         jobs = [
-            Job(
-                _text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name
-            )
+            Job(text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name)
             for i in range(3, len(reply), 3)
         ]
         if self._listened():
@@ -410,7 +388,7 @@ class Queue(QueueAdmin):
         result = Upkeep(
             int(moved),
             int(lanes),
-            Reaped([_text(i) for i in recovered], [_text(i) for i in dead]),
+            Reaped([text(i) for i in recovered], [text(i) for i in dead]),
             None if due < 0 else due / 1000,
         )
         if result.reaped.recovered or result.reaped.dead:
@@ -423,7 +401,7 @@ class Queue(QueueAdmin):
         recovered, dead = await self._run(
             "reap", (count(limit, "limit"), count(max_stalled, "max_stalled"))
         )
-        result = Reaped([_text(i) for i in recovered], [_text(i) for i in dead])
+        result = Reaped([text(i) for i in recovered], [text(i) for i in dead])
         self._emit_reaped(result)
         return result
 

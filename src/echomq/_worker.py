@@ -10,6 +10,7 @@ import logging
 import signal
 from dataclasses import dataclass
 
+from ._checks import count
 from ._consumer import Consumer, ConsumerOptions, Handler, Tally
 from ._errors import InvalidArgument
 from ._metronome import Metronome
@@ -47,9 +48,7 @@ class WorkerOptions:
 
     def __post_init__(self) -> None:
         for name in ("consumers", "pool_size"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidArgument(name, value, "must be an integer >= 1")
+            count(getattr(self, name), name)
 
 
 class Worker:

@@ -11,6 +11,7 @@ import os
 import random
 import time
 from collections import Counter
+from typing import Any
 
 from cm_store_fixtures import ledger_rows  # noqa: F401
 from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
@@ -125,16 +126,24 @@ class FailingQueue(Queue):
         raise Disconnected("injected: the process died before the enqueue")
 
 
-async def test_a_guess_charged_but_not_enqueued_is_resweeped_and_scored_once(
+async def charged_but_not_enqueued(
     store: Store, pipeline: Pipeline, minter: Minter
-) -> None:
+) -> tuple[Any, str, Receipt]:
+    """A guess charged and recorded whose enqueue failed, as after a crash: (game, player, it)."""
     game = await new_game(store, minter)
     (player,) = await new_players(store, minter, 1)
     score_queue = pipeline.queues.score
     crashing = Guesses(store, FailingQueue(score_queue.name, score_queue.wire), minter)
-
     receipt = await crashing.submit(game.id, player, "🍎🍌🍒🐸🐙🦋")
     assert not receipt.is_queued
+    return game, player, receipt
+
+
+async def test_a_guess_charged_but_not_enqueued_is_resweeped_and_scored_once(
+    store: Store, pipeline: Pipeline, minter: Minter
+) -> None:
+    game, player, receipt = await charged_but_not_enqueued(store, pipeline, minter)
+    score_queue = pipeline.queues.score
     assert await pipeline.guesses.depth(player) == 0
     swept = await pipeline.guesses.resweep(older_than=0)
     again = await pipeline.guesses.resweep(older_than=0)
@@ -217,12 +226,8 @@ async def test_a_scored_event_names_the_player_and_percentage_only(
 async def test_the_periodic_sweep_rescues_a_lost_enqueue_without_being_called(
     store: Store, pipeline: Pipeline, minter: Minter
 ) -> None:
-    game = await new_game(store, minter)
-    (player,) = await new_players(store, minter, 1)
+    _, player, _ = await charged_but_not_enqueued(store, pipeline, minter)
     score_queue = pipeline.queues.score
-    crashing = Guesses(store, FailingQueue(score_queue.name, score_queue.wire), minter)
-    receipt = await crashing.submit(game.id, player, "🍎🍌🍒🐸🐙🦋")
-    assert not receipt.is_queued
 
     sweeping = asyncio.ensure_future(pipeline.sweep_forever(every=0.05, older_than=0))
     try:
