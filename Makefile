@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test check lint fmt bench clean tls-deps
+.PHONY: run test check lint fmt bench clean tls-deps browser-deps
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,12 +23,19 @@ tls-deps:
 	    (apt-get update -qq && apt-get install -y -qq stunnel4 >/dev/null) || \
 	    { echo "stunnel4 is needed by the TLS test: install it (apt-get install stunnel4)"; exit 1; }; }
 
+# Debian's chromium: the browser tests drive it through Playwright (no browser download).
+browser-deps:
+	@command -v chromium >/dev/null 2>&1 || \
+	  { echo "installing chromium (headless browser for the chat page and dashboard tests)"; \
+	    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
+	    { echo "chromium is needed by the browser tests: install it (apt-get install chromium)"; exit 1; }; }
+
 check: $(STAMP)
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/ruff check src tests bench
 	$(BIN)/mypy
 
-test: check tls-deps
+test: check tls-deps browser-deps
 	$(BIN)/pytest -n 2 --dist loadfile
 
 fmt: $(STAMP)
