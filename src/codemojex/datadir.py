@@ -1,0 +1,79 @@
+"""The data directory of one running codemojex: where the embedded Valkey keeps its AOF, where the
+SQLite database lives, and the lock that keeps a second instance from starting on the same files.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from codemojex.domain import CodemojexError
+from codemojex.store import sqlite_url
+
+LOCK_FILE = "codemojex.pid"
+DATABASE_FILE = "codemojex.db"
+
+
+class AlreadyRunning(CodemojexError):
+    """Another codemojex holds the data directory (``pid`` when it could be read)."""
+
+    def __init__(self, root: Path, pid: int | None) -> None:
+        self.root = root
+        self.pid = pid
+        who = f"pid {pid}" if pid else "another process"
+        super().__init__(
+            f"codemojex is already running on {root} ({who}): stop it first (Ctrl-C in its "
+            "terminal), or give this one its own --data-dir",
+            reason="already_running",
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DataDir:
+    """The files of one instance under ``root``."""
+
+    root: Path
+
+    @property
+    def valkey(self) -> Path:
+        """The embedded Valkey's directory (config, AOF, log)."""
+        return self.root / "valkey"
+
+    @property
+    def database_url(self) -> str:
+        """The SQLite system of record in this directory."""
+        return sqlite_url(self.root / DATABASE_FILE)
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[DataDir]:
+        """Hold the directory for this process; :class:`AlreadyRunning` if another holds it.
+
+        An advisory ``flock`` on the pid file: the kernel drops it when the holder dies, so a
+        crashed run never leaves a stale lock behind.
+        """
+        self.root.mkdir(parents=True, exist_ok=True)
+        path = self.root / LOCK_FILE
+        handle = path.open("a+")
+        try:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.seek(0)
+                text = handle.read().strip()
+                raise AlreadyRunning(self.root, int(text) if text.isdigit() else None) from None
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            try:
+                yield self
+            finally:
+                handle.seek(0)
+                handle.truncate()
+                fcntl.flock(handle, fcntl.LOCK_UN)
+        finally:
+            handle.close()
