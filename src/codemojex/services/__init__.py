@@ -8,10 +8,17 @@ global, and each is composed once by the application.
 from codemojex.services.closing import CLOSE_DEDUP_TTL, Closer, CloseReason, close_dedup_key
 from codemojex.services.guesses import Guesses, Receipt, Resweep, score_payload
 from codemojex.services.notifier import Notification, Notifier
-from codemojex.services.queues import NOTIFY_QUEUE, SCORE_QUEUE, SETTLE_QUEUE, GameQueues
+from codemojex.services.queues import (
+    COMMANDS_QUEUE,
+    NOTIFY_QUEUE,
+    SCORE_QUEUE,
+    SETTLE_QUEUE,
+    GameQueues,
+)
 
 __all__ = [
     "CLOSE_DEDUP_TTL",
+    "COMMANDS_QUEUE",
     "NOTIFY_QUEUE",
     "SCORE_QUEUE",
     "SETTLE_QUEUE",

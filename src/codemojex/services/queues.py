@@ -1,6 +1,6 @@
-"""The game's three queues on one bus — ``cm`` (guesses to score, a lane per player),
-``cm-settle`` (closes, a lane per game) and ``cm.notify`` (messages, a lane per chat) — opened
-together on one shared wire.
+"""The game's four queues on one bus — ``cm`` (guesses to score, a lane per player),
+``cm-settle`` (closes, a lane per game), ``cm.notify`` (messages, a lane per chat) and
+``cm.bot.commands`` (Telegram updates, a lane per chat) — opened together on one shared wire.
 """
 
 from __future__ import annotations
@@ -19,18 +19,23 @@ SETTLE_QUEUE: Final = "cm-settle"
 NOTIFY_QUEUE: Final = "cm.notify"
 """Messages waiting to be sent; one lane per chat (the Telegram chat id)."""
 
+COMMANDS_QUEUE: Final = "cm.bot.commands"
+"""Telegram updates waiting to be handled; one lane per chat (the Telegram chat id)."""
+
 
 @dataclass(frozen=True, slots=True)
 class GameQueues:
-    """The ``score``, ``settle`` and ``notify`` queues of one deployment, sharing a wire."""
+    """The ``score``, ``settle``, ``notify`` and ``commands`` queues of one deployment, sharing
+    a wire."""
 
     score: Queue
     settle: Queue
     notify: Queue
+    commands: Queue
 
     @classmethod
     def on(cls, wire: Wire, *, minter: Minter | None = None, prefix: str = "") -> GameQueues:
-        """The three queues on ``wire``; ``prefix`` keeps apart deployments on one server (tests).
+        """The four queues on ``wire``; ``prefix`` keeps apart deployments on one server (tests).
 
         One ``minter`` mints every job id the queues mint themselves.
         """
@@ -39,6 +44,7 @@ class GameQueues:
             score=Queue(prefix + SCORE_QUEUE, wire, minter=minter),
             settle=Queue(prefix + SETTLE_QUEUE, wire, minter=minter),
             notify=Queue(prefix + NOTIFY_QUEUE, wire, minter=minter),
+            commands=Queue(prefix + COMMANDS_QUEUE, wire, minter=minter),
         )
 
     @property
