@@ -8,7 +8,7 @@ from ._backoff import Backoff, Exponential, Fixed, Jitter
 from ._buckets import Bucket, Buckets, Taken, Wait
 from ._codec import Codec, JsonCodec, RawCodec
 from ._connector import WIRE_VERSION, Connector
-from ._consumer import Consumer, ConsumerOptions, Drop, Retry, Tally
+from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, Tally
 from ._errors import (
     AuthError,
     Closed,
@@ -65,6 +65,7 @@ __all__ = [
     "Consumer",
     "ConsumerOptions",
     "Counts",
+    "Defer",
     "Disconnected",
     "Drop",
     "EchoMQError",

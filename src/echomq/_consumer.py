@@ -40,6 +40,15 @@ class Retry(Exception):
         self.after = after
 
 
+class Defer(Exception):
+    """Raise from a handler to run the job again after ``after`` seconds without counting an
+    attempt: the work was not tried (a budget said later), so it is no failure."""
+
+    def __init__(self, after: float, reason: str = "deferred") -> None:
+        super().__init__(reason)
+        self.after = after
+
+
 class Drop(Exception):
     """Raise from a handler to dead-letter the job at once with ``reason``."""
 
@@ -83,6 +92,7 @@ class Tally:
     dead: int = 0
     lost: int = 0  # settles refused because the lease had moved on (the job is not lost)
     claims: int = 0
+    deferred: int = 0
 
 
 def describe(exc: BaseException) -> str:
@@ -288,6 +298,11 @@ class Consumer:
             await self._retry(job, signal.after, self.options.max_attempts, describe(signal))
         except Drop as signal:
             await self._retry(job, 0.0, 1, f"dropped: {signal.reason}")
+        except Defer as signal:
+            # Queue.delay: rescheduled in one atomic step that adds grace, not a failure.
+            after = max(signal.after, 0.001)
+            self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
+            await self._settle(self.queue.delay(job, delay=after), "deferred")
         except asyncio.CancelledError:
             raise  # stop's deadline passed: the lease is left to expire and be reaped
         except Exception as exc:

@@ -10,8 +10,8 @@ PINNED = {
     "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
-    "Wait", "Consumer", "ConsumerOptions", "Drop", "Retry", "Tally", "Metronome", "Upkeep",
-    "Worker", "WorkerOptions", "serve",
+    "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
+    "Upkeep", "Worker", "WorkerOptions", "serve",
 }  # fmt: skip
 
 
@@ -22,7 +22,7 @@ def test_all_is_sorted_and_pinned() -> None:
         assert getattr(echomq, name) is not None
 
 
-SIGNALS = {"Retry", "Drop"}  # raised by handlers to steer a job, not errors of echomq
+SIGNALS = {"Retry", "Drop", "Defer"}  # raised by handlers to steer a job, not errors of echomq
 
 
 def test_every_error_descends_from_the_one_root() -> None:

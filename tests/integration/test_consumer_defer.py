@@ -1,0 +1,50 @@
+"""The ``Defer`` signal against a real Valkey: the job runs again later and no attempt is spent."""
+
+from __future__ import annotations
+
+import asyncio
+
+from echomq import Consumer, ConsumerOptions, Defer, Job, Queue, Retry
+
+
+async def test_deferrals_spend_no_attempts(queue: Queue) -> None:
+    """Five deferrals then two failures with max_attempts=3: the job still completes."""
+    seen: list[int] = []
+    done = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        seen.append(job.attempts)
+        if len(seen) <= 5:
+            raise Defer(0.01, "over budget")
+        if len(seen) <= 7:
+            raise Retry(0.01, "flaky")
+        done.set()
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05, max_attempts=3))
+    running = asyncio.ensure_future(consumer.run())
+    verdict = await queue.enqueue("later")
+    await asyncio.wait_for(done.wait(), 10.0)
+    consumer.stop()
+    tally = await running
+    assert seen == [1, 2, 3, 4, 5, 6, 7, 8]  # the token still advances with every claim
+    assert (tally.deferred, tally.retried, tally.completed, tally.dead) == (5, 2, 1, 0)
+    assert await queue.job(verdict.id) is None
+
+
+async def test_a_deferred_job_waits_at_least_its_delay(queue: Queue) -> None:
+    claimed_at: list[float] = []
+    done = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        claimed_at.append(asyncio.get_running_loop().time())
+        if len(claimed_at) == 1:
+            raise Defer(0.3)
+        done.set()
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05))
+    running = asyncio.ensure_future(consumer.run())
+    await queue.enqueue("once")
+    await asyncio.wait_for(done.wait(), 10.0)
+    consumer.stop()
+    await running
+    assert claimed_at[1] - claimed_at[0] >= 0.29  # the server clock's ms rounding allowance
