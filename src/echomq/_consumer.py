@@ -12,9 +12,9 @@ import contextlib
 import logging
 import time
 import traceback
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._backoff import Backoff, Exponential, Jitter
 from ._cadence import SCHEDULED_TOKEN, Cadence
@@ -30,6 +30,16 @@ if TYPE_CHECKING:
 log = logging.getLogger("echomq.consumer")
 
 Handler = Callable[[Job], Awaitable[Any]]
+Outcome = Literal["completed", "retried", "deferred", "dead", "lost"]
+
+
+class Observer(Protocol):
+    """Told what a consumer claimed and how each job settled (``echomq.metrics.Metrics`` is
+    one). Called on the consumer's hot path: implementations must be quick and never raise."""
+
+    def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None: ...
+
+    def settled(self, queue: str, job: Job, outcome: Outcome) -> None: ...
 
 
 class Retry(Exception):
@@ -111,6 +121,7 @@ class Consumer:
         *,
         metronome: Metronome | None = None,
         name: str = "consumer",
+        observer: Observer | None = None,
     ) -> None:
         if not asyncio.iscoroutinefunction(handler) and not asyncio.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004
@@ -121,6 +132,8 @@ class Consumer:
         self.options = options or ConsumerOptions()
         self.metronome = metronome
         self.name = name
+        self.observer = observer
+        self._lease_ms = ms(self.options.lease, "lease")  # the claim's lease, as the engine got it
         self.tally = Tally()
         # Each job in hand, and when (monotonic) its lease is next due for extension.
         self._running: dict[asyncio.Task[None], tuple[Job, float]] = {}
@@ -193,6 +206,8 @@ class Consumer:
                         jobs, more = outcome
                         for job in jobs:
                             self._start(job)
+                        if self.observer is not None and jobs:
+                            self.observer.claimed(self.queue.name, jobs, self._lease_ms)
                         full = full and more
                     elif isinstance(outcome, RateLimited):
                         limited, full = outcome, False
@@ -302,7 +317,9 @@ class Consumer:
             # Queue.delay: rescheduled in one atomic step that adds grace, not a failure.
             after = max(signal.after, 0.001)
             self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
-            await self._settle(self.queue.delay(job, delay=after), "deferred")
+            moved = await self._settle(self.queue.delay(job, delay=after), "deferred")
+            if self.observer is not None:
+                self.observer.settled(self.queue.name, job, "lost" if moved is None else "deferred")
         except asyncio.CancelledError:
             raise  # stop's deadline passed: the lease is left to expire and be reaped
         except Exception as exc:
@@ -317,7 +334,9 @@ class Consumer:
             log.debug("".join(traceback.format_exception(exc)))
             await self._retry(job, delay, self.options.max_attempts, describe(exc))
         else:
-            await self._settle(self.queue.complete(job), "completed")
+            done = await self._settle(self.queue.complete(job), "completed")
+            if self.observer is not None:
+                self.observer.settled(self.queue.name, job, "lost" if done is None else "completed")
 
     async def _retry(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
         self.cadence.soon(time.monotonic(), delay)  # promote it when it falls due
@@ -325,6 +344,11 @@ class Consumer:
             self.queue.retry(job, delay=delay, max_attempts=max_attempts, error=error[:2000]),
             "retried",
         )
+        if self.observer is not None:
+            settled: Outcome = (
+                "lost" if outcome is None else "dead" if outcome == "dead" else "retried"
+            )
+            self.observer.settled(self.queue.name, job, settled)
         if outcome == "dead":
             self.tally.retried -= 1
             self.tally.dead += 1

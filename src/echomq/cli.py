@@ -1,53 +1,27 @@
-"""The ``echomq`` command: run workers (``worker``) and read a live queue (``stats``,
-``lanes``, ``ring``; ``--json`` for scripts).
+"""The ``echomq`` command: run workers (``worker``), size a pool (``capacity``), serve the
+dashboard (``dashboard``), and read and steer a live queue (the verbs of ``_cli_admin``).
 
-The server is named by ``--url`` or the ``ECHOMQ_URL`` environment variable.
+The server is named by ``--url`` or the ``ECHOMQ_URL`` environment variable; the dashboard's
+token by ``ECHOMQ_DASHBOARD_TOKEN`` (generated and printed once when unset).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import os
+import secrets
 import sys
-from typing import Any
 
+from . import _cli_admin
 from ._capacity import measure, report
 from ._consumer import ConsumerOptions
-from ._errors import EchoMQError
+from ._errors import EchoMQError, InvalidArgument
 from ._keys import Keyspace
-from ._queue import Queue
 from ._url import ConnectionOptions
 from ._worker import WorkerOptions, load_handler, serve
-
-
-async def _read(args: argparse.Namespace) -> Any:
-    queue = await Queue.connect(args.url, args.queue, pool_size=1)
-    try:
-        if args.command == "stats":
-            return dataclasses.asdict(await queue.counts())
-        if args.command == "lanes":
-            return [dataclasses.asdict(lane) for lane in await queue.lanes()]
-        return await queue.ring()
-    finally:
-        await queue.close()
-
-
-def _print(data: Any) -> None:
-    if isinstance(data, dict):
-        for key, value in data.items():
-            print(f"{key:<10} {value}")
-    elif data and isinstance(data[0], dict):
-        columns = list(data[0])
-        print("  ".join(f"{c:>10}" for c in columns))
-        for row in data:
-            print("  ".join(f"{row[c]!s:>10}" for c in columns))
-    else:
-        for item in data:
-            print(item)
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -97,17 +71,30 @@ def _capacity(args: argparse.Namespace) -> int:
     return 0
 
 
+def _dashboard(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .dashboard import create_app
+
+    token = os.environ.get("ECHOMQ_DASHBOARD_TOKEN") or secrets.token_urlsafe(24)
+    try:
+        app = create_app(args.url, args.queue, token, interval=args.interval)
+    except EchoMQError as exc:
+        print(f"echomq dashboard: {exc}", file=sys.stderr)
+        return 2
+    shown = "<ECHOMQ_DASHBOARD_TOKEN>" if "ECHOMQ_DASHBOARD_TOKEN" in os.environ else token
+    # Printed once, to the operator's terminal only: the page reads it from its own URL.
+    print(f"echomq dashboard: http://{args.host}:{args.port}/?token={shown}", flush=True)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
     parser.add_argument("--url", default=os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"))
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
-    for name, text in (
-        ("stats", "jobs per state and the terminal counters"),
-        ("lanes", "every lane: depth, in flight, ceiling, weight, rate, paused"),
-        ("ring", "the serviceable lanes in the order they will be served"),
-    ):
-        commands.add_parser(name, help=text).add_argument("queue")
+    _cli_admin.add_verbs(commands)
     run = commands.add_parser("worker", help="run consumers of a queue until SIGTERM/SIGINT")
     run.add_argument("handler", help="package.module:async_function")
     run.add_argument("--queue", required=True)
@@ -125,7 +112,14 @@ def main(argv: list[str] | None = None) -> int:
     size.add_argument("--target", type=float, default=1000.0, help="jobs/s to size for")
     size.add_argument("--handler-ms", type=float, default=0.0, help="time a handler takes")
     size.add_argument("--concurrency", type=int, default=10, help="jobs at once per consumer")
+    board = commands.add_parser("dashboard", help="serve the live dashboard and /metrics")
+    board.add_argument("--queue", action="append", required=True, help="repeat for more")
+    board.add_argument("--host", default="127.0.0.1", help="0.0.0.0 exposes it: mind the token")
+    board.add_argument("--port", type=int, default=8700)
+    board.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots")
     args = parser.parse_args(argv)
+    if args.command == "dashboard":
+        return _dashboard(args)
     if args.command == "capacity":
         return _capacity(args)
     if args.command == "worker":
@@ -135,14 +129,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"echomq worker: {exc}", file=sys.stderr)
             return 2
     try:
-        data = asyncio.run(_read(args))
-    except EchoMQError as exc:
-        print(f"echomq: {exc}", file=sys.stderr)
+        data = asyncio.run(_cli_admin.run(args.url, args))
+    except InvalidArgument as exc:
+        print(f"echomq {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except (EchoMQError, _cli_admin.NotFound) as exc:
+        print(f"echomq {args.command}: {exc}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(data, indent=2))
-    else:
-        _print(data)
+    _cli_admin.show(args.command, data, args.json)
     return 0
 
 

@@ -1,0 +1,94 @@
+"""The echomq dashboard: a small Starlette app that shows queues live (server-sent events) and
+lets an operator with the token pause, resume, weigh and limit lanes and reprocess or remove
+dead jobs. ``GET /metrics`` serves the same queues to Prometheus.
+
+Standalone it owns its connection (``create_app(url, …)``, served by ``echomq dashboard``);
+mounted in another app it borrows one (``create_app(wire, …)``) and never closes it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+
+from starlette.applications import Starlette
+from starlette.routing import Route
+
+from .._checks import count, ms
+from .._errors import InvalidArgument
+from .._pool import Pool, Wire
+from .._queue import Queue
+from .._url import ConnectionOptions
+from ..metrics import Metrics
+from . import _app
+from ._app import TOKEN_HEADER, Dashboard
+
+__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "create_app"]
+
+#: A shorter token would be guessable by anyone who can reach the port.
+MIN_TOKEN_LENGTH = 16
+
+
+def create_app(
+    wire_or_url: Wire | str | ConnectionOptions,
+    queues: Sequence[str],
+    token: str,
+    *,
+    metrics: Metrics | None = None,
+    interval: float = 1.0,
+    dead: int = 50,
+) -> Starlette:
+    """The dashboard of ``queues``.
+
+    ``wire_or_url``: a URL (the app opens a connection at startup and closes it at shutdown)
+    or an open wire that stays yours. ``token``: what POSTs must send in ``X-Dashboard-Token``.
+    ``metrics``: the :class:`~echomq.metrics.Metrics` your consumers feed, to serve its
+    registry (with your own counters) on ``/metrics``; by default one of its own. ``interval``:
+    seconds between snapshots on ``/events``. ``dead``: dead letters shown per queue.
+    """
+    if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
+        raise InvalidArgument("token", "<hidden>", f"needs at least {MIN_TOKEN_LENGTH} characters")
+    if isinstance(queues, str) or not queues:
+        raise InvalidArgument("queues", queues, "expected a non-empty list of queue names")
+    ms(interval, "interval", positive=True)
+    count(dead, "dead", minimum=0)
+    owned: Pool | None = None
+    if isinstance(wire_or_url, str | ConnectionOptions):
+        options = (
+            wire_or_url
+            if isinstance(wire_or_url, ConnectionOptions)
+            else ConnectionOptions.from_url(wire_or_url)
+        )
+        owned = Pool(options, 1)
+        wire: Wire = owned
+    else:
+        wire = wire_or_url
+    shown = {name: Queue(name, wire, events=False) for name in dict.fromkeys(queues)}
+    board = Dashboard(shown, token, metrics or Metrics(list(shown.values())), float(interval), dead)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        if owned is not None:
+            await owned.connect()
+        try:
+            yield
+        finally:
+            if owned is not None:
+                await owned.close()
+
+    lane = "/api/queues/{queue}/lanes/{group}"
+    job = "/api/queues/{queue}/dead/{job}"
+    routes = [
+        Route("/", board.page),
+        Route("/api/snapshot", board.snapshot_json),
+        Route("/events", board.events),
+        Route("/metrics", board.metrics_text),
+        Route(f"{lane}/pause", board.action(_app.pause_lane), methods=["POST"]),
+        Route(f"{lane}/resume", board.action(_app.resume_lane), methods=["POST"]),
+        Route(f"{lane}/weight", board.action(_app.weight_lane), methods=["POST"]),
+        Route(f"{lane}/limit", board.action(_app.limit_lane), methods=["POST"]),
+        Route(f"{job}/reprocess", board.action(_app.reprocess_job), methods=["POST"]),
+        Route(f"{job}/remove", board.action(_app.remove_job), methods=["POST"]),
+    ]
+    # A mounted app's lifespan is not run by its host, which is why a borrowed wire needs none.
+    return Starlette(routes=routes, lifespan=lifespan if owned is not None else None)

@@ -1,0 +1,204 @@
+"""The dashboard's routes: the page, snapshots (one-off and as server-sent events), /metrics,
+and the token-checked actions on lanes and dead jobs.
+
+Reads are open (the app binds 127.0.0.1 by default); every POST needs ``X-Dashboard-Token``.
+A custom header also defeats cross-site form posts: a browser cannot add one without CORS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib import resources
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+
+from .._errors import EchoMQError, InvalidArgument, LockedError, StateError
+from .._queue import Queue
+from .._snapshot import QueueSnapshot, read_snapshot
+from ..metrics import Metrics
+
+TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
+
+Action = Callable[[Queue, Request, dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class Rates:
+    """Per-second rates from successive counts of one queue (one instance per event stream)."""
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, int, int, int]] = {}
+
+    def update(self, snap: QueueSnapshot, now: float) -> dict[str, float | None]:
+        c = snap.counts
+        seen = (now, c.completed, c.failed, c.pending)
+        last = self._last.get(snap.name)
+        self._last[snap.name] = seen
+        if last is None or now <= last[0]:
+            return {"completed": None, "failed": None, "backlog": None}
+        elapsed = now - last[0]
+        return {
+            "completed": max(seen[1] - last[1], 0) / elapsed,  # an obliterate resets counters
+            "failed": max(seen[2] - last[2], 0) / elapsed,
+            "backlog": (seen[3] - last[3]) / elapsed,
+        }
+
+
+class Dashboard:
+    """The handlers, bound to the queues they show."""
+
+    def __init__(
+        self, queues: dict[str, Queue], token: str, metrics: Metrics, interval: float, dead: int
+    ) -> None:
+        self.queues = queues
+        self._token = token
+        self.metrics = metrics
+        self.interval = interval
+        self.dead = dead
+
+    def __repr__(self) -> str:  # the token stays out of reprs and logs
+        return f"Dashboard(queues={list(self.queues)!r})"
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    async def page(self, request: Request) -> Response:
+        html = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
+        return HTMLResponse(html, headers={"Cache-Control": "no-store"})
+
+    async def snapshot(self) -> list[QueueSnapshot]:
+        return list(
+            await asyncio.gather(*(read_snapshot(q, dead=self.dead) for q in self.queues.values()))
+        )
+
+    async def snapshot_json(self, request: Request) -> Response:
+        snaps = await self.snapshot()
+        return JSONResponse({"at": time.time(), "queues": [s.as_json() for s in snaps]})
+
+    async def events(self, request: Request) -> Response:
+        return StreamingResponse(
+            self._stream(request),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+
+    async def _stream(self, request: Request) -> AsyncIterator[str]:
+        rates = Rates()
+        while not await request.is_disconnected():
+            try:
+                snaps = await self.snapshot()
+            except EchoMQError as exc:
+                yield f"event: failure\ndata: {json.dumps({'error': str(exc)})}\n\n"
+            else:
+                now = time.monotonic()
+                body = {
+                    "at": time.time(),
+                    "queues": [{**s.as_json(), "rates": rates.update(s, now)} for s in snaps],
+                }
+                yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
+            await asyncio.sleep(self.interval)
+
+    async def metrics_text(self, request: Request) -> Response:
+        return await self.metrics.endpoint(request)
+
+    # -- actions -------------------------------------------------------------------------------
+
+    def action(self, run: Action) -> Callable[[Request], Awaitable[Response]]:
+        """Wrap an action: token first, then the queue, the body, and errors as 4xx."""
+
+        async def endpoint(request: Request) -> Response:
+            given = request.headers.get(TOKEN_HEADER, "")
+            if not hmac.compare_digest(given.encode(), self._token.encode()):
+                return JSONResponse({"error": f"missing or wrong {TOKEN_HEADER}"}, 403)
+            queue = self.queues.get(request.path_params["queue"])
+            if queue is None:
+                return JSONResponse({"error": "no such queue on this dashboard"}, 404)
+            try:
+                body = await _body(request)
+                return JSONResponse(await run(queue, request, body))
+            except _NotFound as exc:
+                return JSONResponse({"error": str(exc)}, 404)
+            except InvalidArgument as exc:
+                return JSONResponse({"error": str(exc)}, 400)
+            except (_Conflict, StateError, LockedError) as exc:
+                return JSONResponse({"error": str(exc)}, 409)
+            except EchoMQError as exc:
+                return JSONResponse({"error": str(exc)}, 502)
+
+        return endpoint
+
+
+class _NotFound(Exception):
+    """The queue exists but the job does not: 404."""
+
+
+class _Conflict(Exception):
+    """The job is in the wrong state for the action: 409."""
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw:
+        return {}
+    try:
+        body = json.loads(raw)
+    except ValueError:
+        raise InvalidArgument("body", raw[:80], "must be a JSON object") from None
+    if not isinstance(body, dict):
+        raise InvalidArgument("body", body, "must be a JSON object")
+    return body
+
+
+def _setting(body: dict[str, Any]) -> int | None:
+    if "value" not in body:
+        raise InvalidArgument("value", None, 'expected {"value": <integer >= 1 or null>}')
+    value = body["value"]
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+        raise InvalidArgument("value", value, "must be an integer >= 1 or null")
+    return value
+
+
+async def pause_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    changed = await queue.lane(request.path_params["group"]).pause()
+    return {"paused": True, "changed": changed}
+
+
+async def resume_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    changed = await queue.lane(request.path_params["group"]).resume()
+    return {"paused": False, "changed": changed}
+
+
+async def weight_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    lane = queue.lane(request.path_params["group"])
+    value = _setting(body)
+    await lane.weight(value)
+    return {"weight": value}
+
+
+async def limit_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    lane = queue.lane(request.path_params["group"])
+    value = _setting(body)
+    await lane.limit(value)
+    return {"limit": value}
+
+
+async def reprocess_job(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    job = request.path_params["job"]
+    if not await queue.reprocess(job):
+        raise _NotFound(f"no job {job} in queue {queue.name}")
+    return {"reprocessed": job}
+
+
+async def remove_job(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
+    job = request.path_params["job"]
+    state = await queue.state(job)
+    if state == "absent":
+        raise _NotFound(f"no job {job} in queue {queue.name}")
+    if state != "dead":
+        raise _Conflict(f"job {job} is {state}, not dead: only dead jobs are removed here")
+    await queue.remove(job)
+    return {"removed": job}

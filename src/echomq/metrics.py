@@ -1,0 +1,192 @@
+"""Prometheus metrics for echomq: the engine read on each scrape, plus what consumers report.
+
+``Metrics(queues)`` registers, on one ``CollectorRegistry``, a collector that reads every queue
+(counts by state, the engine's completed/dead counters, each lane's depth, in-flight, weight,
+ceiling, paused and rate state) and two series the consumers feed through the ``observer`` hook:
+the wait from mint to claim per lane, and settles per lane and outcome. Applications register
+their own counters on ``metrics.registry``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Sequence
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.exposition import generate_latest
+from prometheus_client.registry import Collector
+from starlette.requests import Request
+from starlette.responses import Response
+
+from . import _ids
+from ._checks import count
+from ._consumer import Outcome
+from ._queue import Queue
+from ._results import Job
+from ._snapshot import QueueSnapshot, read_snapshot
+
+__all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics"]
+
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+#: Seconds; a claim minutes after its mint is a backlog worth seeing, not a rounding error.
+WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
+#: The label of every lane past ``max_lanes`` (``~`` is not a legal group character).
+OTHER_LANE = "~other"
+_STATES = ("pending", "active", "scheduled", "dead")
+_Family = GaugeMetricFamily | CounterMetricFamily
+
+
+class _EngineCollector(Collector):
+    """Turns the snapshots of the last refresh into metric families (collect() is sync)."""
+
+    def __init__(self, max_lanes: int) -> None:
+        self.max_lanes = max_lanes
+        self.snapshots: list[QueueSnapshot] = []
+
+    def describe(self) -> Iterable[Metric]:
+        # Lets the registry refuse a clashing name at registration, without reading the engine.
+        return self._families()[0].values()
+
+    def collect(self) -> Iterable[Metric]:
+        families, lanes = self._families()
+        for snap in self.snapshots:
+            q = snap.name
+            c = snap.counts
+            for state in _STATES:
+                families["jobs"].add_metric([q, state], getattr(c, state))
+            families["completed"].add_metric([q], c.completed)
+            families["failed"].add_metric([q], c.failed)
+            families["lanes"].add_metric([q], c.lanes)
+            families["ring"].add_metric([q], c.ringed)
+            families["paused"].add_metric([q], int(snap.paused))
+            families["rate_wait"].add_metric([q], snap.limiter.wait)
+            shown = sorted(snap.lanes, key=lambda lane: -(lane.depth + lane.active))
+            for lane in shown[: self.max_lanes]:
+                labels = [q, lane.group]
+                lanes["lane_depth"].add_metric(labels, lane.depth)
+                lanes["lane_active"].add_metric(labels, lane.active)
+                lanes["lane_weight"].add_metric(labels, lane.weight)
+                lanes["lane_limit"].add_metric(labels, lane.limit)
+                lanes["lane_paused"].add_metric(labels, int(lane.paused))
+                lanes["lane_rate_wait"].add_metric(labels, lane.rate_wait)
+            rest = shown[self.max_lanes :]
+            if rest:
+                lanes["lane_depth"].add_metric([q, OTHER_LANE], sum(r.depth for r in rest))
+                lanes["lane_active"].add_metric([q, OTHER_LANE], sum(r.active for r in rest))
+        return [*families.values(), *lanes.values()]
+
+    def _families(self) -> tuple[dict[str, _Family], dict[str, _Family]]:
+        queue, lane = ["queue"], ["queue", "lane"]
+        families: dict[str, _Family] = {
+            "jobs": GaugeMetricFamily(
+                "echomq_jobs", "Jobs in the engine by state", labels=["queue", "state"]
+            ),
+            "completed": CounterMetricFamily(
+                "echomq_completed", "Jobs completed (engine counter, every worker)", labels=queue
+            ),
+            "failed": CounterMetricFamily(
+                "echomq_failed", "Jobs dead-lettered (engine counter, every worker)", labels=queue
+            ),
+            "lanes": GaugeMetricFamily("echomq_lanes", "Lanes holding pending jobs", labels=queue),
+            "ring": GaugeMetricFamily("echomq_ring_lanes", "Lanes on the ring now", labels=queue),
+            "paused": GaugeMetricFamily("echomq_queue_paused", "1 when paused", labels=queue),
+            "rate_wait": GaugeMetricFamily(
+                "echomq_rate_limit_wait_seconds",
+                "Seconds until the queue's spent rate window admits claims (0 = admits)",
+                labels=queue,
+            ),
+        }
+        lanes: dict[str, _Family] = {
+            "lane_depth": GaugeMetricFamily("echomq_lane_depth", "Pending jobs", labels=lane),
+            "lane_active": GaugeMetricFamily("echomq_lane_active", "Leased jobs", labels=lane),
+            "lane_weight": GaugeMetricFamily("echomq_lane_weight", "Lane weight", labels=lane),
+            "lane_limit": GaugeMetricFamily(
+                "echomq_lane_limit", "Lane concurrency ceiling (0 = none)", labels=lane
+            ),
+            "lane_paused": GaugeMetricFamily("echomq_lane_paused", "1 when paused", labels=lane),
+            "lane_rate_wait": GaugeMetricFamily(
+                "echomq_lane_rate_wait_seconds",
+                "Seconds until the lane's spent rate budget admits again (0 = admits)",
+                labels=lane,
+            ),
+        }
+        return families, lanes
+
+
+class Metrics:
+    """The metrics of some queues on one registry; also a consumer ``observer``.
+
+    ``registry``: yours, to share with your own counters (default: a fresh one, so nothing
+    global). ``max_lanes``: lanes per queue given their own label, busiest first; the rest are
+    summed under ``~other`` (Prometheus series must stay bounded even with a lane per user).
+    Call :meth:`refresh` (or :meth:`render`) before collecting: the engine is read then.
+    """
+
+    def __init__(
+        self,
+        queues: Sequence[Queue],
+        *,
+        registry: CollectorRegistry | None = None,
+        max_lanes: int = 100,
+        buckets: Sequence[float] = WAIT_BUCKETS,
+    ) -> None:
+        self.queues = list(queues)
+        self.registry = registry if registry is not None else CollectorRegistry()
+        self.max_lanes = count(max_lanes, "max_lanes")
+        self._engine = _EngineCollector(self.max_lanes)
+        self.registry.register(self._engine)
+        self.wait = Histogram(
+            "echomq_wait_seconds",
+            "Seconds from a job's mint (its id) to its claim (server clock), first attempts",
+            ["queue", "lane"],
+            buckets=tuple(buckets),
+            registry=self.registry,
+        )
+        self.settles = Counter(
+            "echomq_settled",
+            "Jobs settled by this process's consumers, by outcome",
+            ["queue", "lane", "outcome"],
+            registry=self.registry,
+        )
+        # Lanes given their own label so far, per queue (bounded by max_lanes).
+        self._labelled: dict[str, set[str]] = {}
+
+    # -- the engine ----------------------------------------------------------------------------
+
+    async def refresh(self) -> list[QueueSnapshot]:
+        """Read every queue now; the next collect reports what was read."""
+        snapshots = await asyncio.gather(*(read_snapshot(q, dead=0) for q in self.queues))
+        self._engine.snapshots = list(snapshots)
+        return self._engine.snapshots
+
+    async def render(self) -> bytes:
+        """Refresh, then the registry in the Prometheus text format (:data:`CONTENT_TYPE`)."""
+        await self.refresh()
+        return generate_latest(self.registry)
+
+    async def endpoint(self, request: Request) -> Response:
+        """A Starlette endpoint: ``Route("/metrics", metrics.endpoint)``."""
+        return Response(await self.render(), media_type=CONTENT_TYPE)
+
+    # -- the consumer observer -----------------------------------------------------------------
+
+    def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
+        # Claim time on the server clock is the deadline minus the lease: no clock read here.
+        # Later attempts are skipped: their mint time would count the earlier attempts too.
+        for job in jobs:
+            if job.attempts == 1:
+                waited = (job.deadline_ms - lease_ms - _ids.unix_ms(job.id)) / 1000
+                self.wait.labels(queue, self._lane(queue, job.group)).observe(max(waited, 0.0))
+
+    def settled(self, queue: str, job: Job, outcome: Outcome) -> None:
+        self.settles.labels(queue, self._lane(queue, job.group), outcome).inc()
+
+    def _lane(self, queue: str, group: str) -> str:
+        seen = self._labelled.setdefault(queue, set())
+        if group in seen:
+            return group
+        if len(seen) < self.max_lanes:
+            seen.add(group)
+            return group
+        return OTHER_LANE

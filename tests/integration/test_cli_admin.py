@@ -1,0 +1,206 @@
+"""The ``echomq`` verbs against a real Valkey: tables for people, ``--json`` for scripts, clear
+errors and non-zero exits for bad input, and a drain that asks first."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from echomq._queue import Item, Queue
+from echomq.cli import main
+from echomq.testing import claim_job
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+class Cli:
+    """Runs ``echomq`` in a thread (it runs its own event loop) and captures its output."""
+
+    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]) -> None:
+        self.url = url
+        self.capsys = capsys
+
+    async def __call__(self, *argv: str) -> Ran:
+        self.capsys.readouterr()
+        code = await asyncio.to_thread(main, ["--url", self.url, *argv])
+        out, err = self.capsys.readouterr()
+        return Ran(code, out, err)
+
+
+@pytest.fixture
+def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
+    return Cli(valkey_url, capsys)
+
+
+async def _dead_job(queue: Queue, error: str = "boom") -> str:
+    await queue.enqueue({"n": 1}, group="sick")
+    job = await claim_job(queue)
+    assert await queue.retry(job, max_attempts=1, error=error) == "dead"
+    return job.id
+
+
+async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue_many([Item(n, group="a") for n in range(2)] + [Item(9, group="b")])
+    ran = await cli("--json", "stats", queue.name)
+    assert ran.code == 0
+    stats = ran.json()
+    assert (stats["pending"], stats["lanes"], stats["paused"]) == (3, 2, False)
+    assert stats["limiter"]["max"] is None
+    table = await cli("stats", queue.name)
+    assert table.code == 0
+    assert "pending" in table.out
+    assert "3" in table.out
+
+
+async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue_many([Item(n, group="room-1") for n in range(3)] + [Item(0, group="r2")])
+    ran = await cli("--json", "lanes", queue.name)
+    lanes = {lane["group"]: lane for lane in ran.json()}
+    assert (lanes["room-1"]["depth"], lanes["r2"]["depth"]) == (3, 1)
+    table = await cli("lanes", queue.name)
+    assert "room-1" in table.out
+    assert "depth" in table.out
+    assert (await cli("--json", "ring", queue.name)).json() == ["room-1", "r2"]
+
+
+async def test_pause_and_resume_one_lane(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue_many([Item(1, group="a"), Item(2, group="b")])
+    ran = await cli("--json", "pause", queue.name, "a")
+    assert ran.code == 0
+    assert ran.json() == {"queue": queue.name, "lane": "a", "paused": True, "changed": True}
+    assert (await queue.lane("a").info()).paused
+    assert not (await queue.lane("b").info()).paused
+    assert await queue.ring() == ["b"]
+    again = await cli("--json", "pause", queue.name, "a")
+    assert again.json()["changed"] is False
+    assert (await cli("resume", queue.name, "a")).code == 0
+    assert not (await queue.lane("a").info()).paused
+
+
+async def test_pause_without_a_lane_pauses_the_whole_queue(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue(1)
+    assert (await cli("pause", queue.name)).code == 0
+    assert await queue.is_paused()
+    assert not (await queue.lane("_").info()).paused
+    assert (await cli("resume", queue.name)).code == 0
+    assert not await queue.is_paused()
+
+
+async def test_weight_and_limit_set_and_remove_lane_settings(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue(1, group="a")
+    assert (await cli("weight", queue.name, "a", "3")).code == 0
+    assert (await cli("limit", queue.name, "a", "2")).code == 0
+    info = await queue.lane("a").info()
+    assert (info.weight, info.limit) == (3, 2)
+    assert (await cli("limit", queue.name, "a", "none")).code == 0
+    assert (await cli("weight", queue.name, "a", "none")).code == 0
+    info = await queue.lane("a").info()
+    assert (info.weight, info.limit) == (1, 0)
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "three", "1.5"])
+async def test_a_bad_number_is_refused_and_changes_nothing(
+    queue: Queue, cli: Cli, value: str
+) -> None:
+    await queue.enqueue(1, group="a")
+    with pytest.raises(SystemExit) as exit_:
+        await cli("weight", queue.name, "a", value)
+    assert exit_.value.code == 2
+    assert "expected an integer >= 1 or 'none'" in cli.capsys.readouterr().err
+    assert (await queue.lane("a").info()).weight == 1
+
+
+async def test_a_bad_lane_name_exits_2_with_the_reason(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue(1)
+    ran = await cli("pause", queue.name, "no spaces")
+    assert ran.code == 2
+    assert "invalid group" in ran.err
+
+
+async def test_an_unknown_queue_exits_1(cli: Cli, queue_name: str) -> None:
+    for argv in (["stats"], ["lanes"], ["pause"], ["drain", "--yes"]):
+        ran = await cli(argv[0], f"{queue_name}-never", *argv[1:])
+        assert ran.code == 1
+        assert "no queue named" in ran.err
+
+
+async def test_dead_shows_the_last_error_and_reprocess_returns_the_job(
+    queue: Queue, cli: Cli
+) -> None:
+    job_id = await _dead_job(queue, "boom: disk on fire")
+    ran = await cli("--json", "dead", queue.name)
+    assert ran.json() == [
+        {"id": job_id, "group": "sick", "attempts": 1, "last_error": "boom: disk on fire"}
+    ]
+    table = await cli("dead", queue.name)
+    assert job_id in table.out
+    assert "disk on fire" in table.out
+    assert (await cli("reprocess", queue.name, job_id)).code == 0
+    assert await queue.state(job_id) == "pending"
+    refused = await cli("reprocess", queue.name, job_id)  # pending now, not dead
+    assert refused.code == 1
+    assert "EMQSTATE" in refused.err
+
+
+async def test_reprocess_and_remove_of_an_unknown_job_exit_1(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue(1)
+    missing = queue.minter.mint("JOB")
+    for verb in ("reprocess", "remove"):
+        ran = await cli(verb, queue.name, missing)
+        assert ran.code == 1
+        assert f"no job {missing}" in ran.err
+    malformed = await cli("remove", queue.name, "not-an-id")
+    assert malformed.code == 2
+    assert "invalid job id" in malformed.err
+
+
+async def test_remove_deletes_a_dead_job_but_not_a_leased_one(queue: Queue, cli: Cli) -> None:
+    job_id = await _dead_job(queue)
+    assert (await cli("remove", queue.name, job_id)).code == 0
+    assert await queue.state(job_id) == "absent"
+    await queue.enqueue(2)
+    leased = await claim_job(queue)
+    ran = await cli("remove", queue.name, leased.id)
+    assert ran.code == 1
+    assert "EMQLOCK" in ran.err
+    assert await queue.state(leased.id) == "active"
+
+
+async def test_drain_asks_first_and_a_no_keeps_every_job(
+    queue: Queue, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await queue.enqueue_many([Item(n, group=f"g{n % 3}") for n in range(6)])
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    ran = await cli("drain", queue.name)
+    assert ran.code == 0
+    assert "Delete 6 pending jobs" in ran.out
+    assert (await queue.counts()).pending == 6
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no answer at all is a no
+    await cli("drain", queue.name)
+    assert (await queue.counts()).pending == 6
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    ran = await cli("drain", queue.name)
+    assert "drained: 6" in ran.out
+    assert (await queue.counts()).pending == 0
+
+
+async def test_drain_yes_skips_the_question(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue_many(range(4))
+    await queue.enqueue_in(60, "later")
+    ran = await cli("--json", "drain", queue.name, "--yes", "--schedule")
+    assert ran.json() == {"queue": queue.name, "drained": 5, "confirmed": True}
+    counts = await queue.counts()
+    assert (counts.pending, counts.scheduled) == (0, 0)
