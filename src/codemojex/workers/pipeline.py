@@ -13,11 +13,13 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+from aiogram import Bot
 from sqlalchemy.exc import SQLAlchemyError
 
 from codemojex.domain import CodemojexError
 from codemojex.services import Closer, GameQueues, Guesses, Notifier
 from codemojex.store import Board, Store
+from codemojex.workers.notify import NotificationConsumer, NotifyOptions, NotifyWorker
 from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 from echomq import Consumer, ConsumerOptions, EchoMQError, Minter, Tally, Wire
@@ -66,6 +68,20 @@ class Pipeline:
     ) -> Consumer:
         """A consumer of ``cm`` running the score worker."""
         return Consumer(self.queues.score, self.scorer, options, name=name)
+
+    def notification_consumer(
+        self,
+        bot: Bot,
+        options: ConsumerOptions | None = None,
+        name: str = "notify",
+        *,
+        notify: NotifyOptions | None = None,
+    ) -> NotificationConsumer:
+        """A consumer of ``cm.notify`` sending through ``bot`` (the three layers); its
+        ``counts`` are the worker's counters and ``run`` raises ``BadTokenError`` on a bad
+        token. ``options`` default to ``NOTIFY_CONSUMER`` (batch claims, long leases)."""
+        worker = NotifyWorker(bot, self.queues.notify, notify)
+        return NotificationConsumer(worker, options, name=name)
 
     async def sweep_forever(self, every: float = 5.0, older_than: float = 30.0) -> None:
         """The periodic sweeps, until cancelled: guesses charged but never enqueued (a crash

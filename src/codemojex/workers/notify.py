@@ -1,0 +1,358 @@
+"""The notification worker, the handler of ``cm.notify``, in three layers: fairness (a lane per
+chat, so one chat's burst cannot starve the others), rate (one atomic take of the engine's token
+buckets before each send; over budget the notification is deferred, never dropped) and delivery
+(success completes; transient failures back off; permanent ones drop; a bad token stops).
+
+At most one delivery per ``NOT`` id on our side: a delivered id is recorded (with a TTL of
+days) and checked before each send. The window left open is a crash (or a lost connection)
+between Telegram's answer and the record: that notification is sent again once its lease is
+reaped. Closing it would need Telegram to deduplicate, which the Bot API cannot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiogram import Bot
+from aiogram.exceptions import AiogramError
+
+from codemojex.domain import CodemojexError
+from codemojex.services.notifier import Blocklist, Notification, notify_key
+from codemojex.telegram.delivery import (
+    BadToken,
+    Delivered,
+    Permanent,
+    Transient,
+    classify,
+    deliver,
+)
+from echomq import (
+    Bucket,
+    Buckets,
+    Consumer,
+    ConsumerOptions,
+    Defer,
+    Drop,
+    Job,
+    Queue,
+    Retry,
+    Taken,
+    Tally,
+    Wire,
+)
+
+log = logging.getLogger("codemojex.notify")
+
+DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyLimits:
+    """The send budgets (tokens per second, burst), a little under Telegram's: about 30/s
+    overall, about 1/s per chat with short bursts, and at most 20 per minute per group."""
+
+    global_rate: float = 30.0
+    global_burst: int = 30
+    chat_rate: float = 1.0
+    chat_burst: int = 3
+    group_rate: float = 20 / 60
+    group_burst: int = 20
+
+    def buckets(self, chat: int) -> list[Bucket]:
+        """The buckets one send to ``chat`` pays (groups, with negative ids, pay three)."""
+        paid = [
+            Bucket("global", self.global_rate, self.global_burst),
+            Bucket(f"chat:{chat}", self.chat_rate, self.chat_burst),
+        ]
+        if chat < 0:
+            paid.append(Bucket(f"group:{chat}", self.group_rate, self.group_burst))
+        return paid
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyOptions:
+    """How the worker sends. Durations are seconds.
+
+    ``attempts``: transient failures before the dead letters (the consumer's ``max_attempts``).
+    ``hold``: a refused take whose wait is this short is waited out in hand rather than put
+    back (the global bucket's refill is one token per 33 ms: putting a job back and claiming it
+    again costs more round trips than the wait). ``keep_delivered``: how long delivered ids are
+    remembered. ``bad_token_delay``: how long jobs in hand wait when the token turns out bad.
+    """
+
+    limits: NotifyLimits = field(default_factory=NotifyLimits)
+    attempts: int = 6
+    backoff_base: float = 0.5
+    backoff_cap: float = 30.0
+    jitter: float = 0.2
+    hold: float = 0.1
+    keep_delivered: float = 7 * DAY
+    bad_token_delay: float = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class NotifyCounts:
+    """What the worker did since it started (a snapshot; the flood report and metrics read it).
+
+    ``delivered`` sent or edited; ``deferred`` put back by a budget (no attempt spent);
+    ``retried`` transient failures put back for another attempt; ``dropped`` permanent
+    failures and notifications for a blocked chat (completed, not sent); ``dead`` out of
+    attempts or malformed (in the dead letters); ``too_many_requests`` 429s seen;
+    ``duplicates`` already delivered, not sent again; ``blocked`` chats newly marked blocked.
+    """
+
+    delivered: int = 0
+    deferred: int = 0
+    retried: int = 0
+    dropped: int = 0
+    dead: int = 0
+    too_many_requests: int = 0
+    duplicates: int = 0
+    blocked: int = 0
+
+
+class BadTokenError(CodemojexError):
+    """The Bot API refused the bot's token (401/404): nothing can be sent until it is fixed.
+
+    The token itself is never part of the message.
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(
+            f"the Bot API refused the bot token ({detail}); the notification worker stopped, "
+            "its notifications stay queued: set a valid token and start it again",
+            reason="bad_token",
+        )
+
+
+def backoff(failures: int, *, base: float = 0.5, cap: float = 30.0, jitter: float = 0.0) -> float:
+    """Seconds before the next attempt after ``failures`` transient failures (1 = the first):
+    min(base·2^(failures−1), cap), plus ``jitter`` (0..1, drawn by the caller) × 10% of it."""
+    if failures < 1:
+        raise ValueError(f"failures must be >= 1, got {failures}")
+    delay = min(base * (1 << min(failures - 1, 62)), cap)
+    return delay + delay * 0.1 * jitter
+
+
+class SentLog:
+    """The ``NOT`` ids delivered lately, one key each under the notify queue's hash tag."""
+
+    def __init__(self, wire: Wire, queue: str, keep: float) -> None:
+        self.wire = wire
+        self.queue = queue
+        self.keep_ms = max(1, int(keep * 1000))
+
+    def key(self, notification: str) -> str:
+        return notify_key(self.queue, "sent:" + notification)
+
+    async def record(self, notification: str, message_id: int) -> None:
+        await self.wire.call("SET", self.key(notification), message_id, "PX", self.keep_ms)
+
+
+class NotifyWorker:
+    """The handler of ``cm.notify``: ``await worker(job)`` sends one notification or says why
+    not through the consumer's signals (``Defer``: over budget; ``Retry``: transient; ``Drop``:
+    malformed). Run it with :class:`NotificationConsumer`, which honours its ``attempts``."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        queue: Queue,
+        options: NotifyOptions | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.bot = bot
+        self.queue = queue
+        self.options = options or NotifyOptions()
+        self.buckets = Buckets(queue.wire, queue.name)
+        self.blocklist = Blocklist(queue.wire, queue.name)
+        self.sent = SentLog(queue.wire, queue.name, self.options.keep_delivered)
+        self.rng = rng or random.Random()
+        self.fault: BadTokenError | None = None
+        #: Called once with the error when the token turns out bad (the consumer stops).
+        self.on_fault: Callable[[BadTokenError], None] | None = None
+        self._tally = dict.fromkeys((f.name for f in dataclasses.fields(NotifyCounts)), 0)
+
+    @property
+    def counts(self) -> NotifyCounts:
+        return NotifyCounts(**self._tally)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self._tally[name] += n
+
+    async def __call__(self, job: Job) -> None:
+        try:
+            notification = Notification.from_payload(job.payload)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._count("dead")
+            raise Drop(f"malformed notification payload: {type(exc).__name__}: {exc}") from None
+        if self.fault is not None:
+            raise Defer(self.options.bad_token_delay, "the bot token is bad")
+        if await self._settled_before(notification):
+            return
+        wait = await self._take(notification.chat)
+        if wait is not None:
+            self._count("deferred")
+            raise Defer(wait, "over the send budget")
+        outcome = await deliver(self.bot, notification)
+        if isinstance(outcome, Delivered):
+            await self.sent.record(notification.id, outcome.message_id)
+            self._count("delivered")
+        elif isinstance(outcome, Permanent):
+            await self._drop(notification, outcome)
+        elif isinstance(outcome, Transient):
+            raise await self._again(job, notification, outcome)
+        else:
+            self._stop(outcome)
+            raise Defer(self.options.bad_token_delay, "the bot token is bad")
+
+    async def _settled_before(self, notification: Notification) -> bool:
+        """Already delivered (a redelivery) or for a blocked chat: complete without a send."""
+        sent, blocked = await self.queue.wire.call_many(
+            [
+                ("EXISTS", self.sent.key(notification.id)),
+                ("SISMEMBER", self.blocklist.key, notification.chat),
+            ]
+        )
+        if sent:
+            self._count("duplicates")
+            return True
+        if blocked:
+            self._count("dropped")
+            log.info(
+                "notification %s dropped: chat %s blocked the bot",
+                notification.id,
+                notification.chat,
+            )
+            return True
+        return False
+
+    async def _take(self, chat: int) -> float | None:
+        """Pay every budget of a send to ``chat`` in one take; None when paid, else the wait
+        after which to try again. Short waits (within ``hold`` in total) are waited in hand."""
+        buckets = self.options.limits.buckets(chat)
+        held = 0.0
+        while True:
+            taken = await self.buckets.take(buckets)
+            if isinstance(taken, Taken):
+                return None
+            if held + taken.wait > self.options.hold:
+                return taken.wait
+            held += taken.wait
+            await asyncio.sleep(taken.wait)
+
+    async def _drop(self, notification: Notification, outcome: Permanent) -> None:
+        self._count("dropped")
+        if outcome.blocked and await self.blocklist.mark(notification.chat):
+            self._count("blocked")
+        log.warning(
+            "notification %s to chat %s dropped: %s",
+            notification.id,
+            notification.chat,
+            outcome.reason,
+        )
+
+    async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
+        """The retry signal for a transient failure: after exactly ``retry_after`` for a 429
+        (never shortened by the cap), else the capped backoff with jitter."""
+        failures = await self._failures(job)
+        if outcome.retry_after is not None:
+            self._count("too_many_requests")
+            delay = outcome.retry_after
+        else:
+            delay = backoff(
+                failures,
+                base=self.options.backoff_base,
+                cap=self.options.backoff_cap,
+                jitter=self.rng.random(),
+            )
+        if failures >= self.options.attempts:
+            self._count("dead")
+            log.warning(
+                "notification %s to chat %s is dead after %d attempts: %s",
+                notification.id,
+                notification.chat,
+                failures,
+                outcome.reason,
+            )
+        else:
+            self._count("retried")
+        return Retry(delay, outcome.reason)
+
+    async def _failures(self, job: Job) -> int:
+        """Failed attempts so far, this one included: the claim token less the grace that
+        deferrals added (the engine's own rule for ``max_attempts``, see retry.lua)."""
+        grace = await self.queue.wire.call("HGET", self.queue.keys.job(job.id), "grace")
+        return job.attempts - int(grace or 0)
+
+    async def check_token(self) -> None:
+        """Ask ``getMe``: raise :class:`BadTokenError` when the token is refused. Any other
+        failure (Telegram unreachable) is logged: sends will retry on their own."""
+        try:
+            await self.bot.get_me()
+        except (TimeoutError, AiogramError, aiohttp.ClientError, OSError) as exc:
+            outcome = classify(exc, secret=self.bot.token)
+            if isinstance(outcome, BadToken):
+                self._stop(outcome)
+                assert self.fault is not None
+                raise self.fault from None
+            log.warning("getMe failed, sending anyway: %s", getattr(outcome, "reason", outcome))
+
+    def _stop(self, outcome: BadToken) -> None:
+        if self.fault is not None:
+            return
+        self.fault = BadTokenError(outcome.reason)
+        log.error("%s", self.fault)
+        if self.on_fault is not None:
+            self.on_fault(self.fault)
+
+
+#: How the notification consumer works unless told otherwise: batches as long as a chat's
+#: burst (a lane's burst goes in one claim under a backlog), leases far longer than a send.
+NOTIFY_CONSUMER = ConsumerOptions(concurrency=16, lease=60.0, batch=3, beat=1.0)
+
+
+class NotificationConsumer(Consumer):
+    """A consumer of ``cm.notify`` running ``worker``: its ``max_attempts`` is the worker's
+    ``attempts``; ``run`` checks the token first and raises :class:`BadTokenError` (after
+    stopping, with every notification still queued) when the Bot API refuses it."""
+
+    def __init__(
+        self,
+        worker: NotifyWorker,
+        options: ConsumerOptions | None = None,
+        *,
+        name: str = "notify",
+        check_token: bool = True,
+    ) -> None:
+        options = dataclasses.replace(
+            options or NOTIFY_CONSUMER, max_attempts=worker.options.attempts
+        )
+        super().__init__(worker.queue, worker, options, name=name)
+        self.worker = worker
+        self.check_token = check_token
+        worker.on_fault = self._fault
+
+    def _fault(self, error: BadTokenError) -> None:
+        self.stop()
+
+    @property
+    def counts(self) -> NotifyCounts:
+        """The worker's counters (a snapshot)."""
+        return self.worker.counts
+
+    async def run(self) -> Tally:
+        if self.check_token:
+            await self.worker.check_token()
+        tally = await super().run()
+        if self.worker.fault is not None:
+            raise self.worker.fault
+        return tally
