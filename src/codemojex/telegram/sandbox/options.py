@@ -1,0 +1,90 @@
+"""The sandbox's settings as frozen values: where it listens, its tokens, Telegram's limits and
+the faults it injects. Durations and rates are in seconds."""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """Telegram's send limits, as token buckets with a small tolerance over what Telegram states.
+
+    Each bucket refills at ``*_rate`` sends per second up to ``*_burst``. Every send checks the
+    chat's bucket and the global one; a group chat (id < 0) also checks its group bucket.
+    ``is_enforced=False`` turns every limit off (a demo, never a flood test).
+    """
+
+    chat_rate: float = 1.0
+    chat_burst: int = 4
+    global_rate: float = 30.0
+    global_burst: int = 35
+    group_rate: float = 20.0 / 60.0
+    group_burst: int = 21
+    is_enforced: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("chat_rate", "global_rate", "group_rate"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"SandboxLimits.{name} must be > 0")
+        for name in ("chat_burst", "global_burst", "group_burst"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"SandboxLimits.{name} must be >= 1")
+
+
+@dataclass(frozen=True, slots=True)
+class Faults:
+    """Failures the sandbox injects into sends (sendMessage, editMessageText).
+
+    With probability ``error_rate`` a send fails without being delivered: a JSON 500, or for
+    ``html_share`` of those an HTML 502 page. ``latency`` seconds are added before every Bot API
+    answer. ``seed`` makes the draw repeatable.
+    """
+
+    error_rate: float = 0.0
+    html_share: float = 0.0
+    latency: float = 0.0
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.error_rate <= 1.0:
+            raise ValueError("Faults.error_rate must be within [0, 1]")
+        if not 0.0 <= self.html_share <= 1.0:
+            raise ValueError("Faults.html_share must be within [0, 1]")
+        if self.latency < 0:
+            raise ValueError("Faults.latency must be >= 0 seconds")
+
+
+def _new_control_token() -> str:
+    return secrets.token_urlsafe(18)
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxOptions:
+    """Where the sandbox listens (``port=0`` picks a free port) and the tokens it accepts.
+
+    ``bot_token`` is the only token the Bot API accepts; ``control_token`` guards the control API
+    and the chat page (a random one unless given). Neither appears in a repr.
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 0
+    bot_token: str = field(default="100000:sandbox", repr=False)
+    control_token: str = field(default_factory=_new_control_token, repr=False)
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    faults: Faults = field(default_factory=Faults)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.port <= 65535:
+            raise ValueError("SandboxOptions.port must be within [0, 65535]")
+        head, sep, tail = self.bot_token.partition(":")
+        if not (sep and head.isdigit() and tail):
+            raise ValueError("SandboxOptions.bot_token must look like '<bot id>:<secret>'")
+        if not self.control_token:
+            raise ValueError("SandboxOptions.control_token must not be empty")
+
+    @property
+    def bot_id(self) -> int:
+        """The bot's user id: the digits before the colon of its token, as on Telegram."""
+        return int(self.bot_token.partition(":")[0])
