@@ -1,0 +1,254 @@
+"""The dashboard app served by uvicorn against a real Valkey: what a snapshot shows, the live
+event stream, and actions that need the token and refuse bad input without changing anything."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from echomq._errors import InvalidArgument
+from echomq._queue import Item, Queue
+from echomq.dashboard import TOKEN_HEADER, create_app
+from echomq.testing import claim_job, serve_app
+
+TOKEN = "dashboard-token-for-tests-0123456789"
+
+
+@dataclass
+class Board:
+    base: str
+    http: aiohttp.ClientSession
+    queue: Queue
+
+    async def get(self, path: str) -> Any:
+        async with self.http.get(self.base + path) as response:
+            assert response.status == 200, await response.text()
+            return await response.json()
+
+    async def post(
+        self, path: str, body: Any = None, *, token: str | None = TOKEN, raw: bytes | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        headers = {TOKEN_HEADER: token} if token is not None else {}
+        data = raw if raw is not None else json.dumps(body or {}).encode()
+        async with self.http.post(self.base + path, data=data, headers=headers) as response:
+            return response.status, await response.json()
+
+    def lane(self, group: str, verb: str) -> str:
+        return f"/api/queues/{self.queue.name}/lanes/{group}/{verb}"
+
+    def job(self, job_id: str, verb: str) -> str:
+        return f"/api/queues/{self.queue.name}/dead/{job_id}/{verb}"
+
+
+@pytest.fixture
+async def board(queue: Queue) -> AsyncIterator[Board]:
+    app = create_app(queue.wire, [queue.name], TOKEN, interval=0.05)
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        yield Board(base, http, queue)
+
+
+async def _dead_job(queue: Queue, error: str) -> str:
+    await queue.enqueue("x", group="sick")
+    job = await claim_job(queue)
+    assert await queue.retry(job, max_attempts=1, error=error) == "dead"
+    return job.id
+
+
+async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: Board) -> None:
+    queue = board.queue
+    await queue.rate_limit(50, 60.0)  # a window no loaded machine outlasts
+    dead_id = await _dead_job(queue, "ValueError: <b>not html</b>")
+    await queue.enqueue_many([Item(n, group="loud") for n in range(4)] + [Item(0, group="calm")])
+    await queue.lane("loud").weight(3)
+    await queue.lane("calm").limit(2)
+    await queue.lane("calm").pause()
+    snapshot = await board.get("/api/snapshot")
+    [shown] = snapshot["queues"]
+    assert shown["name"] == queue.name
+    assert shown["counts"]["pending"] == 5
+    assert shown["counts"]["dead"] == 1
+    assert shown["counts"]["failed"] == 1
+    lanes = {lane["group"]: lane for lane in shown["lanes"]}
+    assert lanes["loud"] == {
+        "group": "loud", "depth": 4, "active": 0, "limit": 0, "weight": 3,
+        "rate": None, "paused": False, "rate_wait": 0.0,
+    }  # fmt: skip
+    assert (lanes["calm"]["paused"], lanes["calm"]["limit"]) == (True, 2)
+    assert shown["ring"] == ["loud"]
+    assert shown["limiter"]["max"] == 50
+    assert shown["limiter"]["window"] == 60.0
+    assert shown["limiter"]["spent"] == 1  # the claim that made the dead job
+    assert shown["dead"] == [
+        {"id": dead_id, "group": "sick", "attempts": 1, "last_error": "ValueError: <b>not html</b>"}
+    ]
+
+
+async def test_events_stream_snapshots_with_rates_from_successive_counts(board: Board) -> None:
+    await board.queue.enqueue("a")
+    async with board.http.get(board.base + "/events") as response:
+        assert response.headers["Content-Type"].startswith("text/event-stream")
+        events = []
+        async for line in response.content:
+            if line.startswith(b"data: "):
+                events.append(json.loads(line[6:]))
+            if len(events) == 2:
+                break
+    first, second = (event["queues"][0] for event in events)
+    assert first["name"] == board.queue.name
+    assert first["rates"]["completed"] is None  # one count is not a rate yet
+    assert second["rates"]["completed"] == 0.0
+    assert second["counts"]["pending"] == 1
+
+
+async def test_page_is_served_and_reads_the_token_from_its_url(board: Board) -> None:
+    async with board.http.get(board.base + "/") as response:
+        assert response.status == 200
+        html = await response.text()
+    assert 'new EventSource("events")' in html
+    assert "X-Dashboard-Token" in html
+
+
+async def test_lane_actions_with_the_token_change_the_lane(board: Board) -> None:
+    await board.queue.enqueue(1, group="a")
+    lane = board.queue.lane("a")
+    assert await board.post(board.lane("a", "pause")) == (200, {"paused": True, "changed": True})
+    assert (await lane.info()).paused
+    assert (await board.post(board.lane("a", "resume")))[0] == 200
+    assert not (await lane.info()).paused
+    assert await board.post(board.lane("a", "weight"), {"value": 4}) == (200, {"weight": 4})
+    assert await board.post(board.lane("a", "limit"), {"value": 2}) == (200, {"limit": 2})
+    info = await lane.info()
+    assert (info.weight, info.limit) == (4, 2)
+    assert (await board.post(board.lane("a", "limit"), {"value": None}))[0] == 200
+    assert (await lane.info()).limit == 0
+
+
+async def test_dead_job_actions_reprocess_and_remove(board: Board) -> None:
+    first = await _dead_job(board.queue, "boom")
+    assert await board.post(board.job(first, "reprocess")) == (200, {"reprocessed": first})
+    assert await board.queue.state(first) == "pending"
+    second = await _dead_job(board.queue, "boom")
+    assert await board.post(board.job(second, "remove")) == (200, {"removed": second})
+    assert await board.queue.state(second) == "absent"
+
+
+@pytest.mark.parametrize("token", [None, "", "wrong-token-of-the-same-kind-000000"])
+async def test_every_action_without_the_token_is_403_and_changes_nothing(
+    board: Board, token: str | None
+) -> None:
+    queue = board.queue
+    await queue.enqueue(1, group="a")
+    dead_id = await _dead_job(queue, "boom")
+    for path, body in (
+        (board.lane("a", "pause"), None),
+        (board.lane("a", "weight"), {"value": 5}),
+        (board.lane("a", "limit"), {"value": 1}),
+        (board.job(dead_id, "reprocess"), None),
+        (board.job(dead_id, "remove"), None),
+    ):
+        status, answer = await board.post(path, body, token=token)
+        assert status == 403
+        assert TOKEN_HEADER in answer["error"]
+    info = await queue.lane("a").info()
+    assert (info.paused, info.weight, info.limit) == (False, 1, 0)
+    assert await queue.state(dead_id) == "dead"
+    await queue.lane("a").pause()
+    assert (await board.post(board.lane("a", "resume"), token=token))[0] == 403
+    assert (await queue.lane("a").info()).paused
+
+
+@pytest.mark.parametrize(
+    ("body", "raw", "message"),
+    [
+        ({"value": 0}, None, "weight"),
+        ({"value": -3}, None, "weight"),
+        ({"value": "three"}, None, "must be an integer >= 1 or null"),
+        ({"value": True}, None, "must be an integer >= 1 or null"),
+        ({"value": 1.5}, None, "must be an integer >= 1 or null"),
+        ({}, None, 'expected {"value"'),
+        (None, b"{not json", "must be a JSON object"),
+        (None, b"[1, 2]", "must be a JSON object"),
+    ],
+)
+async def test_a_bad_setting_is_400_with_the_reason_and_changes_nothing(
+    board: Board, body: Any, raw: bytes | None, message: str
+) -> None:
+    await board.queue.lane("a").weight(2)
+    status, answer = await board.post(board.lane("a", "weight"), body, raw=raw)
+    assert status == 400
+    assert message in answer["error"]
+    assert (await board.queue.lane("a").info()).weight == 2
+
+
+async def test_bad_names_and_ids_are_400_and_missing_things_404(board: Board) -> None:
+    queue = board.queue
+    await queue.enqueue(1)
+    status, answer = await board.post(board.lane("no%20spaces", "pause"))
+    assert (status, "invalid group" in answer["error"]) == (400, True)
+    status, answer = await board.post(board.job("not-an-id", "reprocess"))
+    assert (status, "invalid job id" in answer["error"]) == (400, True)
+    missing = queue.minter.mint("JOB")
+    for verb in ("reprocess", "remove"):
+        status, answer = await board.post(board.job(missing, verb))
+        assert (status, answer["error"]) == (404, f"no job {missing} in queue {queue.name}")
+    status, answer = await board.post(f"/api/queues/{queue.name}-other/lanes/a/pause")
+    assert status == 404
+    assert "no such queue" in answer["error"]
+
+
+async def test_dead_job_actions_refuse_a_job_that_is_not_dead(board: Board) -> None:
+    await board.queue.enqueue(1)
+    leased = await claim_job(board.queue)
+    waiting = (await board.queue.enqueue(2)).id
+    for job_id, verb in ((leased.id, "remove"), (waiting, "remove"), (waiting, "reprocess")):
+        status, _ = await board.post(board.job(job_id, verb))
+        assert status == 409
+    assert await board.queue.state(leased.id) == "active"
+    assert await board.queue.state(waiting) == "pending"
+
+
+async def test_metrics_are_served_on_the_same_app(board: Board) -> None:
+    await board.queue.enqueue(1, group="a")
+    async with board.http.get(board.base + "/metrics") as response:
+        assert response.status == 200
+        text = await response.text()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    [depth] = families["echomq_lane_depth"].samples
+    assert depth.labels == {"queue": board.queue.name, "lane": "a"}
+    assert depth.value == 1
+
+
+async def test_an_app_given_a_url_opens_and_closes_its_own_connection(
+    queue: Queue, valkey_url: str
+) -> None:
+    await queue.enqueue(1, group="own")
+    app = create_app(valkey_url, [queue.name], TOKEN)
+    async with (
+        serve_app(app) as base,
+        aiohttp.ClientSession() as http,
+        http.get(base + "/api/snapshot") as response,
+    ):
+        snapshot = await response.json()
+    assert snapshot["queues"][0]["lanes"][0]["group"] == "own"
+
+
+@pytest.mark.parametrize(
+    ("queues", "token", "argument"),
+    [
+        (["q"], "short", "token"),
+        ([], TOKEN, "queues"),
+        ("q", TOKEN, "queues"),
+        (["bad name"], TOKEN, "queue"),
+    ],
+)
+def test_create_app_refuses_bad_arguments(queues: Any, token: str, argument: str) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        create_app("valkey://127.0.0.1:6379", queues, token)
+    assert refused.value.argument.startswith(argument)
+    assert "short" not in str(refused.value)  # a token, even a bad one, is never echoed

@@ -1,0 +1,127 @@
+"""/metrics against a real Valkey: the text parses with Prometheus's own parser, the per-queue
+and per-lane series carry the engine's values, and consumers feed wait times and settles."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.parser import text_string_to_metric_families
+
+from echomq._consumer import Consumer, ConsumerOptions, Defer, Drop
+from echomq._queue import Item, Queue
+from echomq._results import Job
+from echomq.metrics import OTHER_LANE, Metrics
+from echomq.testing import claim_job
+
+
+async def _scrape(metrics: Metrics) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    """name of each sample -> its sorted labels -> value."""
+    samples: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    text = (await metrics.render()).decode()
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            labels = tuple(sorted(sample.labels.items()))
+            samples.setdefault(sample.name, {})[labels] = sample.value
+    return samples
+
+
+def _lane(queue: Queue, group: str, **extra: str) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted({"queue": queue.name, "lane": group, **extra}.items()))
+
+
+async def test_scrape_has_per_queue_and_per_lane_series_with_engine_values(queue: Queue) -> None:
+    await queue.enqueue_many([Item(n, group="loud") for n in range(5)] + [Item(0, group="calm")])
+    await queue.lane("loud").weight(3)
+    await queue.lane("loud").limit(4)
+    await queue.lane("calm").pause()
+    job = await claim_job(queue)  # from loud, the head of the ring
+    samples = await _scrape(Metrics([queue]))
+    q = (("queue", queue.name),)
+    assert samples["echomq_jobs"][(*q, ("state", "pending"))] == 5
+    assert samples["echomq_jobs"][(*q, ("state", "active"))] == 1
+    assert samples["echomq_lanes"][q] == 2
+    assert samples["echomq_ring_lanes"][q] == 1
+    assert samples["echomq_completed_total"][q] == 0
+    loud, calm = _lane(queue, "loud"), _lane(queue, "calm")
+    assert samples["echomq_lane_depth"] == {loud: 4, calm: 1}
+    assert samples["echomq_lane_active"] == {loud: 1, calm: 0}
+    assert samples["echomq_lane_weight"] == {loud: 3, calm: 1}
+    assert samples["echomq_lane_limit"] == {loud: 4, calm: 0}
+    assert samples["echomq_lane_paused"] == {loud: 0, calm: 1}
+    assert samples["echomq_lane_rate_wait_seconds"] == {loud: 0, calm: 0}
+    await queue.complete(job)
+    after = await _scrape(Metrics([queue]))
+    assert after["echomq_completed_total"][q] == 1
+    assert after["echomq_lane_active"][loud] == 0
+
+
+async def test_lanes_past_max_lanes_are_summed_under_other(queue: Queue) -> None:
+    await queue.enqueue_many(
+        [Item(n, group="a") for n in range(4)]
+        + [Item(n, group="b") for n in range(3)]
+        + [Item(n, group="c") for n in range(2)]
+        + [Item(0, group="d")]
+    )
+    samples = await _scrape(Metrics([queue], max_lanes=2))
+    assert samples["echomq_lane_depth"] == {
+        _lane(queue, "a"): 4,
+        _lane(queue, "b"): 3,
+        _lane(queue, OTHER_LANE): 3,
+    }
+    assert set(samples["echomq_lane_weight"]) == {_lane(queue, "a"), _lane(queue, "b")}
+
+
+async def test_consumers_feed_wait_times_and_settles_per_lane(queue: Queue) -> None:
+    metrics = Metrics([queue])
+    seen: dict[str, int] = {}
+    all_handled = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        seen[job.payload] = seen.get(job.payload, 0) + 1
+        if sum(seen.values()) == 6:
+            all_handled.set()
+        if job.payload == "fail":
+            raise ValueError("boom")
+        if job.payload == "drop":
+            raise Drop("no use")
+        if job.payload == "defer" and seen["defer"] == 1:
+            raise Defer(60)
+
+    plan = [("ok", "a"), ("ok", "a"), ("fail", "b"), ("drop", "b"), ("defer", "c"), ("ok", "c")]
+    await queue.enqueue_many([Item(payload, group=group) for payload, group in plan])
+    options = ConsumerOptions(max_attempts=2, beat=0.05, concurrency=4)
+    consumer = Consumer(queue, handler, options, observer=metrics)
+    running = asyncio.ensure_future(consumer.run())
+    await asyncio.wait_for(all_handled.wait(), 30)
+    consumer.stop()
+    await running
+    samples = await _scrape(metrics)
+    waits = samples["echomq_wait_seconds_count"]
+    assert waits == {_lane(queue, "a"): 2, _lane(queue, "b"): 2, _lane(queue, "c"): 2}
+    # Every first-attempt wait is under the +Inf bucket and non-negative.
+    assert samples["echomq_wait_seconds_sum"][_lane(queue, "a")] >= 0
+    settled = samples["echomq_settled_total"]
+    assert settled[_lane(queue, "a", outcome="completed")] == 2
+    assert settled[_lane(queue, "b", outcome="retried")] == 1
+    assert settled[_lane(queue, "b", outcome="dead")] == 1
+    assert settled[_lane(queue, "c", outcome="deferred")] == 1
+    assert settled[_lane(queue, "c", outcome="completed")] == 1
+
+
+async def test_applications_register_their_own_counters_on_the_registry(queue: Queue) -> None:
+    registry = CollectorRegistry()
+    metrics = Metrics([queue], registry=registry)
+    sends = Counter("app_sends", "Sends by outcome", ["outcome"], registry=metrics.registry)
+    sends.labels("ok").inc(3)
+    samples = await _scrape(metrics)
+    assert samples["app_sends_total"][(("outcome", "ok"),)] == 3
+    assert "echomq_jobs" in samples
+
+
+def test_a_second_metrics_on_one_registry_is_refused_by_name() -> None:
+    registry = CollectorRegistry()
+    Metrics([], registry=registry)
+    with pytest.raises(ValueError, match="echomq_"):
+        Metrics([], registry=registry)
