@@ -1,0 +1,47 @@
+"""``/play``: the first one in a waiting chat starts a game (secret drawn, deadline set, the
+seed pool on offer); later ones join it. Either way the reply carries the inline keyboard.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from aiogram import Router
+from aiogram.filters import Command
+from aiogram.types import Message
+
+from codemojex.store import GameView
+from codemojex.workers.commands.context import Services
+from codemojex.workers.commands.keyboard import compose_markup, compose_text
+
+
+def time_left(game: GameView, now: datetime | None = None) -> str:
+    """The time until ``game``'s deadline, roughly (``35 h``, ``12 min``)."""
+    seconds = (game.deadline - (now or datetime.now(UTC))).total_seconds()
+    if seconds >= 2 * 3600:
+        return f"{round(seconds / 3600)} h"
+    return f"{max(1, round(seconds / 60))} min"
+
+
+def router() -> Router:
+    """``/play``."""
+    routes = Router(name="play")
+
+    @routes.message(Command("play"))
+    async def play(message: Message, services: Services) -> None:
+        if message.from_user is None:
+            return
+        player = await services.player(message.from_user)
+        game, is_new = await services.start_or_join(message.chat)
+        prize = f" The winner takes {game.pool} 💎." if game.pool else ""
+        if is_new:
+            head = f"🎲 {player.name} started a new game! It ends in {time_left(game)}.{prize}"
+        else:
+            head = f"👋 {player.name} joined the game ({time_left(game)} left).{prize}"
+        await services.reply(
+            message.chat.id,
+            f"{head}\nSend /guess and 6 emojis, or compose a guess below.\n{compose_text(game)}",
+            markup=compose_markup(game),
+        )
+
+    return routes

@@ -1,0 +1,56 @@
+"""Submitting a guess from Telegram: the chat's open game, the user's player, the charge; and the
+reply for each refusal (the keyboard is listed when the emojis were wrong).
+"""
+
+from __future__ import annotations
+
+from aiogram.types import Chat, User
+
+from codemojex.domain import CODE_LENGTH, Currency, GuessError, GuessProblem
+from codemojex.store import GameClosed, InsufficientFunds
+from codemojex.workers.commands.context import Services, keyboard_of
+
+NO_GAME = "No game is running in this chat. Send /play to start one."
+
+
+async def submit_guess(services: Services, chat: Chat, user: User, text: str) -> bool:
+    """Submit ``text`` as ``user``'s guess in ``chat``; reply with the refusal if there is one.
+
+    ``True`` when the guess was charged and queued.
+    """
+    game = await services.open_game(chat)
+    if game is None:
+        await services.reply(chat.id, NO_GAME)
+        return False
+    player = await services.player(user)
+    try:
+        await services.guesses.submit(game.id, player.id, text)
+    except GuessError as error:
+        symbols = " ".join(keyboard_of(game).symbols)
+        await services.reply(chat.id, f"{guess_problem(error)}\nThe keyboard: {symbols}")
+        return False
+    except InsufficientFunds as error:
+        hint = (
+            " Win diamonds and /convert them into keys."
+            if error.currency is Currency.KEYS
+            else " (/me shows your balances.)"
+        )
+        await services.reply(
+            chat.id,
+            f"{user.full_name}, not enough {error.currency.value}: you have {error.balance}, "
+            f"a guess costs {error.amount}.{hint}",
+        )
+        return False
+    except GameClosed:
+        await services.reply(chat.id, "This game is over. Send /play to start another.")
+        return False
+    return True
+
+
+def guess_problem(error: GuessError) -> str:
+    """What was wrong with a guess, for people."""
+    if error.reason is GuessProblem.UNKNOWN_SYMBOL:
+        return f"Not on this game's keyboard: {' '.join(error.unknown)}."
+    if error.reason is GuessProblem.EMPTY:
+        return f"A guess is {CODE_LENGTH} emojis, e.g. /guess followed by {CODE_LENGTH} of them."
+    return f"A guess is exactly {CODE_LENGTH} emojis; that was {error.found}."

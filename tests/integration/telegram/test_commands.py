@@ -1,0 +1,77 @@
+"""The command worker through the sandbox, with the whole bot running (real Valkey, real
+workers): replies for each command, and a clear reply for each kind of bad input."""
+
+from __future__ import annotations
+
+from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, own_sandbox_fixture, wait_for_text  # noqa: F401
+
+from codemojex.app import BotStack
+from codemojex.store import balances, find_player
+from codemojex.telegram.sandbox import Sandbox
+
+
+async def test_help_lists_the_commands(own_sandbox: Sandbox, bot: BotStack) -> None:
+    own_sandbox.say(ADA, "/help")
+    reply = await wait_for_text(own_sandbox, ADA, "/convert")
+    assert "/play" in reply.text
+    assert "/board" in reply.text
+
+
+async def test_unknown_command_gets_a_helpful_reply(own_sandbox: Sandbox, bot: BotStack) -> None:
+    own_sandbox.say(ADA, "/dance now")
+    reply = await wait_for_text(own_sandbox, ADA, "I don't know the command /dance")
+    assert "/play" in reply.text
+    assert "/help" in reply.text
+
+
+async def test_guess_without_a_game_says_how_to_start_one(
+    own_sandbox: Sandbox, bot: BotStack
+) -> None:
+    own_sandbox.say(CY, "/guess 🍎🍌🍒🍇🐶🐱")
+    await wait_for_text(own_sandbox, CY, "No game is running in this chat. Send /play")
+
+
+async def test_wrong_emoji_count_and_unknown_emoji_list_the_keyboard(
+    own_sandbox: Sandbox, bot: BotStack
+) -> None:
+    own_sandbox.say(DEE, "/play")
+    await wait_for_text(own_sandbox, DEE, "started a new game")
+    own_sandbox.say(DEE, "/guess 🍎🍌")
+    short = await wait_for_text(own_sandbox, DEE, "exactly 6 emojis; that was 2")
+    assert "The keyboard: 🍎 🍌 🍒" in short.text
+    own_sandbox.say(DEE, "🍎🍌🍒🍇🐶🦄")
+    unknown = await wait_for_text(own_sandbox, DEE, "Not on this game's keyboard: 🦄")
+    assert "The keyboard:" in unknown.text
+    async with bot.pipeline.store.read() as session:
+        player = await find_player(session, DEE)
+        assert player is not None
+        assert (await balances(session, player.id)).clips == 100  # refused before any charge
+
+
+async def test_convert_with_a_bad_amount_is_refused_and_costs_nothing(
+    own_sandbox: Sandbox, bot: BotStack
+) -> None:
+    own_sandbox.say(ADA, "/me")
+    await wait_for_text(own_sandbox, ADA, "100 📎 clips")
+    for text, expected in (
+        ("/convert", "Usage: /convert N"),
+        ("/convert ten", "'ten' is not a whole number"),
+        ("/convert 15", "Cannot convert 15 diamonds"),
+        ("/convert -10", "Cannot convert -10 diamonds"),
+        ("/convert 10 20", "One number, please"),
+        ("/convert 20", "Not enough diamonds: you have 0 💎, converting needs 20"),
+    ):
+        own_sandbox.say(ADA, text)
+        await wait_for_text(own_sandbox, ADA, expected)
+    async with bot.pipeline.store.read() as session:
+        player = await find_player(session, ADA)
+        assert player is not None
+        wallet = await balances(session, player.id)
+    assert (wallet.clips, wallet.keys, wallet.diamonds) == (100, 0, 0)
+
+
+async def test_board_of_a_fresh_game_is_empty(own_sandbox: Sandbox, bot: BotStack) -> None:
+    own_sandbox.say(ADA, "/play", chat=LOUNGE)
+    await wait_for_text(own_sandbox, LOUNGE, "started a new game")
+    own_sandbox.say(ADA, "/board", chat=LOUNGE)
+    await wait_for_text(own_sandbox, LOUNGE, "No guess scored yet")
