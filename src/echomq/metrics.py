@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -149,8 +150,11 @@ class Metrics:
             ["queue", "lane", "outcome"],
             registry=self.registry,
         )
-        # Lanes given their own label so far, per queue (bounded by max_lanes).
+        # Lanes given their own label so far, per queue (bounded by max_lanes), and the labelled
+        # children by (queue, group[, outcome]): labels() costs more than the observation.
         self._labelled: dict[str, set[str]] = {}
+        self._waits: dict[tuple[str, str], Any] = {}
+        self._settles: dict[tuple[str, str, str], Any] = {}
 
     # -- the engine ----------------------------------------------------------------------------
 
@@ -174,13 +178,25 @@ class Metrics:
     def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
         # Claim time on the server clock is the deadline minus the lease: no clock read here.
         # Later attempts are skipped: their mint time would count the earlier attempts too.
+        children = self._waits
         for job in jobs:
             if job.attempts == 1:
-                waited = (job.deadline_ms - lease_ms - _ids.unix_ms(job.id)) / 1000
-                self.wait.labels(queue, self._lane(queue, job.group)).observe(max(waited, 0.0))
+                child = children.get((queue, job.group))
+                if child is None:
+                    child = self.wait.labels(queue, self._lane(queue, job.group))
+                    children[(queue, job.group)] = child
+                # A claimed id came from the engine, valid: decode without validating again.
+                minted = (_ids._decode_payload(job.id[3:]) >> _ids.TS_SHIFT) + _ids.EPOCH_MS
+                waited = job.deadline_ms - lease_ms - minted
+                child.observe(waited / 1000 if waited > 0 else 0.0)
 
     def settled(self, queue: str, job: Job, outcome: Outcome) -> None:
-        self.settles.labels(queue, self._lane(queue, job.group), outcome).inc()
+        key = (queue, job.group, outcome)
+        child = self._settles.get(key)
+        if child is None:
+            child = self.settles.labels(queue, self._lane(queue, job.group), outcome)
+            self._settles[key] = child
+        child.inc()
 
     def _lane(self, queue: str, group: str) -> str:
         seen = self._labelled.setdefault(queue, set())
