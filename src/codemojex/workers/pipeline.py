@@ -19,7 +19,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from codemojex.domain import CodemojexError
 from codemojex.services import Closer, GameQueues, Guesses, Notifier
 from codemojex.store import Board, Store
-from codemojex.workers.notify import NotificationConsumer, NotifyOptions, NotifyWorker
+from codemojex.workers.notify import NotificationConsumer, NotifyWorker
+from codemojex.workers.notify_policy import NotifyOptions
 from codemojex.workers.score import ScoreWorker
 from codemojex.workers.settle import SettleWorker
 from echomq import Consumer, ConsumerOptions, EchoMQError, Minter, Tally, Wire

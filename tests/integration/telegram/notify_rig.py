@@ -1,0 +1,84 @@
+"""The notification worker's test rig: a real notify queue, notifier, worker and consumer on the
+sandbox, plus the checks the flood and fault tests share (budgets from sandbox timestamps)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+
+from aiogram import Bot
+
+from codemojex.services.notifier import Notifier
+from codemojex.workers.notify import NotificationConsumer, NotifyWorker
+from codemojex.workers.notify_policy import BadTokenError, NotifyOptions
+from echomq import ConsumerOptions, Minter, Queue, Tally
+
+#: Fast beats so deferred sends are promoted promptly even on a loaded machine.
+TEST_CONSUMER = ConsumerOptions(concurrency=16, lease=30.0, batch=3, beat=0.2)
+
+
+@dataclass
+class Rig:
+    queue: Queue
+    notifier: Notifier
+    worker: NotifyWorker
+    consumer: NotificationConsumer
+
+
+def rig(
+    queue: Queue,
+    bot: Bot,
+    *,
+    options: NotifyOptions | None = None,
+    check_token: bool = True,
+    worker: type[NotifyWorker] = NotifyWorker,
+) -> Rig:
+    handler = worker(bot, queue, options)
+    consumer = NotificationConsumer(handler, TEST_CONSUMER, check_token=check_token)
+    return Rig(queue, Notifier(queue, Minter(node=9)), handler, consumer)
+
+
+@contextlib.asynccontextmanager
+async def running(consumer: NotificationConsumer) -> AsyncIterator[asyncio.Future[Tally]]:
+    """The consumer runs for the block; on exit it stops (a bad token's error is the test's to
+    read from the yielded future, so it is not raised here)."""
+    task = asyncio.ensure_future(consumer.run())
+    try:
+        yield task
+    finally:
+        consumer.stop()
+        with contextlib.suppress(BadTokenError):
+            await task
+
+
+async def until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float, what: str) -> None:
+    """Poll a condition with no event behind it (counters of another component) to a deadline."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while True:
+        held = predicate()
+        if not isinstance(held, bool):
+            held = await held
+        if held:
+            return
+        assert loop.time() < deadline, f"timed out after {timeout}s waiting for {what}"
+        await asyncio.sleep(0.05)
+
+
+def worst_excess(times: Sequence[float], rate: float, burst: int) -> float:
+    """How far ``times`` (sorted) went over a budget of ``burst`` + ``rate``·t in any window of
+    length t: the most any window held beyond it (≤ 0 means always within).
+
+    A token bucket replayed over the sends: its level after send j is the minimum over i ≤ j of
+    burst + rate·(t_j − t_i) − (j − i + 1), exactly the tightest window ending at j.
+    """
+    level, last, worst = float(burst), None, float("-inf")
+    for at in times:
+        if last is not None:
+            level = min(float(burst), level + rate * (at - last))
+        last = at
+        level -= 1.0
+        worst = max(worst, -level)
+    return worst
