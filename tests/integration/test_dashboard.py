@@ -11,10 +11,13 @@ from typing import Any
 import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from echomq._errors import InvalidArgument
 from echomq._queue import Item, Queue
 from echomq.dashboard import TOKEN_HEADER, create_app
+from echomq.metrics import Metrics
 from echomq.testing import claim_job, serve_app
 
 TOKEN = "dashboard-token-for-tests-0123456789"
@@ -252,3 +255,22 @@ def test_create_app_refuses_bad_arguments(queues: Any, token: str, argument: str
         create_app("valkey://127.0.0.1:6379", queues, token)
     assert refused.value.argument.startswith(argument)
     assert "short" not in str(refused.value)  # a token, even a bad one, is never echoed
+
+
+async def test_mounted_under_a_prefix_it_borrows_the_hosts_wire(queue: Queue) -> None:
+    await queue.enqueue(1, group="m")
+    metrics = Metrics([queue])
+    host = Starlette(
+        routes=[Mount("/ops", app=create_app(queue.wire, [queue.name], TOKEN, metrics=metrics))]
+    )
+    async with serve_app(host) as base, aiohttp.ClientSession() as http:
+        async with http.get(base + "/ops") as response:  # redirected to /ops/
+            assert response.status == 200
+            assert "EventSource" in await response.text()
+        async with http.get(base + "/ops/api/snapshot") as response:
+            assert (await response.json())["queues"][0]["lanes"][0]["group"] == "m"
+        pause = f"{base}/ops/api/queues/{queue.name}/lanes/m/pause"
+        async with http.post(pause, headers={TOKEN_HEADER: TOKEN}) as response:
+            assert response.status == 200
+    assert (await queue.lane("m").info()).paused
+    assert await queue.ring() == []  # the wire is still open: the app did not close it
