@@ -21,7 +21,7 @@ from aiogram.exceptions import (
 from aiogram.methods import SendMessage
 
 from codemojex.telegram.delivery import BadToken, Permanent, Transient, classify
-from codemojex.workers.notify import BadTokenError, NotifyLimits, backoff
+from codemojex.workers.notify_policy import BadTokenError, NotifyLimits, backoff
 
 METHOD = SendMessage(chat_id=1001, text="hi")
 TOKEN = "123456:SECRET-token"
