@@ -1,7 +1,8 @@
 """Shared fixtures: one real Valkey per test session (per xdist worker) and a queue name per test.
 
 ``ECHOMQ_TEST_URL`` points the suite at an existing server instead of starting one. Tests never
-flush the server; each gets its own queue name.
+flush the server; each gets its own queue name. The modules in ``ALSO_ON_CLUSTER`` run twice:
+``valkey_url`` is the single server, then the seed URL of an embedded 3-shard cluster.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from echomq._cluster_server import EmbeddedCluster
 from echomq._queue import Queue
 from echomq._server import EmbeddedValkey
 from echomq.testing import discard
@@ -36,8 +38,31 @@ def valkey_server() -> Iterator[EmbeddedValkey | ExternalValkey]:
         yield server
 
 
+#: The core suite (lifecycle, lanes, limits, consumers) that must hold on a cluster too.
+ALSO_ON_CLUSTER = frozenset(
+    {"test_scenarios.py", "test_flow_control.py", "test_consumer.py", "test_admin.py"}
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "valkey_url" in metafunc.fixturenames and metafunc.definition.path.name in ALSO_ON_CLUSTER:
+        metafunc.parametrize("valkey_url", ["single", "cluster"], indirect=True, scope="session")
+
+
 @pytest.fixture(scope="session")
-def valkey_url(valkey_server: EmbeddedValkey | ExternalValkey) -> str:
+def valkey_cluster() -> Iterator[EmbeddedCluster]:
+    """3 primaries + 1 replica each, shared by the session (tests that break it start their own)."""
+    with EmbeddedCluster() as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
+def valkey_url(
+    request: pytest.FixtureRequest, valkey_server: EmbeddedValkey | ExternalValkey
+) -> str:
+    if getattr(request, "param", "single") == "cluster":
+        cluster: EmbeddedCluster = request.getfixturevalue("valkey_cluster")
+        return cluster.url
     return valkey_server.url
 
 

@@ -21,6 +21,7 @@ from ._cadence import SCHEDULED_TOKEN, Cadence
 from ._checks import count, ms
 from ._connector import Connector
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._pool import dedicated
 from ._results import Empty, Job, RateLimited
 
 if TYPE_CHECKING:
@@ -174,7 +175,7 @@ class Consumer:
         """Work until :meth:`stop`; returns the tally."""
         options = self.options
         if self.metronome is None:
-            self._blocker = Connector(self.queue.wire.options, version_fence=None)
+            self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
             await self._blocker.connect()
         extender = asyncio.ensure_future(self._keep_leased())
         # Whether a claim may find work. After an empty claim only a wake token, the beat's

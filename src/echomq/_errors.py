@@ -2,6 +2,7 @@
 
     EchoMQError
     ├── InvalidArgument        (also ValueError) a bad name, id, delay, lease … before any I/O
+    │   └── CrossSlotError     a command's keys span cluster slots (refused before any I/O)
     ├── WireError              the connection: carries the server address
     │   ├── ConnectError       nothing listening, DNS, TLS handshake, refused
     │   ├── AuthError          wrong user/password (the server refused AUTH/HELLO)
@@ -39,6 +40,19 @@ class InvalidArgument(EchoMQError, ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"invalid {argument} {value!r}: {reason}")
+
+
+class CrossSlotError(InvalidArgument):
+    """A command's keys hash to different cluster slots; it was not sent anywhere."""
+
+    def __init__(self, command: str, slots: dict[str, int]) -> None:
+        self.slots = slots
+        listed = ", ".join(f"{key!r} -> {slot}" for key, slot in slots.items())
+        super().__init__(
+            "keys",
+            list(slots),
+            f"{command} needs all its keys in one cluster slot (share a {{tag}}): {listed}",
+        )
 
 
 class WireError(EchoMQError):

@@ -2,14 +2,16 @@
 
 Events are published host-side after a transition, fire-and-forget and at most once: a
 subscriber that is disconnected at publish time misses them. The subscriber re-subscribes by
-itself after its socket is lost.
+itself after its socket is lost. On a cluster it is a sharded subscriber (``SSUBSCRIBE``) on the
+node owning the channel's slot, and follows the slot when it moves.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from ._connector import Connector
@@ -22,23 +24,33 @@ class Subscription:
     Each event is a dict with at least ``event`` and ``job``.
     """
 
-    def __init__(self, options: ConnectionOptions, channel: str, *, maxsize: int = 10_000) -> None:
+    def __init__(
+        self,
+        options: ConnectionOptions,
+        channel: str,
+        *,
+        maxsize: int = 10_000,
+        sharded: bool = False,
+        connect: Callable[..., Connector] | None = None,
+    ) -> None:
         self.channel = channel
+        self.sharded = sharded
+        self._kinds = (b"smessage", b"ssubscribe") if sharded else (b"message", b"subscribe")
         self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
         self._subscribed = asyncio.Condition()
         #: Subscriptions confirmed so far: 1 after the first, +1 after each re-subscription.
         self.generation = 0
         self.dropped = 0
-        self.connector = Connector(
-            options, version_fence=None, on_push=self._on_push, on_connect=self._on_connect
+        self.connector = (connect or functools.partial(Connector, options))(
+            version_fence=None, on_push=self._on_push, on_connect=self._on_connect
         )
 
     async def _on_connect(self, connector: Connector) -> None:
-        connector.send_no_reply("SUBSCRIBE", self.channel)
+        connector.send_no_reply("SSUBSCRIBE" if self.sharded else "SUBSCRIBE", self.channel)
 
     def _on_push(self, frame: list[Any]) -> None:
         kind = frame[0]
-        if kind == b"message" and frame[1].decode() == self.channel:
+        if kind == self._kinds[0] and frame[1].decode() == self.channel:
             try:
                 event = json.loads(frame[2])
             except ValueError:
@@ -47,9 +59,14 @@ class Subscription:
                 self._inbox.put_nowait(event)
             except asyncio.QueueFull:
                 self.dropped += 1  # a slow reader loses events, never the queue's work
-        elif kind == b"subscribe":
+        elif kind == self._kinds[1]:
             self.generation += 1
             asyncio.get_running_loop().create_task(self._notify())
+        elif kind == b"sunsubscribe" and self.sharded:
+            # The server let go of us: the channel's slot moved to another node. Follow it.
+            retarget = getattr(self.connector, "retarget", None)
+            if retarget is not None:
+                asyncio.get_running_loop().create_task(retarget())
 
     async def _notify(self) -> None:
         async with self._subscribed:

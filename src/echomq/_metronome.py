@@ -19,6 +19,7 @@ from ._cadence import SCHEDULED_TOKEN, Cadence
 from ._checks import ms
 from ._connector import Connector
 from ._errors import EchoMQError
+from ._pool import dedicated
 
 if TYPE_CHECKING:
     from ._consumer import Consumer
@@ -73,7 +74,7 @@ class Metronome:
             self._closing = asyncio.ensure_future(self._blocker.close())
 
     async def run(self) -> None:
-        self._blocker = Connector(self.queue.wire.options, version_fence=None)
+        self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
         await self._blocker.connect()
         found_work = False  # the last upkeep made something claimable
         try:

@@ -84,3 +84,14 @@ class Pool:
         """A new connector outside the pool, for a blocking read or a subscription."""
         kwargs.setdefault("version_fence", self.version_fence)
         return Connector(self.options, **kwargs)
+
+
+def dedicated(wire: Wire, key: str, **kwargs: Any) -> Connector:
+    """A connector of its own for a blocking read or a subscription on ``key``: on a cluster,
+    one bound to the node that owns ``key``'s slot (and follows it); else one to the server."""
+    kwargs.setdefault("version_fence", None)
+    route = getattr(wire, "dedicated_for", None)
+    if route is not None:
+        connector: Connector = route(key, **kwargs)
+        return connector
+    return Connector(wire.options, **kwargs)

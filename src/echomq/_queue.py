@@ -22,10 +22,10 @@ from ._connector import Arg, Command
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
-from ._pool import Pool, Wire
+from ._pool import Wire, dedicated
 from ._results import Empty, Job, RateLimited, Reaped, Upkeep, Verdict, VerdictKind
 from ._scripts import ScriptRegistry
-from ._url import ConnectionOptions
+from ._url import ConnectionOptions, seeds_from_url
 
 _VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 DEFAULT_LEASE = 30.0
@@ -79,6 +79,10 @@ class Queue(QueueAdmin):
         self._listeners_checked_at = -math.inf
         self._subscribed_at = -math.inf
         self._owns_wire = False
+        # On a cluster, events ride sharded pub/sub on the queue's own slot.
+        self._sharded = bool(getattr(wire, "is_cluster", False))
+        self._publish = "SPUBLISH" if self._sharded else "PUBLISH"
+        self._numsub = "SHARDNUMSUB" if self._sharded else "NUMSUB"
 
     @classmethod
     async def connect(
@@ -87,11 +91,19 @@ class Queue(QueueAdmin):
         """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
 
         One connector is the default: it pipelines without bound, and a wider pool measured
-        slower within one process (docs/consumers.md, "The pool").
+        slower within one process (docs/consumers.md, "The pool"). A cluster (several seeds
+        in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
         """
-        conn = url if isinstance(url, ConnectionOptions) else ConnectionOptions.from_url(url)
-        queue = cls(name, Pool(conn, pool_size), **options)  # validates before connecting
-        await queue.wire.connect()  # type: ignore[attr-defined]
+        from ._cluster import open_wire  # the router builds on the pool: imported late
+
+        Keyspace(name)  # validates before connecting
+        seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
+        wire = await open_wire(seeds, pool_size)
+        try:
+            queue = cls(name, wire, **options)
+        except BaseException:
+            await wire.close()
+            raise
         queue._owns_wire = True
         return queue
 
@@ -120,14 +132,14 @@ class Queue(QueueAdmin):
         now = asyncio.get_running_loop().time()
         if now - self._listeners_checked_at >= LISTENER_CHECK_INTERVAL:
             self._listeners_checked_at = now
-            asked = asyncio.ensure_future(self.wire.call("PUBSUB", "NUMSUB", self.keys.events))
+            asked = asyncio.ensure_future(self.wire.call("PUBSUB", self._numsub, self.keys.events))
             asked.add_done_callback(functools.partial(self._listeners_counted, now))
         return self._has_listeners
 
     def _emit(self, events: Iterable[dict[str, Any]]) -> None:
         """Publish lifecycle events host-side, fire-and-forget (at most once)."""
         commands: list[Command] = [
-            ("PUBLISH", self.keys.events, json.dumps(event, separators=(",", ":")))
+            (self._publish, self.keys.events, json.dumps(event, separators=(",", ":")))
             for event in events
         ]
         if not commands:
@@ -157,7 +169,12 @@ class Queue(QueueAdmin):
         """A subscriber of this queue's lifecycle events, on a connection of its own."""
         self._has_listeners = True  # publish at once; the next check will see the subscriber
         self._subscribed_at = self._listeners_checked_at = asyncio.get_running_loop().time()
-        return Subscription(self.wire.options, self.keys.events)
+        return Subscription(
+            self.wire.options,
+            self.keys.events,
+            sharded=self._sharded,
+            connect=functools.partial(dedicated, self.wire, self.keys.events),
+        )
 
     # -- admission -----------------------------------------------------------------------------
 

@@ -1,7 +1,8 @@
 """Connection options and the URL syntax that names a server.
 
 ``valkey://[user[:password]@]host[:port][/db][?name=…&connect_timeout=…&call_timeout=…]``;
-``redis://`` is the same; ``valkeys://`` and ``rediss://`` add TLS (``?ca=/path/ca.pem`` trusts a
+``valkey://host1:port1,host2:port2/`` names seed nodes of one cluster; ``redis://`` is the same;
+``valkeys://`` and ``rediss://`` add TLS (``?ca=/path/ca.pem`` trusts a
 private CA, ``?verify=none`` skips certificate checks). The password never appears in a repr.
 """
 
@@ -73,6 +74,25 @@ class ConnectionOptions:
             call_timeout=_seconds(url, query, "call_timeout", 5.0),
         )
         return options.replace(**overrides) if overrides else options
+
+
+def seeds_from_url(url: str, **overrides: object) -> list[ConnectionOptions]:
+    """One :class:`ConnectionOptions` per host of ``url``: ``h1:p1,h2:p2`` names cluster seeds.
+
+    Every seed shares the URL's credentials, database, TLS and query options.
+    """
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if "," not in hosts:
+        return [ConnectionOptions.from_url(url, **overrides)]
+    seeds = []
+    for host in hosts.split(","):
+        if not host.strip():
+            raise InvalidArgument("url", _redact(url), "an empty host in the seed list")
+        netloc = f"{userinfo}{at}{host.strip()}"
+        seed_url = parts._replace(netloc=netloc).geturl()
+        seeds.append(ConnectionOptions.from_url(seed_url, **overrides))
+    return seeds
 
 
 def _seconds(url: str, query: dict[str, str], name: str, default: float) -> float:

@@ -15,7 +15,6 @@ from ._consumer import Consumer, ConsumerOptions, Handler, Tally
 from ._errors import InvalidArgument
 from ._metronome import Metronome
 from ._queue import Queue
-from ._url import ConnectionOptions
 
 log = logging.getLogger("echomq.worker")
 
@@ -132,9 +131,7 @@ async def serve(
 ) -> Tally:
     """Run a worker until SIGTERM or SIGINT; jobs in hand finish first. Returns the tally."""
     worker = worker or WorkerOptions()
-    queue = await Queue.connect(
-        ConnectionOptions.from_url(url), queue_name, pool_size=worker.pool_size
-    )
+    queue = await Queue.connect(url, queue_name, pool_size=worker.pool_size)
     runner = Worker(queue, handler, options, worker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -20,7 +20,7 @@ from ._capacity import measure, report
 from ._consumer import ConsumerOptions
 from ._errors import EchoMQError, InvalidArgument
 from ._keys import Keyspace
-from ._url import ConnectionOptions
+from ._url import ConnectionOptions, seeds_from_url
 from ._worker import WorkerOptions, load_handler, serve
 
 
@@ -41,7 +41,7 @@ def _worker(args: argparse.Namespace) -> int:
         summary_every=args.summary_every,
     )
     Keyspace(args.queue)
-    ConnectionOptions.from_url(args.url)
+    seeds_from_url(args.url)  # a bad URL fails here, before logging starts
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     asyncio.run(serve(args.url, args.queue, handler, options, worker))
     return 0

@@ -15,19 +15,21 @@ from echomq import Exponential, Fixed, InvalidArgument, Job, Queue
 from echomq._connector import Connector
 from echomq._consumer import Consumer, ConsumerOptions, Drop, Retry
 from echomq._metronome import Metronome
-from echomq._url import ConnectionOptions
+from echomq._url import seeds_from_url
 
 HERE = Path(__file__).resolve().parent
 
 
 async def commandstats(url: str) -> dict[str, int]:
-    async with Connector(ConnectionOptions.from_url(url)) as admin:
-        info = (await admin.call("INFO", "commandstats")).decode()
-    calls = {}
-    for line in info.splitlines():
-        if line.startswith("cmdstat_"):
-            name, rest = line[8:].split(":", 1)
-            calls[name] = int(rest.split("calls=")[1].split(",")[0])
+    """Calls per command, summed over every node the URL names (the primaries of a cluster)."""
+    calls: dict[str, int] = {}
+    for seed in seeds_from_url(url):
+        async with Connector(seed, version_fence=None) as admin:
+            info = (await admin.call("INFO", "commandstats")).decode()
+        for line in info.splitlines():
+            if line.startswith("cmdstat_"):
+                name, rest = line[8:].split(":", 1)
+                calls[name] = calls.get(name, 0) + int(rest.split("calls=")[1].split(",")[0])
     return calls
 
 
@@ -82,8 +84,11 @@ async def test_a_job_scheduled_while_consumers_idle_runs_when_due(queue: Queue) 
 
 
 async def _parked(url: str) -> bool:
-    async with Connector(ConnectionOptions.from_url(url)) as admin:
-        return b"cmd=blpop" in await admin.call("CLIENT", "LIST")
+    for seed in seeds_from_url(url):
+        async with Connector(seed, version_fence=None) as admin:
+            if b"cmd=blpop" in await admin.call("CLIENT", "LIST"):
+                return True
+    return False
 
 
 async def test_metronome_pool_sends_fewer_commands_than_standalone_consumers(

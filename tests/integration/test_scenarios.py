@@ -9,10 +9,8 @@ import pytest
 from echomq._backoff import Exponential
 from echomq._connector import Connector
 from echomq._errors import KindError, StaleTokenError
-from echomq._events import Subscription
 from echomq._queue import Queue
 from echomq._results import Empty, Job
-from echomq._url import ConnectionOptions
 from echomq.testing import claim_job, server_ms, wait_for_server_ms
 
 
@@ -189,7 +187,8 @@ async def test_resubscribe(queue: Queue, valkey_url: str) -> None:
         assert (await asyncio.wait_for(events.get(), 5))["job"] == first.id
         client_id = await events.connector.call("CLIENT", "ID")
         generation = events.generation
-        async with Connector(ConnectionOptions.from_url(valkey_url)) as admin:
+        # On the subscriber's own node (on a cluster, the one owning the channel's slot).
+        async with Connector(events.connector.options, version_fence=None) as admin:
             assert await admin.call("CLIENT", "KILL", "ID", client_id) == 1
         await events.wait_subscribed(after=generation)  # re-subscribed by itself
         second = await queue.enqueue("after")
@@ -202,7 +201,10 @@ async def test_events_reach_a_subscriber_the_queue_does_not_know(
 ) -> None:
     # A dashboard in another process subscribes on its own; the queue notices it at its next
     # listener check (at most a second) and publishes from then on.
-    async with Subscription(ConnectionOptions.from_url(valkey_url), queue.keys.events) as events:
+    async with (
+        await Queue.connect(valkey_url, queue.name) as dashboard,
+        dashboard.subscribe() as events,
+    ):
         received: asyncio.Task[dict[str, object]] = asyncio.ensure_future(events.get())
         sent = []
         while not received.done():

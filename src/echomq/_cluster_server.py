@@ -1,0 +1,156 @@
+"""An embedded Valkey Cluster for tests and ``make cluster``: N primaries and their replicas, each
+an :class:`~echomq._server.EmbeddedValkey` child on loopback, met, given slots and replicated.
+
+The nodes are stopped by pid like any embedded server (and die with their parent on Linux).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import TracebackType
+
+from ._keys import SLOTS
+from ._server import EmbeddedValkey, ServerOptions, ServerStartError, _command, _Replies
+
+_POLL = 0.05  # seconds between checks while the nodes converge
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOptions:
+    """The shape of the embedded cluster. Durations are seconds."""
+
+    primaries: int = 3
+    replicas: int = 1  # per primary
+    node_timeout: float = 5.0  # cluster-node-timeout: how long a silent node may stay primary
+    bind: str = "127.0.0.1"
+    startup_timeout: float = 60.0
+
+
+def admin(host: str, port: int, *args: str) -> str:
+    """One command on a fresh socket; the simple, error or bulk reply as text."""
+    with socket.create_connection((host, port), timeout=5.0) as sock:
+        sock.sendall(_command(*args))
+        return _Replies(sock).next().decode(errors="replace")
+
+
+class EmbeddedCluster:
+    """A real Valkey Cluster. ``start()`` returns once every node reports ``cluster_state:ok``
+    and every replica is in sync with its primary."""
+
+    def __init__(self, options: ClusterOptions = ClusterOptions()) -> None:
+        if options.primaries < 1 or options.replicas < 0:
+            raise ValueError("a cluster needs at least one primary and no negative replicas")
+        self.options = options
+        extra = (
+            ("cluster-node-timeout", str(int(options.node_timeout * 1000))),
+            # A shard without a primary must not stop the others serving their slots.
+            ("cluster-require-full-coverage", "no"),
+            ("cluster-allow-replica-migration", "no"),
+            ("cluster-replica-validity-factor", "0"),
+            ("repl-diskless-sync-delay", "0"),  # replicas sync at once, not after 5 s
+        )
+        server = ServerOptions(cluster=True, bind=options.bind, extra=extra)
+        count = options.primaries * (1 + options.replicas)
+        self.nodes = [EmbeddedValkey(server) for _ in range(count)]
+        self.ids: dict[int, str] = {}  # port → node id
+
+    @property
+    def primaries(self) -> list[EmbeddedValkey]:
+        """The nodes that started as primaries (a failover changes who serves, not this)."""
+        return self.nodes[: self.options.primaries]
+
+    @property
+    def replicas(self) -> list[EmbeddedValkey]:
+        """``replicas[i]`` replicates ``primaries[i % primaries]``."""
+        return self.nodes[self.options.primaries :]
+
+    @property
+    def url(self) -> str:
+        """The seed URL: every primary, ``valkey://h:p1,h:p2,h:p3/0``."""
+        hosts = ",".join(f"{n.host}:{n.port}" for n in self.primaries)
+        return f"valkey://{hosts}/0"
+
+    def start(self) -> EmbeddedCluster:
+        try:
+            for node in self.nodes:
+                node.start()
+            self._form()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()
+
+    def __enter__(self) -> EmbeddedCluster:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def call(self, node: EmbeddedValkey, *args: str) -> str:
+        return admin(node.host, node.port, *args)
+
+    # -- forming the cluster -------------------------------------------------------------------
+
+    def _form(self) -> None:
+        deadline = time.monotonic() + self.options.startup_timeout
+        first = self.nodes[0]
+        for node in self.nodes:
+            self.ids[node.port] = self.call(node, "CLUSTER", "MYID")
+        for node in self.nodes[1:]:
+            self.call(node, "CLUSTER", "MEET", first.host, str(first.port))
+        self._until(deadline, "every node knows every other", self._all_met)
+        count = self.options.primaries
+        for i, node in enumerate(self.primaries):
+            first_slot, last_slot = i * SLOTS // count, (i + 1) * SLOTS // count - 1
+            self.call(node, "CLUSTER", "ADDSLOTSRANGE", str(first_slot), str(last_slot))
+        for i, node in enumerate(self.replicas):
+            primary = self.primaries[i % count]
+            self.call(node, "CLUSTER", "REPLICATE", self.ids[primary.port])
+        self._until(deadline, "cluster_state:ok on every node", self._all_ok)
+
+    def _all_met(self) -> bool:
+        total = len(self.nodes)
+        return all(len(self.call(n, "CLUSTER", "NODES").splitlines()) == total for n in self.nodes)
+
+    def _all_ok(self) -> bool:
+        if not all("cluster_state:ok" in self.call(n, "CLUSTER", "INFO") for n in self.nodes):
+            return False
+        return all(
+            "master_link_status:up" in self.call(n, "INFO", "replication") for n in self.replicas
+        )
+
+    def _until(self, deadline: float, what: str, check: Callable[[], bool]) -> None:
+        while not check():
+            if time.monotonic() >= deadline:
+                raise ServerStartError(f"the embedded cluster never reached: {what}")
+            time.sleep(_POLL)  # nodes gossip on their own clock: nothing to wait on but time
+
+
+def main() -> None:
+    """``make cluster``: start one and print its seed URL until Ctrl-C."""
+    with EmbeddedCluster() as cluster:
+        print(cluster.url, flush=True)
+        for node in cluster.nodes:
+            role = "primary" if node in cluster.primaries else "replica"
+            print(f"  {role:8} {node.host}:{node.port}  pid {node.pid}", flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()
