@@ -1,0 +1,141 @@
+"""Faults through the real notification worker and the sandbox: 5xx and HTML 502 answers, a user
+who blocked the bot, a 429 with ``retry_after``, bad requests, edits, and malformed jobs."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from aiogram import Bot
+from notify_rig import rig, running, until
+
+from codemojex.services.notifier import Notification, Skipped
+from codemojex.telegram.delivery import Transient
+from codemojex.telegram.sandbox import Faults, Sandbox
+from codemojex.workers.notify import NotifyWorker
+from echomq import Job, Queue, Retry
+
+ADA, BOB, CY = 1001, 1002, 1003
+
+
+async def test_5xx_and_html_502_answers_are_retried_until_all_are_delivered_once(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    sandbox.set_faults(Faults(error_rate=0.1, html_share=0.5, seed=11))
+    chats = list(range(5001, 5011))
+    for chat in chats:
+        sandbox.add_user(chat, f"user {chat}")
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        for chat in chats:
+            for n in range(8):
+                await under.notifier.notify(chat, f"note {n} for {chat}")
+        await until(lambda: under.worker.counts.delivered == 80, 60.0, "80 deliveries")
+    counts, stats = under.worker.counts, sandbox.stats
+    assert stats.faults > 0
+    assert counts.retried == stats.faults
+    assert (counts.dead, counts.dropped, counts.too_many_requests) == (0, 0, 0)
+    for chat in chats:
+        texts = Counter(m.text for m in sandbox.messages(chat))
+        assert texts == Counter(f"note {n} for {chat}" for n in range(8))  # all, none twice
+    assert (await queue.counts()).pending == 0
+
+
+async def test_a_blocked_user_is_dropped_once_and_then_skipped_by_the_notifier(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    sandbox.block(BOB)
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        await under.notifier.notify(BOB, "you won't see this")
+        await under.notifier.notify(BOB, "nor this")  # in the lane before the 403 is known
+        await under.notifier.notify(ADA, "hello Ada")
+        await until(lambda: under.worker.counts.dropped == 2, 20.0, "both of Bob's dropped")
+        await sandbox.wait_for_messages(ADA, 1)
+        later = await under.notifier.notify(BOB, "still blocked")
+    assert isinstance(later, Skipped)
+    assert str(later) == "skipped: chat blocked"
+    assert sandbox.stats.forbidden == 1  # one 403: the second saw the mark and never went out
+    assert await under.notifier.blocklist.chats() == {BOB}
+    counts = under.worker.counts
+    assert (counts.delivered, counts.dropped, counts.blocked, counts.dead) == (1, 2, 1, 0)
+    assert (await queue.counts()).pending == 0  # "still blocked" was never enqueued
+    assert sandbox.messages(BOB) == []
+    assert await under.notifier.blocklist.unmark(BOB)
+    assert not isinstance(await under.notifier.notify(BOB, "welcome back"), Skipped)
+
+
+class ClockedWorker(NotifyWorker):
+    """Notes when each transient answer (the 429) came back, to time the retry against it."""
+
+    answered_at: list[float]
+
+    async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
+        self.answered_at = [*getattr(self, "answered_at", []), time.monotonic()]
+        return await super()._again(job, notification, outcome)
+
+
+async def test_a_429_is_retried_after_retry_after_and_not_before(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    sandbox.force_429(CY, retry_after=2)
+    under = rig(queue, sandbox_bot, worker=ClockedWorker)
+    async with running(under.consumer):
+        await under.notifier.notify(CY, "after the flood control")
+        (message,) = await sandbox.wait_for_messages(CY, 1, timeout=20.0)
+    worker = under.worker
+    assert isinstance(worker, ClockedWorker)
+    (refused_at,) = worker.answered_at
+    assert message.at - refused_at >= 2.0
+    assert sandbox.stats.too_many_requests == 1
+    counts = worker.counts
+    assert (counts.too_many_requests, counts.retried, counts.delivered) == (1, 1, 1)
+
+
+async def test_bad_requests_are_dropped_and_counted(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        await under.notifier.notify(999_999, "to a chat that does not exist")
+        await under.notifier.notify(ADA, "x" * 5000)  # too long for Telegram
+        await under.notifier.notify(ADA, "")  # empty
+        await under.notifier.notify(ADA, "fine", markup={"inline_keyboard": "not rows"})
+        await under.notifier.notify(ADA, "the good one")
+        await sandbox.wait_for_messages(ADA, 1)
+        await until(lambda: under.worker.counts.dropped == 4, 20.0, "four drops")
+    assert [m.text for m in sandbox.messages(ADA)] == ["the good one"]
+    assert sandbox.stats.bad_requests == 3  # the bad markup never left: it is no keyboard
+    assert under.worker.counts.dead == 0
+    assert (await queue.counts()).pending == 0
+
+
+async def test_an_edit_that_changes_nothing_counts_as_delivered(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        await under.notifier.notify(ADA, "board v1")
+        (first,) = await sandbox.wait_for_messages(ADA, 1)
+        await under.notifier.notify(ADA, "board v2", edit=first.message_id)
+        await under.notifier.notify(ADA, "board v2", edit=first.message_id)  # not modified
+        await until(lambda: under.worker.counts.delivered == 3, 20.0, "three deliveries")
+    (only,) = sandbox.messages(ADA)
+    assert (only.text, only.edits) == ("board v2", 1)
+    assert under.worker.counts.dropped == 0
+
+
+async def test_a_malformed_job_goes_to_the_dead_letters_with_its_reason(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        bad = await queue.enqueue({"chat": "not a number", "text": "hi"}, group="x")
+        await under.notifier.notify(ADA, "after the bad one")
+        await sandbox.wait_for_messages(ADA, 1)
+        await until(lambda: under.worker.counts.dead == 1, 20.0, "the dead letter")
+    info = await queue.job(bad.id)
+    assert info is not None
+    assert info.state == "dead"
+    assert info.last_error is not None
+    assert "malformed notification payload: KeyError" in info.last_error
