@@ -1,0 +1,195 @@
+"""The sandbox's HTTP control API (the chat page's and process-level tests' way in): guarded by
+the control token, clear 400s for bad input, and a live stream of the conversation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import pytest
+from aiogram import Bot
+
+from codemojex.telegram.sandbox import LOUNGE, Sandbox, SandboxError
+
+
+@pytest.fixture
+async def http(sandbox: Sandbox) -> AsyncIterator[aiohttp.ClientSession]:
+    headers = {"X-Sandbox-Token": sandbox.options.control_token}
+    async with aiohttp.ClientSession(base_url=sandbox.url, headers=headers) as session:
+        yield session
+
+
+async def call(
+    http: aiohttp.ClientSession, method: str, path: str, body: Any = None
+) -> tuple[int, dict[str, Any]]:
+    async with http.request(method, path, json=body) as response:
+        return response.status, await response.json()
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("GET", "/"),
+        ("GET", "/sandbox/state"),
+        ("POST", "/sandbox/say"),
+        ("POST", "/sandbox/tap"),
+        ("GET", "/sandbox/chats/1001/history"),
+        ("GET", "/sandbox/stream"),
+        ("POST", "/sandbox/users/1001/block"),
+        ("GET", "/sandbox/stats"),
+    ],
+)
+@pytest.mark.parametrize("token", [None, "wrong"])
+async def test_without_the_control_token_everything_is_refused(
+    sandbox: Sandbox, method: str, path: str, token: str | None
+) -> None:
+    headers = {"X-Sandbox-Token": token} if token else {}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.request(method, sandbox.url + path, headers=headers, json={}) as response,
+    ):
+        assert response.status == 403
+        assert "control token" in (await response.json())["error"]
+    assert sandbox.pending_updates == 0
+
+
+async def test_the_page_takes_the_token_from_its_query(sandbox: Sandbox) -> None:
+    async with aiohttp.ClientSession() as session, session.get(sandbox.chat_page_url) as response:
+        assert response.status == 200
+        assert response.content_type == "text/html"
+        assert "Codemojex sandbox" in await response.text()
+
+
+async def test_state_lists_the_predefined_users_and_chats(http: aiohttp.ClientSession) -> None:
+    status, body = await call(http, "GET", "/sandbox/state")
+    assert status == 200
+    names = {user["id"]: user["first_name"] for user in body["result"]["users"]}
+    assert names == {1001: "Ada", 1002: "Bob", 1003: "Cy", 1004: "Dee"}
+    lounge = next(chat for chat in body["result"]["chats"] if chat["id"] == LOUNGE)
+    assert lounge == {
+        "id": LOUNGE,
+        "type": "group",
+        "title": "Codemojex lounge",
+        "members": [1001, 1002, 1003, 1004],
+    }
+
+
+async def test_say_and_tap_reach_the_bot(
+    sandbox: Sandbox, sandbox_bot: Bot, http: aiohttp.ClientSession
+) -> None:
+    status, body = await call(http, "POST", "/sandbox/say", {"user": 1002, "text": "/play"})
+    assert status == 200
+    [update] = await sandbox_bot.get_updates()
+    assert update.update_id == body["result"]["update_id"]
+    sent = await sandbox_bot.send_message(1002, "go")
+    tap = {"user": 1002, "chat": 1002, "message_id": sent.message_id, "data": "🍎"}
+    status, body = await call(http, "POST", "/sandbox/tap", tap)
+    assert status == 200
+    [update] = await sandbox_bot.get_updates(offset=update.update_id + 1)
+    assert update.callback_query is not None
+    assert update.callback_query.data == "🍎"
+    status, body = await call(http, "GET", "/sandbox/chats/1002/history")
+    assert [m["text"] for m in body["result"]] == ["/play", "go"]
+    assert [m["from"]["is_bot"] for m in body["result"]] == [False, True]
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "error"),
+    [
+        ("/sandbox/say", None, "JSON object"),
+        ("/sandbox/say", [1, 2], "JSON object"),
+        ("/sandbox/say", {"text": "hi"}, "'user' must be an integer"),
+        ("/sandbox/say", {"user": "1001", "text": "hi"}, "'user' must be an integer"),
+        ("/sandbox/say", {"user": True, "text": "hi"}, "'user' must be an integer"),
+        ("/sandbox/say", {"user": 1001}, "'text' must be a non-empty string"),
+        ("/sandbox/say", {"user": 1001, "text": ""}, "'text' must be a non-empty string"),
+        ("/sandbox/say", {"user": 1001, "text": "   "}, "text must be a non-empty string"),
+        ("/sandbox/say", {"user": 1001, "text": "x" * 4097}, "longer than 4096"),
+        ("/sandbox/say", {"user": -5, "text": "hi"}, "positive integer"),
+        ("/sandbox/say", {"user": 1001, "chat": 1002, "text": "hi"}, "cannot write in chat"),
+        ("/sandbox/say", {"user": 1001, "chat": -77, "text": "hi"}, "cannot write in chat"),
+        ("/sandbox/say", {"user": 1001, "chat": "x", "text": "hi"}, "'chat' must be an integer"),
+        ("/sandbox/tap", {"user": 1001, "chat": 1001, "data": "x"}, "'message_id' must be"),
+        ("/sandbox/tap", {"user": 1001, "chat": 1001, "message_id": 9, "data": "x"}, "no bot"),
+        ("/sandbox/tap", {"user": 1001, "chat": 1001, "message_id": 1}, "'data' must be"),
+        (
+            "/sandbox/tap",
+            {"user": 1001, "chat": 1001, "message_id": 1, "data": "d" * 65},
+            "1 to 64 bytes",
+        ),
+    ],
+)
+async def test_bad_control_input_is_a_clear_400_and_queues_nothing(
+    sandbox: Sandbox, http: aiohttp.ClientSession, path: str, body: Any, error: str
+) -> None:
+    async with http.post(path, data=json.dumps(body) if body is not None else b"{") as response:
+        assert response.status == 400
+        answer = await response.json()
+    assert answer["ok"] is False
+    assert error in answer["error"]
+    assert sandbox.pending_updates == 0
+
+
+async def test_a_tap_on_a_users_own_message_is_refused(sandbox: Sandbox) -> None:
+    message_id = sandbox.say(1001, "mine")["message"]["message_id"]
+    with pytest.raises(SandboxError, match="no bot message"):
+        sandbox.tap(1001, 1001, message_id, "x")
+
+
+@pytest.mark.parametrize(
+    ("path", "status"), [("/sandbox/chats/abc/history", 400), ("/sandbox/chats/77/history", 404)]
+)
+async def test_history_of_a_bad_chat(http: aiohttp.ClientSession, path: str, status: int) -> None:
+    answer_status, answer = await call(http, "GET", path)
+    assert answer_status == status
+    assert answer["ok"] is False
+
+
+async def test_block_and_unblock_through_http(
+    sandbox: Sandbox, sandbox_bot: Bot, http: aiohttp.ClientSession
+) -> None:
+    assert (await call(http, "POST", "/sandbox/users/1004/block"))[0] == 200
+    status, body = await call(http, "GET", "/sandbox/state")
+    assert next(u for u in body["result"]["users"] if u["id"] == 1004)["is_blocked"]
+    assert (await call(http, "POST", "/sandbox/users/1004/unblock"))[0] == 200
+    await sandbox_bot.send_message(1004, "welcome back")
+    status, body = await call(http, "GET", "/sandbox/stats")
+    assert status == 200
+    assert body["result"]["delivered"] == 1
+    assert body["result"]["by_chat"] == {"1004": 1}
+    assert (await call(http, "POST", "/sandbox/users/abc/block"))[0] == 400
+
+
+async def test_the_stream_carries_each_new_and_edited_message(
+    sandbox: Sandbox, sandbox_bot: Bot, http: aiohttp.ClientSession
+) -> None:
+    events: list[tuple[str, dict[str, Any]]] = []
+    async with http.get("/sandbox/stream") as stream:
+        assert stream.content_type == "text/event-stream"
+
+        async def read(n: int) -> None:
+            event = ""
+            async for raw in stream.content:
+                line = raw.decode().rstrip("\n")
+                if line.startswith("event: "):
+                    event = line.removeprefix("event: ")
+                elif line.startswith("data: ") and event != "stats":
+                    events.append((event, json.loads(line.removeprefix("data: "))))
+                    if len(events) == n:
+                        return
+
+        await stream.content.readuntil(b"\n\n")  # connected: the stream is subscribed
+        reading = asyncio.create_task(read(3))
+        sandbox.say(1001, "/play")
+        sent = await sandbox_bot.send_message(1001, "ok")
+        await sandbox_bot.edit_message_text("ok!", chat_id=1001, message_id=sent.message_id)
+        async with asyncio.timeout(5):
+            await reading
+    assert [(kind, m["text"]) for kind, m in events] == [
+        ("message", "/play"),
+        ("message", "ok"),
+        ("edit", "ok!"),
+    ]
