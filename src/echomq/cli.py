@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
 import secrets
 import sys
+from types import FrameType
+from typing import TYPE_CHECKING
 
 from . import _cli_admin
 from ._capacity import measure, report
@@ -22,6 +25,9 @@ from ._errors import EchoMQError, InvalidArgument
 from ._keys import Keyspace
 from ._url import ConnectionOptions, seeds_from_url
 from ._worker import WorkerOptions, load_handler, serve
+
+if TYPE_CHECKING:
+    from .dashboard import DashboardApp
 
 
 def _worker(args: argparse.Namespace) -> int:
@@ -71,9 +77,24 @@ def _capacity(args: argparse.Namespace) -> int:
     return 0
 
 
-def _dashboard(args: argparse.Namespace) -> int:
+async def _serve_dashboard(app: DashboardApp, host: str, port: int) -> None:
     import uvicorn
 
+    loop = asyncio.get_running_loop()
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+            # Open event streams would hold the shutdown: end them as it begins.
+            loop.call_soon_threadsafe(app.close_streams)
+            super().handle_exit(sig, frame)
+
+    config = uvicorn.Config(
+        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
+    )
+    await Server(config).serve()
+
+
+def _dashboard(args: argparse.Namespace) -> int:
     from .dashboard import create_app
 
     token = os.environ.get("ECHOMQ_DASHBOARD_TOKEN") or secrets.token_urlsafe(24)
@@ -85,7 +106,9 @@ def _dashboard(args: argparse.Namespace) -> int:
     shown = "<ECHOMQ_DASHBOARD_TOKEN>" if "ECHOMQ_DASHBOARD_TOKEN" in os.environ else token
     # Printed once, to the operator's terminal only: the page reads it from its own URL.
     print(f"echomq dashboard: http://{args.host}:{args.port}/?token={shown}", flush=True)
-    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
+    # uvicorn re-raises the SIGINT it stopped on once it is done: that is the normal way out.
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_serve_dashboard(app, args.host, args.port))
     return 0
 
 

@@ -61,10 +61,17 @@ async def test_dashboard_prints_its_url_with_a_fresh_token_and_serves(
             pause = f"{base}/api/queues/{queue.name}/lanes/seen/pause"
             async with http.post(pause, headers={"X-Dashboard-Token": token}) as response:
                 assert response.status == 200
-        assert (await queue.lane("seen").info()).paused
+            assert (await queue.lane("seen").info()).paused
+            # An open event stream must not hold the shutdown.
+            async with http.get(base + "/events") as stream:
+                assert (await stream.content.readline()).startswith(b"data: ")
+                code = await _stop(process)
     finally:
-        code = await _stop(process)
+        if process.returncode is None:
+            await _stop(process)
     assert code == 0
+    assert process.stderr is not None
+    assert b"Traceback" not in await process.stderr.read()
 
 
 async def test_a_token_from_the_environment_is_not_printed(queue: Queue, valkey_url: str) -> None:

@@ -3,6 +3,7 @@ event stream, and actions that need the token and refuse bad input without chang
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -274,3 +275,16 @@ async def test_mounted_under_a_prefix_it_borrows_the_hosts_wire(queue: Queue) ->
             assert response.status == 200
     assert (await queue.lane("m").info()).paused
     assert await queue.ring() == []  # the wire is still open: the app did not close it
+
+
+async def test_close_streams_ends_open_event_streams(queue: Queue) -> None:
+    app = create_app(queue.wire, [queue.name], TOKEN, interval=30)
+    async with (
+        serve_app(app) as base,
+        aiohttp.ClientSession() as http,
+        http.get(base + "/events") as stream,
+    ):
+        assert (await stream.content.readline()).startswith(b"data: ")
+        app.close_streams()
+        rest = await asyncio.wait_for(stream.content.read(), 10)  # EOF, not 30 s later
+        assert rest == b"\n"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.routing import Route
@@ -23,10 +24,25 @@ from ..metrics import Metrics
 from . import _app
 from ._app import TOKEN_HEADER, Dashboard
 
-__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "create_app"]
+__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp", "create_app"]
 
 #: A shorter token would be guessable by anyone who can reach the port.
 MIN_TOKEN_LENGTH = 16
+
+
+class DashboardApp(Starlette):
+    """The dashboard's Starlette app; :meth:`close_streams` ends its event streams."""
+
+    def __init__(self, board: Dashboard, **options: Any) -> None:
+        super().__init__(**options)
+        self._board = board
+
+    def close_streams(self) -> None:
+        """End every open ``/events`` stream now (and any opened later). Call it when shutdown
+        begins: servers wait for open responses, and an event stream never ends by itself.
+        From a signal handler or another thread: ``loop.call_soon_threadsafe(app.close_streams)``.
+        """
+        self._board.closing.set()
 
 
 def create_app(
@@ -37,7 +53,7 @@ def create_app(
     metrics: Metrics | None = None,
     interval: float = 1.0,
     dead: int = 50,
-) -> Starlette:
+) -> DashboardApp:
     """The dashboard of ``queues``.
 
     ``wire_or_url``: a URL (the app opens a connection at startup and closes it at shutdown)
@@ -91,4 +107,4 @@ def create_app(
         Route(f"{job}/remove", board.action(_app.remove_job), methods=["POST"]),
     ]
     # A mounted app's lifespan is not run by its host, which is why a borrowed wire needs none.
-    return Starlette(routes=routes, lifespan=lifespan if owned is not None else None)
+    return DashboardApp(board, routes=routes, lifespan=lifespan if owned is not None else None)

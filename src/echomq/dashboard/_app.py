@@ -8,6 +8,7 @@ A custom header also defeats cross-site form posts: a browser cannot add one wit
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hmac
 import json
 import time
@@ -60,6 +61,9 @@ class Dashboard:
         self.metrics = metrics
         self.interval = interval
         self.dead = dead
+        # Set on shutdown: an event stream never ends by itself, and servers wait for open
+        # responses before they stop.
+        self.closing = asyncio.Event()
 
     def __repr__(self) -> str:  # the token stays out of reprs and logs
         return f"Dashboard(queues={list(self.queues)!r})"
@@ -88,7 +92,7 @@ class Dashboard:
 
     async def _stream(self, request: Request) -> AsyncIterator[str]:
         rates = Rates()
-        while not await request.is_disconnected():
+        while not self.closing.is_set() and not await request.is_disconnected():
             try:
                 snaps = await self.snapshot()
             except EchoMQError as exc:
@@ -100,7 +104,8 @@ class Dashboard:
                     "queues": [{**s.as_json(), "rates": rates.update(s, now)} for s in snaps],
                 }
                 yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
-            await asyncio.sleep(self.interval)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.closing.wait(), self.interval)
 
     async def metrics_text(self, request: Request) -> Response:
         return await self.metrics.endpoint(request)
