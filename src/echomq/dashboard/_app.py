@@ -8,6 +8,7 @@ A custom header also defeats cross-site form posts: a browser cannot add one wit
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hmac
 import json
@@ -30,23 +31,28 @@ Action = Callable[[Queue, Request, dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class Rates:
-    """Per-second rates from successive counts of one queue (one instance per event stream)."""
+    """Per-second rates from successive counts of each queue, over the last ``span`` seconds
+    (one instance per event stream). A span of several samples smooths the fixed-window
+    limiter's bursts at window edges, which a rate between two samples would show as spikes."""
 
-    def __init__(self) -> None:
-        self._last: dict[str, tuple[float, int, int, int]] = {}
+    def __init__(self, span: float = 5.0) -> None:
+        self.span = span
+        self._seen: dict[str, collections.deque[tuple[float, int, int, int]]] = {}
 
     def update(self, snap: QueueSnapshot, now: float) -> dict[str, float | None]:
         c = snap.counts
-        seen = (now, c.completed, c.failed, c.pending)
-        last = self._last.get(snap.name)
-        self._last[snap.name] = seen
-        if last is None or now <= last[0]:
+        seen = self._seen.setdefault(snap.name, collections.deque())
+        seen.append((now, c.completed, c.failed, c.pending))
+        while len(seen) > 2 and now - seen[1][0] >= self.span:
+            seen.popleft()
+        first = seen[0]
+        elapsed = now - first[0]
+        if elapsed <= 0:
             return {"completed": None, "failed": None, "backlog": None}
-        elapsed = now - last[0]
         return {
-            "completed": max(seen[1] - last[1], 0) / elapsed,  # an obliterate resets counters
-            "failed": max(seen[2] - last[2], 0) / elapsed,
-            "backlog": (seen[3] - last[3]) / elapsed,
+            "completed": max(c.completed - first[1], 0) / elapsed,  # obliterate resets counters
+            "failed": max(c.failed - first[2], 0) / elapsed,
+            "backlog": (c.pending - first[3]) / elapsed,
         }
 
 
