@@ -13,7 +13,8 @@ from codemojex.services.notifier import Notification, Skipped
 from codemojex.telegram.delivery import Transient
 from codemojex.telegram.sandbox import Faults, Sandbox
 from codemojex.workers.notify import NotifyWorker
-from echomq import Job, Queue, Retry
+from codemojex.workers.notify_policy import NotifyLimits, NotifyOptions
+from echomq import Job, Minter, Queue, Retry
 
 ADA, BOB, CY = 1001, 1002, 1003
 
@@ -139,3 +140,41 @@ async def test_a_malformed_job_goes_to_the_dead_letters_with_its_reason(
     assert info.state == "dead"
     assert info.last_error is not None
     assert "malformed notification payload: KeyError" in info.last_error
+
+
+async def test_deferrals_spend_no_attempts_and_six_failures_go_dead_with_the_last_error(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    sandbox.set_faults(Faults(error_rate=1.0, html_share=0.5, seed=3))
+    # A tiny chat budget and no holding: every attempt after the first is deferred first.
+    limits = NotifyLimits(chat_rate=1.0, chat_burst=1)
+    options = NotifyOptions(limits=limits, backoff_base=0.01, hold=0.0)
+    under = rig(queue, sandbox_bot, options=options)
+    async with running(under.consumer):
+        verdict = await under.notifier.notify(ADA, "never arrives")
+        await until(lambda: under.worker.counts.dead == 1, 30.0, "the dead letter")
+    counts = under.worker.counts
+    assert sandbox.stats.faults == 6  # six sends, no seventh
+    assert counts.retried == 5
+    assert counts.deferred >= 5
+    info = await queue.job(verdict.id)  # type: ignore[union-attr]
+    assert info is not None
+    assert info.state == "dead"
+    assert info.last_error is not None
+    assert "Retry:" in info.last_error
+    assert ("ServerError" in info.last_error) or ("ClientDecodeError" in info.last_error)
+
+
+async def test_a_notification_already_delivered_is_not_sent_again(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    """Two jobs carrying one NOT id (a redelivery after a lost complete looks the same)."""
+    note = Notification(Minter().mint("NOT"), ADA, "exactly once")
+    under = rig(queue, sandbox_bot)
+    async with running(under.consumer):
+        await queue.enqueue(note.payload(), group=str(ADA))
+        await sandbox.wait_for_messages(ADA, 1)
+        await queue.enqueue(note.payload(), group=str(ADA))
+        await until(lambda: under.worker.counts.duplicates == 1, 20.0, "the duplicate skipped")
+    assert [m.text for m in sandbox.messages(ADA)] == ["exactly once"]
+    assert under.worker.counts.delivered == 1
