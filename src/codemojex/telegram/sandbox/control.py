@@ -125,6 +125,7 @@ async def state(request: web.Request) -> web.StreamResponse:
     return _ok(
         {
             "bot": inner.bot,
+            "palette": list(inner.options.palette),
             "users": users,
             "chats": chats,
             "webhook": bool(inner.webhook.url),

@@ -6,6 +6,8 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass, field
 
+from codemojex.domain.emoji import DEFAULT_SET
+
 
 @dataclass(frozen=True, slots=True)
 class SandboxLimits:
@@ -65,7 +67,8 @@ class SandboxOptions:
     """Where the sandbox listens (``port=0`` picks a free port) and the tokens it accepts.
 
     ``bot_token`` is the only token the Bot API accepts; ``control_token`` guards the control API
-    and the chat page (a random one unless given). Neither appears in a repr.
+    and the chat page (a random one unless given). Neither appears in a repr. ``palette`` is the
+    row of emojis the chat page offers (the game's default keyboard).
     """
 
     host: str = "127.0.0.1"
@@ -74,6 +77,7 @@ class SandboxOptions:
     control_token: str = field(default_factory=_new_control_token, repr=False)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     faults: Faults = field(default_factory=Faults)
+    palette: tuple[str, ...] = DEFAULT_SET.symbols
 
     def __post_init__(self) -> None:
         if not 0 <= self.port <= 65535:
