@@ -88,6 +88,12 @@ class CommandWorker:
         self.locks = LaneLocks()
 
     async def __call__(self, job: Job) -> Handled:
+        # The lane's lock first, before any await: tasks start in claim order, so they queue on
+        # the lock in that order (a later await, such as a round trip, could reorder them).
+        async with self.locks.hold(job.group):
+            return await self._handle(job)
+
+    async def _handle(self, job: Job) -> Handled:
         update_id = update_id_of(job.payload)
         if update_id is None:
             log.warning("job %s: dropped a payload that is not an update", job.id)
@@ -105,8 +111,7 @@ class CommandWorker:
                 error.error_count(),
             )
             return Handled.MALFORMED
-        async with self.locks.hold(job.group):
-            await self.dispatcher.feed_update(bot, update, services=self.services)
+        await self.dispatcher.feed_update(bot, update, services=self.services)
         return Handled.ROUTED
 
     async def _claim_update(self, update_id: int, job_id: str) -> bool:

@@ -1,0 +1,124 @@
+"""The gateway against the sandbox and a real Valkey: long polling admits each batch in one
+``enqueue_many`` (a lane per chat, deduplicated by ``update_id``) before confirming it; a
+re-delivered update is handled once; malformed updates are dropped while the gateway runs on;
+a bad token and an active webhook stop it with a clear error."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+
+import pytest
+from aiogram import Bot
+from bot_rig import (  # noqa: F401 (fixtures register)
+    ADA,
+    BOB,
+    LOUNGE,
+    bot_fixture,
+    own_sandbox_fixture,
+    wait_for_text,
+)
+
+from codemojex.app import BotStack
+from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions
+from codemojex.telegram.sandbox import Sandbox
+from codemojex.telegram.transport import TelegramConfig, open_bot
+from echomq import Queue
+
+
+@pytest.fixture(name="sandbox_bot")
+async def sandbox_bot_fixture(own_sandbox: Sandbox) -> AsyncIterator[Bot]:
+    bot = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
+    yield bot
+    await bot.session.close()
+
+
+async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
+    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    first = own_sandbox.say(ADA, "/help")
+    own_sandbox.say(BOB, "/help")
+    last = own_sandbox.say(ADA, "/me", chat=LOUNGE)
+    poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
+
+    assert await poller.poll_once() == 3
+    assert poller.enqueued == 3
+    assert poller.offset == last["update_id"] + 1
+    assert (await queue.counts()).pending == 3
+    lanes = {
+        info.group: info.depth for info in await queue.lanes([str(ADA), str(BOB), str(LOUNGE)])
+    }
+    assert lanes == {str(ADA): 1, str(BOB): 1, str(LOUNGE): 1}
+    # Confirmed: the next poll brings nothing new.
+    assert await poller.poll_once() == 0
+    assert own_sandbox.pending_updates == 0
+    assert first["update_id"] < last["update_id"]
+
+
+async def test_a_batch_polled_again_before_confirming_is_admitted_once(
+    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    update = own_sandbox.say(ADA, "/help")
+    poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
+    await poller.poll_once()
+    own_sandbox.replay(update["update_id"])  # as if the confirmation had been lost
+    await poller.poll_once()
+    assert (poller.enqueued, poller.duplicate) == (1, 1)
+    assert (await queue.counts()).pending == 1
+
+
+async def test_the_same_update_delivered_twice_is_handled_once(
+    own_sandbox: Sandbox, bot: BotStack
+) -> None:
+    update = own_sandbox.say(ADA, "/start")
+    await wait_for_text(own_sandbox, ADA, "Welcome to Codemojex")
+    own_sandbox.replay(update["update_id"])  # long after the first was handled and completed
+    own_sandbox.say(ADA, "/board")  # a marker: the same lane, so handled after the replay
+    await wait_for_text(own_sandbox, ADA, "No game is running")
+    welcomes = [m for m in own_sandbox.messages(ADA) if "Welcome" in m.text]
+    assert len(welcomes) == 1
+    assert own_sandbox.stats.delivered == 2
+
+
+async def test_malformed_updates_are_logged_dropped_and_the_gateway_runs_on(
+    own_sandbox: Sandbox, bot: BotStack, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="codemojex")
+    own_sandbox.push_raw("not an update")
+    own_sandbox.push_raw({"message": {"text": "no update_id"}})
+    own_sandbox.push_raw({"update_id": 777_000, "message": "not an object"})
+    own_sandbox.say(ADA, "/help")
+    await wait_for_text(own_sandbox, ADA, "/convert")
+    log = caplog.text
+    assert "dropped a malformed update at position 0: a str" in log
+    assert "dropped a malformed update at position 1: an object with keys ['message']" in log
+    assert "update 777000: dropped, not a readable update" in log
+    assert "no update_id" not in log  # the content of an update never reaches the log
+    assert bot.tasks["gateway"].done() is False
+    assert own_sandbox.pending_updates == 0
+
+
+async def test_a_bad_token_stops_polling_with_a_clear_error(
+    own_sandbox: Sandbox, queue: Queue
+) -> None:
+    bot = open_bot(TelegramConfig("100000:wrong-secret", base=own_sandbox.url))
+    try:
+        with pytest.raises(GatewayError) as caught:
+            await Poller(bot, queue, PollingOptions(timeout=0)).run()
+    finally:
+        await bot.session.close()
+    assert caught.value.reason == "bad_token"
+    assert "TELEGRAM_BOT_TOKEN" in str(caught.value)
+    assert "wrong-secret" not in str(caught.value)
+    assert (await queue.counts()).pending == 0
+
+
+async def test_polling_while_a_webhook_is_set_says_so(
+    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    await sandbox_bot.set_webhook("http://127.0.0.1:9/unused", secret_token="s3cret")
+    with pytest.raises(GatewayError) as caught:
+        await Poller(sandbox_bot, queue, PollingOptions(timeout=0)).run()
+    assert caught.value.reason == "webhook_active"
+    assert "webhook" in str(caught.value)
+    await sandbox_bot.delete_webhook()

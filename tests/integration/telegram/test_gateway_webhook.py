@@ -1,0 +1,95 @@
+"""The webhook gateway: a POST must carry the secret token (else 401 and nothing is admitted);
+a right one is admitted like a polled update; a body that is not an update is dropped with 200;
+and the sandbox, told the webhook at start, delivers its updates through it."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from aiogram import Bot
+from bot_rig import ADA, own_sandbox_fixture  # noqa: F401 (fixtures register)
+
+from codemojex.telegram.sandbox import Sandbox
+from codemojex.telegram.transport import TelegramConfig, open_bot
+from codemojex.telegram.webhook import SECRET_HEADER, WebhookGateway, WebhookOptions
+from echomq import Job, Queue
+
+SECRET = "right-secret_0123456789"
+
+
+@pytest.fixture(name="webhook")
+async def webhook_fixture(own_sandbox: Sandbox, queue: Queue) -> AsyncIterator[WebhookGateway]:
+    bot: Bot = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
+    try:
+        async with WebhookGateway(bot, queue, WebhookOptions(secret=SECRET)) as gateway:
+            yield gateway
+    finally:
+        await bot.session.close()
+
+
+def an_update(update_id: int) -> dict[str, object]:
+    chat = {"id": ADA, "type": "private", "first_name": "Ada"}
+    sender = {"id": ADA, "is_bot": False, "first_name": "Ada"}
+    message = {"message_id": 1, "date": 0, "chat": chat, "from": sender, "text": "/help"}
+    return {"update_id": update_id, "message": message}
+
+
+async def post(url: str, body: object, headers: dict[str, str]) -> int:
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(url, json=body, headers=headers) as r,
+    ):
+        return r.status
+
+
+async def test_a_post_without_the_secret_is_refused_and_admits_nothing(
+    webhook: WebhookGateway, queue: Queue
+) -> None:
+    assert await post(webhook.url, an_update(1), {}) == 401
+    assert await post(webhook.url, an_update(2), {SECRET_HEADER: "wrong"}) == 401
+    assert await post(webhook.url, an_update(3), {SECRET_HEADER: SECRET + "x"}) == 401
+    assert await post(webhook.url, an_update(4), {SECRET_HEADER: ""}) == 401
+    assert webhook.refused == 4
+    assert (await queue.counts()).pending == 0
+
+
+async def test_a_post_with_the_secret_is_admitted_once(
+    webhook: WebhookGateway, queue: Queue
+) -> None:
+    headers = {SECRET_HEADER: SECRET}
+    assert await post(webhook.url, an_update(10), headers) == 200
+    assert await post(webhook.url, an_update(10), headers) == 200  # Telegram retrying
+    assert (webhook.enqueued, webhook.duplicate) == (1, 1)
+    assert [info.depth for info in await queue.lanes([str(ADA)])] == [1]
+
+
+async def test_a_body_that_is_not_an_update_is_dropped_with_200(
+    webhook: WebhookGateway, queue: Queue
+) -> None:
+    headers = {SECRET_HEADER: SECRET}
+    assert await post(webhook.url, ["not", "an", "update"], headers) == 200
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(webhook.url, data=b"{not json", headers=headers) as response,
+    ):
+        assert response.status == 200
+    assert webhook.dropped == 2
+    assert (await queue.counts()).pending == 0
+
+
+async def test_the_bot_api_delivers_through_the_webhook(
+    own_sandbox: Sandbox, webhook: WebhookGateway, queue: Queue
+) -> None:
+    own_sandbox.say(ADA, "/help")
+    deadline = time.monotonic() + 10.0
+    while (await queue.counts()).pending == 0:  # the sandbox posts on its own schedule
+        assert time.monotonic() < deadline, "the sandbox never posted the update"
+        await asyncio.sleep(0.02)
+    job = await queue.claim()
+    assert isinstance(job, Job)
+    assert job.group == str(ADA)
+    assert job.payload["message"]["text"] == "/help"
