@@ -22,12 +22,12 @@ from starlette.responses import Response
 
 from . import _ids
 from ._checks import count
-from ._consumer import Outcome
+from ._consumer import Observer, Outcome
 from ._queue import Queue
 from ._results import Job
 from ._snapshot import QueueSnapshot, read_snapshot
 
-__all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics"]
+__all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics", "Observer", "Outcome"]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Seconds; a claim minutes after its mint is a backlog worth seeing, not a rounding error.
