@@ -32,7 +32,8 @@ from ._url import ConnectionOptions
 
 log = logging.getLogger("echomq.cluster")
 
-#: Redirections followed for one command before its last error is raised.
+#: MOVED answers followed for one command before the last is raised. ASK, TRYAGAIN and
+#: CLUSTERDOWN (a migration or a failover under way) are retried until the call timeout.
 MAX_REDIRECTS: Final = 8
 #: The least time between two reads of the slot map (a burst of MOVED reads it once).
 REFRESH_INTERVAL: Final = 0.1
@@ -246,6 +247,11 @@ class ClusterRouter:
                 node = self.nodes.get(self._owners[key_slot])
             if node is not None and node.is_connected:
                 return node
+            if node is not None and not node._established:
+                # Named by a MOVED or an ASK and never connected yet: connect it now.
+                with contextlib.suppress(WireError):
+                    await node.connect()
+                    continue
             if time.monotonic() >= deadline:
                 if node is not None:
                     return node  # its own call times out with a clear error
@@ -274,7 +280,9 @@ class ClusterRouter:
 
     async def _call(self, args: tuple[Arg, ...], key_slot: int | None) -> Any:
         asking: str | None = None
-        for attempt in range(MAX_REDIRECTS + 1):
+        moved = 0
+        deadline = time.monotonic() + self.options.call_timeout
+        while True:
             try:
                 if asking is None:
                     node = await self._node(key_slot)
@@ -286,13 +294,15 @@ class ClusterRouter:
                     raise reply
                 return reply
             except ServerError as exc:
-                if exc.code not in _REDIRECTS or attempt == MAX_REDIRECTS:
+                if exc.code not in _REDIRECTS:
+                    raise
+                moved += exc.code == "MOVED"
+                if moved > MAX_REDIRECTS or time.monotonic() >= deadline:
                     raise
                 asking = await self._follow(exc)
             except WireError:
                 self._refresh_soon()
                 raise
-        raise AssertionError("unreachable")
 
     async def _follow(self, error: ServerError) -> str | None:
         """Account for a redirection; the address to ASK, or None to route by the map again."""
@@ -302,12 +312,21 @@ class ClusterRouter:
             return address
         if kind == "MOVED":
             self.moved += 1
-            await self.refresh()
+            self._point(error)
+            self._refresh_soon()
         else:
             await asyncio.sleep(_RETRY_PAUSE)
             if kind == "CLUSTERDOWN":
                 await self.refresh()
         return None
+
+    def _point(self, moved: ServerError) -> None:
+        """Take a ``MOVED <slot> <address>`` at its word until the next map read confirms it
+        (a node asked for the map may not have heard of the move yet)."""
+        parts = moved.message.split()
+        if len(parts) == 3 and parts[1].isdigit():
+            self._by_address(parts[2])
+            self._owners[int(parts[1])] = parts[2]
 
     def _refresh_soon(self) -> None:
         if not self._closed:
@@ -329,7 +348,9 @@ class ClusterRouter:
         replies: list[Any] = [None] * len(commands)
         todo = list(range(len(commands)))
         asking: dict[int, str] = {}
-        for attempt in range(MAX_REDIRECTS + 1):
+        moved = 0
+        deadline = time.monotonic() + self.options.call_timeout
+        while todo:
             groups: dict[Connector, list[int]] = {}
             for i in todo:
                 if i in asking:
@@ -347,13 +368,14 @@ class ClusterRouter:
                 self._refresh_soon()
                 raise
             todo, asking, pause = [], {}, False
+            last = moved > MAX_REDIRECTS or time.monotonic() >= deadline
             for group, answer in zip(groups.values(), answers, strict=True):
                 for i, reply in zip(group, answer, strict=True):
                     replies[i] = reply
                     if not isinstance(reply, ServerError) or reply.code not in _REDIRECTS:
                         continue
-                    if attempt == MAX_REDIRECTS:
-                        continue  # out of redirections: the error stays in place
+                    if last:
+                        continue  # out of redirections or time: the error stays in place
                     todo.append(i)
                     kind, address = _redirect(reply)
                     if kind == "ASK":
@@ -361,12 +383,14 @@ class ClusterRouter:
                         asking[i] = address
                     elif kind == "MOVED":
                         self.moved += 1
-                    pause = pause or kind != "ASK"
-            if not todo:
-                break
+                        moved += 1
+                        self._point(reply)
+                    else:
+                        pause = True
+            if any(i not in asking for i in todo):
+                self._refresh_soon()
             if pause:
-                await self.refresh()
-                await asyncio.sleep(0 if all(i in asking for i in todo) else _RETRY_PAUSE / 5)
+                await asyncio.sleep(_RETRY_PAUSE)
             todo.sort()
         return replies
 
@@ -376,11 +400,26 @@ class ClusterRouter:
     ) -> list[Any]:
         if not any(i in asking for i in group):
             return await node.call_many([commands[i] for i in group])
-        # ASK: each command rides behind its own ASKING, in the same pipeline on that node.
+        # ASK: each asked command rides behind its own ASKING, in one pipeline on that node.
         pipeline: list[Command] = []
+        picks: list[int] = []
         for i in group:
-            pipeline += [("ASKING",), commands[i]]
-        return (await node.call_many(pipeline))[1::2]
+            if i in asking:
+                pipeline.append(("ASKING",))
+            picks.append(len(pipeline))
+            pipeline.append(commands[i])
+        replies = await node.call_many(pipeline)
+        return [replies[p] for p in picks]
+
+    async def wait_replicas(self, key: str, replicas: int = 1, timeout: float = 1.0) -> int:
+        """``WAIT`` on the connection that carries ``key``'s writes: how many replicas have
+        acknowledged every write sent before it (within ``timeout`` seconds).
+
+        Replication is asynchronous: a write is on a replica only once this says so, and a
+        failover may lose any write it did not cover (docs/cluster.md, "Failover").
+        """
+        node = await self._node(_slot(key))
+        return int(await node.call("WAIT", replicas, max(1, round(timeout * 1000))))
 
     # -- dedicated connectors ------------------------------------------------------------------
 

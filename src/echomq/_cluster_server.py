@@ -1,5 +1,6 @@
 """An embedded Valkey Cluster for tests and ``make cluster``: N primaries and their replicas, each
 an :class:`~echomq._server.EmbeddedValkey` child on loopback, met, given slots and replicated.
+Also :func:`migrate_slot`, the live slot migration that is safe for echomq's queues.
 
 The nodes are stopped by pid like any embedded server (and die with their parent on Linux).
 """
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
 
-from ._keys import SLOTS
+from ._connector import Connector
+from ._keys import SLOTS, Keyspace
 from ._server import EmbeddedValkey, ServerOptions, ServerStartError, _command, _Replies
+from ._url import ConnectionOptions
 
 _POLL = 0.05  # seconds between checks while the nodes converge
 
@@ -136,6 +139,79 @@ class EmbeddedCluster:
             if time.monotonic() >= deadline:
                 raise ServerStartError(f"the embedded cluster never reached: {what}")
             time.sleep(_POLL)  # nodes gossip on their own clock: nothing to wait on but time
+
+
+def hash_tag(key: str) -> str | None:
+    """The ``{tag}`` of ``key`` as Valkey reads it, None when the whole key is hashed."""
+    start = key.find("{")
+    end = key.find("}", start + 1)
+    return key[start + 1 : end] if start != -1 and end > start + 1 else None
+
+
+async def _keys_in_slot(node: Connector, slot: int) -> list[str]:
+    keys = await node.call("CLUSTER", "GETKEYSINSLOT", slot, 100_000)
+    return [k.decode() for k in keys]
+
+
+async def _migrate(node: Connector, target: ConnectionOptions, keys: list[str]) -> None:
+    auth: list[str] = []
+    if target.password is not None:
+        auth = ["AUTH2", target.username or "default", target.password]
+    await node.call("MIGRATE", target.host, target.port, "", 0, 10_000, *auth, "KEYS", *keys)
+
+
+async def migrate_slot(
+    source: ConnectionOptions,
+    target: ConnectionOptions,
+    slot: int,
+    *,
+    others: tuple[ConnectionOptions, ...] = (),
+    after_batch: Callable[[str], Awaitable[None]] | None = None,
+) -> list[str]:
+    """Move ``slot`` from the primary ``source`` to the primary ``target`` while clients work.
+
+    A queue's scripts touch keys they do not declare, so key-by-key migration would let a script
+    run against half a queue. Here each queue moves in one ``MIGRATE`` batch: its root and gate
+    keys are set on the source first; deleting the gate freezes the queue (TRYAGAIN), the batch
+    moves every key of the queue with its root, and setting the gate on the target thaws it
+    there (clients reach it by ASK). Keys of queues created meanwhile are frozen throughout
+    (no root, no gate: TRYAGAIN on the target) and move last. ``others`` (the other primaries)
+    learn the new owner at once; ``after_batch(queue)`` runs while a moved queue is served by
+    ASK (a test seam). Returns the queues moved, in order.
+    """
+    async with (
+        Connector(source, version_fence=None) as src,
+        Connector(target, version_fence=None) as dst,
+    ):
+        source_id, target_id = [(await n.call("CLUSTER", "MYID")).decode() for n in (src, dst)]
+        queues = sorted(
+            {
+                tag
+                for k in await _keys_in_slot(src, slot)
+                if k.startswith("emq:{") and (tag := hash_tag(k))
+            }
+        )
+        spaces = [Keyspace(q) for q in queues]
+        for keys in spaces:
+            await src.call("MSET", keys.root, "1", keys.gate, "1")
+        await dst.call("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+        await src.call("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        for keys in spaces:
+            await src.call("DEL", keys.gate)  # frozen: the source answers TRYAGAIN from now on
+            batch = [k for k in await _keys_in_slot(src, slot) if hash_tag(k) == keys.queue]
+            await _migrate(src, target, batch)
+            await dst.call_many([("ASKING",), ("SET", keys.gate, "1")])  # thawed on the target
+            if after_batch is not None:
+                await after_batch(keys.queue)
+        while rest := await _keys_in_slot(src, slot):
+            for start in range(0, len(rest), 100):
+                await _migrate(src, target, rest[start : start + 100])
+        for options in (target, source, *others):
+            async with Connector(options, version_fence=None) as node:
+                await node.call("CLUSTER", "SETSLOT", slot, "NODE", target_id)
+        for keys in spaces:
+            await dst.call("DEL", keys.root, keys.gate)
+    return queues
 
 
 def main() -> None:

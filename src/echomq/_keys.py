@@ -144,6 +144,7 @@ class Keyspace:
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)
+    gate: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)
@@ -172,6 +173,10 @@ class Keyspace:
             "events": root + "events",
             "completed": root + "metrics:completed",
             "failed": root + "metrics:failed",
+            # Declared by every script with the root: while a cluster migrates the queue's slot,
+            # the root (as a key) and the gate exist only where the scripts may run, so a node
+            # holding one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
+            "gate": root + "gate",
         }
         for name, key in fixed.items():
             object.__setattr__(self, name, key)
@@ -218,4 +223,5 @@ class Keyspace:
             self.events,
             self.completed,
             self.failed,
+            self.gate,
         )

@@ -72,7 +72,8 @@ class Queue(QueueAdmin):
         self.minter = minter or _ids.Minter()
         self.scripts = scripts or ScriptRegistry.from_package()
         self.publishes_events = events
-        self._root = (self.keys.root,)
+        # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
+        self._root = (self.keys.root, self.keys.gate)
         # Events go out only while someone listens: PUBSUB NUMSUB is asked at most once a
         # second, so a busy queue with no subscriber pays nothing for its events.
         self._has_listeners = False

@@ -1,0 +1,122 @@
+"""Routing on a real cluster: queues spread over shards, per-node script caches, bad key sets."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Callable
+
+import pytest
+
+from echomq._cluster import ClusterRouter, command_slot
+from echomq._cluster_server import EmbeddedCluster
+from echomq._connector import Connector
+from echomq._errors import CrossSlotError, ServerError
+from echomq._keys import Keyspace, slot
+from echomq._queue import Queue
+from echomq._results import Job
+from echomq.testing import discard
+
+Spread = Callable[[ClusterRouter, int, str], list[str]]
+
+
+async def test_eight_queues_on_three_shards_each_served_by_its_own_shard(
+    router: ClusterRouter, spread: Spread
+) -> None:
+    names = spread(router, 8, "eight")
+    queues = [Queue(name, router) for name in names]
+
+    async def work(queue: Queue) -> list[str]:
+        await queue.enqueue_many(range(25))
+        done = []
+        while isinstance(job := await queue.claim(), Job):
+            await queue.complete(job)
+            done.append(job.id)
+        return done
+
+    done = await asyncio.gather(*(work(q) for q in queues))
+    assert [len(ids) for ids in done] == [25] * 8
+    # Each queue's keys sit in its own slot, on the primary the router sent it to, and nowhere
+    # else: ask every primary how many keys it holds in each queue's slot.
+    per_node: Counter[str] = Counter()
+    for queue in queues:
+        queue_slot = slot(queue.keys.root)
+        owner = router.owner(queue_slot).address
+        for address, node in router.nodes.items():
+            held = await node.call("CLUSTER", "COUNTKEYSINSLOT", queue_slot)
+            if address == owner:
+                assert held > 0  # at least the completed counter
+                per_node[address] += 1
+            else:
+                assert held == 0
+    assert sorted(per_node.values()) == [2, 3, 3]  # three shards share the eight queues
+    for queue in queues:
+        await queue.pause()
+        await queue.obliterate(force=True)
+
+
+async def test_keys_spanning_slots_are_refused_before_any_traffic(router: ClusterRouter) -> None:
+    a, b = Keyspace("span-a"), Keyspace("span-b")
+    assert slot(a.root) != slot(b.root)
+    writes = {address: node.writes for address, node in router.nodes.items()}
+    with pytest.raises(CrossSlotError, match=r"MGET needs all its keys in one cluster slot"):
+        await router.call("MGET", a.meta, b.meta)
+    with pytest.raises(CrossSlotError, match=r"EVALSHA") as caught:
+        router.call_many([("GET", a.meta), ("EVALSHA", "0" * 40, 2, a.root, b.root)])
+    assert set(caught.value.slots) == {a.root, b.root}
+    with pytest.raises(CrossSlotError):
+        command_slot(("DEL", a.ring, b.ring))
+    await asyncio.sleep(0)  # had anything been queued, this tick would flush it
+    assert {address: node.writes for address, node in router.nodes.items()} == writes
+    assert command_slot(("MGET", a.meta, a.ring)) == slot(a.root)  # one tag, one slot: fine
+
+
+async def test_a_pipeline_over_three_shards_answers_in_caller_order(
+    router: ClusterRouter, spread: Spread
+) -> None:
+    names = spread(router, 6, "order")
+    keys = [Keyspace(name).meta for name in names]
+    await router.call_many([("HSET", key, "n", i) for i, key in enumerate(keys)])
+    replies = await router.call_many([("HGET", key, "n") for key in keys])
+    assert replies == [str(i).encode() for i in range(6)]
+    assert await router.call("DEL", keys[0]) == 1
+    await router.call_many([("DEL", key) for key in keys[1:]])
+
+
+async def test_each_node_reloads_scripts_it_lost(router: ClusterRouter, spread: Spread) -> None:
+    # Every primary keeps its own script cache: flush one node's, and the queue on that node
+    # reloads (NOSCRIPT inside a pipeline too) while the others never notice.
+    name = spread(router, 1, "noscript")[0]
+    queue = Queue(name, router)
+    await queue.enqueue("warm")
+    node = router.nodes[router.owner(slot(queue.keys.root)).address]
+    assert await node.call("SCRIPT", "FLUSH") == b"OK"
+    loads = queue.scripts.loads
+    verdicts = await queue.enqueue_many(["a", "b"])
+    assert [v.kind for v in verdicts] == ["enqueued", "enqueued"]
+    assert queue.scripts.loads > loads
+    await queue.pause()
+    await queue.obliterate(force=True)
+
+
+async def test_queue_connect_picks_the_router_from_one_seed_or_many(
+    valkey_cluster: EmbeddedCluster, queue_name: str
+) -> None:
+    one_seed = valkey_cluster.primaries[0].url  # a single node: cluster_enabled is detected
+    for url in (one_seed, valkey_cluster.url):
+        queue = await Queue.connect(url, queue_name)
+        assert isinstance(queue.wire, ClusterRouter)
+        assert (await queue.enqueue("x")).kind == "enqueued"
+        await discard(queue)
+
+
+async def test_the_version_fence_lives_on_the_node_owning_its_slot(
+    router: ClusterRouter,
+) -> None:
+    owner = router.nodes[router.address_of()]
+    assert await owner.call("GET", "{emq}:version") == b"echomq:1"
+    others = [n for a, n in router.nodes.items() if a != router.address_of()]
+    # Why the router checks the fence once, on the owner, and not in every node's handshake:
+    async with Connector(others[0].options, version_fence=None) as other:
+        with pytest.raises(ServerError, match="MOVED"):
+            await other.call("SET", "{emq}:version", "echomq:1", "NX", "GET")
