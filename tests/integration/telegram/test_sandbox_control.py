@@ -193,3 +193,15 @@ async def test_the_stream_carries_each_new_and_edited_message(
         ("message", "ok"),
         ("edit", "ok!"),
     ]
+
+
+async def test_stopping_the_sandbox_ends_an_open_stream(sandbox: Sandbox) -> None:
+    headers = {"X-Sandbox-Token": sandbox.options.control_token}
+    async with (
+        aiohttp.ClientSession(headers=headers) as session,
+        session.get(sandbox.url + "/sandbox/stream") as stream,
+    ):
+        await stream.content.readuntil(b"\n\n")
+        async with asyncio.timeout(5):
+            await sandbox.stop()
+            assert await stream.content.read() is not None  # the stream ended
