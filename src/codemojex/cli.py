@@ -15,7 +15,6 @@ from pathlib import Path
 
 from codemojex.botcommand import add_command as add_bot_command
 from codemojex.flood.command import add_command as add_flood_command
-from codemojex.botcommand import add_command as add_bot_command
 from echomq import Job, Queue
 from echomq._server import EmbeddedValkey, ServerOptions
 
@@ -74,7 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     start = commands.add_parser("up", help="start the engine and report its health")
     start.add_argument("--data-dir", default=os.environ.get("CODEMOJEX_DATA", "var"))
     start.set_defaults(run=up)
-    add_bot_command(commands)
     add_bot_command(commands)
     add_flood_command(commands)
     args = parser.parse_args(argv)
