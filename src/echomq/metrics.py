@@ -11,18 +11,17 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterable, Sequence
-from typing import Any
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import generate_latest
 from prometheus_client.registry import Collector
 from starlette.requests import Request
 from starlette.responses import Response
 
-from . import _ids
 from ._checks import count
 from ._consumer import Observer, Outcome
+from ._observations import OTHER_LANE, Observations
 from ._queue import Queue
 from ._results import Job
 from ._snapshot import QueueSnapshot, read_snapshot
@@ -32,8 +31,6 @@ __all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics", "Observer", 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Seconds; a claim minutes after its mint is a backlog worth seeing, not a rounding error.
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
-#: The label of every lane past ``max_lanes`` (``~`` is not a legal group character).
-OTHER_LANE = "~other"
 _STATES = ("pending", "active", "scheduled", "dead")
 _Family = GaugeMetricFamily | CounterMetricFamily
 
@@ -137,24 +134,8 @@ class Metrics:
         self.max_lanes = count(max_lanes, "max_lanes")
         self._engine = _EngineCollector(self.max_lanes)
         self.registry.register(self._engine)
-        self.wait = Histogram(
-            "echomq_wait_seconds",
-            "Seconds from a job's mint (its id) to its claim (server clock), first attempts",
-            ["queue", "lane"],
-            buckets=tuple(buckets),
-            registry=self.registry,
-        )
-        self.settles = Counter(
-            "echomq_settled",
-            "Jobs settled by this process's consumers, by outcome",
-            ["queue", "lane", "outcome"],
-            registry=self.registry,
-        )
-        # Lanes given their own label so far, per queue (bounded by max_lanes), and the labelled
-        # children by (queue, group[, outcome]): labels() costs more than the observation.
-        self._labelled: dict[str, set[str]] = {}
-        self._waits: dict[tuple[str, str], Any] = {}
-        self._settles: dict[tuple[str, str, str], Any] = {}
+        self.observations = Observations(buckets, self.max_lanes)
+        self.registry.register(self.observations)
 
     # -- the engine ----------------------------------------------------------------------------
 
@@ -176,33 +157,7 @@ class Metrics:
     # -- the consumer observer -----------------------------------------------------------------
 
     def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
-        # Claim time on the server clock is the deadline minus the lease: no clock read here.
-        # Later attempts are skipped: their mint time would count the earlier attempts too.
-        children = self._waits
-        for job in jobs:
-            if job.attempts == 1:
-                child = children.get((queue, job.group))
-                if child is None:
-                    child = self.wait.labels(queue, self._lane(queue, job.group))
-                    children[(queue, job.group)] = child
-                # A claimed id came from the engine, valid: decode without validating again.
-                minted = (_ids._decode_payload(job.id[3:]) >> _ids.TS_SHIFT) + _ids.EPOCH_MS
-                waited = job.deadline_ms - lease_ms - minted
-                child.observe(waited / 1000 if waited > 0 else 0.0)
+        self.observations.claimed(queue, jobs, lease_ms)
 
     def settled(self, queue: str, job: Job, outcome: Outcome) -> None:
-        key = (queue, job.group, outcome)
-        child = self._settles.get(key)
-        if child is None:
-            child = self.settles.labels(queue, self._lane(queue, job.group), outcome)
-            self._settles[key] = child
-        child.inc()
-
-    def _lane(self, queue: str, group: str) -> str:
-        seen = self._labelled.setdefault(queue, set())
-        if group in seen:
-            return group
-        if len(seen) < self.max_lanes:
-            seen.add(group)
-            return group
-        return OTHER_LANE
+        self.observations.settled(queue, job, outcome)
