@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from aiogram import Bot
 
 from codemojex.services.notifier import Notifier
-from codemojex.workers.notify import NotificationConsumer, NotifyWorker
+from codemojex.workers.notify import NOTIFY_CONSUMER, NotificationConsumer, NotifyWorker
 from codemojex.workers.notify_policy import BadTokenError, NotifyOptions
 from echomq import ConsumerOptions, Minter, Queue, Tally
 
-#: Fast beats so deferred sends are promoted promptly even on a loaded machine.
-TEST_CONSUMER = ConsumerOptions(concurrency=16, lease=30.0, batch=3, beat=0.2)
+#: The consumer options the application ships with: the tests measure what runs.
+TEST_CONSUMER = NOTIFY_CONSUMER
 
 
 @dataclass
