@@ -13,7 +13,7 @@ from aiogram import Bot
 from codemojex.services.notifier import Notifier
 from codemojex.workers.notify import NOTIFY_CONSUMER, NotificationConsumer, NotifyWorker
 from codemojex.workers.notify_policy import BadTokenError, NotifyOptions
-from echomq import ConsumerOptions, Minter, Queue, Tally
+from echomq import Minter, Queue, Tally
 
 #: The consumer options the application ships with: the tests measure what runs.
 TEST_CONSUMER = NOTIFY_CONSUMER
