@@ -7,7 +7,7 @@ global, and each is composed once by the application.
 
 from codemojex.services.closing import CLOSE_DEDUP_TTL, Closer, CloseReason, close_dedup_key
 from codemojex.services.guesses import Guesses, Receipt, Resweep, score_payload
-from codemojex.services.notifier import Notification, Notifier
+from codemojex.services.notifier import Blocklist, Notification, Notifier, Skipped
 from codemojex.services.queues import (
     COMMANDS_QUEUE,
     NOTIFY_QUEUE,
@@ -22,6 +22,7 @@ __all__ = [
     "NOTIFY_QUEUE",
     "SCORE_QUEUE",
     "SETTLE_QUEUE",
+    "Blocklist",
     "CloseReason",
     "Closer",
     "GameQueues",
@@ -30,6 +31,7 @@ __all__ = [
     "Notifier",
     "Receipt",
     "Resweep",
+    "Skipped",
     "close_dedup_key",
     "score_payload",
 ]

@@ -1,8 +1,16 @@
 """The handlers of the game's queues, each an async callable for an echomq ``Consumer``:
-:class:`ScoreWorker` on ``cm`` and :class:`SettleWorker` on ``cm-settle``; and the
-:class:`Pipeline` that composes them with the services.
+:class:`ScoreWorker` on ``cm``, :class:`SettleWorker` on ``cm-settle`` and
+:class:`NotifyWorker` on ``cm.notify``; and the :class:`Pipeline` that composes them with the
+services.
 """
 
+from codemojex.workers.notify import NOTIFY_CONSUMER, NotificationConsumer, NotifyWorker
+from codemojex.workers.notify_policy import (
+    BadTokenError,
+    NotifyCounts,
+    NotifyLimits,
+    NotifyOptions,
+)
 from codemojex.workers.pipeline import Pipeline, serving
 from codemojex.workers.score import Scored, ScoreWorker, scored_text
 from codemojex.workers.settle import (
@@ -14,7 +22,14 @@ from codemojex.workers.settle import (
 )
 
 __all__ = [
+    "NOTIFY_CONSUMER",
     "PRIZE_REASON",
+    "BadTokenError",
+    "NotificationConsumer",
+    "NotifyCounts",
+    "NotifyLimits",
+    "NotifyOptions",
+    "NotifyWorker",
     "Pipeline",
     "ScoreWorker",
     "Scored",
