@@ -87,18 +87,6 @@ class BotStack:
         raise RuntimeError(f"{name} stopped on its own")
 
 
-def notification_consumer(pipeline: Pipeline, bot: Bot) -> Consumer:
-    """The consumer of ``cm.notify`` sending through ``bot``."""
-    # HOOK(notify): prefer the pipeline's own factory once the notification worker adds it.
-    factory = getattr(pipeline, "notification_consumer", None)
-    if factory is not None:
-        consumer: Consumer = factory(bot)
-        return consumer
-    from codemojex.workers.notify import NotificationConsumer, NotifyWorker
-
-    return NotificationConsumer(NotifyWorker(bot, pipeline.queues.notify), name="notify")
-
-
 async def check_bot(bot: Bot, token: str) -> str:
     """``getMe``: the bot's ``@username``, or :class:`GatewayError` for a refused token."""
     try:
@@ -150,7 +138,7 @@ async def running(
         consumers: dict[str, Consumer] = {
             "score worker": pipeline.score_consumer(),
             "settle worker": pipeline.settle_consumer(),
-            "notification worker": notification_consumer(pipeline, bot),
+            "notification worker": pipeline.notification_consumer(bot),
             "command worker": Consumer(
                 pipeline.queues.commands, CommandWorker(services), COMMAND_CONSUMER, name="commands"
             ),

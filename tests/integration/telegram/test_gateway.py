@@ -5,7 +5,9 @@ a bad token and an active webhook stop it with a clear error."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 
 import pytest
@@ -23,7 +25,8 @@ from codemojex.app import BotStack
 from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from echomq import Queue
+from echomq import EchoMQError, Pool, Queue
+from echomq._url import ConnectionOptions
 
 
 @pytest.fixture(name="sandbox_bot")
@@ -122,3 +125,38 @@ async def test_polling_while_a_webhook_is_set_says_so(
     assert caught.value.reason == "webhook_active"
     assert "webhook" in str(caught.value)
     await sandbox_bot.delete_webhook()
+
+
+async def test_a_batch_the_bus_did_not_take_is_not_confirmed(
+    own_sandbox: Sandbox, sandbox_bot: Bot, valkey_url: str, queue: Queue
+) -> None:
+    update = own_sandbox.say(ADA, "/help")
+    broken = Queue(queue.name, await Pool(ConnectionOptions.from_url(valkey_url), 1).connect())
+    await broken.wire.close()  # the bus is gone: the enqueue fails
+    poller = Poller(sandbox_bot, broken, PollingOptions(timeout=0))
+    with pytest.raises(EchoMQError):
+        await poller.poll_once()
+    assert poller.offset is None  # nothing confirmed: the sandbox keeps the update
+
+    poller.queue = queue  # the bus is back
+    assert await poller.poll_once() == 1
+    assert poller.offset == update["update_id"] + 1
+    assert (await queue.counts()).pending == 1
+
+
+async def test_network_errors_back_off_and_polling_goes_on(queue: Queue) -> None:
+    # Nothing listens on port 9 (discard): every getUpdates fails at the network level.
+    bot = open_bot(TelegramConfig("100000:sandbox", base="http://127.0.0.1:9", timeout=2.0))
+    poller = Poller(bot, queue, PollingOptions(timeout=0, backoff=0.05, max_backoff=0.2))
+    run = asyncio.create_task(poller.run())
+    try:
+        deadline = time.monotonic() + 10.0
+        while poller.failures < 3:
+            assert time.monotonic() < deadline, "the poller did not retry"
+            assert not run.done(), "a network error stopped the poller"
+            await asyncio.sleep(0.05)
+    finally:
+        run.cancel()
+        await asyncio.gather(run, return_exceptions=True)
+        await bot.session.close()
+    assert (await queue.counts()).pending == 0

@@ -5,14 +5,23 @@ and the sandbox, told the webhook at start, delivers its updates through it."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import aiohttp
 import pytest
 from aiogram import Bot
-from bot_rig import ADA, own_sandbox_fixture  # noqa: F401 (fixtures register)
+from bot_rig import (  # noqa: F401 (fixtures register)
+    ADA,
+    forget,
+    own_sandbox_fixture,
+    settings_for,
+    wait_for_text,
+)
 
+from codemojex.app import running
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
 from codemojex.telegram.webhook import SECRET_HEADER, WebhookGateway, WebhookOptions
@@ -93,3 +102,28 @@ async def test_the_bot_api_delivers_through_the_webhook(
     assert isinstance(job, Job)
     assert job.group == str(ADA)
     assert job.payload["message"]["text"] == "/help"
+
+
+async def test_the_bot_runs_in_webhook_mode(
+    own_sandbox: Sandbox, valkey_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    prefix = f"{queue_name}."
+    settings = dataclasses.replace(
+        settings_for(own_sandbox, valkey_url, prefix, tmp_path), mode="webhook"
+    )
+    ready: list[str] = []
+    try:
+        async with running(settings, lambda component, detail: ready.append(component)) as bot:
+            assert isinstance(bot.gateway, WebhookGateway)
+            own_sandbox.say(ADA, "/start")
+            await wait_for_text(own_sandbox, ADA, "Welcome to Codemojex, Ada!")
+        assert ready[-1] == "gateway"
+        assert "command worker" in ready
+        # Stopping deleted the webhook: polling works again.
+        bot_api = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
+        try:
+            assert (await bot_api.get_webhook_info()).url == ""
+        finally:
+            await bot_api.session.close()
+    finally:
+        await forget(valkey_url, prefix)
