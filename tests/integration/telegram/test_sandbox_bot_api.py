@@ -239,3 +239,13 @@ async def test_wait_for_messages_wakes_on_the_nth_message(
     assert [m.text for m in await waiting] == ["one", "two"]
     with pytest.raises(TimeoutError):
         await sandbox.wait_for_messages(1001, 3, timeout=0.2)
+
+
+async def test_ids_keep_growing_after_a_raw_update_with_a_large_id(
+    sandbox: Sandbox, sandbox_bot: Bot
+) -> None:
+    sandbox.push_raw({"update_id": 777_000, "message": "not an object"})
+    later = sandbox.say(1001, "/help")["update_id"]
+    assert later > 777_000
+    raw = await sandbox_bot(GetUpdates(offset=777_000 + 1))
+    assert [u.update_id for u in raw] == [later]

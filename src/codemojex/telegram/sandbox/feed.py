@@ -25,8 +25,15 @@ class Feed:
     def unsubscribe(self, queue: asyncio.Queue[str | None]) -> None:
         self._subscribers.discard(queue)
 
+    @property
+    def is_watched(self) -> bool:
+        """True while some stream is open (events are only framed for someone)."""
+        return bool(self._subscribers)
+
     def publish(self, event: str, data: dict[str, Any]) -> None:
         """Send one event to every stream, framed as SSE; a stream too far behind is closed."""
+        if not self._subscribers:
+            return
         frame = self.frame(event, data)
         for queue in list(self._subscribers):
             try:

@@ -78,7 +78,8 @@ class State:
         self.feed.publish(kind, message)
 
     def publish_stats(self) -> None:
-        self.feed.publish("stats", self.tally.snapshot().to_json())
+        if self.feed.is_watched:  # a snapshot per send is wasted when no page is open
+            self.feed.publish("stats", self.tally.snapshot().to_json())
 
 
 STATE = web.AppKey("state", State)

@@ -57,7 +57,12 @@ class UpdateLog:
         """Queue ``update`` for the bot as given; its ``update_id`` (if an int) keys it for
         replay. Anything else (a malformed update) gets a key of its own, never shown."""
         update_id = update.get("update_id") if isinstance(update, dict) else None
-        key = update_id if isinstance(update_id, int) else self.next_id()
+        if isinstance(update_id, int) and not isinstance(update_id, bool):
+            key = update_id
+            # Telegram's ids only grow: what comes after an explicit id gets a larger one.
+            self._next_id = max(self._next_id, update_id + 1)
+        else:
+            key = self.next_id()
         self._all[key] = update
         self._pending.append(Pending(key, update))
         self.wake.notify()
