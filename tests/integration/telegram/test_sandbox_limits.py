@@ -4,6 +4,7 @@ chat, per group and overall; a forced 429; 5xx and HTML 502 answers that deliver
 from __future__ import annotations
 
 import asyncio
+import random
 import secrets
 from collections.abc import AsyncIterator
 
@@ -13,6 +14,7 @@ from aiogram.exceptions import ClientDecodeError, TelegramRetryAfter, TelegramSe
 
 from codemojex.telegram import TelegramConfig, open_bot
 from codemojex.telegram.sandbox import LOUNGE, Faults, Sandbox, SandboxLimits, SandboxOptions
+from codemojex.telegram.sandbox.limiter import Limiter
 
 
 async def started(limits: SandboxLimits) -> AsyncIterator[tuple[Sandbox, Bot]]:
@@ -163,3 +165,42 @@ def test_bad_faults_are_refused(bad: dict[str, float]) -> None:
 def test_bad_limits_are_refused(bad: dict[str, float]) -> None:
     with pytest.raises(ValueError, match="SandboxLimits"):
         SandboxLimits(**bad)  # type: ignore[arg-type]
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_limiter_never_admits_more_than_burst_plus_rate_in_any_window() -> None:
+    clock = ManualClock()
+    limiter = Limiter(SandboxLimits(), clock)
+    draw = random.Random(3)
+    admitted: dict[int, list[float]] = {}
+    for _ in range(5000):
+        clock.now += draw.expovariate(40.0)
+        chat = draw.choice([1001, 1002, LOUNGE])
+        if limiter.verdict(chat) is None:
+            admitted.setdefault(chat, []).append(clock.now)
+    for chat, times in admitted.items():
+        rate, burst = (20 / 60, 21) if chat < 0 else (1.0, 4)
+        for first, start in enumerate(times):
+            for last in range(first, len(times)):
+                span = times[last] - start
+                assert last - first + 1 <= burst + rate * span + 1e-9
+    everything = sorted(t for times in admitted.values() for t in times)
+    for first, start in enumerate(everything):
+        for last in range(first, min(len(everything), first + 200)):
+            assert last - first + 1 <= 35 + 30 * (everything[last] - start) + 1e-9
+
+
+def test_a_refused_send_takes_no_token() -> None:
+    clock = ManualClock()
+    limiter = Limiter(SandboxLimits(), clock)
+    assert [limiter.verdict(1001) for _ in range(4)] == [None] * 4
+    assert [limiter.verdict(1001) for _ in range(10)] == [1] * 10
+    clock.now += 1.0
+    assert limiter.verdict(1001) is None
