@@ -211,6 +211,8 @@ class ClusterRouter:
             if isinstance(result, BaseException):
                 log.warning("cannot reach cluster primary %s: %s", address, result)
                 await connector.close()
+            elif self._closed or address in self.nodes:
+                await connector.close()  # closed meanwhile, or a MOVED named it first
             else:
                 self.nodes[address] = connector
         gone = [a for a in self.nodes if a not in wanted]
@@ -451,7 +453,9 @@ class KeyedConnector(Connector):
         try:
             return await super().call_blocking(timeout, *args)
         except ServerError as exc:
-            if exc.code in _REDIRECTS:
+            # ASK and TRYAGAIN: the slot is mid-migration and still the old node's; the caller
+            # parks a beat and asks again. MOVED and CLUSTERDOWN: it changed hands.
+            if exc.code in ("MOVED", "CLUSTERDOWN"):
                 await self.retarget()
             raise
         except WireError:

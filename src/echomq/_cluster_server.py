@@ -128,7 +128,11 @@ class EmbeddedCluster:
         return all(len(self.call(n, "CLUSTER", "NODES").splitlines()) == total for n in self.nodes)
 
     def _all_ok(self) -> bool:
-        if not all("cluster_state:ok" in self.call(n, "CLUSTER", "INFO") for n in self.nodes):
+        # Without full coverage required, "ok" alone does not mean a node has heard of every
+        # slot's owner yet: insist that each one sees all slots assigned.
+        wanted = ("cluster_state:ok", f"cluster_slots_ok:{SLOTS}")
+        infos = [self.call(n, "CLUSTER", "INFO") for n in self.nodes]
+        if not all(word in info for info in infos for word in wanted):
             return False
         return all(
             "master_link_status:up" in self.call(n, "INFO", "replication") for n in self.replicas
@@ -170,37 +174,33 @@ async def migrate_slot(
 ) -> list[str]:
     """Move ``slot`` from the primary ``source`` to the primary ``target`` while clients work.
 
-    A queue's scripts touch keys they do not declare, so key-by-key migration would let a script
-    run against half a queue. Here each queue moves in one ``MIGRATE`` batch: its root and gate
-    keys are set on the source first; deleting the gate freezes the queue (TRYAGAIN), the batch
-    moves every key of the queue with its root, and setting the gate on the target thaws it
-    there (clients reach it by ASK). Keys of queues created meanwhile are frozen throughout
-    (no root, no gate: TRYAGAIN on the target) and move last. ``others`` (the other primaries)
-    learn the new owner at once; ``after_batch(queue)`` runs while a moved queue is served by
-    ASK (a test seam). Returns the queues moved, in order.
+    A queue's scripts touch keys they do not declare, and a script on a migrating source fails
+    when it touches a key that is not there (a new job row, say). So from ``MIGRATING`` on, a
+    queue's scripts run nowhere until all of its keys are on the target: they declare the root
+    and the gate, which exist on neither node, so the source answers ASK and the target
+    TRYAGAIN, and the router retries. Queue by queue, its keys move in ``MIGRATE`` batches,
+    then its root and gate are set on the target: the queue is served there at once, reached
+    by ASK, long before the slot changes hands. Other keys of the slot move last. ``others``
+    (the other primaries) learn the new owner at once; ``after_batch(queue)`` runs while a
+    moved queue is served by ASK (a test seam). Returns the queues moved, in order.
     """
     async with (
         Connector(source, version_fence=None) as src,
         Connector(target, version_fence=None) as dst,
     ):
         source_id, target_id = [(await n.call("CLUSTER", "MYID")).decode() for n in (src, dst)]
-        queues = sorted(
-            {
-                tag
-                for k in await _keys_in_slot(src, slot)
-                if k.startswith("emq:{") and (tag := hash_tag(k))
-            }
-        )
-        spaces = [Keyspace(q) for q in queues]
-        for keys in spaces:
-            await src.call("MSET", keys.root, "1", keys.gate, "1")
         await dst.call("CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
         await src.call("CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+        # Every queue of the slot is frozen now: its keys stay put until they move below.
+        in_slot = await _keys_in_slot(src, slot)
+        queues = sorted({t for k in in_slot if k.startswith("emq:{") and (t := hash_tag(k))})
+        spaces = [Keyspace(q) for q in queues]
         for keys in spaces:
-            await src.call("DEL", keys.gate)  # frozen: the source answers TRYAGAIN from now on
-            batch = [k for k in await _keys_in_slot(src, slot) if hash_tag(k) == keys.queue]
-            await _migrate(src, target, batch)
-            await dst.call_many([("ASKING",), ("SET", keys.gate, "1")])  # thawed on the target
+            mine = [k for k in in_slot if hash_tag(k) == keys.queue and k.startswith("emq:")]
+            for start in range(0, len(mine), 100):
+                await _migrate(src, target, mine[start : start + 100])
+            # Thawed on the target: its scripts find both declared keys there.
+            await dst.call_many([("ASKING",), ("MSET", keys.root, "1", keys.gate, "1")])
             if after_batch is not None:
                 await after_batch(keys.queue)
         while rest := await _keys_in_slot(src, slot):
