@@ -288,3 +288,42 @@ async def test_close_streams_ends_open_event_streams(queue: Queue) -> None:
         app.close_streams()
         rest = await asyncio.wait_for(stream.content.read(), 10)  # EOF, not 30 s later
         assert rest == b"\n"
+
+
+async def test_a_lane_cap_keeps_paused_then_busiest_lanes_and_counts_the_rest(
+    queue: Queue,
+) -> None:
+    await queue.enqueue_many(
+        [Item(n, group="busy") for n in range(5)]
+        + [Item(n, group="mid") for n in range(2)]
+        + [Item(0, group="idle")]
+    )
+    await queue.lane("held").pause()  # empty but paused: an operator must see it
+    app = create_app(queue.wire, [queue.name], TOKEN, lanes=2)
+    async with (
+        serve_app(app) as base,
+        aiohttp.ClientSession() as http,
+        http.get(base + "/api/snapshot") as response,
+    ):
+        [shown] = (await response.json())["queues"]
+    assert [lane["group"] for lane in shown["lanes"]] == ["busy", "held"]
+    assert shown["lanes_hidden"] == 2
+
+
+async def test_an_action_shows_in_the_next_frame_of_an_open_stream(board: Board) -> None:
+    await board.queue.enqueue(1, group="a")
+
+    async def frames() -> Any:
+        async for line in stream.content:
+            if line.startswith(b"data: "):
+                yield json.loads(line[6:])["queues"][0]
+
+    async with board.http.get(board.base + "/events") as stream:
+        reader = frames()
+        assert (await anext(reader))["lanes"][0]["paused"] is False
+        assert (await board.post(board.lane("a", "pause")))[0] == 200
+        # Frames sent while the POST was in flight predate it; a later one must show it.
+        async with asyncio.timeout(10):
+            while not (await anext(reader))["lanes"][0]["paused"]:
+                pass
+        await reader.aclose()

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-from echomq._results import Counts
-from echomq._snapshot import Limiter, QueueSnapshot
+from typing import Any
+
 from echomq.dashboard._app import Rates
 
 
-def _snap(completed: int, failed: int = 0, pending: int = 0) -> QueueSnapshot:
-    counts = Counts(pending, 0, 0, 0, completed, failed, 0, 0)
-    return QueueSnapshot("q", False, None, Limiter(None, None, 0, 0.0), counts, [], [], [])
+def _snap(completed: int, failed: int = 0, pending: int = 0) -> dict[str, Any]:
+    return {"name": "q", "counts": {"completed": completed, "failed": failed, "pending": pending}}
 
 
 def test_one_sample_is_not_a_rate_yet() -> None:

@@ -53,6 +53,7 @@ def create_app(
     metrics: Metrics | None = None,
     interval: float = 1.0,
     dead: int = 50,
+    lanes: int = 200,
 ) -> DashboardApp:
     """The dashboard of ``queues``.
 
@@ -61,6 +62,8 @@ def create_app(
     ``metrics``: the :class:`~echomq.metrics.Metrics` your consumers feed, to serve its
     registry (with your own counters) on ``/metrics``; by default one of its own. ``interval``:
     seconds between snapshots on ``/events``. ``dead``: dead letters shown per queue.
+    ``lanes``: lanes shown per queue (paused ones first, then the busiest; a lane per user
+    would otherwise make a page nobody can read).
     """
     if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
         raise InvalidArgument("token", "<hidden>", f"needs at least {MIN_TOKEN_LENGTH} characters")
@@ -68,6 +71,7 @@ def create_app(
         raise InvalidArgument("queues", queues, "expected a non-empty list of queue names")
     ms(interval, "interval", positive=True)
     count(dead, "dead", minimum=0)
+    count(lanes, "lanes")
     owned: Pool | None = None
     if isinstance(wire_or_url, str | ConnectionOptions):
         options = (
@@ -80,7 +84,14 @@ def create_app(
     else:
         wire = wire_or_url
     shown = {name: Queue(name, wire, events=False) for name in dict.fromkeys(queues)}
-    board = Dashboard(shown, token, metrics or Metrics(list(shown.values())), float(interval), dead)
+    board = Dashboard(
+        shown,
+        token,
+        metrics or Metrics(list(shown.values())),
+        interval=float(interval),
+        dead=dead,
+        lanes=lanes,
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

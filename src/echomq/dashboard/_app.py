@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import dataclasses
 import hmac
 import json
 import time
@@ -22,7 +23,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 
 from .._errors import EchoMQError, InvalidArgument, LockedError, StateError
 from .._queue import Queue
-from .._snapshot import QueueSnapshot, read_snapshot
+from .._snapshot import read_snapshot
 from ..metrics import Metrics
 
 TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
@@ -39,10 +40,11 @@ class Rates:
         self.span = span
         self._seen: dict[str, collections.deque[tuple[float, int, int, int]]] = {}
 
-    def update(self, snap: QueueSnapshot, now: float) -> dict[str, float | None]:
-        c = snap.counts
-        seen = self._seen.setdefault(snap.name, collections.deque())
-        seen.append((now, c.completed, c.failed, c.pending))
+    def update(self, queue: dict[str, Any], now: float) -> dict[str, float | None]:
+        """``queue``: one queue of a snapshot as JSON (its ``name`` and ``counts``)."""
+        c = queue["counts"]
+        seen = self._seen.setdefault(queue["name"], collections.deque())
+        seen.append((now, c["completed"], c["failed"], c["pending"]))
         while len(seen) > 2 and now - seen[1][0] >= self.span:
             seen.popleft()
         first = seen[0]
@@ -50,9 +52,9 @@ class Rates:
         if elapsed <= 0:
             return {"completed": None, "failed": None, "backlog": None}
         return {
-            "completed": max(c.completed - first[1], 0) / elapsed,  # obliterate resets counters
-            "failed": max(c.failed - first[2], 0) / elapsed,
-            "backlog": (c.pending - first[3]) / elapsed,
+            "completed": max(c["completed"] - first[1], 0) / elapsed,  # obliterate resets them
+            "failed": max(c["failed"] - first[2], 0) / elapsed,
+            "backlog": (c["pending"] - first[3]) / elapsed,
         }
 
 
@@ -60,13 +62,24 @@ class Dashboard:
     """The handlers, bound to the queues they show."""
 
     def __init__(
-        self, queues: dict[str, Queue], token: str, metrics: Metrics, interval: float, dead: int
+        self,
+        queues: dict[str, Queue],
+        token: str,
+        metrics: Metrics,
+        *,
+        interval: float,
+        dead: int,
+        lanes: int,
     ) -> None:
         self.queues = queues
         self._token = token
         self.metrics = metrics
         self.interval = interval
         self.dead = dead
+        self.lanes = lanes
+        # Open streams share reads: one in flight at a time, reused for half an interval.
+        self._latest: tuple[float, list[dict[str, Any]]] | None = None
+        self._reading: asyncio.Future[list[dict[str, Any]]] | None = None
         # Set on shutdown: an event stream never ends by itself, and servers wait for open
         # responses before they stop.
         self.closing = asyncio.Event()
@@ -80,14 +93,42 @@ class Dashboard:
         html = resources.files(__package__).joinpath("page.html").read_text(encoding="utf-8")
         return HTMLResponse(html, headers={"Cache-Control": "no-store"})
 
-    async def snapshot(self) -> list[QueueSnapshot]:
-        return list(
-            await asyncio.gather(*(read_snapshot(q, dead=self.dead) for q in self.queues.values()))
+    async def read(self) -> list[dict[str, Any]]:
+        """Every queue now, as JSON, with at most ``lanes`` lanes each (paused and busiest
+        first, shown by name) and ``lanes_hidden`` saying how many were left out."""
+        snaps = await asyncio.gather(
+            *(read_snapshot(q, dead=self.dead) for q in self.queues.values())
         )
+        shown = []
+        for snap in snaps:
+            kept = sorted(snap.lanes, key=lambda lane: (not lane.paused, -lane.depth - lane.active))
+            kept = sorted(kept[: self.lanes], key=lambda lane: lane.group)
+            shown.append(
+                {
+                    **dataclasses.replace(snap, lanes=kept).as_json(),
+                    "lanes_hidden": len(snap.lanes) - len(kept),
+                }
+            )
+        return shown
+
+    async def shared_read(self) -> list[dict[str, Any]]:
+        """:meth:`read`, shared by every open stream: the engine sees about two reads per
+        interval however many pages are open."""
+        now = time.monotonic()
+        if self._latest is not None and now - self._latest[0] < self.interval / 2:
+            return self._latest[1]
+        if self._reading is None:
+            self._reading = asyncio.ensure_future(self.read())
+            self._reading.add_done_callback(self._read_done)
+        return await asyncio.shield(self._reading)
+
+    def _read_done(self, reading: asyncio.Future[list[dict[str, Any]]]) -> None:
+        self._reading = None
+        if not reading.cancelled() and reading.exception() is None:
+            self._latest = (time.monotonic(), reading.result())
 
     async def snapshot_json(self, request: Request) -> Response:
-        snaps = await self.snapshot()
-        return JSONResponse({"at": time.time(), "queues": [s.as_json() for s in snaps]})
+        return JSONResponse({"at": time.time(), "queues": await self.read()})
 
     async def events(self, request: Request) -> Response:
         return StreamingResponse(
@@ -100,14 +141,14 @@ class Dashboard:
         rates = Rates()
         while not self.closing.is_set() and not await request.is_disconnected():
             try:
-                snaps = await self.snapshot()
+                queues = await self.shared_read()
             except EchoMQError as exc:
                 yield f"event: failure\ndata: {json.dumps({'error': str(exc)})}\n\n"
             else:
                 now = time.monotonic()
                 body = {
                     "at": time.time(),
-                    "queues": [{**s.as_json(), "rates": rates.update(s, now)} for s in snaps],
+                    "queues": [{**q, "rates": rates.update(q, now)} for q in queues],
                 }
                 yield f"data: {json.dumps(body, separators=(',', ':'))}\n\n"
             with contextlib.suppress(TimeoutError):
@@ -130,7 +171,9 @@ class Dashboard:
                 return JSONResponse({"error": "no such queue on this dashboard"}, 404)
             try:
                 body = await _body(request)
-                return JSONResponse(await run(queue, request, body))
+                answer = await run(queue, request, body)
+                self._latest = None  # the streams' next frame shows the change
+                return JSONResponse(answer)
             except _NotFound as exc:
                 return JSONResponse({"error": str(exc)}, 404)
             except InvalidArgument as exc:
