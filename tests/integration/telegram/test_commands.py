@@ -3,11 +3,15 @@ workers): replies for each command, and a clear reply for each kind of bad input
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, own_sandbox_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
 from codemojex.store import balances, find_player
 from codemojex.telegram.sandbox import Sandbox
+from codemojex.workers.commands.convert import USAGE
 
 
 async def test_help_lists_the_commands(own_sandbox: Sandbox, bot: BotStack) -> None:
@@ -75,3 +79,26 @@ async def test_board_of_a_fresh_game_is_empty(own_sandbox: Sandbox, bot: BotStac
     await wait_for_text(own_sandbox, LOUNGE, "started a new game")
     own_sandbox.say(ADA, "/board", chat=LOUNGE)
     await wait_for_text(own_sandbox, LOUNGE, "No guess scored yet")
+
+
+async def test_a_burst_in_one_chat_is_drained_by_batch_claims_in_order(
+    own_sandbox: Sandbox, bot: BotStack
+) -> None:
+    commands = bot.pipeline.queues.commands
+    lane = commands.lane(str(ADA))
+    await lane.pause()  # let the whole burst land first, so one claim can take it
+    amounts = [11 * n for n in range(1, 9)]  # none a multiple of 10: eight distinct refusals
+    for amount in amounts:
+        own_sandbox.say(ADA, f"/convert {amount}")
+    deadline = time.monotonic() + 10.0
+    while await lane.depth() < len(amounts):
+        assert time.monotonic() < deadline, "the gateway did not admit the burst"
+        await asyncio.sleep(0.02)
+    consumer = bot.consumers["command worker"]
+    claims_before = consumer.tally.claims
+    await lane.resume()
+
+    await own_sandbox.wait_for_messages(ADA, len(amounts), timeout=30.0)
+    texts = [message.text for message in own_sandbox.messages(ADA)]
+    assert texts == [f"Cannot convert {amount} diamonds. {USAGE}" for amount in amounts]
+    assert consumer.tally.claims - claims_before <= 3  # one batch claim, not one per update
