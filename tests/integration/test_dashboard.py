@@ -16,7 +16,9 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from echomq._errors import InvalidArgument
+from echomq._pool import Pool
 from echomq._queue import Item, Queue
+from echomq._url import ConnectionOptions
 from echomq.dashboard import TOKEN_HEADER, create_app
 from echomq.metrics import Metrics
 from echomq.testing import claim_job, serve_app
@@ -327,3 +329,18 @@ async def test_an_action_shows_in_the_next_frame_of_an_open_stream(board: Board)
             while not (await anext(reader))["lanes"][0]["paused"]:
                 pass
         await reader.aclose()
+
+
+async def test_an_engine_that_cannot_be_read_is_reported_not_hidden(valkey_url: str) -> None:
+    pool = await Pool(ConnectionOptions.from_url(valkey_url), 1).connect()
+    await pool.close()  # every read now fails with Closed
+    app = create_app(pool, ["q"], TOKEN, interval=0.05)
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        async with http.get(base + "/api/snapshot") as response:
+            assert response.status == 502
+            assert "reading the engine failed" in (await response.json())["error"]
+        async with http.get(base + "/metrics") as response:
+            assert response.status == 502
+        async with http.get(base + "/events") as stream:
+            assert await stream.content.readline() == b"event: failure\n"
+            assert b"closed" in (await stream.content.readline()).lower()

@@ -19,7 +19,13 @@ from importlib import resources
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingResponse
+from starlette.responses import (
+    HTMLResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 
 from .._errors import EchoMQError, InvalidArgument, LockedError, StateError
 from .._queue import Queue
@@ -128,7 +134,10 @@ class Dashboard:
             self._latest = (time.monotonic(), reading.result())
 
     async def snapshot_json(self, request: Request) -> Response:
-        return JSONResponse({"at": time.time(), "queues": await self.read()})
+        try:
+            return JSONResponse({"at": time.time(), "queues": await self.read()})
+        except EchoMQError as exc:
+            return JSONResponse({"error": f"reading the engine failed: {exc}"}, 502)
 
     async def events(self, request: Request) -> Response:
         return StreamingResponse(
@@ -155,7 +164,10 @@ class Dashboard:
                 await asyncio.wait_for(self.closing.wait(), self.interval)
 
     async def metrics_text(self, request: Request) -> Response:
-        return await self.metrics.endpoint(request)
+        try:
+            return await self.metrics.endpoint(request)
+        except EchoMQError as exc:  # a failed scrape, not stale numbers
+            return PlainTextResponse(f"reading the engine failed: {exc}\n", 502)
 
     # -- actions -------------------------------------------------------------------------------
 
