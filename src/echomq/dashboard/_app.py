@@ -1,7 +1,7 @@
 """The dashboard's routes: the page, snapshots (one-off and as server-sent events), /metrics,
 and the token-checked actions on lanes and dead jobs.
 
-Reads are open (the app binds 127.0.0.1 by default); every POST needs ``X-Dashboard-Token``.
+Reads are open (``echomq dashboard`` binds 127.0.0.1); every POST needs ``X-Dashboard-Token``.
 A custom header also defeats cross-site form posts: a browser cannot add one without CORS.
 """
 
