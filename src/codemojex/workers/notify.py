@@ -148,13 +148,19 @@ class NotifyWorker:
             raise Defer(self.options.bad_token_delay, "the bot token is bad")
 
     async def _settled_before(self, notification: Notification) -> bool:
-        """Already delivered (a redelivery) or for a blocked chat: complete without a send."""
-        sent, blocked = await self.queue.wire.call_many(
+        """Already delivered (a redelivery) or for a blocked chat: complete without a send.
+        A chat still inside a 429's ``retry_after`` defers the notification until it ends."""
+        sent, blocked, cooling_ms = await self.queue.wire.call_many(
             [
                 ("EXISTS", self.sent.key(notification.id)),
                 ("SISMEMBER", self.blocklist.key, notification.chat),
+                ("PTTL", self._cooling_key(notification.chat)),
             ]
         )
+        if cooling_ms > 0:
+            # A 429's retry_after holds for the chat, not only the message that got it.
+            self._count("deferred")
+            raise Defer(cooling_ms / 1000, "the chat is under flood control")
         if sent:
             self._count("duplicates")
             return True
@@ -167,6 +173,9 @@ class NotifyWorker:
             )
             return True
         return False
+
+    def _cooling_key(self, chat: int) -> str:
+        return notify_key(self.queue.name, f"cooling:{chat}")
 
     async def _take(self, chat: int) -> float | None:
         """Pay every budget of a send to ``chat`` in one take; None when paid, else the wait
@@ -200,6 +209,8 @@ class NotifyWorker:
         if outcome.retry_after is not None:
             self._count("too_many_requests")
             delay = outcome.retry_after
+            cooling = self._cooling_key(notification.chat)
+            await self.queue.wire.call("SET", cooling, 1, "PX", max(1, int(delay * 1000)))
         else:
             delay = backoff(
                 failures,
@@ -251,8 +262,10 @@ class NotifyWorker:
 #: How the notification consumer works unless told otherwise: batches as long as a chat's
 #: burst (a lane's burst goes in one claim under a backlog); eight sends in hand are plenty for
 #: 30/s (more only contend for the global bucket: the flood test measured half the deferrals
-#: at 8 as at 16, at the same throughput); leases far longer than a send.
-NOTIFY_CONSUMER = ConsumerOptions(concurrency=8, lease=60.0, batch=3, beat=1.0)
+#: at 8 as at 16, at the same throughput); a short beat, because a deferral or retry scheduled
+#: while the consumer is parked is promoted at its next beat at the latest; leases far longer
+#: than a send.
+NOTIFY_CONSUMER = ConsumerOptions(concurrency=8, lease=60.0, batch=3, beat=0.25)
 
 
 class NotificationConsumer(Consumer):
