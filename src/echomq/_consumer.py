@@ -20,7 +20,14 @@ from ._backoff import Backoff, Exponential, Jitter
 from ._cadence import SCHEDULED_TOKEN, Cadence
 from ._checks import count, ms
 from ._connector import Connector
-from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._errors import (
+    EchoMQError,
+    InvalidArgument,
+    Refusal,
+    ServerError,
+    StaleTokenError,
+    WireError,
+)
 from ._pool import dedicated
 from ._results import Empty, Job, RateLimited
 
@@ -199,11 +206,16 @@ class Consumer:
                     continue
                 size = min(options.batch, free)
                 rounds = min(window, free // size, options.claims_in_flight)
-                outcomes = await asyncio.gather(*(self._claim(size) for _ in range(max(1, rounds))))
+                outcomes = await asyncio.gather(
+                    *(self._claim(size) for _ in range(max(1, rounds))), return_exceptions=True
+                )
                 limited: RateLimited | None = None
                 full = True  # every claim of the round brought work and lanes remain
+                failed: BaseException | None = None
                 for outcome in outcomes:
-                    if isinstance(outcome, tuple):
+                    if isinstance(outcome, BaseException):
+                        failed, full = outcome, False
+                    elif isinstance(outcome, tuple):
                         jobs, more = outcome
                         for job in jobs:
                             self._start(job)
@@ -218,7 +230,16 @@ class Consumer:
                     window *= 2
                     continue
                 window = 1
-                if limited is not None:
+                if failed is not None:
+                    # A lost connection or a failover: the jobs other claims brought are in
+                    # hand; try again after a pause (a claim that ran unseen is reaped later).
+                    if not isinstance(failed, WireError | ServerError) or isinstance(
+                        failed, Refusal
+                    ):
+                        raise failed
+                    log.warning("%s: claim on %s failed: %s", self.name, self.queue.name, failed)
+                    await self._sleep(min(options.beat, 1.0))
+                elif limited is not None:
                     await self._sleep(limited.wait)
                 else:
                     hint = False
