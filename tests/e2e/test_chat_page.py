@@ -153,3 +153,11 @@ async def test_the_page_without_its_token_is_refused(browser: Browser, sandbox: 
         assert response.status == 403
     finally:
         await page.close()
+
+
+async def test_a_user_made_after_the_page_loaded_appears(sandbox: Sandbox, page: Page) -> None:
+    await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
+    sandbox.say(1042, "hi, I am new")
+    await expect(page.locator('#users button[data-user="1042"] .name')).to_have_text(
+        "user 1042", timeout=WAIT_MS
+    )
