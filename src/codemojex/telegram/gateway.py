@@ -34,8 +34,9 @@ from echomq import EchoMQError, Queue
 
 log = logging.getLogger("codemojex.gateway")
 
-ALLOWED_UPDATES: tuple[str, ...] = ("message", "edited_message", "callback_query")
-"""The update kinds the command worker handles; Telegram sends only these."""
+ALLOWED_UPDATES: tuple[str, ...] = ("message", "callback_query")
+"""The update kinds the command worker handles; Telegram sends only these (an edited message
+is not a second guess)."""
 
 
 class GatewayError(CodemojexError):
