@@ -5,7 +5,9 @@ Jain's index of shares x₁…xₙ is (Σx)² / (n·Σx²): 1 when every lane go
 when one lane got everything. The flood computes it per window of ``window`` seconds over the
 lanes of ``cm`` (players) that were *backlogged for the whole window* — a guess enqueued and not
 yet claimed at every instant of it — with xᵢ the claims lane i got in that window. Lanes with
-nothing waiting are left out: they asked for nothing, so nothing can be unfair to them.
+nothing waiting are left out: they asked for nothing, so nothing can be unfair to them. So are
+windows whose lanes got fewer claims than there are lanes: k claims among n > k lanes cannot
+score above k/n however fairly they are shared.
 """
 
 from __future__ import annotations
@@ -166,7 +168,8 @@ def _backlogged_throughout(changes: list[tuple[float, int]], start: float, end: 
 
 def fairness(samples: Sequence[GuessSample], window: float = 1.0) -> Fairness:
     """Jain's index per ``window`` of the claims the lanes backlogged throughout it got (see
-    the module); windows with fewer than two such lanes, or no claim, are left out."""
+    the module); windows with fewer than two such lanes, or fewer claims than lanes, are left
+    out."""
     if not window > 0:
         raise ValueError(f"window {window!r}: seconds > 0")
     claimed = [s.claimed for s in samples if s.claimed is not None]
@@ -184,7 +187,7 @@ def fairness(samples: Sequence[GuessSample], window: float = 1.0) -> Fairness:
         start, end = index * window, (index + 1) * window
         lanes = [lane for lane, c in steps.items() if _backlogged_throughout(c, start, end)]
         shares = [claims_in[(lane, index)] for lane in lanes]
-        if len(lanes) < 2 or sum(shares) == 0:
+        if len(lanes) < 2 or sum(shares) < len(lanes):
             continue
         value = jain(shares)
         windows += 1

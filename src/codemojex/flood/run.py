@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from codemojex.domain import CodemojexError
+from codemojex.domain import MAX_TOTAL, CodemojexError
 from codemojex.flood.measure import GuessSample, percentile
 from codemojex.flood.scenario import FloodOptions, Plan, PlayerPlan, RoomPlan, plan
 from codemojex.flood.seeding import Seeded, discard_run, seed, unscored_count
@@ -63,6 +63,10 @@ class Trace:
 
 
 ProgressCallback = Callable[[Progress], None]
+
+
+def _percent(total: int) -> str:
+    return f"{round(total * 100 / MAX_TOTAL)}%"
 
 
 class _Run:
@@ -134,16 +138,21 @@ class _Run:
         if settled.outcome is SettleOutcome.CLOSED or job.attempts > 1:
             room = self.seeded.room_of_game.get(settled.game)
             if room is not None and settled.game not in self.closed:
+                over = f"🏁 {room.title} is over"
                 for member in room.players:
                     player = self.seeded.players[member.user]
                     best = await self.pipeline.board.best(settled.game, player) or 0
-                    text = f"🏁 {room.title} is over: your best was {round(best / 6)}%."
-                    await self.pipeline.notifier.notify(
-                        member.user, text, dedup_key=f"result:{settled.game}:{player}"
-                    )
-                    self.results += 1
+                    mine = f"{over}: your best {_percent(best)}"
+                    await self._tell(member.user, settled.game, mine)
+                top = _percent(settled.top_score or 0)
+                for watcher in room.watchers:
+                    await self._tell(watcher, settled.game, f"{over}: the top score {top}")
                 self.closed.add(settled.game)
         return settled
+
+    async def _tell(self, user: int, game: str, text: str) -> None:
+        await self.pipeline.notifier.notify(user, text, dedup_key=f"result:{game}:{user}")
+        self.results += 1
 
     def progress(self, sends: SendCounts) -> Progress:
         rooms = {room.label: [0, 0] for room in self.plan.rooms}

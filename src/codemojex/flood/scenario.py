@@ -25,16 +25,18 @@ class FloodOptions:
     """The flood's size and pace. Durations are seconds.
 
     ``players`` hammer the loud room, each sending ``guesses`` guesses back to back, from
-    ``flood_at`` on. ``quiet_rooms`` rooms of ``quiet_players`` players each play for
-    ``duration``, each player guessing every ``pace`` seconds on average (uniformly between half
-    and one and a half times that). Then a loud player cracks the code, the quiet games close by
-    the timer, and every player gets their result privately: the burst of notifications.
+    ``flood_at`` on; ``watchers`` more members of the loud room only watch. ``quiet_rooms``
+    rooms of ``quiet_players`` players each play for ``duration``, each player guessing every
+    ``pace`` seconds on average (uniformly between half and one and a half times that). Then a
+    loud player cracks the code, the quiet games close by the timer, and every member of every
+    room gets the result privately: the burst of notifications.
     ``score_concurrency`` is the score consumer's; ``window`` the fairness window; the flood
     waits at most ``drain_timeout`` for the last scores and sends after the play ends.
     """
 
-    players: int = 24
-    guesses: int = 40
+    players: int = 12
+    guesses: int = 50
+    watchers: int = 60
     quiet_rooms: int = 3
     quiet_players: int = 3
     duration: float = 20.0
@@ -54,12 +56,22 @@ class FloodOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise ValueError(f"{name} {value!r}: seconds > 0")
+        watchers = self.watchers
+        if isinstance(watchers, bool) or not isinstance(watchers, int) or watchers < 0:
+            raise ValueError(f"watchers {self.watchers!r}: an integer >= 0")
         if not 0 <= self.flood_at < self.duration:
             raise ValueError(f"flood_at {self.flood_at!r}: seconds, from 0 to below duration")
 
 
 SMALL = FloodOptions(
-    players=6, guesses=80, quiet_rooms=2, quiet_players=2, duration=10.0, pace=1.0, flood_at=1.0
+    players=6,
+    guesses=80,
+    watchers=20,
+    quiet_rooms=2,
+    quiet_players=2,
+    duration=10.0,
+    pace=1.0,
+    flood_at=1.0,
 )
 """The test suite's preset: the same shape in about 10–20 seconds on a loaded laptop."""
 
@@ -77,7 +89,8 @@ class PlayerPlan:
 
 @dataclass(frozen=True, slots=True)
 class RoomPlan:
-    """One room: its label, group chat id, title, game secret and players."""
+    """One room: its label, group chat id, title, game secret, players, and ``watchers``: the
+    Telegram ids of members who do not guess but get the result."""
 
     label: str
     chat: int
@@ -85,6 +98,12 @@ class RoomPlan:
     secret: tuple[str, ...]
     players: tuple[PlayerPlan, ...]
     is_loud: bool = False
+    watchers: tuple[int, ...] = ()
+
+    @property
+    def members(self) -> tuple[int, ...]:
+        """Every member's Telegram id: the players, then the watchers."""
+        return tuple(p.user for p in self.players) + self.watchers
 
     @property
     def cracking_guess(self) -> str:
@@ -114,8 +133,8 @@ class Plan:
 
     @property
     def private_chats(self) -> tuple[int, ...]:
-        """Every player's private chat (its id is the player's Telegram id)."""
-        return tuple(p.user for room in self.rooms for p in room.players)
+        """Every member's private chat (its id is the member's Telegram id)."""
+        return tuple(user for room in self.rooms for user in room.members)
 
 
 def _guess(rng: random.Random, symbols: tuple[str, ...], secret: tuple[str, ...]) -> str:
@@ -136,7 +155,10 @@ def plan(options: FloodOptions) -> Plan:
         texts = tuple(_guess(rng, symbols, secret) for _ in range(options.guesses))
         loud_players.append(PlayerPlan(user, f"Loud {n + 1}", texts))
         user += 1
-    rooms = [RoomPlan("loud", LOUD_CHAT, "Loud room", secret, tuple(loud_players), is_loud=True)]
+    watchers = tuple(range(user, user + options.watchers))
+    user += options.watchers
+    loud = RoomPlan("loud", LOUD_CHAT, "Loud room", secret, tuple(loud_players), True, watchers)
+    rooms = [loud]
     for r in range(options.quiet_rooms):
         secret = draw_secret(get_set(KEYBOARD), rng)
         players = []

@@ -81,7 +81,9 @@ async def open_sending(plan: Plan, pipeline: Pipeline) -> AsyncIterator[Sending]
         for room in plan.rooms:
             for member in room.players:
                 sandbox.add_user(member.user, member.name)
-            sandbox.add_group(room.chat, room.title, [member.user for member in room.players])
+            for watcher in room.watchers:
+                sandbox.add_user(watcher, f"Watcher {watcher}")
+            sandbox.add_group(room.chat, room.title, list(room.members))
         bot = open_bot(TelegramConfig(options.bot_token, base=sandbox.url))
         try:
             yield Sending(sandbox, pipeline.notification_consumer(bot), pipeline, plan)

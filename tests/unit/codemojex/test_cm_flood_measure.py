@@ -61,6 +61,12 @@ def test_lanes_with_nothing_waiting_are_left_out_of_fairness() -> None:
     assert fairness(samples).windows == 0
 
 
+def test_windows_with_fewer_claims_than_lanes_are_left_out() -> None:
+    # Three lanes wait throughout [0, 3); one claim a second cannot be shared three ways.
+    samples = _lane("PLR-a", [0.5, 3.5]) + _lane("PLR-b", [1.5, 3.6]) + _lane("PLR-c", [2.5, 3.7])
+    assert fairness(samples).windows == 0
+
+
 def test_send_rate_bins_per_second_from_first_to_last() -> None:
     rate = send_rate([0.1, 0.2, 0.3, 2.5])
     assert rate.per_bin == (3, 0, 1)
@@ -82,7 +88,8 @@ def test_only_the_finale_cracks_a_code_and_quiet_players_stop_in_time() -> None:
             assert list(member.at) == sorted(member.at)
             assert all(0 <= at < SMALL.duration for at in member.at)
     assert len(drawn.loud.players) == SMALL.players
-    assert len(set(drawn.private_chats)) == SMALL.players + SMALL.quiet_rooms * SMALL.quiet_players
+    members = SMALL.players + SMALL.watchers + SMALL.quiet_rooms * SMALL.quiet_players
+    assert len(set(drawn.private_chats)) == members
 
 
 @pytest.mark.parametrize(
