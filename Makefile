@@ -5,7 +5,7 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test check lint fmt bench clean tls-deps browser-deps
+.PHONY: run test check lint fmt bench clean tls-deps browser-deps cluster
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,6 +41,10 @@ test: check tls-deps browser-deps
 fmt: $(STAMP)
 	$(BIN)/ruff format src tests bench
 	$(BIN)/ruff check --fix src tests bench
+
+# A local Valkey Cluster (3 primaries + 1 replica each) on loopback: prints the seed URL, Ctrl-C stops it.
+cluster: $(STAMP)
+	$(BIN)/python -m echomq._cluster_server
 
 bench: $(STAMP)
 	$(BIN)/python bench/wire.py

@@ -11,10 +11,11 @@ import pytest
 from echomq._cluster import ClusterRouter, command_slot
 from echomq._cluster_server import EmbeddedCluster
 from echomq._connector import Connector
-from echomq._errors import CrossSlotError, ServerError
+from echomq._errors import CrossSlotError, InvalidArgument, ServerError
 from echomq._keys import Keyspace, slot
 from echomq._queue import Queue
 from echomq._results import Job
+from echomq._url import seeds_from_url
 from echomq.testing import discard
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]
@@ -120,3 +121,13 @@ async def test_the_version_fence_lives_on_the_node_owning_its_slot(
     async with Connector(others[0].options, version_fence=None) as other:
         with pytest.raises(ServerError, match="MOVED"):
             await other.call("SET", "{emq}:version", "echomq:1", "NX", "GET")
+
+
+def test_a_seed_list_names_every_node_and_refuses_an_empty_host() -> None:
+    seeds = seeds_from_url("valkey://:pw@10.0.0.1:7001,10.0.0.2:7002/0?call_timeout=2")
+    assert [(s.host, s.port, s.password, s.call_timeout) for s in seeds] == [
+        ("10.0.0.1", 7001, "pw", 2.0),
+        ("10.0.0.2", 7002, "pw", 2.0),
+    ]
+    with pytest.raises(InvalidArgument, match="an empty host in the seed list"):
+        seeds_from_url("valkey://10.0.0.1:7001,,10.0.0.2:7002/0")
