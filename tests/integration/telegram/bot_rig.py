@@ -1,10 +1,10 @@
-"""The rig the gateway, command and game tests share (no tests of its own): a sandbox Bot API
-of the test's own, the whole bot (:func:`codemojex.app.running`) on the session's Valkey under
+"""The rig the gateway, command and game tests share (no tests of its own): the sandbox Bot API
+(conftest), the whole bot (:func:`codemojex.app.running`) on the session's Valkey under
 the test's prefix and on a SQLite file under ``tmp_path``, and helpers that wait for the bot's
 messages in the sandbox.
 
-Test modules import ``own_sandbox_fixture`` and ``bot_fixture`` (they register as
-``own_sandbox`` and ``bot``).
+Test modules import ``bot_fixture`` (it registers as ``bot``); the ``sandbox`` fixture comes
+from this directory's conftest.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from codemojex.app import BotSettings, BotStack, running
 from codemojex.store import Store, current_game, game_secret, sqlite_url
 from codemojex.store.models import RoomRow
 from codemojex.telegram.gateway import PollingOptions
-from codemojex.telegram.sandbox import Sandbox, SandboxOptions, SentMessage
+from codemojex.telegram.sandbox import Sandbox, SentMessage
 from codemojex.telegram.transport import TelegramConfig
 from echomq import Pool, Queue
 from echomq._url import ConnectionOptions
@@ -29,13 +29,6 @@ from echomq.testing import discard
 
 ADA, BOB, CY, DEE = 1001, 1002, 1003, 1004
 LOUNGE = -1001
-
-
-@pytest.fixture(name="own_sandbox")
-async def own_sandbox_fixture() -> AsyncIterator[Sandbox]:
-    """A sandbox Bot API server of this test's own."""
-    async with Sandbox(SandboxOptions()) as sandbox:
-        yield sandbox
 
 
 def settings_for(sandbox: Sandbox, valkey_url: str, prefix: str, data: Path) -> BotSettings:
@@ -54,11 +47,11 @@ def settings_for(sandbox: Sandbox, valkey_url: str, prefix: str, data: Path) -> 
 
 @pytest.fixture(name="bot")
 async def bot_fixture(
-    own_sandbox: Sandbox, valkey_url: str, queue_name: str, tmp_path: Path
+    sandbox: Sandbox, valkey_url: str, queue_name: str, tmp_path: Path
 ) -> AsyncIterator[BotStack]:
-    """The whole bot, long polling ``own_sandbox``; every key it wrote is deleted afterwards."""
+    """The whole bot, long polling ``sandbox``; every key it wrote is deleted afterwards."""
     prefix = f"{queue_name}."
-    async with running(settings_for(own_sandbox, valkey_url, prefix, tmp_path)) as stack:
+    async with running(settings_for(sandbox, valkey_url, prefix, tmp_path)) as stack:
         yield stack
     await forget(valkey_url, prefix)
 

@@ -9,7 +9,6 @@ from bot_rig import (  # noqa: F401 (fixtures register)
     BOB,
     LOUNGE,
     bot_fixture,
-    own_sandbox_fixture,
     secret_of,
     wait_for_text,
 )
@@ -20,25 +19,25 @@ from codemojex.telegram.sandbox import Sandbox
 
 
 async def test_two_players_one_cracks_the_code_and_wins_the_pool(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    own_sandbox.say(ADA, "/play", chat=LOUNGE)
-    started = await wait_for_text(own_sandbox, LOUNGE, "Ada started a new game")
+    sandbox.say(ADA, "/play", chat=LOUNGE)
+    started = await wait_for_text(sandbox, LOUNGE, "Ada started a new game")
     assert "The winner takes 10 💎" in started.text
     assert started.reply_markup is not None
-    own_sandbox.say(BOB, "/play", chat=LOUNGE)
-    await wait_for_text(own_sandbox, LOUNGE, "Bob joined the game")
+    sandbox.say(BOB, "/play", chat=LOUNGE)
+    await wait_for_text(sandbox, LOUNGE, "Bob joined the game")
 
     secret = await secret_of(bot.pipeline.store, LOUNGE)
     # Bob guesses the secret backwards: every emoji right, every place wrong (not 600).
-    own_sandbox.say(BOB, "/guess " + "".join(reversed(secret)), chat=LOUNGE)
-    bob_scored = await wait_for_text(own_sandbox, LOUNGE, "Bob: ")
+    sandbox.say(BOB, "/guess " + "".join(reversed(secret)), chat=LOUNGE)
+    bob_scored = await wait_for_text(sandbox, LOUNGE, "Bob: ")
     assert "%" in bob_scored.text
     assert not any(symbol in bob_scored.text for symbol in secret)  # feedback, never emojis
 
-    own_sandbox.say(ADA, "".join(secret), chat=LOUNGE)  # a bare message of 6 emojis
-    await wait_for_text(own_sandbox, LOUNGE, "🎉 Ada cracked the code!")
-    result = await wait_for_text(own_sandbox, LOUNGE, "🏁 Game over!")
+    sandbox.say(ADA, "".join(secret), chat=LOUNGE)  # a bare message of 6 emojis
+    await wait_for_text(sandbox, LOUNGE, "🎉 Ada cracked the code!")
+    result = await wait_for_text(sandbox, LOUNGE, "🏁 Game over!")
     assert "Ada +10 💎" in result.text
     assert "Bob" not in result.text
     # Both players are members of the group: the one result message reaches them both.
@@ -54,11 +53,11 @@ async def test_two_players_one_cracks_the_code_and_wins_the_pool(
     assert (bob_wallet.diamonds, bob_wallet.clips) == (0, 99)
 
     # The winner's balance shows in /me, and the diamonds convert into a key.
-    own_sandbox.say(ADA, "/me")
-    me = await wait_for_text(own_sandbox, ADA, "10 💎 diamonds")
+    sandbox.say(ADA, "/me")
+    me = await wait_for_text(sandbox, ADA, "10 💎 diamonds")
     assert "Best scores: 100%" in me.text
-    own_sandbox.say(ADA, "/convert 10")
-    await wait_for_text(own_sandbox, ADA, "Converted 10 💎 into 1 🔑")
+    sandbox.say(ADA, "/convert 10")
+    await wait_for_text(sandbox, ADA, "Converted 10 💎 into 1 🔑")
     # The room waits again: the next /play starts a new game.
-    own_sandbox.say(BOB, "/play", chat=LOUNGE)
-    await wait_for_text(own_sandbox, LOUNGE, "Bob started a new game")
+    sandbox.say(BOB, "/play", chat=LOUNGE)
+    await wait_for_text(sandbox, LOUNGE, "Bob started a new game")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, own_sandbox_fixture, wait_for_text  # noqa: F401
+from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
 from codemojex.store import balances, find_player
@@ -14,37 +14,35 @@ from codemojex.telegram.sandbox import Sandbox
 from codemojex.workers.commands.convert import USAGE
 
 
-async def test_help_lists_the_commands(own_sandbox: Sandbox, bot: BotStack) -> None:
-    own_sandbox.say(ADA, "/help")
-    reply = await wait_for_text(own_sandbox, ADA, "/convert")
+async def test_help_lists_the_commands(sandbox: Sandbox, bot: BotStack) -> None:
+    sandbox.say(ADA, "/help")
+    reply = await wait_for_text(sandbox, ADA, "/convert")
     assert "/play" in reply.text
     assert "/board" in reply.text
 
 
-async def test_unknown_command_gets_a_helpful_reply(own_sandbox: Sandbox, bot: BotStack) -> None:
-    own_sandbox.say(ADA, "/dance now")
-    reply = await wait_for_text(own_sandbox, ADA, "I don't know the command /dance")
+async def test_unknown_command_gets_a_helpful_reply(sandbox: Sandbox, bot: BotStack) -> None:
+    sandbox.say(ADA, "/dance now")
+    reply = await wait_for_text(sandbox, ADA, "I don't know the command /dance")
     assert "/play" in reply.text
     assert "/help" in reply.text
 
 
-async def test_guess_without_a_game_says_how_to_start_one(
-    own_sandbox: Sandbox, bot: BotStack
-) -> None:
-    own_sandbox.say(CY, "/guess 🍎🍌🍒🍇🐶🐱")
-    await wait_for_text(own_sandbox, CY, "No game is running in this chat. Send /play")
+async def test_guess_without_a_game_says_how_to_start_one(sandbox: Sandbox, bot: BotStack) -> None:
+    sandbox.say(CY, "/guess 🍎🍌🍒🍇🐶🐱")
+    await wait_for_text(sandbox, CY, "No game is running in this chat. Send /play")
 
 
 async def test_wrong_emoji_count_and_unknown_emoji_list_the_keyboard(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    own_sandbox.say(DEE, "/play")
-    await wait_for_text(own_sandbox, DEE, "started a new game")
-    own_sandbox.say(DEE, "/guess 🍎🍌")
-    short = await wait_for_text(own_sandbox, DEE, "exactly 6 emojis; that was 2")
+    sandbox.say(DEE, "/play")
+    await wait_for_text(sandbox, DEE, "started a new game")
+    sandbox.say(DEE, "/guess 🍎🍌")
+    short = await wait_for_text(sandbox, DEE, "exactly 6 emojis; that was 2")
     assert "The keyboard: 🍎 🍌 🍒" in short.text
-    own_sandbox.say(DEE, "🍎🍌🍒🍇🐶🦄")
-    unknown = await wait_for_text(own_sandbox, DEE, "Not on this game's keyboard: 🦄")
+    sandbox.say(DEE, "🍎🍌🍒🍇🐶🦄")
+    unknown = await wait_for_text(sandbox, DEE, "Not on this game's keyboard: 🦄")
     assert "The keyboard:" in unknown.text
     async with bot.pipeline.store.read() as session:
         player = await find_player(session, DEE)
@@ -53,10 +51,10 @@ async def test_wrong_emoji_count_and_unknown_emoji_list_the_keyboard(
 
 
 async def test_convert_with_a_bad_amount_is_refused_and_costs_nothing(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    own_sandbox.say(ADA, "/me")
-    await wait_for_text(own_sandbox, ADA, "100 📎 clips")
+    sandbox.say(ADA, "/me")
+    await wait_for_text(sandbox, ADA, "100 📎 clips")
     for text, expected in (
         ("/convert", "Usage: /convert N"),
         ("/convert ten", "'ten' is not a whole number"),
@@ -65,8 +63,8 @@ async def test_convert_with_a_bad_amount_is_refused_and_costs_nothing(
         ("/convert 10 20", "One number, please"),
         ("/convert 20", "Not enough diamonds: you have 0 💎, converting needs 20"),
     ):
-        own_sandbox.say(ADA, text)
-        await wait_for_text(own_sandbox, ADA, expected)
+        sandbox.say(ADA, text)
+        await wait_for_text(sandbox, ADA, expected)
     async with bot.pipeline.store.read() as session:
         player = await find_player(session, ADA)
         assert player is not None
@@ -74,22 +72,22 @@ async def test_convert_with_a_bad_amount_is_refused_and_costs_nothing(
     assert (wallet.clips, wallet.keys, wallet.diamonds) == (100, 0, 0)
 
 
-async def test_board_of_a_fresh_game_is_empty(own_sandbox: Sandbox, bot: BotStack) -> None:
-    own_sandbox.say(ADA, "/play", chat=LOUNGE)
-    await wait_for_text(own_sandbox, LOUNGE, "started a new game")
-    own_sandbox.say(ADA, "/board", chat=LOUNGE)
-    await wait_for_text(own_sandbox, LOUNGE, "No guess scored yet")
+async def test_board_of_a_fresh_game_is_empty(sandbox: Sandbox, bot: BotStack) -> None:
+    sandbox.say(ADA, "/play", chat=LOUNGE)
+    await wait_for_text(sandbox, LOUNGE, "started a new game")
+    sandbox.say(ADA, "/board", chat=LOUNGE)
+    await wait_for_text(sandbox, LOUNGE, "No guess scored yet")
 
 
 async def test_a_burst_in_one_chat_is_drained_by_batch_claims_in_order(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
     commands = bot.pipeline.queues.commands
     lane = commands.lane(str(ADA))
     await lane.pause()  # let the whole burst land first, so one claim can take it
     amounts = [11 * n for n in range(1, 9)]  # none a multiple of 10: eight distinct refusals
     for amount in amounts:
-        own_sandbox.say(ADA, f"/convert {amount}")
+        sandbox.say(ADA, f"/convert {amount}")
     deadline = time.monotonic() + 10.0
     while await lane.depth() < len(amounts):
         assert time.monotonic() < deadline, "the gateway did not admit the burst"
@@ -98,7 +96,7 @@ async def test_a_burst_in_one_chat_is_drained_by_batch_claims_in_order(
     claims_before = consumer.tally.claims
     await lane.resume()
 
-    await own_sandbox.wait_for_messages(ADA, len(amounts), timeout=30.0)
-    texts = [message.text for message in own_sandbox.messages(ADA)]
+    await sandbox.wait_for_messages(ADA, len(amounts), timeout=30.0)
+    texts = [message.text for message in sandbox.messages(ADA)]
     assert texts == [f"Cannot convert {amount} diamonds. {USAGE}" for amount in amounts]
     assert consumer.tally.claims - claims_before <= 3  # one batch claim, not one per update

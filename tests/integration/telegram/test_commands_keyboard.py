@@ -7,7 +7,6 @@ from __future__ import annotations
 from bot_rig import (  # noqa: F401 (fixtures register)
     CY,
     bot_fixture,
-    own_sandbox_fixture,
     secret_of,
     wait_for,
     wait_for_text,
@@ -28,28 +27,28 @@ def buttons(message: SentMessage) -> dict[str, str]:
     }
 
 
-async def test_taps_compose_a_guess_and_submit_it(own_sandbox: Sandbox, bot: BotStack) -> None:
-    own_sandbox.say(CY, "/play")
-    board = await wait_for_text(own_sandbox, CY, "Cy started a new game")
+async def test_taps_compose_a_guess_and_submit_it(sandbox: Sandbox, bot: BotStack) -> None:
+    sandbox.say(CY, "/play")
+    board = await wait_for_text(sandbox, CY, "Cy started a new game")
     keys = buttons(board)
     assert len(keys) == 24 + 3
     secret = await secret_of(bot.pipeline.store, CY)
 
     for symbol in secret[:5]:
-        own_sandbox.tap(CY, CY, board.message_id, keys[symbol])
-    own_sandbox.tap(CY, CY, board.message_id, keys["🔥" if "🔥" not in secret else "🌈"])
-    own_sandbox.tap(CY, CY, board.message_id, keys["⌫"])  # undo the wrong sixth
+        sandbox.tap(CY, CY, board.message_id, keys[symbol])
+    sandbox.tap(CY, CY, board.message_id, keys["🔥" if "🔥" not in secret else "🌈"])
+    sandbox.tap(CY, CY, board.message_id, keys["⌫"])  # undo the wrong sixth
     shown = "".join(secret[:5])
     await wait_for(
-        own_sandbox,
+        sandbox,
         CY,
         lambda m: m.message_id == board.message_id and f"Your guess: {shown}▫️" in m.text,
     )
-    own_sandbox.tap(CY, CY, board.message_id, keys[secret[5]])
-    own_sandbox.tap(CY, CY, board.message_id, keys["✅ Guess"])
+    sandbox.tap(CY, CY, board.message_id, keys[secret[5]])
+    sandbox.tap(CY, CY, board.message_id, keys["✅ Guess"])
 
-    await wait_for_text(own_sandbox, CY, "🎉 Cy cracked the code!")
-    edited = next(m for m in own_sandbox.messages(CY) if m.message_id == board.message_id)
+    await wait_for_text(sandbox, CY, "🎉 Cy cracked the code!")
+    edited = next(m for m in sandbox.messages(CY) if m.message_id == board.message_id)
     assert edited.edits >= 1
     assert "Cy: sent ✅" in edited.text or "Your guess" in edited.text
     async with bot.pipeline.store.read() as session:
@@ -59,30 +58,30 @@ async def test_taps_compose_a_guess_and_submit_it(own_sandbox: Sandbox, bot: Bot
 
 
 async def test_submitting_an_incomplete_draft_sends_nothing(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    own_sandbox.say(CY, "/play")
-    board = await wait_for_text(own_sandbox, CY, "Cy started a new game")
+    sandbox.say(CY, "/play")
+    board = await wait_for_text(sandbox, CY, "Cy started a new game")
     keys = buttons(board)
-    own_sandbox.tap(CY, CY, board.message_id, keys["🍎"])
-    own_sandbox.tap(CY, CY, board.message_id, keys["✅ Guess"])
-    own_sandbox.say(CY, "/me")  # a marker on the same lane: handled after both taps
-    me = await wait_for_text(own_sandbox, CY, "📎 clips")
+    sandbox.tap(CY, CY, board.message_id, keys["🍎"])
+    sandbox.tap(CY, CY, board.message_id, keys["✅ Guess"])
+    sandbox.say(CY, "/me")  # a marker on the same lane: handled after both taps
+    me = await wait_for_text(sandbox, CY, "📎 clips")
     assert "100 📎 clips" in me.text  # nothing was charged
     assert "No scored guess yet" in me.text
 
 
 async def test_a_keyboard_of_a_finished_game_changes_nothing(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    own_sandbox.say(CY, "/play")
-    board = await wait_for_text(own_sandbox, CY, "Cy started a new game")
+    sandbox.say(CY, "/play")
+    board = await wait_for_text(sandbox, CY, "Cy started a new game")
     keys = buttons(board)
     secret = await secret_of(bot.pipeline.store, CY)
-    own_sandbox.say(CY, "/guess " + "".join(secret))
-    await wait_for_text(own_sandbox, CY, "🏁 Game over!")
-    own_sandbox.tap(CY, CY, board.message_id, keys["🍎"])
-    own_sandbox.say(CY, "/board")
-    await wait_for_text(own_sandbox, CY, "No game is running")
+    sandbox.say(CY, "/guess " + "".join(secret))
+    await wait_for_text(sandbox, CY, "🏁 Game over!")
+    sandbox.tap(CY, CY, board.message_id, keys["🍎"])
+    sandbox.say(CY, "/board")
+    await wait_for_text(sandbox, CY, "No game is running")
     assert bot.services.keys.draft(CY, CY)
     assert await bot.services.load_draft(CY, CY) is None

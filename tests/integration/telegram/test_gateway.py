@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
 
 import pytest
 from aiogram import Bot
@@ -17,7 +16,6 @@ from bot_rig import (  # noqa: F401 (fixtures register)
     BOB,
     LOUNGE,
     bot_fixture,
-    own_sandbox_fixture,
     wait_for_text,
 )
 
@@ -29,19 +27,12 @@ from echomq import EchoMQError, Pool, Queue
 from echomq._url import ConnectionOptions
 
 
-@pytest.fixture(name="sandbox_bot")
-async def sandbox_bot_fixture(own_sandbox: Sandbox) -> AsyncIterator[Bot]:
-    bot = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
-    yield bot
-    await bot.session.close()
-
-
 async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
-    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
 ) -> None:
-    first = own_sandbox.say(ADA, "/help")
-    own_sandbox.say(BOB, "/help")
-    last = own_sandbox.say(ADA, "/me", chat=LOUNGE)
+    first = sandbox.say(ADA, "/help")
+    sandbox.say(BOB, "/help")
+    last = sandbox.say(ADA, "/me", chat=LOUNGE)
     poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
 
     assert await poller.poll_once() == 3
@@ -54,57 +45,55 @@ async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
     assert lanes == {str(ADA): 1, str(BOB): 1, str(LOUNGE): 1}
     # Confirmed: the next poll brings nothing new.
     assert await poller.poll_once() == 0
-    assert own_sandbox.pending_updates == 0
+    assert sandbox.pending_updates == 0
     assert first["update_id"] < last["update_id"]
 
 
 async def test_a_batch_polled_again_before_confirming_is_admitted_once(
-    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
 ) -> None:
-    update = own_sandbox.say(ADA, "/help")
+    update = sandbox.say(ADA, "/help")
     poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
     await poller.poll_once()
-    own_sandbox.replay(update["update_id"])  # as if the confirmation had been lost
+    sandbox.replay(update["update_id"])  # as if the confirmation had been lost
     await poller.poll_once()
     assert (poller.enqueued, poller.duplicate) == (1, 1)
     assert (await queue.counts()).pending == 1
 
 
 async def test_the_same_update_delivered_twice_is_handled_once(
-    own_sandbox: Sandbox, bot: BotStack
+    sandbox: Sandbox, bot: BotStack
 ) -> None:
-    update = own_sandbox.say(ADA, "/start")
-    await wait_for_text(own_sandbox, ADA, "Welcome to Codemojex")
-    own_sandbox.replay(update["update_id"])  # long after the first was handled and completed
-    own_sandbox.say(ADA, "/board")  # a marker: the same lane, so handled after the replay
-    await wait_for_text(own_sandbox, ADA, "No game is running")
-    welcomes = [m for m in own_sandbox.messages(ADA) if "Welcome" in m.text]
+    update = sandbox.say(ADA, "/start")
+    await wait_for_text(sandbox, ADA, "Welcome to Codemojex")
+    sandbox.replay(update["update_id"])  # long after the first was handled and completed
+    sandbox.say(ADA, "/board")  # a marker: the same lane, so handled after the replay
+    await wait_for_text(sandbox, ADA, "No game is running")
+    welcomes = [m for m in sandbox.messages(ADA) if "Welcome" in m.text]
     assert len(welcomes) == 1
-    assert own_sandbox.stats.delivered == 2
+    assert sandbox.stats.delivered == 2
 
 
 async def test_malformed_updates_are_logged_dropped_and_the_gateway_runs_on(
-    own_sandbox: Sandbox, bot: BotStack, caplog: pytest.LogCaptureFixture
+    sandbox: Sandbox, bot: BotStack, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.INFO, logger="codemojex")
-    own_sandbox.push_raw("not an update")
-    own_sandbox.push_raw({"message": {"text": "no update_id"}})
-    own_sandbox.push_raw({"update_id": 777_000, "message": "not an object"})
-    own_sandbox.say(ADA, "/help")
-    await wait_for_text(own_sandbox, ADA, "/convert")
+    sandbox.push_raw("not an update")
+    sandbox.push_raw({"message": {"text": "no update_id"}})
+    sandbox.push_raw({"update_id": 777_000, "message": "not an object"})
+    sandbox.say(ADA, "/help")
+    await wait_for_text(sandbox, ADA, "/convert")
     log = caplog.text
     assert "dropped a malformed update at position 0: a str" in log
     assert "dropped a malformed update at position 1: an object with keys ['message']" in log
     assert "update 777000: dropped, not a readable update" in log
     assert "no update_id" not in log  # the content of an update never reaches the log
     assert bot.tasks["gateway"].done() is False
-    assert own_sandbox.pending_updates == 0
+    assert sandbox.pending_updates == 0
 
 
-async def test_a_bad_token_stops_polling_with_a_clear_error(
-    own_sandbox: Sandbox, queue: Queue
-) -> None:
-    bot = open_bot(TelegramConfig("100000:wrong-secret", base=own_sandbox.url))
+async def test_a_bad_token_stops_polling_with_a_clear_error(sandbox: Sandbox, queue: Queue) -> None:
+    bot = open_bot(TelegramConfig("100000:wrong-secret", base=sandbox.url))
     try:
         with pytest.raises(GatewayError) as caught:
             await Poller(bot, queue, PollingOptions(timeout=0)).run()
@@ -117,7 +106,7 @@ async def test_a_bad_token_stops_polling_with_a_clear_error(
 
 
 async def test_polling_while_a_webhook_is_set_says_so(
-    own_sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
 ) -> None:
     await sandbox_bot.set_webhook("http://127.0.0.1:9/unused", secret_token="s3cret")
     with pytest.raises(GatewayError) as caught:
@@ -128,9 +117,9 @@ async def test_polling_while_a_webhook_is_set_says_so(
 
 
 async def test_a_batch_the_bus_did_not_take_is_not_confirmed(
-    own_sandbox: Sandbox, sandbox_bot: Bot, valkey_url: str, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, valkey_url: str, queue: Queue
 ) -> None:
-    update = own_sandbox.say(ADA, "/help")
+    update = sandbox.say(ADA, "/help")
     broken = Queue(queue.name, await Pool(ConnectionOptions.from_url(valkey_url), 1).connect())
     await broken.wire.close()  # the bus is gone: the enqueue fails
     poller = Poller(sandbox_bot, broken, PollingOptions(timeout=0))

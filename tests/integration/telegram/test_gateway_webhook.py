@@ -13,10 +13,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiogram import Bot
-from bot_rig import (  # noqa: F401 (fixtures register)
+from bot_rig import (
     ADA,
     forget,
-    own_sandbox_fixture,
     settings_for,
     wait_for_text,
 )
@@ -31,8 +30,8 @@ SECRET = "right-secret_0123456789"
 
 
 @pytest.fixture(name="webhook")
-async def webhook_fixture(own_sandbox: Sandbox, queue: Queue) -> AsyncIterator[WebhookGateway]:
-    bot: Bot = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
+async def webhook_fixture(sandbox: Sandbox, queue: Queue) -> AsyncIterator[WebhookGateway]:
+    bot: Bot = open_bot(TelegramConfig(sandbox.options.bot_token, base=sandbox.url))
     try:
         async with WebhookGateway(bot, queue, WebhookOptions(secret=SECRET)) as gateway:
             yield gateway
@@ -91,9 +90,9 @@ async def test_a_body_that_is_not_an_update_is_dropped_with_200(
 
 
 async def test_the_bot_api_delivers_through_the_webhook(
-    own_sandbox: Sandbox, webhook: WebhookGateway, queue: Queue
+    sandbox: Sandbox, webhook: WebhookGateway, queue: Queue
 ) -> None:
-    own_sandbox.say(ADA, "/help")
+    sandbox.say(ADA, "/help")
     deadline = time.monotonic() + 10.0
     while (await queue.counts()).pending == 0:  # the sandbox posts on its own schedule
         assert time.monotonic() < deadline, "the sandbox never posted the update"
@@ -105,22 +104,22 @@ async def test_the_bot_api_delivers_through_the_webhook(
 
 
 async def test_the_bot_runs_in_webhook_mode(
-    own_sandbox: Sandbox, valkey_url: str, queue_name: str, tmp_path: Path
+    sandbox: Sandbox, valkey_url: str, queue_name: str, tmp_path: Path
 ) -> None:
     prefix = f"{queue_name}."
     settings = dataclasses.replace(
-        settings_for(own_sandbox, valkey_url, prefix, tmp_path), mode="webhook"
+        settings_for(sandbox, valkey_url, prefix, tmp_path), mode="webhook"
     )
     ready: list[str] = []
     try:
         async with running(settings, lambda component, detail: ready.append(component)) as bot:
             assert isinstance(bot.gateway, WebhookGateway)
-            own_sandbox.say(ADA, "/start")
-            await wait_for_text(own_sandbox, ADA, "Welcome to Codemojex, Ada!")
+            sandbox.say(ADA, "/start")
+            await wait_for_text(sandbox, ADA, "Welcome to Codemojex, Ada!")
         assert ready[-1] == "gateway"
         assert "command worker" in ready
         # Stopping deleted the webhook: polling works again.
-        bot_api = open_bot(TelegramConfig(own_sandbox.options.bot_token, base=own_sandbox.url))
+        bot_api = open_bot(TelegramConfig(sandbox.options.bot_token, base=sandbox.url))
         try:
             assert (await bot_api.get_webhook_info()).url == ""
         finally:
