@@ -16,6 +16,7 @@ from aiogram.types import Chat, User
 
 from codemojex.domain import EmojiSet, draw_secret, get_set, room_fee
 from codemojex.services import Guesses, Notifier
+from codemojex.services.memo import Memo
 from codemojex.store import (
     Board,
     GameView,
@@ -96,6 +97,10 @@ class Services:
     keys: CommandKeys
     options: CommandOptions = field(default_factory=CommandOptions)
     rng: random.Random = field(default_factory=random.SystemRandom)
+    # A chat's room and a user's player never change once made (a room's status does, and is
+    # not read from here): remembered, so a guess does not take SQLite's write lock to find them.
+    _rooms: Memo[int, Room] = field(default_factory=lambda: Memo(4096), init=False, repr=False)
+    _players: Memo[int, Player] = field(default_factory=lambda: Memo(16384), init=False, repr=False)
 
     async def reply(
         self,
@@ -110,15 +115,24 @@ class Services:
 
     async def player(self, user: User) -> Player:
         """The player of Telegram ``user``, created with the starting grant on first sight."""
+        known = self._players.get(user.id)
+        if known is not None:
+            return known
         async with self.store.transaction() as session:
-            return await ensure_player(session, user.id, user.full_name, self.minter)
+            player = await ensure_player(session, user.id, user.full_name, self.minter)
+        return self._players.put(user.id, player)
 
     async def room(self, chat: Chat) -> Room:
-        """The room of ``chat``, created waiting on first sight."""
+        """The room of ``chat``, created waiting on first sight (its ``status`` is not kept fresh:
+        ask :func:`~codemojex.store.current_game` whether a game runs)."""
+        known = self._rooms.get(chat.id)
+        if known is not None:
+            return known
         async with self.store.transaction() as session:
-            return await ensure_room(
+            room = await ensure_room(
                 session, chat.id, RoomKind.FREE, self.options.emoji_set, self.minter
             )
+        return self._rooms.put(chat.id, room)
 
     async def open_game(self, chat: Chat) -> GameView | None:
         """The chat's open game, or ``None`` while its room waits."""
