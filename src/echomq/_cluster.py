@@ -462,12 +462,23 @@ class KeyedConnector(Connector):
             self.router._refresh_soon()
             raise
 
-    async def retarget(self) -> None:
-        """Re-read the map; if the slot moved, drop the socket so the reconnect goes there."""
-        with contextlib.suppress(WireError):
-            await self.router.refresh()
+    async def retarget(self, *, moved: bool = False) -> None:
+        """Re-read the map; if the slot moved, drop the socket so the reconnect goes there.
+
+        ``moved``: the server said the slot left this node (a sharded subscriber's
+        ``sunsubscribe``), so keep re-reading, up to the call timeout, until the map agrees.
+        """
+        deadline = time.monotonic() + (self.options.call_timeout if moved else 0.0)
+        while True:
+            with contextlib.suppress(WireError):
+                await self.router.refresh(force=moved)
+            if self.router.owner(self.key_slot).address != self.address:
+                break
+            if time.monotonic() >= deadline or self._closed:
+                return
+            await asyncio.sleep(_RETRY_PAUSE)  # the other nodes learn the move by gossip
         proto = self._proto
-        if proto is not None and self.router.owner(self.key_slot).address != self.address:
+        if proto is not None:
             self._drop(proto, ConnectError("slot moved", address=self.address), "slot moved")
 
 

@@ -66,7 +66,7 @@ class Subscription:
             # The server let go of us: the channel's slot moved to another node. Follow it.
             retarget = getattr(self.connector, "retarget", None)
             if retarget is not None:
-                asyncio.get_running_loop().create_task(retarget())
+                asyncio.get_running_loop().create_task(retarget(moved=True))
 
     async def _notify(self) -> None:
         async with self._subscribed:

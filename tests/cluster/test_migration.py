@@ -77,6 +77,9 @@ async def test_live_migration_under_load_loses_nothing_and_completes_nothing_twi
 
         # A second client, idle through the migration: its map is stale, so it meets MOVED.
         stale = await ClusterRouter(seeds_from_url(own_cluster.url)).connect()
+        events = queues[0].subscribe()  # a sharded subscriber on the slot's node
+        await events.__aenter__()
+        generation = events.generation
         producers = [asyncio.ensure_future(produce(q)) for q in queues]
         await until(lambda: len(enqueued) >= PER_QUEUE // 2)
         primaries = tuple(n.options for n in router.nodes.values())
@@ -102,6 +105,17 @@ async def test_live_migration_under_load_loses_nothing_and_completes_nothing_twi
         assert stale.moved > 0
         await stale.close()
         assert router.owner(queue_slot).address == target.address
+        # The server let the subscriber go with the slot; it followed the slot to the target.
+        await events.wait_subscribed(after=generation, timeout=10)
+        assert events.connector.address == target.address
+        later = await queues[0].enqueue("after the move")
+
+        async def heard_of_later() -> None:
+            while (await events.get())["job"] != later.id:
+                pass  # events from before and during the move
+
+        await asyncio.wait_for(heard_of_later(), 5)
+        await events.__aexit__(None, None, None)
         async with Connector(source, version_fence=None) as old:
             assert await old.call("CLUSTER", "COUNTKEYSINSLOT", queue_slot) == 0
         for queue in queues:
