@@ -100,3 +100,13 @@ async def test_a_burst_in_one_chat_is_drained_by_batch_claims_in_order(
     texts = [message.text for message in sandbox.messages(ADA)]
     assert texts == [f"Cannot convert {amount} diamonds. {USAGE}" for amount in amounts]
     assert consumer.tally.claims - claims_before <= 3  # one batch claim, not one per update
+
+
+async def test_a_command_for_another_bot_in_a_group_is_left_alone(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    ours = (await bot.bot.me()).username
+    sandbox.say(ADA, "/dance@other_bot", chat=LOUNGE)
+    sandbox.say(ADA, f"/dance@{ours}", chat=LOUNGE)  # ours: answered
+    reply = await wait_for_text(sandbox, LOUNGE, "I don't know the command /dance")
+    assert [m.text for m in sandbox.messages(LOUNGE)] == [reply.text]

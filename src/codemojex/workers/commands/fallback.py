@@ -3,7 +3,7 @@ private chat and silence in a group (people talk there)."""
 
 from __future__ import annotations
 
-from aiogram import F, Router
+from aiogram import Bot, F, Router
 from aiogram.types import Message
 
 from codemojex.workers.commands.context import Services
@@ -16,8 +16,10 @@ def router() -> Router:
     routes = Router(name="fallback")
 
     @routes.message(F.text.startswith("/"))
-    async def unknown_command(message: Message, services: Services) -> None:
-        word = (message.text or "/").split(maxsplit=1)[0].split("@", 1)[0]
+    async def unknown_command(message: Message, bot: Bot, services: Services) -> None:
+        word, _, mention = (message.text or "/").split(maxsplit=1)[0].partition("@")
+        if mention and mention.lower() != ((await bot.me()).username or "").lower():
+            return  # a command for another bot in the group
         await services.reply(
             message.chat.id, f"I don't know the command {word}. Try one of: {COMMANDS}."
         )
