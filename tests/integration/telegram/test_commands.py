@@ -9,7 +9,7 @@ import time
 from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
-from codemojex.store import balances, find_player
+from codemojex.store import RoomKind, balances, ensure_room, find_player
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.workers.commands.convert import USAGE
 
@@ -110,3 +110,15 @@ async def test_a_command_for_another_bot_in_a_group_is_left_alone(
     sandbox.say(ADA, f"/dance@{ours}", chat=LOUNGE)  # ours: answered
     reply = await wait_for_text(sandbox, LOUNGE, "I don't know the command /dance")
     assert [m.text for m in sandbox.messages(LOUNGE)] == [reply.text]
+
+
+async def test_a_refusal_no_handler_expected_is_told_and_not_retried(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    # A room written by another tool with a keyboard this build does not ship.
+    async with bot.pipeline.store.transaction() as session:
+        await ensure_room(session, DEE, RoomKind.FREE, "retired-set", bot.pipeline.minter)
+    sandbox.say(DEE, "/play")
+    reply = await wait_for_text(sandbox, DEE, "Sorry, that did not work")
+    assert "retired-set" in reply.text
+    assert (await bot.pipeline.queues.commands.counts()).dead == 0

@@ -22,10 +22,12 @@ from enum import StrEnum
 from typing import Final
 
 from aiogram import Dispatcher
-from aiogram.types import Update
+from aiogram.filters import ExceptionTypeFilter
+from aiogram.types import ErrorEvent, Update
 from pydantic import ValidationError
 
-from codemojex.telegram.admission import update_id_of
+from codemojex.domain import CodemojexError
+from codemojex.telegram.admission import update_chat, update_id_of
 from codemojex.workers.commands import board, convert, fallback, guess, keyboard, me, play, start
 from codemojex.workers.commands.context import Services
 from echomq import ConsumerOptions, Job
@@ -48,10 +50,23 @@ class Handled(StrEnum):
 
 
 def dispatcher() -> Dispatcher:
-    """A dispatcher with every feature's router, the catch-all last."""
+    """A dispatcher with every feature's router, the catch-all last.
+
+    A refusal no handler answered itself (a :class:`CodemojexError`) is told to the chat and the
+    update is done: retrying cannot change the answer. Any other error propagates, and the
+    consumer retries the update (a database busy, the bus away).
+    """
     routes = Dispatcher(name="codemojex")
     for feature in (start, play, guess, keyboard, board, me, convert, fallback):
         routes.include_router(feature.router())
+
+    @routes.errors(ExceptionTypeFilter(CodemojexError))
+    async def refused(event: ErrorEvent, services: Services) -> None:
+        chat = update_chat(event.update.model_dump(mode="json", by_alias=True))
+        log.info("update %d refused: %s", event.update.update_id, event.exception)
+        if chat is not None:
+            await services.reply(chat, f"Sorry, that did not work: {event.exception}")
+
     return routes
 
 
