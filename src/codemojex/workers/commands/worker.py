@@ -78,7 +78,8 @@ class LaneLocks:
 
     @asynccontextmanager
     async def hold(self, lane: str) -> AsyncIterator[None]:
-        lock, users = self._locks.get(lane, (asyncio.Lock(), 0))
+        held = self._locks.get(lane)
+        lock, users = held if held is not None else (asyncio.Lock(), 0)
         self._locks[lane] = (lock, users + 1)
         try:
             async with lock:
