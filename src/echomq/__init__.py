@@ -6,6 +6,7 @@ and pipelined admission, leases with fencing tokens. See README.md and docs/.
 
 from ._backoff import Backoff, Exponential, Fixed, Jitter
 from ._buckets import Bucket, Buckets, Taken, Wait
+from ._cluster import ClusterRouter
 from ._codec import Codec, JsonCodec, RawCodec
 from ._connector import WIRE_VERSION, Connector
 from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, Tally
@@ -13,6 +14,7 @@ from ._errors import (
     AuthError,
     Closed,
     ConnectError,
+    CrossSlotError,
     Disconnected,
     EchoMQError,
     InvalidArgument,
@@ -58,6 +60,7 @@ __all__ = [
     "Bucket",
     "Buckets",
     "Closed",
+    "ClusterRouter",
     "Codec",
     "ConnectError",
     "ConnectionOptions",
@@ -65,6 +68,7 @@ __all__ = [
     "Consumer",
     "ConsumerOptions",
     "Counts",
+    "CrossSlotError",
     "Defer",
     "Disconnected",
     "Drop",

@@ -11,7 +11,7 @@ PINNED = {
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
     "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
-    "Upkeep", "Worker", "WorkerOptions", "serve",
+    "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError",
 }  # fmt: skip
 
 
