@@ -5,7 +5,10 @@ as a guess that is charged and scored; a stale keyboard refuses politely."""
 from __future__ import annotations
 
 from bot_rig import (  # noqa: F401 (fixtures register)
+    ADA,
+    BOB,
     CY,
+    LOUNGE,
     bot_fixture,
     secret_of,
     wait_for,
@@ -15,6 +18,7 @@ from bot_rig import (  # noqa: F401 (fixtures register)
 from codemojex.app import BotStack
 from codemojex.store import balances, find_player
 from codemojex.telegram.sandbox import Sandbox, SentMessage
+from codemojex.workers.commands import Draft
 
 
 def buttons(message: SentMessage) -> dict[str, str]:
@@ -85,3 +89,26 @@ async def test_a_keyboard_of_a_finished_game_changes_nothing(
     await wait_for_text(sandbox, CY, "No game is running")
     assert bot.services.keys.draft(CY, CY)
     assert await bot.services.load_draft(CY, CY) is None
+
+
+async def test_in_a_group_the_keyboard_shows_progress_never_the_emojis(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    sandbox.say(ADA, "/play", chat=LOUNGE)
+    board = await wait_for_text(sandbox, LOUNGE, "Ada started a new game")
+    keys = buttons(board)
+    sandbox.tap(ADA, LOUNGE, board.message_id, keys["🦊"])
+    sandbox.tap(BOB, LOUNGE, board.message_id, keys["🐙"])
+    sandbox.tap(ADA, LOUNGE, board.message_id, keys["🦋"])
+    edited = await wait_for(
+        sandbox, LOUNGE, lambda m: m.message_id == board.message_id and "Ada: ●●○○○○" in m.text
+    )
+    assert not any(symbol in edited.text for symbol in ("🦊", "🐙", "🦋"))
+    # Each player composes a draft of their own.
+    assert await bot.services.load_draft(LOUNGE, ADA) == Draft(game_of(keys), (6, 9))
+    assert await bot.services.load_draft(LOUNGE, BOB) == Draft(game_of(keys), (8,))
+
+
+def game_of(keys: dict[str, str]) -> str:
+    """The game id the keyboard's buttons carry."""
+    return keys["✅ Guess"].split(":")[1]
