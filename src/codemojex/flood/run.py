@@ -94,7 +94,7 @@ class _Run:
         async for event in events:
             kind = event.get("event")
             if kind == "scored":
-                self.scored[str(event["job"])] = self.now()
+                self.scored.setdefault(str(event["job"]), self.now())  # a redelivery says it again
             elif kind == "active":  # a claim: the first one is when the lane's turn came
                 self.claimed.setdefault(str(event["job"]), self.now())
 
