@@ -337,7 +337,9 @@ class ClusterRouter:
 
     async def _broadcast(self, args: tuple[Arg, ...]) -> Any:
         await self._node(None)  # at least one primary is reachable
-        replies = await asyncio.gather(*(n.call(*args) for n in list(self.nodes.values())))
+        # Only the connected ones: a node down now answers NOSCRIPT later and gets its load then.
+        live = [n for n in self.nodes.values() if n.is_connected]
+        replies = await asyncio.gather(*(n.call(*args) for n in live))
         return replies[0]
 
     def call_many(self, commands: Sequence[Command]) -> Awaitable[list[Any]]:
