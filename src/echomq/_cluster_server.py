@@ -171,6 +171,7 @@ async def migrate_slot(
     *,
     others: tuple[ConnectionOptions, ...] = (),
     after_batch: Callable[[str], Awaitable[None]] | None = None,
+    per_queue: bool = True,
 ) -> list[str]:
     """Move ``slot`` from the primary ``source`` to the primary ``target`` while clients work.
 
@@ -182,7 +183,9 @@ async def migrate_slot(
     then its root and gate are set on the target: the queue is served there at once, reached
     by ASK, long before the slot changes hands. Other keys of the slot move last. ``others``
     (the other primaries) learn the new owner at once; ``after_batch(queue)`` runs while a
-    moved queue is served by ASK (a test seam). Returns the queues moved, in order.
+    moved queue is served by ASK (a test seam). ``per_queue=False`` is a plain reshard instead:
+    all keys in batches, every queue of the slot paused until the slot changes hands. Returns
+    the queues of the slot.
     """
     async with (
         Connector(source, version_fence=None) as src,
@@ -194,7 +197,7 @@ async def migrate_slot(
         # Every queue of the slot is frozen now: its keys stay put until they move below.
         in_slot = await _keys_in_slot(src, slot)
         queues = sorted({t for k in in_slot if k.startswith("emq:{") and (t := hash_tag(k))})
-        spaces = [Keyspace(q) for q in queues]
+        spaces = [Keyspace(q) for q in queues] if per_queue else []
         for keys in spaces:
             mine = [k for k in in_slot if hash_tag(k) == keys.queue and k.startswith("emq:")]
             for start in range(0, len(mine), 100):
@@ -206,6 +209,8 @@ async def migrate_slot(
         while rest := await _keys_in_slot(src, slot):
             for start in range(0, len(rest), 100):
                 await _migrate(src, target, rest[start : start + 100])
+                if after_batch is not None and not per_queue:
+                    await after_batch("")
         for options in (target, source, *others):
             async with Connector(options, version_fence=None) as node:
                 await node.call("CLUSTER", "SETSLOT", slot, "NODE", target_id)

@@ -8,6 +8,8 @@ import itertools
 import uuid
 from collections import Counter
 
+import pytest
+
 from echomq._cluster import ClusterRouter
 from echomq._cluster_server import EmbeddedCluster, migrate_slot
 from echomq._connector import Connector
@@ -38,8 +40,9 @@ async def until(predicate, timeout: float = 30.0) -> None:  # type: ignore[no-un
         await asyncio.sleep(0.01)
 
 
+@pytest.mark.parametrize("per_queue", [True, False], ids=["queue-by-queue", "plain-reshard"])
 async def test_live_migration_under_load_loses_nothing_and_completes_nothing_twice(
-    own_cluster: EmbeddedCluster,
+    own_cluster: EmbeddedCluster, per_queue: bool
 ) -> None:
     async with ClusterRouter(seeds_from_url(own_cluster.url)) as router:
         first = f"mig-{uuid.uuid4().hex[:8]}"
@@ -70,8 +73,8 @@ async def test_live_migration_under_load_loses_nothing_and_completes_nothing_twi
                     await asyncio.sleep(0.002)  # spread the load over the whole migration
 
         async def served_by_ask(queue: str) -> None:
-            # The moved queue now lives on the target while the slot still belongs to the
-            # source: the clients' next calls must follow ASK there.
+            # Keys are on the target while the slot still belongs to the source: the clients'
+            # next calls meet ASK (and, for a queue not thawed yet, TRYAGAIN behind it).
             seen = router.ask
             await until(lambda: router.ask > seen, timeout=10)
 
@@ -84,7 +87,12 @@ async def test_live_migration_under_load_loses_nothing_and_completes_nothing_twi
         await until(lambda: len(enqueued) >= PER_QUEUE // 2)
         primaries = tuple(n.options for n in router.nodes.values())
         moved = await migrate_slot(
-            source, target, queue_slot, others=primaries, after_batch=served_by_ask
+            source,
+            target,
+            queue_slot,
+            others=primaries,
+            after_batch=served_by_ask,
+            per_queue=per_queue,
         )
         assert moved == names
         await asyncio.gather(*producers)
