@@ -77,13 +77,20 @@ async def unscored_count(store: Store) -> int:
 
 
 async def discard_run(pipeline: Pipeline, prefix: str) -> None:
-    """Delete the run's queues and its board keys (everything under ``prefix``)."""
+    """Delete the run's queues, its board keys (under ``prefix``) and the notifier's keys (its
+    delivered ids and token buckets, under the notify queue's hash tag)."""
     for queue in (pipeline.queues.score, pipeline.queues.settle, pipeline.queues.notify):
         await discard(queue)
+    notify = pipeline.queues.notify.name
+    for pattern in (f"{prefix}cm:*", f"cmn:{{{notify}}}:*", f"emqb:{{{notify}}}:*"):
+        await _delete_matching(pipeline, pattern)
+
+
+async def _delete_matching(pipeline: Pipeline, pattern: str) -> None:
     wire = pipeline.queues.wire
     cursor: bytes | str | int = b"0"
     while True:
-        cursor, keys = await wire.call("SCAN", cursor, "MATCH", f"{prefix}cm:*", "COUNT", 500)
+        cursor, keys = await wire.call("SCAN", cursor, "MATCH", pattern, "COUNT", 500)
         if keys:
             await wire.call("DEL", *keys)
         if cursor in (b"0", 0, "0"):
