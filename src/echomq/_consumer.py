@@ -282,6 +282,9 @@ class Consumer:
         now = time.monotonic()
         timeout = self.cadence.park_for(now) if self.options.upkeep else self.options.beat
         if empty.retry_in is not None:
+            # A benched lane rejoins the ring by an upkeep (promote): run one as its window
+            # ends, or claims find the ring empty until the next idle upkeep.
+            self.cadence.soon(now, empty.retry_in)
             timeout = min(timeout, empty.retry_in)
         timeout = max(timeout, 0.001)
         assert self._blocker is not None

@@ -48,3 +48,25 @@ async def test_a_deferred_job_waits_at_least_its_delay(queue: Queue) -> None:
     consumer.stop()
     await running
     assert claimed_at[1] - claimed_at[0] >= 0.29  # the server clock's ms rounding allowance
+
+
+async def test_a_lane_benched_by_its_rate_is_served_when_its_window_ends(queue: Queue) -> None:
+    """Not at the next idle upkeep (10 s here): the claim said when the lane returns."""
+    done: list[float] = []
+    finished = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        done.append(asyncio.get_running_loop().time())
+        if len(done) == 3:
+            finished.set()
+
+    await queue.lane("paced").rate(1, 0.3)
+    for n in range(3):
+        await queue.enqueue(n, group="paced")
+    options = ConsumerOptions(beat=1.0, idle_upkeep=10.0)
+    consumer = Consumer(queue, handler, options)
+    running = asyncio.ensure_future(consumer.run())
+    await asyncio.wait_for(finished.wait(), 10.0)
+    consumer.stop()
+    await running
+    assert done[2] - done[0] < 2.0  # two windows of 0.3 s, with room for a loaded machine
