@@ -93,6 +93,7 @@ class NotifyWorker:
         #: Called once with the error when the token turns out bad (the consumer stops).
         self.on_fault: Callable[[BadTokenError], None] | None = None
         self._turns: dict[int, tuple[asyncio.Lock, list[int]]] = {}
+        self._paced: set[int] = set()
         self._tally = dict.fromkeys((f.name for f in dataclasses.fields(NotifyCounts)), 0)
 
     @property
@@ -133,6 +134,8 @@ class NotifyWorker:
             return
         wait = await self._take(notification.chat)
         if wait is not None:
+            if wait > self.options.hold:  # the chat's (or group's) own budget is spent
+                await self._pace(notification.chat)
             self._count("deferred")
             raise Defer(wait, "over the send budget")
         outcome = await deliver(self.bot, notification)
@@ -190,6 +193,24 @@ class NotifyWorker:
                 return taken.wait
             held += taken.wait
             await asyncio.sleep(taken.wait)
+
+    async def _pace(self, chat: int) -> None:
+        """Give a chat that outran its budget a lane rate of the same pace (once per process).
+
+        Without it a deep lane (one chat × 500) is claimed head after head, each deferred for
+        the same second: the whole backlog cycles through the schedule every second. With it
+        the engine benches the lane between windows and claims only what the budget can send;
+        the buckets still decide every send.
+        """
+        if chat in self._paced:
+            return
+        self._paced.add(chat)
+        limits = self.options.limits
+        if chat < 0:
+            most, window = 1, 1 / min(limits.group_rate, limits.chat_rate)
+        else:
+            most, window = limits.chat_burst, limits.chat_burst / limits.chat_rate
+        await self.queue.lane(str(chat)).rate(most, window)
 
     async def _drop(self, notification: Notification, outcome: Permanent) -> None:
         self._count("dropped")
