@@ -205,12 +205,13 @@ class NotifyWorker:
         if chat in self._paced:
             return
         self._paced.add(chat)
+        # The chat's pace, groups included: pacing a group at 20/min would hold back the
+        # bursts its group bucket still allows; a group that spent that bucket is deferred by
+        # it, at most a window's claims at a time.
         limits = self.options.limits
-        if chat < 0:
-            most, window = 1, 1 / min(limits.group_rate, limits.chat_rate)
-        else:
-            most, window = limits.chat_burst, limits.chat_burst / limits.chat_rate
-        await self.queue.lane(str(chat)).rate(most, window)
+        await self.queue.lane(str(chat)).rate(
+            limits.chat_burst, limits.chat_burst / limits.chat_rate
+        )
 
     async def _drop(self, notification: Notification, outcome: Permanent) -> None:
         self._count("dropped")
