@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from echomq import Consumer, ConsumerOptions, Defer, Job, Queue, Retry
+from echomq.testing import claim_job
 
 
 async def test_deferrals_spend_no_attempts(queue: Queue) -> None:
@@ -70,3 +71,21 @@ async def test_a_lane_benched_by_its_rate_is_served_when_its_window_ends(queue: 
     consumer.stop()
     await running
     assert done[2] - done[0] < 2.0  # two windows of 0.3 s, with room for a loaded machine
+
+
+async def test_a_job_enqueued_into_a_lane_whose_window_is_spent_waits_for_the_window(
+    queue: Queue,
+) -> None:
+    """The lane was empty when its window was spent, so nothing had benched it: the enqueue
+    must, or the job would wait for another enqueue after the window ends."""
+    await queue.lane("paced").rate(1, 0.3)
+    await queue.enqueue("first", group="paced")
+    first = await claim_job(queue)
+    await queue.complete(first)
+    await queue.enqueue("second", group="paced")
+    assert not await queue.claim()  # the window is spent
+    assert (await queue.lane("paced").info()).rate_wait > 0
+    await asyncio.sleep(0.35)  # the thing under test is the window's end itself
+    await queue.upkeep()
+    second = await claim_job(queue)
+    assert second.payload == "second"

@@ -49,8 +49,17 @@ end
 redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
 if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
 -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
-if push_lane(root, g, id) == 1 and serviceable(root, g) then
-  redis.call('RPUSH', root .. 'ring', g)
-  wake(root)
+if push_lane(root, g, id) == 1 then
+  if serviceable(root, g) then
+    redis.call('RPUSH', root .. 'ring', g)
+    wake(root)
+  elseif lane_rate_wait(root, g) > 0 then
+    -- Its rate window is spent: bench it so promote rings it when the window ends (an empty
+    -- lane is never benched, so without this it would wait for an enqueue after the window).
+    bench(root, g, now_ms())
+    -- Token "s": idle consumers learn the new due time from an upkeep (see _cadence.py).
+    redis.call('LPUSH', root .. 'wake', 's')
+    redis.call('LTRIM', root .. 'wake', 0, 63)
+  end
 end
 return {1, id}
