@@ -284,10 +284,10 @@ class NotifyWorker:
 #: How the notification consumer works unless told otherwise: batches as long as a chat's
 #: burst (a lane's burst goes in one claim under a backlog); eight sends in hand are plenty for
 #: 30/s (more only contend for the global bucket: the flood test measured half the deferrals
-#: at 8 as at 16, at the same throughput); a short beat, because a deferral or retry scheduled
-#: while the consumer is parked is promoted at its next beat at the latest; leases far longer
-#: than a send.
-NOTIFY_CONSUMER = ConsumerOptions(concurrency=8, lease=60.0, batch=3, beat=0.25)
+#: at 8 as at 16, at the same throughput); a short beat and idle upkeep, because a deferral
+#: scheduled while the consumer is parked comes back only at its next upkeep (an idle one
+#: costs one tick script); leases far longer than a send.
+NOTIFY_CONSUMER = ConsumerOptions(concurrency=8, lease=60.0, batch=3, beat=0.25, idle_upkeep=0.25)
 
 
 class NotificationConsumer(Consumer):
