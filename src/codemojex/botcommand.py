@@ -10,21 +10,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import Any
 
 from codemojex.app import BotSettings, Mode, run_bot
 from codemojex.datadir import DataDir
 from codemojex.domain import CodemojexError
-from codemojex.telegram.transport import TELEGRAM_API_BASE, TelegramConfig
+from codemojex.launch import bot_api, engine
 from codemojex.telegram.webhook import WebhookOptions, new_secret
-from echomq._server import EmbeddedValkey, ServerOptions
 
 
 def add_command(commands: Any) -> None:
@@ -46,7 +43,7 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)  # one line per update: noise
     data = DataDir(Path(args.data_dir).resolve())
     try:
-        with data.locked(), _engine(data) as echomq_url:
+        with data.locked(), engine(data, os.environ, _say) as echomq_url:
             asyncio.run(_serve(args, data, echomq_url))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("stopped")
@@ -56,35 +53,6 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
-@contextlib.contextmanager
-def _engine(data: DataDir) -> Iterator[str]:
-    url = os.environ.get("ECHOMQ_URL")
-    if url:
-        yield url
-        return
-    server = EmbeddedValkey(ServerOptions(data_dir=data.valkey, appendonly=True))
-    server.start()
-    try:
-        print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-        yield server.url
-    finally:
-        server.stop()
-
-
-@asynccontextmanager
-async def _telegram() -> AsyncIterator[TelegramConfig]:
-    token = os.environ.get("TELEGRAM_BOT_TOKEN")
-    if token:
-        yield TelegramConfig(token, base=os.environ.get("TELEGRAM_API_BASE", TELEGRAM_API_BASE))
-        return
-    from codemojex.telegram.sandbox import Sandbox, SandboxOptions
-
-    async with Sandbox(SandboxOptions()) as sandbox:
-        print("no TELEGRAM_BOT_TOKEN: talking to an in-process sandbox Bot API")
-        print(f"sandbox chat page: {sandbox.chat_page_url}", flush=True)
-        yield TelegramConfig(sandbox.options.bot_token, base=sandbox.url)
-
-
 async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
     # SIGTERM stops as cleanly as Ctrl-C: the consumers finish the jobs in hand.
     task = asyncio.current_task()
@@ -92,11 +60,13 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     mode: Mode = "webhook" if args.mode == "webhook" else "polling"
     async with AsyncExitStack() as stack:
-        telegram = await stack.enter_async_context(_telegram())
+        api = await stack.enter_async_context(bot_api(os.environ, _say))
+        if api.sandbox is not None:
+            _say(f"sandbox chat page: {api.sandbox.chat_page_url}")
         settings = BotSettings(
             echomq_url=echomq_url,
             store_url=os.environ.get("CODEMOJEX_DB") or data.database_url,
-            telegram=telegram,
+            telegram=api.config,
             mode=mode,
             data_dir=data.root,
             webhook=WebhookOptions(
@@ -110,4 +80,8 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
 
 
 def _print_ready(component: str, detail: str) -> None:
-    print(f"{component} ready ({detail})", flush=True)
+    _say(f"{component} ready ({detail})")
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)

@@ -15,6 +15,8 @@ from pathlib import Path
 import aiohttp
 
 COMPONENTS = (
+    "valkey",
+    "sandbox",
     "engine",
     "store",
     "bot",

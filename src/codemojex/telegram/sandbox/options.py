@@ -68,7 +68,9 @@ class SandboxOptions:
 
     ``bot_token`` is the only token the Bot API accepts; ``control_token`` guards the control API
     and the chat page (a random one unless given). Neither appears in a repr. ``palette`` is the
-    row of emojis the chat page offers (the game's default keyboard).
+    row of emojis the chat page offers (the game's default keyboard). ``first_update_id``: the
+    id of the first update; a sandbox restarted in front of a bot that remembers the update
+    ids it handled (``make run``) starts above them, as Telegram's ids only ever grow.
     """
 
     host: str = "127.0.0.1"
@@ -78,8 +80,11 @@ class SandboxOptions:
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     faults: Faults = field(default_factory=Faults)
     palette: tuple[str, ...] = DEFAULT_SET.symbols
+    first_update_id: int = 1
 
     def __post_init__(self) -> None:
+        if self.first_update_id < 1:
+            raise ValueError("SandboxOptions.first_update_id must be at least 1")
         if not 0 <= self.port <= 65535:
             raise ValueError("SandboxOptions.port must be within [0, 65535]")
         head, sep, tail = self.bot_token.partition(":")

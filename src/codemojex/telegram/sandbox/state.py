@@ -53,7 +53,7 @@ class State:
             "username": "codemojex_sandbox_bot",
         }
         self.world = World(self.bot, self._on_message)
-        self.updates = UpdateLog()
+        self.updates = UpdateLog(options.first_update_id)
         self.limiter = Limiter(options.limits, self.clock)
         self.webhook = Webhook()
         self.blocked: set[int] = set()
