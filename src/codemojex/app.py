@@ -32,6 +32,7 @@ from codemojex.workers.commands import (
     Services,
 )
 from echomq import Consumer, Pool
+from echomq.metrics import Observer
 from echomq._url import ConnectionOptions
 
 log = logging.getLogger("codemojex.app")
@@ -103,11 +104,12 @@ async def check_bot(bot: Bot, token: str) -> str:
 
 @asynccontextmanager
 async def running(
-    settings: BotSettings, on_ready: OnReady | None = None
+    settings: BotSettings, on_ready: OnReady | None = None, *, observer: Observer | None = None
 ) -> AsyncIterator[BotStack]:
     """Start the whole bot; the block runs while it serves. Leaving the block (or cancelling
     it) stops the gateway first, then the consumers (jobs in hand finish), then closes the bot
-    session, the store and the bus."""
+    session, the store and the bus. ``observer`` (e.g. :class:`echomq.metrics.Metrics`) sees
+    every consumer's claims and settles."""
     report = on_ready or (lambda component, detail: None)
     async with AsyncExitStack() as stack:
         pool = await Pool(
@@ -146,6 +148,7 @@ async def running(
         tasks: dict[str, asyncio.Task[object]] = {}
         stack.push_async_callback(_stop_consumers, consumers, tasks)
         for name, consumer in consumers.items():
+            consumer.observer = observer
             tasks[name] = asyncio.create_task(consumer.run(), name=name)
             report(name, consumer.queue.name)
 
@@ -181,9 +184,11 @@ async def running(
         yield BotStack(pipeline, bot, services, consumers, gateway, tasks)
 
 
-async def run_bot(settings: BotSettings, on_ready: OnReady | None = None) -> None:
+async def run_bot(
+    settings: BotSettings, on_ready: OnReady | None = None, *, observer: Observer | None = None
+) -> None:
     """Run the bot until cancelled (then stop cleanly) or until a component fails (raised)."""
-    async with running(settings, on_ready) as stack:
+    async with running(settings, on_ready, observer=observer) as stack:
         await stack.wait()
 
 

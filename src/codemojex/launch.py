@@ -68,6 +68,17 @@ async def bot_api(
     options = SandboxOptions(host=host, port=port, first_update_id=time.time_ns() // 1_000_000)
     if env.get("CODEMOJEX_SANDBOX_TOKEN"):
         options = dataclasses.replace(options, control_token=env["CODEMOJEX_SANDBOX_TOKEN"])
-    async with Sandbox(options) as sandbox:
+    sandbox = Sandbox(options)
+    try:
+        await sandbox.start()
+    except OSError as error:
+        await sandbox.stop()
+        raise OSError(
+            f"the sandbox cannot listen on {host}:{port} ({error.strerror}): "
+            "pass --sandbox-port 0 for a free port"
+        ) from None
+    try:
         say(f"sandbox ready (no TELEGRAM_BOT_TOKEN: a local Bot API at {sandbox.url})")
         yield BotApi(TelegramConfig(options.bot_token, base=sandbox.url), sandbox)
+    finally:
+        await sandbox.stop()

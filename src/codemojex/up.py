@@ -1,0 +1,173 @@
+"""``codemojex up`` (``make run``): the whole game in one process tree — the embedded Valkey with
+AOF and SQLite in the data directory, the sandbox Bot API with its chat page (or Telegram with
+``TELEGRAM_BOT_TOKEN``), the gateway, every worker, and the dashboard with ``/metrics``.
+
+It prints a line per component as it becomes ready, then the URLs, then ``codemojex ready``.
+One Ctrl-C (or SIGTERM) stops all of it: the gateway first, then the workers finish the jobs in
+hand, then the dashboard, the Bot API and the engine. A second ``up`` on the same data directory
+says who holds it. Reads the environment once, here: ``CODEMOJEX_DATA``, ``ECHOMQ_URL``,
+``CODEMOJEX_DB``, ``TELEGRAM_BOT_TOKEN``, ``TELEGRAM_API_BASE``, ``CODEMOJEX_SANDBOX_TOKEN``,
+``ECHOMQ_DASHBOARD_TOKEN``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+
+from codemojex.app import BotSettings, running
+from codemojex.datadir import DataDir
+from codemojex.domain import CodemojexError
+from codemojex.launch import bot_api, engine
+from codemojex.metrics import NotificationMetrics
+from codemojex.workers.notify import NotificationConsumer
+from echomq import EchoMQError
+from echomq.dashboard import DashboardApp, create_app
+from echomq.metrics import Metrics
+
+SANDBOX_PORT = 8470
+DASHBOARD_PORT = 8471
+
+
+def add_command(commands: Any) -> None:
+    """Register ``up`` on the ``codemojex`` command's subparsers."""
+    up = commands.add_parser(
+        "up", help="run the whole game: engine, Bot API sandbox + chat page, workers, dashboard"
+    )
+    up.add_argument("--data-dir", default=os.environ.get("CODEMOJEX_DATA", "var"))
+    up.add_argument("--host", default="127.0.0.1", help="where the chat page and dashboard bind")
+    up.add_argument("--sandbox-port", type=int, default=SANDBOX_PORT, help="0 picks a free one")
+    up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help="0: a free one")
+    up.set_defaults(run=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    """Run until Ctrl-C or SIGTERM: 0 on a clean stop, 2 when the game cannot start."""
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
+    data = DataDir(Path(args.data_dir).resolve())
+    try:
+        with data.locked():
+            say(f"codemojex up: data in {data.root}")
+            with engine(data, os.environ, say) as echomq_url:
+                asyncio.run(_serve(args, data, echomq_url))
+    except KeyboardInterrupt:
+        pass  # asyncio.run cancelled the game and it stopped cleanly; say so below
+    except (CodemojexError, EchoMQError, OSError) as error:
+        say(f"codemojex up: {error}")
+        return 2
+    say("stopped")
+    return 0
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
+    # SIGTERM stops like Ctrl-C: the main task is cancelled and every block below unwinds.
+    task = asyncio.current_task()
+    assert task is not None
+    asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
+    async with bot_api(os.environ, say, host=args.host, port=args.sandbox_port) as api:
+        settings = BotSettings(
+            echomq_url=echomq_url,
+            store_url=os.environ.get("CODEMOJEX_DB") or data.database_url,
+            telegram=api.config,
+            data_dir=data.root,
+        )
+        metrics_box: list[Metrics] = []
+        observer = _LateObserver(metrics_box)
+        async with running(settings, _ready, observer=observer) as stack:
+            queues = stack.pipeline.queues
+            metrics = Metrics([queues.score, queues.settle, queues.notify, queues.commands])
+            metrics_box.append(metrics)
+            notify = stack.consumers["notification worker"]
+            if isinstance(notify, NotificationConsumer):
+                metrics.registry.register(NotificationMetrics(lambda: notify.counts))
+            token = os.environ.get("ECHOMQ_DASHBOARD_TOKEN") or secrets.token_urlsafe(18)
+            dashboard = create_app(
+                queues.wire, [queue.name for queue in metrics.queues], token, metrics=metrics
+            )
+            async with _serving(dashboard, args.host, args.dashboard_port) as base:
+                say(f"dashboard ready ({base})")
+                say("")
+                if api.sandbox is not None:
+                    say(f"  chat page  {api.sandbox.chat_page_url}")
+                say(f"  dashboard  {base}/?token={token}")
+                say(f"  metrics    {base}/metrics")
+                say("")
+                say("codemojex ready: send /play in the chat page (Ctrl-C stops everything)")
+                await stack.wait()
+
+
+def _ready(component: str, detail: str) -> None:
+    say(f"{component} ready ({detail})")
+
+
+class _LateObserver:
+    """Forwards consumer observations to the metrics once they exist (the queues they read are
+    only known after the stack started; claims made before are not counted)."""
+
+    def __init__(self, box: list[Metrics]) -> None:
+        self._box = box
+
+    def claimed(self, queue: str, jobs: Any, lease_ms: int) -> None:
+        if self._box:
+            self._box[0].claimed(queue, jobs, lease_ms)
+
+    def settled(self, queue: str, job: Any, outcome: Any) -> None:
+        if self._box:
+            self._box[0].settled(queue, job, outcome)
+
+
+class _Server(uvicorn.Server):
+    """uvicorn without its own signal handlers: this process's Ctrl-C belongs to asyncio.run."""
+
+    def capture_signals(self) -> contextlib.nullcontext[None]:  # type: ignore[override]
+        return contextlib.nullcontext()
+
+
+@contextlib.asynccontextmanager
+async def _serving(app: DashboardApp, host: str, port: int) -> AsyncIterator[str]:
+    """Serve ``app`` on ``host:port`` for the block; yields its base URL. The socket is bound
+    here, so a port in use is a clear error rather than uvicorn exiting the process."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError as error:
+        sock.close()
+        raise OSError(
+            f"the dashboard cannot listen on {host}:{port} ({error.strerror}): "
+            "pass --dashboard-port 0 for a free port"
+        ) from None
+    bound = sock.getsockname()[1]
+    server = _Server(
+        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
+    )
+    serve = asyncio.create_task(server.serve(sockets=[sock]), name="dashboard")
+    try:
+        while not server.started:
+            if serve.done():
+                serve.result()
+                raise RuntimeError("the dashboard stopped before it started serving")
+            await asyncio.sleep(0.02)  # uvicorn offers no started event
+        shown = f"[{host}]" if ":" in host else host
+        yield f"http://{shown}:{bound}"
+    finally:
+        app.close_streams()
+        server.should_exit = True
+        await asyncio.gather(serve, return_exceptions=True)
+        sock.close()
