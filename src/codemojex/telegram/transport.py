@@ -35,8 +35,6 @@ class TelegramConfig:
 
 def open_bot(config: TelegramConfig) -> Bot:
     """A ``Bot`` on ``config``; close it with ``await bot.session.close()``."""
-    api = (
-        PRODUCTION if config.is_telegram else TelegramAPIServer.from_base(config.base.rstrip("/"))
-    )
+    api = PRODUCTION if config.is_telegram else TelegramAPIServer.from_base(config.base.rstrip("/"))
     session = AiohttpSession(api=api, timeout=config.timeout)
     return Bot(config.token, session=session)
