@@ -32,8 +32,8 @@ from codemojex.workers.commands import (
     Services,
 )
 from echomq import Consumer, Pool
-from echomq.metrics import Observer
 from echomq._url import ConnectionOptions
+from echomq.metrics import Observer
 
 log = logging.getLogger("codemojex.app")
 
