@@ -12,7 +12,7 @@ from echomq._buckets import Bucket, Buckets, Taken, Wait
 from echomq._errors import InvalidArgument
 from echomq._queue import Item, Queue
 from echomq._results import Empty, Job, RateLimited
-from echomq.testing import wait_for_server_ms
+from echomq.testing import claim_job, wait_for_server_ms
 
 LEASE = 60.0
 
@@ -112,6 +112,25 @@ async def test_lane_rate_limit_benches_only_that_lane_until_its_window_ends(queu
     assert await queue.ring() == ["loud"]
     assert await queue.wire.call("LLEN", queue.keys.wake) >= min(64, wakes + 1)
     assert isinstance(await queue.claim(LEASE), Job)
+
+
+async def test_claim_returns_a_benched_lane_to_the_ring_once_its_window_ends(
+    queue: Queue,
+) -> None:
+    # A consumer kept busy by other lanes runs no upkeep: the claim itself must bring a lane
+    # whose rate window ended back, or the lane waits for the next idle upkeep (10 s).
+    await queue.lane("paced").rate(1, 0.2)
+    await queue.enqueue_many([Item(n, group="paced") for n in range(2)])
+    await queue.enqueue_many([Item(n, group="busy") for n in range(10)])
+    first = await claim_job(queue, LEASE)
+    assert first.group == "paced"
+    assert await queue.ring() == ["busy"]
+    due = int(await queue.wire.call("ZSCORE", queue.keys.root + "rdue", "paced"))
+    await wait_for_server_ms(queue, due)
+    # No promote, no upkeep: only claims. The next two serve busy, then paced's second job.
+    served = [(await claim_job(queue, LEASE)).group for _ in range(2)]
+    assert served == ["busy", "paced"]
+    assert await queue.wire.call("ZSCORE", queue.keys.root + "rdue", "paced") is None
 
 
 async def test_global_concurrency_ceiling_holds_until_a_complete(queue: Queue) -> None:

@@ -7,7 +7,9 @@
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
 --         a negative integer -n: nothing claimable now, a rate-limited lane returns in n ms.
--- Gates, in order: queue paused, queue concurrency, ring empty, queue rate window.
+-- Gates, in order: queue paused, queue concurrency, ring empty, queue rate window. Before the
+-- ring is read, benched lanes whose rate window has ended rejoin it (as promote does): a
+-- consumer kept busy by other lanes runs no upkeep, and would otherwise serve them late.
 -- The ring holds exactly the serviceable lanes, so its head can serve at once. The head is
 -- served up to its weight in consecutive claims (`turn` counts them), then the ring rotates one
 -- step; a lane that stops being serviceable leaves the ring. A batch takes up to `want` heads of
@@ -43,11 +45,16 @@ if qmax > 0 then
 end
 
 local now = now_ms()
+local rdue = root .. 'rdue'
+for _, due in ipairs(redis.call('ZRANGE', rdue, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
+  redis.call('ZREM', rdue, due)
+  rering(root, due, now)
+end
 local g, n, heads, limit, rmax, rwindow
 while true do
   g = redis.call('LINDEX', ring, 0)
   if not g then
-    local due = redis.call('ZRANGE', root .. 'rdue', 0, 0, 'WITHSCORES')
+    local due = redis.call('ZRANGE', rdue, 0, 0, 'WITHSCORES')
     if due[2] then return -math.max(1, tonumber(due[2]) - now) end
     return nil
   end
