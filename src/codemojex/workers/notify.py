@@ -35,7 +35,6 @@ from codemojex.workers.notify_policy import (
     BadTokenError,
     NotifyCounts,
     NotifyOptions,
-    backoff,
 )
 from echomq import (
     Buckets,
@@ -234,12 +233,7 @@ class NotifyWorker:
             cooling = self._cooling_key(notification.chat)
             await self.queue.wire.call("SET", cooling, 1, "PX", max(1, int(delay * 1000)))
         else:
-            delay = backoff(
-                failures,
-                base=self.options.backoff_base,
-                cap=self.options.backoff_cap,
-                jitter=self.rng.random(),
-            )
+            delay = self.options.backoff(failures, self.rng.random())
         if failures >= self.options.attempts:
             self._count("dead")
             log.warning(

@@ -41,7 +41,9 @@ class NotifyOptions:
     ``attempts``: transient failures before the dead letters (the consumer's ``max_attempts``).
     ``hold``: a refused take whose wait is this short is waited out in hand rather than put
     back (the global bucket's refill is one token per 33 ms: putting a job back and claiming it
-    again costs more round trips than the wait). ``keep_delivered``: how long delivered ids are
+    again costs more round trips than the wait). ``jitter``: the largest share of a backoff
+    added at random (0.2: up to 20% more), so failures of one moment do not retry in step.
+    ``keep_delivered``: how long delivered ids are
     remembered. ``bad_token_delay``: how long jobs in hand wait when the token turns out bad.
     """
 
@@ -53,6 +55,12 @@ class NotifyOptions:
     hold: float = 0.1
     keep_delivered: float = 7 * DAY
     bad_token_delay: float = 5.0
+
+    def backoff(self, failures: int, draw: float) -> float:
+        """The wait after ``failures`` transient failures with these options (``draw``: 0..1)."""
+        return backoff(
+            failures, base=self.backoff_base, cap=self.backoff_cap, jitter=self.jitter, draw=draw
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +99,18 @@ class BadTokenError(CodemojexError):
         )
 
 
-def backoff(failures: int, *, base: float = 0.5, cap: float = 30.0, jitter: float = 0.0) -> float:
+def backoff(
+    failures: int,
+    *,
+    base: float = 0.5,
+    cap: float = 30.0,
+    jitter: float = 0.0,
+    draw: float = 0.0,
+) -> float:
     """Seconds before the next attempt after ``failures`` transient failures (1 = the first):
-    min(base·2^(failures−1), cap), plus ``jitter`` (0..1, drawn by the caller) × 10% of it."""
+    d = min(base·2^(failures−1), cap), plus d × ``jitter`` (the largest share added, e.g. 0.2)
+    × ``draw`` (0..1, drawn by the caller)."""
     if failures < 1:
         raise ValueError(f"failures must be >= 1, got {failures}")
     delay = min(base * (1 << min(failures - 1, 62)), cap)
-    return delay + delay * 0.1 * jitter
+    return delay + delay * jitter * draw

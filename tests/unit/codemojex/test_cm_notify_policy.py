@@ -21,7 +21,7 @@ from aiogram.exceptions import (
 from aiogram.methods import SendMessage
 
 from codemojex.telegram.delivery import BadToken, Permanent, Transient, classify
-from codemojex.workers.notify_policy import BadTokenError, NotifyLimits, backoff
+from codemojex.workers.notify_policy import BadTokenError, NotifyLimits, NotifyOptions, backoff
 
 METHOD = SendMessage(chat_id=1001, text="hi")
 TOKEN = "123456:SECRET-token"
@@ -35,9 +35,20 @@ def test_backoff_doubles_from_half_a_second_up_to_the_cap(failures: int, seconds
     assert backoff(failures) == seconds
 
 
-def test_backoff_jitter_adds_at_most_a_tenth() -> None:
-    assert backoff(3, jitter=1.0) == pytest.approx(2.2)
-    assert backoff(9, jitter=0.5) == pytest.approx(31.5)  # jitter on top of the cap
+def test_backoff_jitter_is_the_largest_share_added() -> None:
+    assert backoff(3, jitter=0.1, draw=1.0) == pytest.approx(2.2)
+    assert backoff(3, jitter=0.2, draw=1.0) == pytest.approx(2.4)
+    assert backoff(3, jitter=0.5, draw=0.5) == pytest.approx(2.5)
+    assert backoff(9, jitter=0.1, draw=0.5) == pytest.approx(31.5)  # jitter on top of the cap
+    assert backoff(3, jitter=0.0, draw=1.0) == 2.0  # no jitter: the curve itself
+
+
+def test_the_worker_backoff_uses_the_jitter_option() -> None:
+    """The worker's wait (``NotifyOptions.backoff``) adds up to ``jitter`` of the curve."""
+    assert NotifyOptions(jitter=0.5).backoff(2, 1.0) == pytest.approx(1.5)
+    assert NotifyOptions(jitter=0.2).backoff(2, 1.0) == pytest.approx(1.2)
+    assert NotifyOptions(jitter=0.2).backoff(2, 0.0) == 1.0
+    assert NotifyOptions(jitter=0.0, backoff_cap=3.0).backoff(9, 1.0) == 3.0
 
 
 def test_backoff_refuses_zero_failures() -> None:
