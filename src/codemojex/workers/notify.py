@@ -3,8 +3,9 @@ chat, so one chat's burst cannot starve the others), rate (one atomic take of th
 buckets before each send; over budget the notification is deferred, never dropped) and delivery
 (success completes; transient failures back off; permanent ones drop; a bad token stops).
 
-At most one delivery per ``NOT`` id on our side: a delivered id is recorded (with a TTL of
-days) and checked before each send. The window left open is a crash (or a lost connection)
+At most one delivery per ``NOT`` id on our side: a delivered id is recorded (for a day: it only
+has to outlive a crash between the send and the complete, see ``keep_delivered``) and checked
+before each send. The window left open is a crash (or a lost connection)
 between Telegram's answer and the record: that notification is sent again once its lease is
 reaped. Closing it would need Telegram to deduplicate, which the Bot API cannot.
 """

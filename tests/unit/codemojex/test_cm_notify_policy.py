@@ -146,3 +146,9 @@ def test_the_token_never_reaches_a_reason_or_the_error() -> None:
     assert TOKEN not in str(error)
     assert error.reason == "bad_token"
     assert "refused the bot token" in str(error)
+
+
+def test_delivered_ids_are_kept_a_day() -> None:
+    """A delivered record guards only a rerun after a crash (a 60 s lease, its reap, retries):
+    a day is ample, a week was ~18M keys at 30/s."""
+    assert NotifyOptions().keep_delivered == 86_400.0
