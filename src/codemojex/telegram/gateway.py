@@ -30,6 +30,7 @@ from aiogram.methods.base import TelegramMethod
 
 from codemojex.domain import CodemojexError
 from codemojex.telegram.admission import AdmissionError, admit
+from codemojex.telegram.delivery import redact
 from echomq import EchoMQError, Queue
 
 log = logging.getLogger("codemojex.gateway")
@@ -79,14 +80,6 @@ class PollingOptions:
             raise ValueError("timeout is whole seconds >= 0 and limit is 1..100")
         if not 0 < self.backoff <= self.max_backoff:
             raise ValueError("backoff is seconds > 0, at most max_backoff")
-
-
-def redact(text: str, token: str) -> str:
-    """``text`` with the bot token (and its secret half) cut out: error texts may quote a URL."""
-    for secret in (token, token.partition(":")[2]):
-        if secret:
-            text = text.replace(secret, "<token>")
-    return text
 
 
 def fatal(error: TelegramAPIError, token: str) -> GatewayError | None:

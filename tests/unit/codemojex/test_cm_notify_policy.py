@@ -148,6 +148,15 @@ def test_the_token_never_reaches_a_reason_or_the_error() -> None:
     assert "refused the bot token" in str(error)
 
 
+def test_the_secret_half_of_the_token_never_reaches_a_reason() -> None:
+    """An error may quote only the part after the colon; the reason hides it like the gateway."""
+    secret = TOKEN.partition(":")[2]
+    outcome = classify(aiohttp.InvalidURL(f"https://example.org/?key={secret}"), secret=TOKEN)
+    assert isinstance(outcome, Permanent | Transient)
+    assert secret not in outcome.reason
+    assert "<token>" in outcome.reason
+
+
 def test_delivered_ids_are_kept_a_day() -> None:
     """A delivered record guards only a rerun after a crash (a 60 s lease, its reap, retries):
     a day is ample, a week was ~18M keys at 30/s."""
