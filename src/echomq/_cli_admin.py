@@ -140,7 +140,9 @@ async def _drain(queue: Queue, args: argparse.Namespace) -> Any:
     doomed = counts.pending + (counts.scheduled if args.schedule else 0)
     if not args.yes:
         what = "pending and scheduled" if args.schedule else "pending"
-        print(f"Delete {doomed} {what} jobs of {queue.name}? [y/N] ", end="", flush=True)
+        # On stderr: stdout carries the answer only, so ``--json`` output stays parseable.
+        question = f"Delete {doomed} {what} jobs of {queue.name}? [y/N] "
+        print(question, end="", flush=True, file=sys.stderr)
         answer = sys.stdin.readline().strip().lower()
         if answer not in ("y", "yes"):
             return {"queue": queue.name, "drained": 0, "confirmed": False}

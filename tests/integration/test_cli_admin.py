@@ -186,7 +186,7 @@ async def test_drain_asks_first_and_a_no_keeps_every_job(
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     ran = await cli("drain", queue.name)
     assert ran.code == 0
-    assert "Delete 6 pending jobs" in ran.out
+    assert "Delete 6 pending jobs" in ran.err
     assert (await queue.counts()).pending == 6
     monkeypatch.setattr("sys.stdin", io.StringIO(""))  # no answer at all is a no
     await cli("drain", queue.name)
@@ -194,6 +194,20 @@ async def test_drain_asks_first_and_a_no_keeps_every_job(
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     ran = await cli("drain", queue.name)
     assert "drained: 6" in ran.out
+    assert (await queue.counts()).pending == 0
+
+
+async def test_drain_json_asks_on_stderr_and_prints_only_json(
+    queue: Queue, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await queue.enqueue_many(range(3))
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    ran = await cli("--json", "drain", queue.name)
+    assert ran.json() == {"queue": queue.name, "drained": 0, "confirmed": False}
+    assert "Delete 3 pending jobs" in ran.err
+    monkeypatch.setattr("sys.stdin", io.StringIO("yes\n"))
+    ran = await cli("--json", "drain", queue.name)
+    assert ran.json() == {"queue": queue.name, "drained": 3, "confirmed": True}
     assert (await queue.counts()).pending == 0
 
 
