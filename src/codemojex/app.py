@@ -20,7 +20,8 @@ from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
 
 from codemojex.store import Store, open_store
-from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions, fatal, redact
+from codemojex.telegram.delivery import redact
+from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions, fatal
 from codemojex.telegram.transport import TelegramConfig, open_bot
 from codemojex.telegram.webhook import WebhookGateway, WebhookOptions
 from codemojex.workers import Pipeline
@@ -31,7 +32,7 @@ from codemojex.workers.commands import (
     CommandWorker,
     Services,
 )
-from echomq import Consumer, Pool
+from echomq import Consumer, Metronome, Pool
 from echomq._url import ConnectionOptions
 from echomq.metrics import Observer
 
@@ -48,6 +49,7 @@ class BotSettings:
     """Everything the running bot needs, resolved. URLs and the token stay out of the repr.
 
     ``prefix`` goes before every queue name and key (several deployments on one Valkey).
+    ``pool_consumers``: consumers on each busy queue (score, commands), sharing a metronome.
     """
 
     echomq_url: str = field(repr=False)
@@ -57,12 +59,15 @@ class BotSettings:
     data_dir: Path = Path("var")
     prefix: str = ""
     pool_size: int = 4
+    pool_consumers: int = 2
     polling: PollingOptions = field(default_factory=PollingOptions)
     webhook: WebhookOptions = field(default_factory=WebhookOptions)
     commands: CommandOptions = field(default_factory=CommandOptions)
     sweep_every: float = 5.0
 
     def __post_init__(self) -> None:
+        if self.pool_consumers < 1:
+            raise ValueError(f"pool_consumers {self.pool_consumers}: at least 1")
         if self.mode not in ("polling", "webhook"):
             raise ValueError(f"mode {self.mode!r}: 'polling' or 'webhook'")
 
@@ -137,20 +142,46 @@ async def running(
             keys=CommandKeys(pipeline.queues.commands.name),
             options=settings.commands,
         )
+        commands = CommandWorker(services)
+        score = Metronome(pipeline.queues.score)
+        command = Metronome(pipeline.queues.commands)
+        # The busy queues run a pool of consumers sharing one metronome (one BLPOP and one
+        # upkeep per beat for the pool); settles are rare and the notification worker keeps
+        # a chat's sends in order, so those two run one consumer each.
+        names = [("" if n == 0 else f" {n + 1}", n + 1) for n in range(settings.pool_consumers)]
         consumers: dict[str, Consumer] = {
-            "score worker": pipeline.score_consumer(),
+            **{
+                f"score worker{suffix}": Consumer(
+                    pipeline.queues.score, pipeline.scorer, metronome=score, name=f"score-{n}"
+                )
+                for suffix, n in names
+            },
             "settle worker": pipeline.settle_consumer(),
             "notification worker": pipeline.notification_consumer(bot),
-            "command worker": Consumer(
-                pipeline.queues.commands, CommandWorker(services), COMMAND_CONSUMER, name="commands"
-            ),
+            **{
+                f"command worker{suffix}": Consumer(
+                    pipeline.queues.commands,
+                    commands,
+                    COMMAND_CONSUMER,
+                    metronome=command,
+                    name=f"commands-{n}",
+                )
+                for suffix, n in names
+            },
         }
         tasks: dict[str, asyncio.Task[object]] = {}
-        stack.push_async_callback(_stop_consumers, consumers, tasks)
+        metronomes = {"score metronome": score, "command metronome": command}
+        stack.push_async_callback(_stop_consumers, consumers, metronomes, tasks)
+        for name, metronome in metronomes.items():
+            tasks[name] = asyncio.create_task(metronome.run(), name=name)
+        pooled = f"{settings.pool_consumers} consumers on one metronome"
         for name, consumer in consumers.items():
             consumer.observer = observer
             tasks[name] = asyncio.create_task(consumer.run(), name=name)
-            report(name, consumer.queue.name)
+            if name[-1].isdigit():
+                continue
+            pool_note = f", {pooled}" if consumer.metronome is not None else ""
+            report(name, consumer.queue.name + pool_note)
 
         tasks["sweeper"] = asyncio.create_task(
             pipeline.sweep_forever(every=settings.sweep_every), name="sweeper"
@@ -201,11 +232,15 @@ async def _cancel(tasks: dict[str, asyncio.Task[object]], name: str) -> None:
 
 
 async def _stop_consumers(
-    consumers: dict[str, Consumer], tasks: dict[str, asyncio.Task[object]]
+    consumers: dict[str, Consumer],
+    metronomes: dict[str, Metronome],
+    tasks: dict[str, asyncio.Task[object]],
 ) -> None:
     for consumer in consumers.values():
         consumer.stop()
-    runs = [tasks[name] for name in consumers if name in tasks]
+    for metronome in metronomes.values():
+        metronome.stop()
+    runs = [tasks[name] for name in (*consumers, *metronomes) if name in tasks]
     for outcome in await asyncio.gather(*runs, return_exceptions=True):
         if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
             log.warning("a consumer stopped with an error: %s", outcome)

@@ -61,8 +61,8 @@ def main(args: argparse.Namespace) -> int:
             say(f"codemojex up: data in {data.root}")
             with engine(data, os.environ, say) as echomq_url:
                 asyncio.run(_serve(args, data, echomq_url))
-    except KeyboardInterrupt:
-        pass  # asyncio.run cancelled the game and it stopped cleanly; say so below
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        pass  # Ctrl-C or SIGTERM cancelled the game and it stopped cleanly; say so below
     except (CodemojexError, EchoMQError, OSError) as error:
         say(f"codemojex up: {error}")
         return 2
@@ -95,7 +95,10 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             notify = stack.consumers["notification worker"]
             if isinstance(notify, NotificationConsumer):
                 metrics.registry.register(NotificationMetrics(lambda: notify.counts))
-            token = os.environ.get("ECHOMQ_DASHBOARD_TOKEN") or secrets.token_urlsafe(18)
+            # A token the operator chose stays off the screen; a fresh one is shown once, in
+            # the URL, for the person at the console.
+            chosen = os.environ.get("ECHOMQ_DASHBOARD_TOKEN")
+            token = chosen or secrets.token_urlsafe(18)
             dashboard = create_app(
                 queues.wire, [queue.name for queue in metrics.queues], token, metrics=metrics
             )
@@ -103,8 +106,12 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
                 say(f"dashboard ready ({base})")
                 say("")
                 if api.sandbox is not None:
-                    say(f"  chat page  {api.sandbox.chat_page_url}")
-                say(f"  dashboard  {base}/?token={token}")
+                    page = api.sandbox.chat_page_url
+                    if os.environ.get("CODEMOJEX_SANDBOX_TOKEN"):
+                        page = f"{api.sandbox.url}/?token=$CODEMOJEX_SANDBOX_TOKEN"
+                    say(f"  chat page  {page}")
+                shown = "?token=$ECHOMQ_DASHBOARD_TOKEN" if chosen else f"?token={token}"
+                say(f"  dashboard  {base}/{shown}")
                 say(f"  metrics    {base}/metrics")
                 say("")
                 say("codemojex ready: send /play in the chat page (Ctrl-C stops everything)")
