@@ -43,17 +43,33 @@ def main(args: argparse.Namespace) -> int:
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)  # one line per update: noise
     data = DataDir(Path(args.data_dir).resolve())
     try:
+        # Checked before anything starts: a bad secret is a one-line refusal, not a traceback.
+        webhook = WebhookOptions(
+            secret=os.environ.get("TELEGRAM_WEBHOOK_SECRET") or new_secret(),
+            host=args.webhook_host,
+            port=args.webhook_port,
+            public_url=args.webhook_url,
+        )
+    except ValueError as error:
+        print(f"codemojex bot: TELEGRAM_WEBHOOK_SECRET or the webhook options: {error}")
+        return 2
+    try:
         with data.locked(), engine(data, os.environ, _say) as echomq_url:
-            asyncio.run(_serve(args, data, echomq_url))
+            asyncio.run(_serve(args, data, echomq_url, webhook))
     except (KeyboardInterrupt, asyncio.CancelledError):
         print("stopped")
     except CodemojexError as error:
         print(f"codemojex bot: {error}")
         return 2
+    except OSError as error:  # a port in use, an address that is not ours: the host's answer
+        print(f"codemojex bot: cannot start: {error}")
+        return 2
     return 0
 
 
-async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
+async def _serve(
+    args: argparse.Namespace, data: DataDir, echomq_url: str, webhook: WebhookOptions
+) -> None:
     # SIGTERM stops as cleanly as Ctrl-C: the consumers finish the jobs in hand.
     task = asyncio.current_task()
     assert task is not None
@@ -69,12 +85,7 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             telegram=api.config,
             mode=mode,
             data_dir=data.root,
-            webhook=WebhookOptions(
-                secret=os.environ.get("TELEGRAM_WEBHOOK_SECRET") or new_secret(),
-                host=args.webhook_host,
-                port=args.webhook_port,
-                public_url=args.webhook_url,
-            ),
+            webhook=webhook,
         )
         await run_bot(settings, _print_ready)
 

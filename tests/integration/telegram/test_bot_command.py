@@ -9,6 +9,7 @@ import asyncio
 import os
 import re
 import signal
+import socket
 import sys
 from pathlib import Path
 
@@ -73,3 +74,48 @@ async def test_codemojex_bot_runs_on_the_sandbox_and_stops_cleanly(tmp_path: Pat
     assert code == 0, output
     assert output.rstrip().endswith("stopped")
     assert "100000:sandbox" not in output  # the sandbox's bot token is never printed
+
+
+def _bare_env(**extra: str) -> dict[str, str]:
+    names = ("TELEGRAM_", "CODEMOJEX_", "ECHOMQ_URL")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(names)}
+    return {**env, **extra}
+
+
+async def _run_bot(tmp_path: Path, env: dict[str, str], *argv: str) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-u", "-m", "codemojex.cli", "bot", "--data-dir", str(tmp_path), *argv,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+    )  # fmt: skip
+    try:
+        output, _ = await asyncio.wait_for(process.communicate(), 90.0)
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
+    return process.returncode, output.decode()
+
+
+async def test_a_webhook_port_in_use_is_a_one_line_error_and_exit_2(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, output = await _run_bot(
+            tmp_path, _bare_env(), "--mode", "webhook", "--webhook-port", str(port)
+        )
+    assert code == 2, output
+    assert "Traceback" not in output
+    last = output.rstrip().splitlines()[-1]
+    assert last.startswith("codemojex bot: cannot start:")
+    assert "address already in use" in last
+
+
+async def test_a_bad_webhook_secret_is_a_one_line_error_and_exit_2(tmp_path: Path) -> None:
+    env = _bare_env(TELEGRAM_WEBHOOK_SECRET="not a secret!")
+    code, output = await _run_bot(tmp_path, env, "--mode", "webhook")
+    assert code == 2, output
+    assert "Traceback" not in output
+    assert output.strip().startswith("codemojex bot: TELEGRAM_WEBHOOK_SECRET")
+    assert "not a secret!" not in output  # the secret itself is never printed
