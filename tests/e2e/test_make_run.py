@@ -56,14 +56,18 @@ async def read_until(run_lines: list[str], stream: asyncio.StreamReader, marker:
         run_lines.append(line.decode())
 
 
+def clean_env() -> dict[str, str]:
+    """This environment without any setting codemojex reads: the embedded defaults."""
+    names = ("TELEGRAM_", "CODEMOJEX_", "ECHOMQ_")
+    return {k: v for k, v in os.environ.items() if not k.startswith(names)}
+
+
 @asynccontextmanager
 async def codemojex_up(data_dir: Path) -> AsyncIterator[Run]:
-    names = ("TELEGRAM_", "CODEMOJEX_", "ECHOMQ_")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(names)}
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-u", "-m", "codemojex.cli", "up", "--data-dir", str(data_dir),
         "--sandbox-port", "0", "--dashboard-port", "0",
-        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
     assert process.stdout is not None
     lines: list[str] = []
@@ -78,8 +82,13 @@ async def codemojex_up(data_dir: Path) -> AsyncIterator[Run]:
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGINT)
-        lines.append((await asyncio.wait_for(process.stdout.read(), 60.0)).decode())
-        await process.wait()
+        try:
+            lines.append((await asyncio.wait_for(process.stdout.read(), 60.0)).decode())
+            await asyncio.wait_for(process.wait(), 10.0)
+        finally:
+            if process.returncode is None:  # it did not stop: leave nothing behind
+                process.kill()
+                await process.wait()
 
 
 async def say_and_wait(run: Run, http: aiohttp.ClientSession, text: str, replies: int) -> str:
@@ -110,7 +119,9 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
             async with http.get(f"{run.dashboard}/metrics") as answer:
                 metrics = await answer.text()
         assert "99 📎 clips" in me  # the guess was charged one clip of the 100 granted
-        assert "echomq_lane_depth{" in metrics or "echomq_" in metrics
+        # The game's series beside the engine's, on the dashboard's /metrics.
+        assert re.search(r'codemojex_notifications_total\{outcome="delivered"\} [1-9]', metrics)
+        assert 'echomq_completed_total{queue="cm"}' in metrics
         children = run.descendants()
         assert children, "the embedded Valkey runs as a child"
         run.process.send_signal(signal.SIGINT)
@@ -130,13 +141,26 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
     assert again.process.returncode == 0
 
 
-async def test_a_second_make_run_on_the_same_data_says_so(tmp_path: Path) -> None:
+async def test_a_second_make_run_on_the_same_data_says_so_and_sigterm_stops_cleanly(
+    tmp_path: Path,
+) -> None:
     async with codemojex_up(tmp_path) as run:
         second = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "codemojex.cli", "up", "--data-dir", str(tmp_path),
-            "--sandbox-port", "0", "--dashboard-port", "0",
+            "--sandbox-port", "0", "--dashboard-port", "0", env=clean_env(),
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
-        out, _ = await asyncio.wait_for(second.communicate(), 60.0)
+        try:
+            out, _ = await asyncio.wait_for(second.communicate(), 60.0)
+        finally:
+            if second.returncode is None:
+                second.kill()
+                await second.wait()
         assert second.returncode == 2
         assert f"already running on {tmp_path} (pid {run.process.pid})" in out.decode()
+        # A service manager's stop (SIGTERM) is as clean as Ctrl-C.
+        run.process.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(run.process.wait(), 60.0) == 0
+    output = "".join(run.lines)
+    assert output.rstrip().endswith("stopped"), output
+    assert "Traceback" not in output, output
