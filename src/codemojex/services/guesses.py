@@ -22,6 +22,7 @@ from codemojex.store import (
     GuessRecord,
     Store,
     game_view,
+    guess_by_job,
     record_guess,
     unscored_guesses,
 )
@@ -81,8 +82,15 @@ class Guesses:
         self.minter = minter
         self._terms: Memo[str, _Terms] = Memo()
 
-    async def submit(self, game: str, player: str, guess_text: str) -> Receipt:
+    async def submit(
+        self, game: str, player: str, guess_text: str, *, job: str | None = None
+    ) -> Receipt:
         """Charge ``player`` the fee of ``game`` for ``guess_text`` and enqueue it for scoring.
+
+        ``job`` (a ``JOB`` id) makes the submit idempotent: the guess is recorded under it, and
+        a second submit with the same ``job`` (the command worker running one update again
+        after a crash) finds that guess, charges nothing and enqueues it again (a duplicate
+        while it waits). Without it a fresh ``JOB`` id is minted: every call is a new guess.
 
         Refused before any charge, each a :class:`~codemojex.domain.CodemojexError` naming the
         problem: :class:`~codemojex.store.NotFound` (no such game or player),
@@ -92,12 +100,19 @@ class Guesses:
         """
         game = checked_id(game, "GAM", "game")
         player = checked_id(player, "PLR", "player")
+        if job is not None:
+            # Before the checks: a game closed since the first run must not refuse a guess
+            # that run already charged.
+            async with self.store.read() as session:
+                charged = await guess_by_job(session, checked_id(job, "JOB", "job"))
+            if charged is not None:
+                return await self._receipt(charged)
         terms = self._terms.get(game) or self._terms.put(game, await self._read_terms(game))
         if terms.deadline <= datetime.now(UTC):
             raise GameClosed(game, "expired")
         symbols = parse_guess(guess_text, terms.keyboard)
 
-        job = self.minter.mint("JOB")
+        job = job if job is not None else self.minter.mint("JOB")
         async with self.store.transaction() as session:
             # Checks open and not expired again under the write: the checks above fail fast, and
             # a game closed since its terms were read is refused here.
@@ -111,6 +126,20 @@ class Guesses:
             player=player,
             symbols=symbols,
             fee=terms.fee,
+            is_queued=await self._enqueue(record),
+        )
+
+    async def _receipt(self, record: GuessRecord) -> Receipt:
+        """The receipt of a guess charged before (it is enqueued again: a duplicate if waiting)."""
+        async with self.store.read() as session:
+            view = await game_view(session, record.game)
+        return Receipt(
+            guess=record.id,
+            job=record.job_id,
+            game=record.game,
+            player=record.player,
+            symbols=parse_guess(record.guess_text, get_set(view.keyboard)),
+            fee=view.fee,
             is_queued=await self._enqueue(record),
         )
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from sqlalchemy import Connection, event
+from sqlalchemy import Connection, Index, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import (
     AsyncEngine,
@@ -23,7 +23,7 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.schema import CreateSchema
 
 from codemojex.store.errors import UnsupportedDatabase
-from codemojex.store.models import Base
+from codemojex.store.models import CONVERT_ONCE_INDEX, Base, LedgerRow
 
 SQLITE_BUSY_TIMEOUT_S: Final = 30.0
 """How long a SQLite writer waits for the write lock before giving up, in seconds."""
@@ -101,6 +101,9 @@ async def open_store(url: str, *, schema: str | None = None) -> Store:
             if schema is not None:
                 await connection.execute(CreateSchema(schema, if_not_exists=True))
             await connection.run_sync(Base.metadata.create_all)
+            # create_all adds indexes only with new tables: a database made before the
+            # convert-once index gets it here.
+            await connection.run_sync(_convert_once_index().create, checkfirst=True)
     except BaseException:
         await engine.dispose()
         raise
@@ -111,6 +114,11 @@ async def open_store(url: str, *, schema: str | None = None) -> Store:
             engine.execution_options(**{_READ_ONLY: True}), expire_on_commit=False
         ),
     )
+
+
+def _convert_once_index() -> Index:
+    ledger = Base.metadata.tables[LedgerRow.__tablename__]
+    return next(index for index in ledger.indexes if index.name == CONVERT_ONCE_INDEX)
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

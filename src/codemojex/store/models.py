@@ -25,10 +25,14 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     event,
+    text,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from codemojex.domain import Currency
+
+CONVERT_ONCE_INDEX: Final = "ledger_convert_once"
+"""The unique index that allows one conversion per command job (see :class:`LedgerRow`)."""
 
 ID_LENGTH: Final = 14
 """Every branded id is 14 ASCII bytes."""
@@ -142,6 +146,15 @@ class LedgerRow(Base):
     __table_args__ = (
         CheckConstraint("delta <> 0", name="delta_non_zero"),
         Index(None, "player_id", "currency"),
+        # A conversion's debit carries the command job that asked for it: one per job, so a
+        # job run again after a crash cannot convert twice (NULL references stay unlimited).
+        Index(
+            CONVERT_ONCE_INDEX,
+            "reference",
+            unique=True,
+            sqlite_where=text("reason = 'convert' AND delta < 0"),
+            postgresql_where=text("reason = 'convert' AND delta < 0"),
+        ),
     )
 
     id: Mapped[str] = _id(primary_key=True)

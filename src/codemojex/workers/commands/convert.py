@@ -39,7 +39,9 @@ def router() -> Router:
     routes = Router(name="convert")
 
     @routes.message(Command("convert"))
-    async def convert(message: Message, command: CommandObject, services: Services) -> None:
+    async def convert(
+        message: Message, command: CommandObject, services: Services, command_job: str
+    ) -> None:
         if message.from_user is None:
             return
         amount = parse_amount(command.args)
@@ -49,7 +51,10 @@ def router() -> Router:
         player = await services.player(message.from_user)
         try:
             async with services.store.transaction() as session:
-                done = await convert_diamonds(session, player.id, amount, minter=services.minter)
+                # Once per command job: run again after a crash, it converts nothing twice.
+                done = await convert_diamonds(
+                    session, player.id, amount, minter=services.minter, job=command_job
+                )
         except InsufficientFunds as error:
             await services.reply(
                 message.chat.id,

@@ -25,7 +25,7 @@ def router() -> Router:
     routes = Router(name="guess")
 
     @routes.message(Command("guess"))
-    async def guess(message: Message, services: Services) -> None:
+    async def guess(message: Message, services: Services, command_job: str) -> None:
         if message.from_user is None or message.text is None:
             return
         if not message.text.split(maxsplit=1)[1:]:
@@ -35,12 +35,16 @@ def router() -> Router:
                 return
             await services.reply(message.chat.id, compose_text(game), markup=compose_markup(game))
             return
-        await submit_guess(services, message.chat, message.from_user, message.text)
+        await submit_guess(
+            services, message.chat, message.from_user, message.text, command_job=command_job
+        )
 
     @routes.message(F.text.func(looks_like_emojis))
-    async def bare_guess(message: Message, services: Services) -> None:
+    async def bare_guess(message: Message, services: Services, command_job: str) -> None:
         if message.from_user is None or message.text is None:
             return
-        await submit_guess(services, message.chat, message.from_user, message.text)
+        await submit_guess(
+            services, message.chat, message.from_user, message.text, command_job=command_job
+        )
 
     return routes

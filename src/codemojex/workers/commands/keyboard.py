@@ -83,7 +83,7 @@ def router() -> Router:
     routes = Router(name="keyboard")
 
     @routes.callback_query(F.data.startswith(f"{PREFIX}:"))
-    async def tap(callback: CallbackQuery, bot: Bot, services: Services) -> None:
+    async def tap(callback: CallbackQuery, bot: Bot, services: Services, command_job: str) -> None:
         parsed = _parse(callback.data or "")
         message = callback.message
         if parsed is None or message is None:
@@ -108,9 +108,11 @@ def router() -> Router:
                     bot, callback, f"Pick {CODE_LENGTH} emojis first ({len(picks)} so far)."
                 )
                 return
-            await services.drop_draft(chat.id, user.id)
             guess = "".join(symbols[pick] for pick in picks)
-            is_sent = await submit_guess(services, chat, user, guess)
+            is_sent = await submit_guess(services, chat, user, guess, command_job=command_job)
+            # Dropped after the submit: a run again after a crash still finds the draft and
+            # submits it under the same job, which charges nothing twice.
+            await services.drop_draft(chat.id, user.id)
             await answer(bot, callback, "Guess sent! 🎯" if is_sent else "Not sent: see the chat.")
             await _redraw(services, chat, message.message_id, game, f"{user.full_name}: sent ✅")
             return

@@ -13,9 +13,13 @@ from codemojex.workers.commands.context import Services, keyboard_of
 NO_GAME = "No game is running in this chat. Send /play to start one."
 
 
-async def submit_guess(services: Services, chat: Chat, user: User, text: str) -> bool:
+async def submit_guess(
+    services: Services, chat: Chat, user: User, text: str, *, command_job: str | None = None
+) -> bool:
     """Submit ``text`` as ``user``'s guess in ``chat``; reply with the refusal if there is one.
 
+    ``command_job`` is the id of the command job handling the update: the guess is recorded
+    under it, so the same update run again (a lease reaped after a crash) charges once.
     ``True`` when the guess was charged and queued.
     """
     game = await services.open_game(chat)
@@ -24,7 +28,7 @@ async def submit_guess(services: Services, chat: Chat, user: User, text: str) ->
         return False
     player = await services.player(user)
     try:
-        await services.guesses.submit(game.id, player.id, text)
+        await services.guesses.submit(game.id, player.id, text, job=command_job)
     except GuessError as error:
         symbols = " ".join(keyboard_of(game).symbols)
         await services.reply(chat.id, f"{guess_problem(error)}\nThe keyboard: {symbols}")

@@ -127,7 +127,9 @@ class CommandWorker:
                 error.error_count(),
             )
             return Handled.MALFORMED
-        await self.dispatcher.feed_update(bot, update, services=self.services)
+        # ``command_job``: the key that makes a charge idempotent per update (a guess, a
+        # conversion): a retry of this job after a crash finds what it already charged.
+        await self.dispatcher.feed_update(bot, update, services=self.services, command_job=job.id)
         return Handled.ROUTED
 
     async def _claim_update(self, update_id: int, job_id: str) -> bool:
