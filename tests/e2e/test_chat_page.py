@@ -11,21 +11,11 @@ from collections.abc import AsyncIterator
 import pytest
 from aiogram import Bot, Dispatcher, F, Router
 from aiogram.types import CallbackQuery, InlineKeyboardButton, InlineKeyboardMarkup, Message
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from codemojex.telegram import TelegramConfig, open_bot
 from codemojex.telegram.sandbox import LOUNGE, Sandbox, SandboxOptions
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WAIT_MS = 15_000  # generous: the machine is shared
 
 
@@ -78,18 +68,6 @@ async def taps(sandbox: Sandbox) -> AsyncIterator[list[str]]:
     yield seen
     await dispatcher.stop_polling()
     await polling  # closes the bot's session
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
 
 
 @pytest.fixture

@@ -7,26 +7,19 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from playwright.async_api import async_playwright, expect
+from playwright.async_api import Browser, expect
 from up_rig import codemojex_up
 
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run",
-]  # fmt: skip
 WAIT_MS = 20_000  # generous: the machine is shared
 TAPS = ["🍎", "🍌", "🍒", "🍇", "🐶", "🐱"]
 
 
 async def test_a_player_composes_a_guess_on_the_keyboard_and_sees_its_score(
-    tmp_path: Path,
+    tmp_path: Path, browser: Browser
 ) -> None:
-    async with codemojex_up(tmp_path) as run, async_playwright() as playwright:
-        browser = await playwright.chromium.launch(
-            executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS
-        )
+    async with codemojex_up(tmp_path) as run:
+        page = await browser.new_page()
         try:
-            page = await browser.new_page()
             await page.goto(f"{run.chat}/?token={run.token}")
             await page.click('#users button[data-user="1001"]')
             await page.click('#chats button[data-chat="1001"]')
@@ -47,4 +40,4 @@ async def test_a_player_composes_a_guess_on_the_keyboard_and_sees_its_score(
             scored = page.locator(".msg.bot .text", has_text=re.compile(r"^Ada: \S+ \d+%$"))
             await expect(scored).to_have_count(1, timeout=WAIT_MS)
         finally:
-            await browser.close()
+            await page.close()

@@ -8,36 +8,14 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from playwright.async_api import Browser, Page, async_playwright, expect
+from playwright.async_api import Browser, Page, expect
 
 from echomq._queue import Item, Queue
 from echomq.dashboard import TOKEN_HEADER, create_app
 from echomq.testing import serve_app
 
 TOKEN = "browser-test-token-0123456789abcdef"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 WAIT_MS = 15_000  # generous: the machine is shared and the board refreshes every 0.2 s
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    async with async_playwright() as playwright:
-        chromium = await playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True
-        )
-        try:
-            yield chromium
-        finally:
-            await chromium.close()
 
 
 @pytest.fixture
