@@ -114,7 +114,8 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
                 say(f"  dashboard  {base}/{shown}")
                 say(f"  metrics    {base}/metrics")
                 say("")
-                say("codemojex ready: send /play in the chat page (Ctrl-C stops everything)")
+                where = "in the chat page" if api.sandbox is not None else "to the bot in Telegram"
+                say(f"codemojex ready: send /play {where} (Ctrl-C stops everything)")
                 await stack.wait()
 
 
