@@ -8,6 +8,9 @@ update (for ``seen_ttl``). A later job for the same update (Telegram or a gatewa
 again after the first was completed, when the admission dedup no longer holds) finds another
 job's id there and is skipped; a retry of the owning job finds its own id and runs again.
 
+A private chat that sends anything is taken off the notifier's blocklist first: writing to the
+bot means the user unblocked it.
+
 Per-chat order: a batch claim leases several updates of one chat at once, and the consumer runs
 each as a task; a lock per lane makes them take turns in claim order within this process.
 """
@@ -19,7 +22,7 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from enum import StrEnum
-from typing import Final
+from typing import Any, Final
 
 from aiogram import Dispatcher
 from aiogram.filters import ExceptionTypeFilter
@@ -127,10 +130,26 @@ class CommandWorker:
                 error.error_count(),
             )
             return Handled.MALFORMED
+        await self._unblock(job.payload)
         # ``command_job``: the key that makes a charge idempotent per update (a guess, a
         # conversion): a retry of this job after a crash finds what it already charged.
         await self.dispatcher.feed_update(bot, update, services=self.services, command_job=job.id)
         return Handled.ROUTED
+
+    async def _unblock(self, payload: dict[str, Any]) -> None:
+        """A private chat that sends an update talks to the bot again: off the blocklist, before
+        the reply is enqueued (the notifier skips blocked chats). One SREM; groups (negative
+        ids) are never on it. A ``my_chat_member`` update saying the user blocked us is not."""
+        chat = update_chat(payload)
+        if chat is None or chat <= 0:
+            return
+        member = payload.get("my_chat_member")
+        if isinstance(member, dict):
+            status = (member.get("new_chat_member") or {}).get("status")
+            if status == "kicked":
+                return
+        if await self.services.notifier.blocklist.unmark(chat):
+            log.info("chat %d talks to the bot again: taken off the blocklist", chat)
 
     async def _claim_update(self, update_id: int, job_id: str) -> bool:
         ttl_ms = max(1, round(self.services.options.seen_ttl * 1000))
