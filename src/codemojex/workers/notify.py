@@ -36,6 +36,7 @@ from codemojex.workers.notify_policy import (
     BadTokenError,
     NotifyCounts,
     NotifyOptions,
+    RecentChats,
 )
 from echomq import (
     Buckets,
@@ -93,7 +94,7 @@ class NotifyWorker:
         #: Called once with the error when the token turns out bad (the consumer stops).
         self.on_fault: Callable[[BadTokenError], None] | None = None
         self._turns: dict[int, tuple[asyncio.Lock, list[int]]] = {}
-        self._paced: set[int] = set()
+        self._paced = RecentChats()
         self._tally = dict.fromkeys((f.name for f in dataclasses.fields(NotifyCounts)), 0)
 
     @property
@@ -134,7 +135,9 @@ class NotifyWorker:
             return
         wait = await self._take(notification.chat)
         if wait is not None:
-            if wait > self.options.hold:  # the chat's (or group's) own budget is spent
+            # Paced only when the chat's (or group's) own budget refused: a wait the global
+            # bucket caused says nothing of this chat's pace.
+            if self.options.limits.own_budget_spent(wait):
                 await self._pace(notification.chat)
             self._count("deferred")
             raise Defer(wait, "over the send budget")
@@ -195,16 +198,17 @@ class NotifyWorker:
             await asyncio.sleep(taken.wait)
 
     async def _pace(self, chat: int) -> None:
-        """Give a chat that outran its budget a lane rate of the same pace (once per process).
+        """Give a chat that outran its budget a lane rate of the same pace (once per process
+        while the chat is among the last few thousand paced: :class:`RecentChats`).
 
         Without it a deep lane (one chat × 500) is claimed head after head, each deferred for
         the same second: the whole backlog cycles through the schedule every second. With it
         the engine benches the lane between windows and claims only what the budget can send;
-        the buckets still decide every send.
+        the buckets still decide every send. The lane rate stays once set (the chat's pace
+        never changes, and an empty lane costs nothing), so no one removes it.
         """
-        if chat in self._paced:
+        if not self._paced.add(chat):
             return
-        self._paced.add(chat)
         # The chat's pace, groups included: pacing a group at 20/min would hold back the
         # bursts its group bucket still allows; a group that spent that bucket is deferred by
         # it, at most a window's claims at a time.

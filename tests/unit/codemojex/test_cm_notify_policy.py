@@ -21,7 +21,13 @@ from aiogram.exceptions import (
 from aiogram.methods import SendMessage
 
 from codemojex.telegram.delivery import BadToken, Permanent, Transient, classify
-from codemojex.workers.notify_policy import BadTokenError, NotifyLimits, NotifyOptions, backoff
+from codemojex.workers.notify_policy import (
+    BadTokenError,
+    NotifyLimits,
+    NotifyOptions,
+    RecentChats,
+    backoff,
+)
 
 METHOD = SendMessage(chat_id=1001, text="hi")
 TOKEN = "123456:SECRET-token"
@@ -161,3 +167,26 @@ def test_delivered_ids_are_kept_a_day() -> None:
     """A delivered record guards only a rerun after a crash (a 60 s lease, its reap, retries):
     a day is ample, a week was ~18M keys at 30/s."""
     assert NotifyOptions().keep_delivered == 86_400.0
+
+
+def test_only_a_wait_longer_than_the_global_refill_is_the_chats_own() -> None:
+    limits = NotifyLimits()  # global 30/s: one token is at most ceil(1000/30) = 34 ms away
+    assert not limits.own_budget_spent(0.001)
+    assert not limits.own_budget_spent(0.034)
+    assert limits.own_budget_spent(0.035)
+    assert limits.own_budget_spent(1.0)
+    slow = NotifyLimits(global_rate=5.0)  # 200 ms per global token: not the chat's until past
+    assert not slow.own_budget_spent(0.2)
+    assert slow.own_budget_spent(0.201)
+
+
+def test_recent_chats_is_bounded_and_forgets_the_least_recent() -> None:
+    recent = RecentChats(size=3)
+    assert [recent.add(chat) for chat in (1, 2, 3)] == [True, True, True]
+    assert not recent.add(1)  # known: and now the most recent
+    assert recent.add(4)  # over the size: 2, the least recent, is forgotten
+    assert len(recent) == 3
+    assert 2 not in recent
+    assert (1 in recent, 3 in recent, 4 in recent) == (True, True, True)
+    with pytest.raises(ValueError, match="at least 1"):
+        RecentChats(size=0)
