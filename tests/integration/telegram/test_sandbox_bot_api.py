@@ -71,14 +71,18 @@ async def test_an_offset_confirms_the_updates_before_it(sandbox: Sandbox, sandbo
 async def test_a_long_poll_returns_as_soon_as_a_user_writes(
     sandbox: Sandbox, sandbox_bot: Bot
 ) -> None:
+    generation = sandbox.poll_generation + 1
     poll = asyncio.create_task(sandbox_bot.get_updates(timeout=20))
-    await asyncio.sleep(0.2)  # let the poll reach the sandbox and wait there
+    await sandbox.wait_for_poll(generation)  # the poll waits in the sandbox, nothing pending
     assert not poll.done()
+    assert sandbox.pending_updates == 0
     sandbox.say(1003, "/start")
+    # Well before the poll's 20 s: only the user's message can have ended it.
     async with asyncio.timeout(5):
         [update] = await poll
     assert update.message is not None
     assert update.message.text == "/start"
+    assert sandbox.poll_generation == generation  # the same poll, not a later one
 
 
 async def test_a_replayed_update_comes_again_whatever_the_offset(
@@ -93,9 +97,12 @@ async def test_a_replayed_update_comes_again_whatever_the_offset(
     assert await sandbox_bot.get_updates(offset=update_id + 1) == []
 
 
-async def test_a_second_long_poll_ends_the_first_with_a_conflict(sandbox_bot: Bot) -> None:
+async def test_a_second_long_poll_ends_the_first_with_a_conflict(
+    sandbox: Sandbox, sandbox_bot: Bot
+) -> None:
+    generation = sandbox.poll_generation + 1
     first = asyncio.create_task(sandbox_bot.get_updates(timeout=20))
-    await asyncio.sleep(0.2)
+    await sandbox.wait_for_poll(generation)
     second = asyncio.create_task(sandbox_bot.get_updates(timeout=1))
     with pytest.raises(TelegramConflictError, match="terminated by other getUpdates"):
         await first
@@ -105,8 +112,9 @@ async def test_a_second_long_poll_ends_the_first_with_a_conflict(sandbox_bot: Bo
 async def test_stopping_the_sandbox_ends_a_long_poll_at_once(sandbox: Sandbox) -> None:
     bot = open_bot(TelegramConfig(sandbox.options.bot_token, base=sandbox.url))
     try:
+        generation = sandbox.poll_generation + 1
         poll = asyncio.create_task(bot.get_updates(timeout=30))
-        await asyncio.sleep(0.2)
+        await sandbox.wait_for_poll(generation)
         async with asyncio.timeout(5):
             await sandbox.stop()
             assert await poll == []

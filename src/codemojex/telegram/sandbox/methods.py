@@ -109,6 +109,7 @@ async def get_updates(state: State, params: Params) -> Any:
     state.poll_generation += 1
     generation = state.poll_generation
     state.updates.wake.notify()  # an older long poll still waiting ends with a 409
+    state.polled.notify()
     deadline = state.clock() + timeout
     while not len(state.updates) and not state.is_closing and not state.webhook.url:
         if state.poll_generation != generation:

@@ -204,6 +204,22 @@ class Sandbox:
         return world.messages(chat)
 
     @property
+    def poll_generation(self) -> int:
+        """How many getUpdates calls have reached the sandbox."""
+        return self._state.poll_generation
+
+    async def wait_for_poll(self, generation: int, timeout: float = 10.0) -> None:
+        """Wait until getUpdates call number ``generation`` has reached the sandbox; a long
+        poll that found nothing pending is waiting there from then on. TimeoutError otherwise.
+        """
+        state = self._state
+        async with asyncio.timeout(timeout):
+            while state.poll_generation < generation:
+                if state.is_closing:
+                    raise RuntimeError("the sandbox stopped")
+                await state.polled.wait(timeout)
+
+    @property
     def stats(self) -> SandboxStats:
         return self._state.tally.snapshot()
 

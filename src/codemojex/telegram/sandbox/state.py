@@ -14,7 +14,7 @@ from codemojex.telegram.sandbox.feed import Feed
 from codemojex.telegram.sandbox.limiter import Limiter
 from codemojex.telegram.sandbox.options import Faults, SandboxOptions
 from codemojex.telegram.sandbox.stats import Tally
-from codemojex.telegram.sandbox.updates import UpdateLog
+from codemojex.telegram.sandbox.updates import UpdateLog, Wake
 from codemojex.telegram.sandbox.world import World
 
 
@@ -62,6 +62,8 @@ class State:
         self.faults = options.faults
         self.dice = random.Random(options.faults.seed)
         self.poll_generation = 0
+        #: Notified each time a getUpdates call arrives (tests wait on it, not on a sleep).
+        self.polled = Wake()
         self.is_closing = False
 
     def set_faults(self, faults: Faults) -> None:
