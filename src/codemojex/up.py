@@ -86,12 +86,12 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             telegram=api.config,
             data_dir=data.root,
         )
-        metrics_box: list[Metrics] = []
-        observer = _LateObserver(metrics_box)
-        async with running(settings, _ready, observer=observer) as stack:
+        # The consumers feed the metrics from their first claim; the queues it reads are only
+        # known once the stack has built them.
+        metrics = Metrics([])
+        async with running(settings, _ready, observer=metrics) as stack:
             queues = stack.pipeline.queues
-            metrics = Metrics([queues.score, queues.settle, queues.notify, queues.commands])
-            metrics_box.append(metrics)
+            metrics.queues.extend([queues.score, queues.settle, queues.notify, queues.commands])
             notify = stack.consumers["notification worker"]
             if isinstance(notify, NotificationConsumer):
                 metrics.registry.register(NotificationMetrics(lambda: notify.counts))
@@ -121,22 +121,6 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
 
 def _ready(component: str, detail: str) -> None:
     say(f"{component} ready ({detail})")
-
-
-class _LateObserver:
-    """Forwards consumer observations to the metrics once they exist (the queues they read are
-    only known after the stack started; claims made before are not counted)."""
-
-    def __init__(self, box: list[Metrics]) -> None:
-        self._box = box
-
-    def claimed(self, queue: str, jobs: Any, lease_ms: int) -> None:
-        if self._box:
-            self._box[0].claimed(queue, jobs, lease_ms)
-
-    def settled(self, queue: str, job: Any, outcome: Any) -> None:
-        if self._box:
-            self._box[0].settled(queue, job, outcome)
 
 
 class _Server(uvicorn.Server):
