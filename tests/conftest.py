@@ -40,7 +40,14 @@ def valkey_server() -> Iterator[EmbeddedValkey | ExternalValkey]:
 
 #: The core suite (lifecycle, lanes, limits, consumers) that must hold on a cluster too.
 ALSO_ON_CLUSTER = frozenset(
-    {"test_scenarios.py", "test_flow_control.py", "test_consumer.py", "test_admin.py"}
+    {
+        "test_scenarios.py",
+        "test_flow_control.py",
+        "test_consumer.py",
+        "test_consumer_defer.py",
+        "test_admin.py",
+        "test_weighted_share.py",
+    }
 )
 
 
