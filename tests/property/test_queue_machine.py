@@ -9,10 +9,8 @@ lane waits longer than the other lanes' weights allow.
 from __future__ import annotations
 
 import asyncio
-import bisect
 import itertools
 from collections.abc import Coroutine
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import pytest
@@ -26,6 +24,7 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
+from queue_model import GROUPS, Fairness, Model, text_of
 
 from echomq._errors import StaleTokenError, StateError
 from echomq._queue import Item, Queue
@@ -33,8 +32,6 @@ from echomq._results import Empty, Job
 
 T = TypeVar("T")
 
-# "_" is the default lane: the machine enqueues into it without naming a group.
-GROUPS = ("_", "a", "b", "c")
 # Long leases never expire within an example; short ones are expired before every reap.
 LONG_LEASE = 60.0
 SHORT_LEASE = 0.001
@@ -42,182 +39,6 @@ SHORT_LEASE = 0.001
 groups = st.sampled_from(GROUPS)
 # An index into whatever the rule picks from (taken modulo its size); shrinks towards the first.
 picks = st.integers(min_value=0, max_value=1 << 16)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-# -- the model -----------------------------------------------------------------------------------
-
-
-@dataclass
-class Row:
-    """A live job as the model sees it (completed jobs have no row)."""
-
-    group: str
-    payload: int
-    state: str = "pending"  # pending | active | dead
-    attempts: int = 0
-    stalled: int = 0
-    last_error: str | None = None
-
-
-@dataclass
-class Lease:
-    group: str
-    token: int
-    deadline_ms: int
-    is_short: bool
-
-
-@dataclass
-class Model:
-    """The queue in plain Python: lanes in mint order, settings, leases, and the terminal sets."""
-
-    rows: dict[str, Row] = field(default_factory=dict)
-    lanes: dict[str, list[str]] = field(default_factory=lambda: {g: [] for g in GROUPS})
-    paused: set[str] = field(default_factory=set)
-    limits: dict[str, int] = field(default_factory=dict)
-    weights: dict[str, int] = field(default_factory=dict)
-    concurrency: int | None = None
-    is_queue_paused: bool = False
-    active: dict[str, Lease] = field(default_factory=dict)
-    dead: set[str] = field(default_factory=set)
-    completed: set[str] = field(default_factory=set)
-    failed: int = 0
-    # Every (id, token) a claim ever handed out, so settles can replay old tokens.
-    tokens: list[tuple[str, int]] = field(default_factory=list)
-    # In flight when a ceiling was lowered below that: the ceiling may be exceeded until they
-    # settle (a ceiling gates claims; it never evicts leases).
-    limit_slack: dict[str, int] = field(default_factory=dict)
-    concurrency_slack: int = 0
-
-    def gactive(self, group: str) -> int:
-        return sum(1 for lease in self.active.values() if lease.group == group)
-
-    def weight(self, group: str) -> int:
-        return self.weights.get(group, 1)
-
-    def is_serviceable(self, group: str) -> bool:
-        return (
-            bool(self.lanes[group])
-            and group not in self.paused
-            and (group not in self.limits or self.gactive(group) < self.limits[group])
-        )
-
-    def serviceable(self) -> set[str]:
-        return {g for g in GROUPS if self.is_serviceable(g)}
-
-    def is_at_ceiling(self) -> bool:
-        return self.concurrency is not None and len(self.active) >= self.concurrency
-
-    def is_claimable(self) -> bool:
-        return not self.is_queue_paused and not self.is_at_ceiling() and bool(self.serviceable())
-
-    def admit(self, job_id: str, group: str, payload: int) -> None:
-        assert job_id not in self.rows, f"{job_id} admitted twice"
-        assert job_id not in self.completed, f"{job_id} admitted again after it completed"
-        self.rows[job_id] = Row(group, payload)
-        bisect.insort(self.lanes[group], job_id)
-
-    def to_lane(self, job_id: str) -> None:
-        row = self.rows[job_id]
-        row.state = "pending"
-        bisect.insort(self.lanes[row.group], job_id)
-
-    def lease(self, job_id: str, deadline_ms: int, is_short: bool) -> None:
-        row = self.rows[job_id]
-        self.lanes[row.group].remove(job_id)
-        row.state, row.attempts = "active", row.attempts + 1
-        self.active[job_id] = Lease(row.group, row.attempts, deadline_ms, is_short)
-        self.tokens.append((job_id, row.attempts))
-
-    def complete(self, job_id: str) -> None:
-        row = self.rows.pop(job_id)
-        if row.state == "active":
-            del self.active[job_id]
-        else:
-            self.lanes[row.group].remove(job_id)
-        self.completed.add(job_id)
-
-    def bury(self, job_id: str, error: str) -> None:
-        row = self.rows[job_id]
-        row.state, row.last_error = "dead", error
-        self.dead.add(job_id)
-        self.failed += 1
-
-
-@dataclass
-class Wait:
-    """One serviceable lane's wait since it was last served or joined the ring.
-
-    ``ahead`` holds the lanes that may be served before it — those serviceable when the wait
-    began — each with the largest weight it had since. A lane that joins the ring later is
-    appended behind this one, so serving it first is itself a fairness bug.
-    """
-
-    ahead: dict[str, int]
-    served: dict[str, int] = field(default_factory=dict)  # claims per lane ahead, this wait
-    departed: int = 0  # the weight budget of ahead lanes that left the ring (they rejoin behind)
-
-    @property
-    def claims(self) -> int:
-        return sum(self.served.values())
-
-    @property
-    def bound(self) -> int:
-        return sum(self.ahead.values()) + self.departed
-
-
-class Fairness:
-    """Weighted round robin: while a lane waits, each lane ahead of it gets at most one visit —
-    at most ``weight`` consecutive claims — so the wait is at most the sum of their weights.
-
-    A wait starts when the lane becomes serviceable, not at its last service before that: a lane
-    that left the ring (emptied, paused, at its ceiling) rejoins at the tail, behind every lane
-    already there — the head lane whose visit is in progress included — so counting from its
-    previous service would charge it for claims it could never have had. Symmetrically, a lane
-    ahead that leaves the ring rejoins behind the waiting one and may not be served before it.
-    A visit may be shorter than the weight (a batch counts its jobs; a stale visit counter), never
-    longer, so these are upper bounds only; the share itself is pinned by test_weighted_share.py.
-    """
-
-    def __init__(self) -> None:
-        self.waits: dict[str, Wait] = {}
-
-    def served(self, group: str) -> None:
-        for lane, wait in self.waits.items():
-            if lane == group:
-                continue
-            assert group in wait.ahead, f"lane {group!r} was served before {lane!r}, ahead of it"
-            wait.served[group] = wait.served.get(group, 0) + 1
-            assert wait.served[group] <= wait.ahead[group], (
-                f"lane {group!r} had {wait.served[group]} claims while {lane!r} waited, "
-                f"weight {wait.ahead[group]}"
-            )
-            assert wait.claims <= wait.bound, (
-                f"lane {lane!r} waited {wait.claims} claims, weights allow {wait.bound}"
-            )
-        self.waits.pop(group, None)
-
-    def weighted(self, group: str, weight: int) -> None:
-        for wait in self.waits.values():
-            if group in wait.ahead:
-                wait.ahead[group] = max(wait.ahead[group], weight)
-
-    def settle(self, model: Model) -> None:
-        """After every claim and step: forget the waits of lanes that left the ring, let lanes
-        ahead that left it go, start the waits of lanes that joined it (or were just served)."""
-        now = model.serviceable()
-        for lane in set(self.waits) - now:
-            del self.waits[lane]
-        for wait in self.waits.values():
-            for lane in set(wait.ahead) - now:
-                # Its claims stay in the total, and so does its weight in the bound.
-                wait.departed += wait.ahead.pop(lane)
-        for lane in now - set(self.waits):
-            self.waits[lane] = Wait({g: model.weight(g) for g in now if g != lane})
 
 
 # -- the machine ---------------------------------------------------------------------------------
@@ -256,7 +77,7 @@ class QueueMachine(RuleBasedStateMachine):
         while True:
             pattern = self.queue.keys.root + "*"
             cursor, batch = await self.queue.wire.call("SCAN", cursor, "MATCH", pattern)
-            found += [_text(k) for k in batch]
+            found += [text_of(k) for k in batch]
             if cursor in (b"0", 0, "0"):
                 return sorted(found)
 
@@ -290,23 +111,23 @@ class QueueMachine(RuleBasedStateMachine):
         raw = dict(zip(fixed, replies, strict=False))
         rest = replies[len(fixed) :]
         return {
-            "ring": [_text(g) for g in raw["ring"]],
-            "lanes": {_text(g) for g in raw["lanes"]},
-            "paused": {_text(g) for g in raw["paused"]},
+            "ring": [text_of(g) for g in raw["ring"]],
+            "lanes": {text_of(g) for g in raw["lanes"]},
+            "paused": {text_of(g) for g in raw["paused"]},
             **{
-                name: {_text(k): int(v) for k, v in raw[name].items()}
+                name: {text_of(k): int(v) for k, v in raw[name].items()}
                 for name in ("glimit", "gactive", "gweight")
             },
-            "active": {_text(i): int(score) for i, score in raw["active"]},
-            "dead": {_text(i) for i in raw["dead"]},
-            "schedule": {_text(i) for i in raw["schedule"]},
-            "meta": {_text(k): _text(v) for k, v in raw["meta"].items()},
-            "turn": {_text(k): _text(v) for k, v in raw["turn"].items()},
+            "active": {text_of(i): int(score) for i, score in raw["active"]},
+            "dead": {text_of(i) for i in raw["dead"]},
+            "schedule": {text_of(i) for i in raw["schedule"]},
+            "meta": {text_of(k): text_of(v) for k, v in raw["meta"].items()},
+            "turn": {text_of(k): text_of(v) for k, v in raw["turn"].items()},
             "completed": int(raw["completed"] or 0),
             "failed": int(raw["failed"] or 0),
-            "lane": {g: [_text(i) for i in rest[n]] for n, g in enumerate(GROUPS)},
+            "lane": {g: [text_of(i) for i in rest[n]] for n, g in enumerate(GROUPS)},
             "rows": {
-                i: {_text(k): _text(v) for k, v in row.items()}
+                i: {text_of(k): text_of(v) for k, v in row.items()}
                 for i, row in zip(ids, rest[len(GROUPS) :], strict=True)
                 if row
             },
