@@ -14,17 +14,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
 import os
 import secrets
 import signal
-import socket
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
-
-import uvicorn
 
 from codemojex.app import BotSettings, running
 from codemojex.datadir import DataDir
@@ -33,7 +28,7 @@ from codemojex.launch import bot_api, engine
 from codemojex.metrics import NotificationMetrics
 from codemojex.workers.notify import NotificationConsumer
 from echomq import EchoMQError
-from echomq.dashboard import DashboardApp, create_app
+from echomq.dashboard import create_app, serving
 from echomq.metrics import Metrics
 
 SANDBOX_PORT = 8470
@@ -102,7 +97,7 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             dashboard = create_app(
                 queues.wire, [queue.name for queue in metrics.queues], token, metrics=metrics
             )
-            async with _serving(dashboard, args.host, args.dashboard_port) as base:
+            async with serving(dashboard, args.host, args.dashboard_port) as base:
                 say(f"dashboard ready ({base})")
                 say("")
                 if api.sandbox is not None:
@@ -121,45 +116,3 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
 
 def _ready(component: str, detail: str) -> None:
     say(f"{component} ready ({detail})")
-
-
-class _Server(uvicorn.Server):
-    """uvicorn without its own signal handlers: this process's Ctrl-C belongs to asyncio.run."""
-
-    def capture_signals(self) -> contextlib.nullcontext[None]:  # type: ignore[override]
-        return contextlib.nullcontext()
-
-
-@contextlib.asynccontextmanager
-async def _serving(app: DashboardApp, host: str, port: int) -> AsyncIterator[str]:
-    """Serve ``app`` on ``host:port`` for the block; yields its base URL. The socket is bound
-    here, so a port in use is a clear error rather than uvicorn exiting the process."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-    except OSError as error:
-        sock.close()
-        raise OSError(
-            f"the dashboard cannot listen on {host}:{port} ({error.strerror}): "
-            "pass --dashboard-port 0 for a free port"
-        ) from None
-    bound = sock.getsockname()[1]
-    server = _Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=2)
-    )
-    serve = asyncio.create_task(server.serve(sockets=[sock]), name="dashboard")
-    try:
-        while not server.started:
-            if serve.done():
-                serve.result()
-                raise RuntimeError("the dashboard stopped before it started serving")
-            await asyncio.sleep(0.02)  # uvicorn offers no started event
-        shown = f"[{host}]" if ":" in host else host
-        yield f"http://{shown}:{bound}"
-    finally:
-        app.close_streams()
-        server.should_exit = True
-        await asyncio.gather(serve, return_exceptions=True)
-        sock.close()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import logging
 import os
 import secrets
+import signal
 import sys
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from . import _cli_admin
@@ -78,20 +77,15 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 async def _serve_dashboard(app: DashboardApp, host: str, port: int) -> None:
-    import uvicorn
+    from .dashboard import serving
 
+    # SIGINT and SIGTERM end the block; leaving it closes the event streams, then the server.
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
-
-    class Server(uvicorn.Server):
-        def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-            # Open event streams would hold the shutdown: end them as it begins.
-            loop.call_soon_threadsafe(app.close_streams)
-            super().handle_exit(sig, frame)
-
-    config = uvicorn.Config(
-        app, host=host, port=port, log_level="warning", timeout_graceful_shutdown=5
-    )
-    await Server(config).serve()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with serving(app, host, port):
+        await stop.wait()
 
 
 def _dashboard(args: argparse.Namespace) -> int:
@@ -106,9 +100,11 @@ def _dashboard(args: argparse.Namespace) -> int:
     shown = "<ECHOMQ_DASHBOARD_TOKEN>" if "ECHOMQ_DASHBOARD_TOKEN" in os.environ else token
     # Printed once, to the operator's terminal only: the page reads it from its own URL.
     print(f"echomq dashboard: http://{args.host}:{args.port}/?token={shown}", flush=True)
-    # uvicorn re-raises the SIGINT it stopped on once it is done: that is the normal way out.
-    with contextlib.suppress(KeyboardInterrupt):
+    try:
         asyncio.run(_serve_dashboard(app, args.host, args.port))
+    except OSError as exc:
+        print(f"echomq dashboard: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

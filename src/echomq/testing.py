@@ -47,27 +47,7 @@ async def discard(queue: Queue) -> None:
 async def serve_app(app: Any, *, startup_timeout: float = 10.0) -> AsyncIterator[str]:
     """Serve an ASGI ``app`` with uvicorn on ``127.0.0.1`` and a free port; yields its base URL
     (``http://127.0.0.1:<port>``). Close your clients (event streams too) before leaving."""
-    import uvicorn
+    from .dashboard import serving
 
-    config = uvicorn.Config(
-        app, host="127.0.0.1", port=0, log_level="warning", timeout_graceful_shutdown=2
-    )
-    server = uvicorn.Server(config)
-    task = asyncio.ensure_future(server.serve())
-    deadline = asyncio.get_running_loop().time() + startup_timeout
-    # uvicorn offers no started event: poll its flag, and fail loudly if serving ended.
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn stopped before it started serving")
-        if asyncio.get_running_loop().time() > deadline:
-            server.should_exit = True
-            await task
-            raise TimeoutError(f"uvicorn did not start within {startup_timeout} s")
-        await asyncio.sleep(0.01)
-    port = server.servers[0].sockets[0].getsockname()[1]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.should_exit = True
-        await task
+    async with serving(app, startup_timeout=startup_timeout) as base:
+        yield base

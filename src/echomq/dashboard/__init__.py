@@ -23,8 +23,9 @@ from .._url import ConnectionOptions
 from ..metrics import Metrics
 from . import _app
 from ._app import TOKEN_HEADER, Dashboard
+from ._serve import serving
 
-__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp", "create_app"]
+__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp", "create_app", "serving"]
 
 #: A shorter token would be guessable by anyone who can reach the port.
 MIN_TOKEN_LENGTH = 16
