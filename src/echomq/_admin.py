@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from . import _ids
-from ._checks import count, ms, text
+from ._checks import MAX_CEILING, MAX_LIMIT, MAX_RATE, count, ms, text
 from ._codec import Codec
 from ._connector import Arg
 from ._errors import InvalidArgument
@@ -63,7 +63,7 @@ class QueueAdmin:
 
     async def concurrency(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
-        value = "" if ceiling is None else count(ceiling, "ceiling")
+        value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
         await self._run("configure", ("concurrency", value))
 
     async def rate_limit(self, max: int | None, window: float | None = None) -> None:
@@ -75,7 +75,7 @@ class QueueAdmin:
         if max is None:
             await self._run("configure", ("max", "", "window", ""))
             return
-        count(max, "max")
+        count(max, "max", maximum=MAX_RATE)
         if window is None:
             raise InvalidArgument("window", window, "a rate limit needs a window in seconds")
         await self._run("configure", ("max", max, "window", ms(window, "window", positive=True)))
@@ -128,6 +128,7 @@ class QueueAdmin:
 
     async def dead(self, limit: int = 100) -> list[JobInfo]:
         """Dead-lettered jobs, oldest death first."""
+        count(limit, "limit", maximum=MAX_LIMIT)
         ids = [text(i) for i in await self.wire.call("ZRANGE", self.keys.dead, 0, limit - 1)]
         if not ids:
             return []

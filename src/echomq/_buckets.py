@@ -10,7 +10,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ._checks import count
+from ._checks import MAX_DURATION, MAX_RATE, count
 from ._connector import Arg
 from ._errors import InvalidArgument
 from ._keys import bucket_key, validate_bucket, validate_queue
@@ -35,7 +35,13 @@ class Bucket:
             or self.rate <= 0
         ):
             raise InvalidArgument("rate", self.rate, "must be a number of tokens per second > 0")
-        count(self.burst, "burst")
+        if self.rate > MAX_RATE:
+            raise InvalidArgument("rate", self.rate, f"must be at most {MAX_RATE} per second")
+        count(self.burst, "burst", maximum=MAX_RATE)
+        if self.burst / self.rate > MAX_DURATION:
+            raise InvalidArgument(
+                "rate", self.rate, f"refills a burst of {self.burst} in over 10 years"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,7 +80,7 @@ class Buckets:
         """Take ``cost`` tokens from every bucket, or none. Refusal says how long to wait."""
         if not buckets:
             raise InvalidArgument("buckets", buckets, "name at least one bucket")
-        count(cost, "cost")
+        count(cost, "cost", maximum=MAX_RATE)
         for bucket in buckets:
             if cost > bucket.burst:
                 raise InvalidArgument("cost", cost, f"exceeds bucket {bucket.name}'s burst")

@@ -32,6 +32,11 @@ class JsonCodec:
             raise InvalidArgument(
                 "payload", _preview(payload), f"not JSON-encodable: {exc}"
             ) from None
+        except RecursionError:
+            # A self-referencing structure is caught as ValueError; this is real depth.
+            raise InvalidArgument(
+                "payload", _preview(payload), "nested too deeply to encode as JSON"
+            ) from None
 
     def decode(self, data: bytes) -> Any:
         return json.loads(data)
@@ -52,5 +57,8 @@ class RawCodec:
 
 
 def _preview(payload: Any) -> str:
-    text = repr(payload)
+    try:
+        text = repr(payload)
+    except RecursionError:
+        text = f"<deeply nested {type(payload).__name__}>"
     return text if len(text) <= 80 else text[:77] + "..."

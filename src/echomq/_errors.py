@@ -18,7 +18,8 @@
             ├── StaleTokenError EMQSTALE (the fencing token moved on)
             ├── RateError      EMQRATE  (a ceiling or rate budget refused)
             ├── LockedError    EMQLOCK  (the job is held by a worker)
-            └── StateError     EMQSTATE (the job or queue is in the wrong state)
+            ├── StateError     EMQSTATE (the job or queue is in the wrong state)
+            └── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
 
 Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions.
 """
@@ -147,6 +148,18 @@ class StateError(Refusal):
     """EMQSTATE: the job or queue is in the wrong state for this call."""
 
 
+class ArgumentRefused(Refusal):
+    """EMQARG: a script refused an argument out of bounds before its first write.
+
+    The host-side checks refuse the same bounds first (as :class:`InvalidArgument`), so this
+    reaches a caller only through a raw script call. ``argument`` names the argument.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.argument = self.detail.split(" ", 1)[0]
+
+
 #: The closed table of refusal classes; grown only additively.
 REFUSALS: dict[str, type[Refusal]] = {
     "EMQKIND": KindError,
@@ -154,6 +167,7 @@ REFUSALS: dict[str, type[Refusal]] = {
     "EMQRATE": RateError,
     "EMQLOCK": LockedError,
     "EMQSTATE": StateError,
+    "EMQARG": ArgumentRefused,
 }
 
 

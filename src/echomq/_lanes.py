@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._checks import count, ms, text
+from ._checks import MAX_CEILING, MAX_RATE, MAX_WEIGHT, count, ms, text
 from ._errors import InvalidArgument
 from ._keys import validate_group
 from ._results import LaneInfo
@@ -59,12 +59,12 @@ class Lane:
 
     async def limit(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
-        value = "" if ceiling is None else count(ceiling, "ceiling")
+        value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
         await self.queue._run("lane_limit", (self.group, "glimit", value))
 
     async def weight(self, weight: int | None) -> None:
         """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
-        value = "" if weight is None else count(weight, "weight")
+        value = "" if weight is None else count(weight, "weight", maximum=MAX_WEIGHT)
         await self.queue._run("lane_limit", (self.group, "gweight", value))
 
     async def rate(self, max: int | None, window: float | None = None) -> None:
@@ -76,9 +76,10 @@ class Lane:
         if max is None:
             value = ""
         else:
+            most = count(max, "max", maximum=MAX_RATE)
             if window is None:
                 raise InvalidArgument("window", window, "a rate needs a window in seconds")
-            value = f"{count(max, 'max')}:{ms(window, 'window', positive=True)}"
+            value = f"{most}:{ms(window, 'window', positive=True)}"
         await self.queue._run("lane_limit", (self.group, "grate", value))
 
     async def info(self) -> LaneInfo:

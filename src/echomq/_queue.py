@@ -10,13 +10,27 @@ import asyncio
 import functools
 import json
 import math
+import time
 from collections.abc import Awaitable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from . import _ids
 from ._admin import QueueAdmin
-from ._checks import count, ms, text
+from ._checks import (
+    MAX_ATTEMPTS,
+    MAX_BATCH,
+    MAX_DURATION,
+    MAX_LEASE,
+    MAX_LIMIT,
+    MAX_PAYLOAD,
+    MAX_TOKEN,
+    MAX_UNIX_SECONDS,
+    count,
+    error_text,
+    ms,
+    text,
+)
 from ._codec import Codec, JsonCodec
 from ._connector import Arg, Command
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError
@@ -188,15 +202,16 @@ class Queue(QueueAdmin):
         dedup_ttl: float | None,
         run_at: int,
     ) -> list[Arg]:
+        data = self.codec.encode(payload)
+        if len(data) > MAX_PAYLOAD:
+            raise InvalidArgument(
+                "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
+            )
+        lane = DEFAULT_GROUP if group is None else validate_group(group)
+        dedup = "" if dedup_key is None else validate_dedup(dedup_key)
+        ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
         job_id = self.minter.mint("JOB") if id is None else _ids.validate(id, "JOB", "job id")
-        return [
-            job_id,
-            self.codec.encode(payload),
-            DEFAULT_GROUP if group is None else validate_group(group),
-            run_at,
-            "" if dedup_key is None else validate_dedup(dedup_key),
-            0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True),
-        ]
+        return [job_id, data, lane, run_at, dedup, ttl]
 
     def _verdict(self, reply: Any, job_id: Arg) -> Verdict:
         if isinstance(reply, EchoMQError):
@@ -233,8 +248,9 @@ class Queue(QueueAdmin):
         )
 
     async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
-        """Admit a job that becomes claimable at ``when`` (Unix seconds)."""
-        run_at = ms(when, "when", positive=True)
+        """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
+        now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
+        run_at = _run_at(when)
         return await self._admit(
             self._admission(payload, **_admission_options(options), run_at=run_at)
         )
@@ -280,7 +296,8 @@ class Queue(QueueAdmin):
     ) -> tuple[list[Job], bool] | Empty | RateLimited:
         """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
         consumer that sees ``False`` parks instead of spending a claim to learn it)."""
-        reply = await self._run("claim", (ms(lease, "lease", positive=True), count(n, "n")))
+        lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
+        reply = await self._run("claim", (lease_ms, count(n, "n", maximum=MAX_BATCH)))
         if type(reply) is not list:
             return _not_claimed(reply)
         group, deadline, more = text(reply[0]), int(reply[1]), reply[2] == 1
@@ -352,11 +369,17 @@ class Queue(QueueAdmin):
         """Settle a failure: schedule the next attempt after ``delay``, or dead-letter the job
         once it failed ``max_attempts`` times (delays do not count as failures)."""
         job_id, token = _ref(job, token)
-        args = (job_id, token, ms(delay, "delay"), count(max_attempts, "max_attempts"), str(error))
+        args = (
+            job_id,
+            token,
+            ms(delay, "delay"),
+            count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS),
+            error_text(error),
+        )
         outcome = ("gone", "scheduled", "dead")[await self._run("retry", args)]
         if outcome != "gone" and self._listened():
             event = "retrying" if outcome == "scheduled" else "dead"
-            self._emit([{"event": event, "job": job_id, "error": str(error)[:200]}])
+            self._emit([{"event": event, "job": job_id, "error": error_text(error)[:200]}])
         return outcome  # type: ignore[return-value]
 
     async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
@@ -370,7 +393,8 @@ class Queue(QueueAdmin):
     async def extend(self, job: Job | str, token: int | None = None, *, lease: float) -> bool:
         """Push a lease to now + ``lease``. False when the job is gone or no longer leased."""
         job_id, token = _ref(job, token)
-        code = (await self._run("extend", (ms(lease, "lease", positive=True), job_id, token)))[0]
+        lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
+        code = (await self._run("extend", (lease_ms, job_id, token)))[0]
         if code == -1:
             raise StaleTokenError(f"EMQSTALE extend token mismatch for {job_id}")
         return bool(code == 1)
@@ -384,7 +408,7 @@ class Queue(QueueAdmin):
         ]
         if not pairs:
             return []
-        args: list[Arg] = [ms(lease, "lease", positive=True)]
+        args: list[Arg] = [ms(lease, "lease", positive=True, most=MAX_LEASE)]
         for job_id, token in pairs:
             args += [job_id, token]
         codes = await self._run("extend", args)
@@ -395,13 +419,18 @@ class Queue(QueueAdmin):
     async def promote(self, limit: int = 1000) -> int:
         """Move due scheduled jobs back to their own lanes; return rate-limited lanes whose
         window ended to the ring. Returns the number of jobs moved."""
-        moved, _lanes = await self._run("promote", (count(limit, "limit"),))
+        moved, _lanes = await self._run("promote", (count(limit, "limit", maximum=MAX_LIMIT),))
         return int(moved)
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
         """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
         moved, lanes, recovered, dead, due = await self._run(
-            "tick", (count(limit, "limit"), min(limit, 100), count(max_stalled, "max_stalled"))
+            "tick",
+            (
+                count(limit, "limit", maximum=MAX_LIMIT),
+                min(limit, 100),
+                count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
+            ),
         )
         result = Upkeep(
             int(moved),
@@ -417,7 +446,11 @@ class Queue(QueueAdmin):
         """Return expired leases to their lanes; dead-letter jobs that stalled ``max_stalled``
         times (``last_error`` = ``stalled``)."""
         recovered, dead = await self._run(
-            "reap", (count(limit, "limit"), count(max_stalled, "max_stalled"))
+            "reap",
+            (
+                count(limit, "limit", maximum=MAX_LIMIT),
+                count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
+            ),
         )
         result = Reaped([text(i) for i in recovered], [text(i) for i in dead])
         self._emit_reaped(result)
@@ -429,6 +462,15 @@ class Queue(QueueAdmin):
                 [{"event": "stalled", "job": i} for i in reaped.recovered]
                 + [{"event": "dead", "job": i, "error": "stalled"} for i in reaped.dead]
             )
+
+
+def _run_at(when: float) -> int:
+    """``enqueue_at``'s Unix seconds as engine ms, refusing milliseconds and the far future."""
+    if isinstance(when, int | float) and not isinstance(when, bool) and when > MAX_UNIX_SECONDS:
+        raise InvalidArgument(
+            "when", when, "looks like milliseconds: enqueue_at takes Unix seconds (time.time())"
+        )
+    return ms(when, "when", positive=True, most=time.time() + MAX_DURATION)
 
 
 def _admission_options(options: dict[str, Any]) -> dict[str, Any]:
@@ -446,7 +488,7 @@ def _ref(job: Job | str, token: int | None) -> tuple[str, int]:
         return job.id, job.attempts if token is None else token
     if token is None:
         raise InvalidArgument("token", token, "settling by id needs the token the claim returned")
-    if isinstance(token, bool) or not isinstance(token, int) or token < 1:
+    if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= MAX_TOKEN:
         raise InvalidArgument("token", token, "must be the positive attempts value of the claim")
     return _ids.validate(job, "JOB", "job id"), token
 

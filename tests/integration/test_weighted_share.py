@@ -80,3 +80,35 @@ async def test_three_weighted_lanes_share_in_proportion_and_none_starves(queue: 
         others = sum(w for g, w in weights.items() if g != group)
         assert longest_wait(served, group) <= others, group
     await assert_never_ran_dry(queue, list(weights))
+
+
+@pytest.mark.parametrize("batch", [1, 3, 10, 50])
+async def test_weights_3_to_1_hold_under_batch_claims(queue: Queue, batch: int) -> None:
+    """A batch takes at most what is left of its lane's turn while another lane waits, so
+    claim_batch(n) gives the share a run of single claims gives (counted in jobs)."""
+    jobs = 2000
+    for group, weight in {"heavy": 3, "light": 1}.items():
+        await queue.lane(group).weight(weight)
+        backlog = jobs * weight // 4 + jobs // 10
+        for start in range(0, backlog, CHUNK):
+            items = [Item(n, group=group) for n in range(start, min(start + CHUNK, backlog))]
+            assert {v.kind for v in await queue.enqueue_many(items)} == {"enqueued"}
+    served: list[str] = []
+    while len(served) < jobs:
+        claimed = await queue.claim_batch(batch)
+        assert isinstance(claimed, list), f"expected jobs, got {claimed!r}"
+        assert len(claimed) <= (3 if claimed[0].group == "heavy" else 1)
+        served += [job.group for job in claimed]
+    heavy, light = served.count("heavy"), served.count("light")
+    assert heavy / light == pytest.approx(3, rel=0.03), f"batch {batch}: {heavy} : {light}"
+    await assert_never_ran_dry(queue, ["heavy", "light"])
+
+
+async def test_a_lane_alone_on_the_ring_is_served_in_full_batches(queue: Queue) -> None:
+    """Turns cap a batch only while another lane waits: alone, a lane's next turn starts at
+    once, so a batch is capped by depth and headroom alone (the single-lane fast path)."""
+    await queue.lane("solo").weight(2)
+    await queue.enqueue_many([Item(n, group="solo") for n in range(60)])
+    claimed = await queue.claim_batch(50)
+    assert isinstance(claimed, list)
+    assert len(claimed) == 50

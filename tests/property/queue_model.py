@@ -28,6 +28,8 @@ class Row:
     attempts: int = 0
     stalled: int = 0
     last_error: str | None = None
+    # The token of the lease a reap took back: its holder may still settle until the next claim.
+    reaped: int | None = None
 
 
 @dataclass
@@ -100,12 +102,30 @@ class Model:
         self.active[job_id] = Lease(row.group, row.attempts, deadline_ms, is_short)
         self.tokens.append((job_id, row.attempts))
 
-    def complete(self, job_id: str) -> None:
-        row = self.rows.pop(job_id)
+    def holds(self, job_id: str, token: int) -> bool:
+        """The one settle rule: the claim that minted ``token`` holds the job while it is leased,
+        or reaped and not claimed since."""
+        row = self.rows.get(job_id)
+        return (
+            row is not None
+            and row.attempts == token
+            and (row.state == "active" or (row.state == "pending" and row.reaped == token))
+        )
+
+    def release(self, job_id: str) -> None:
+        """A holder settles: the job leaves its lease, or (reaped) its lane, taking the stall
+        the reap counted back (its holder was alive)."""
+        row = self.rows[job_id]
         if row.state == "active":
             del self.active[job_id]
         else:
             self.lanes[row.group].remove(job_id)
+            row.stalled -= 1
+            row.reaped = None
+
+    def complete(self, job_id: str) -> None:
+        self.release(job_id)
+        del self.rows[job_id]
         self.completed.add(job_id)
 
     def bury(self, job_id: str, error: str) -> None:

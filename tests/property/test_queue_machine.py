@@ -201,13 +201,28 @@ class QueueMachine(RuleBasedStateMachine):
 
     # -- claims ----------------------------------------------------------------------------------
 
-    def _claimed(self, jobs: list[Job], n: int, is_short: bool) -> None:
-        """Check a successful claim against the model, then apply it."""
+    async def _turn(self) -> tuple[list[str], dict[str, str]]:
+        ring, turn = await self.queue.wire.call_many(
+            [("LRANGE", self.queue.keys.ring, 0, -1), ("HGETALL", self.queue.keys.turn)]
+        )
+        return [text_of(g) for g in ring], {text_of(k): text_of(v) for k, v in turn.items()}
+
+    def _claimed(
+        self, jobs: list[Job], n: int, is_short: bool, before: tuple[list[str], dict[str, str]]
+    ) -> None:
+        """Check a successful claim against the model and the ring and turn ``before`` it,
+        then apply it."""
         model = self.model
         assert model.is_claimable(), f"claimed {jobs} while the model has nothing claimable"
         group = jobs[0].group
         assert group in model.serviceable(), f"claimed from {group!r}, which is not serviceable"
+        ring, turn = before
+        assert group == ring[0], f"claimed from {group!r}, the ring's head was {ring[0]!r}"
         want = min(n, len(model.lanes[group]))
+        if len(ring) > 1:
+            # What is left of the lane's turn while others wait (a stale count serves one).
+            served = int(turn["served"]) if turn.get("group") == group else 0
+            want = min(want, max(1, model.weight(group) - served))
         if group in model.limits:
             want = min(want, model.limits[group] - model.gactive(group))
         if model.concurrency is not None:
@@ -235,9 +250,10 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(is_short=st.booleans())
     def claim(self, is_short: bool) -> None:
+        before = self._run(self._turn())
         result = self._run(self.queue.claim(SHORT_LEASE if is_short else LONG_LEASE))
         if isinstance(result, Job):
-            self._claimed([result], 1, is_short)
+            self._claimed([result], 1, is_short, before)
         else:
             self._not_claimed(result)
 
@@ -252,10 +268,11 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(n=st.integers(min_value=1, max_value=4), is_short=st.booleans())
     def claim_batch(self, n: int, is_short: bool) -> None:
+        before = self._run(self._turn())
         result = self._run(self.queue.claim_batch(n, SHORT_LEASE if is_short else LONG_LEASE))
         if isinstance(result, list):
             assert result, "a batch claim answered an empty list instead of empty"
-            self._claimed(result, n, is_short)
+            self._claimed(result, n, is_short, before)
         else:
             self._not_claimed(result)
 
@@ -277,7 +294,7 @@ class QueueMachine(RuleBasedStateMachine):
         )
         # No delays or reprocessing here, so every attempt so far was a failure or a stall.
         assert outcome == ("dead" if token >= max_attempts else "scheduled")
-        del self.model.active[job_id]
+        self.model.release(job_id)
         if outcome == "dead":
             self.model.bury(job_id, error)
         else:
@@ -317,21 +334,12 @@ class QueueMachine(RuleBasedStateMachine):
         """Replay any token ever handed out: current, superseded, reaped, retried, finished."""
         job_id, token = self.model.tokens[pick % len(self.model.tokens)]
         row = self.model.rows.get(job_id)
-        if row is not None and row.attempts == token and row.state == "active":
+        if self.model.holds(job_id, token):
+            # Leased, or reaped and claimed by nobody since: the one settle rule accepts it.
             if verb == "complete":
                 self._complete(job_id, token)
             else:
                 self._retry(job_id, token, 3)
-            return
-        if (
-            verb == "complete"
-            and row is not None
-            and row.attempts == token
-            and row.state == "pending"
-        ):
-            # The lease was reaped (or the job retried) and nobody claimed it since: the token
-            # still matches the row, and completing deletes the waiting job.
-            self._complete(job_id, token)
             return
         before = self.snapshot()
         settle = (
@@ -344,7 +352,7 @@ class QueueMachine(RuleBasedStateMachine):
         elif row.attempts != token:
             with pytest.raises(StaleTokenError):
                 self._run(settle)
-        else:  # a dead job, or a retry of a job that is no longer leased
+        else:  # this claim settled the job already (retried to its lane, or dead)
             with pytest.raises(StateError):
                 self._run(settle)
         assert self.snapshot() == before
@@ -368,6 +376,7 @@ class QueueMachine(RuleBasedStateMachine):
                 dead.add(job_id)
             else:
                 self.model.to_lane(job_id)
+                row.reaped = expired[job_id].token
                 recovered.add(job_id)
         assert (set(reaped.recovered), set(reaped.dead)) == (recovered, dead)
         assert len(reaped.recovered) + len(reaped.dead) == len(expired)

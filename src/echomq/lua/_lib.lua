@@ -2,6 +2,28 @@
 -- (files whose name starts with "_" are libraries, not transitions). Every key is derived from
 -- the queue root `emq:{q}:` that each script receives as KEYS[1], so all stay on one slot.
 
+-- ARGV value `value` as an integer in [lo, hi], or an EMQARG refusal naming `name`. Every
+-- script checks its numbers with it before its first write, so a refused call writes nothing.
+-- The bounds are the host's (echomq/_checks.py); Lua numbers are doubles, exact to 2^53.
+local function int_arg(value, name, lo, hi)
+  local n = tonumber(value)
+  if not n or n ~= n or n % 1 ~= 0 or n < lo or n > hi then
+    error({err = string.format('EMQARG %s %s: must be an integer in [%.0f, %.0f]', name,
+      tostring(value), lo, hi)})
+  end
+  return n
+end
+
+-- A duration in ms: at most 10 years (MAX_DURATION).
+local function ms_arg(value, name, lo)
+  return int_arg(value, name, lo, 315360000000)
+end
+
+-- A fencing token (a job's attempts).
+local function token_arg(value)
+  return int_arg(value, 'token', 1, 9007199254740991)
+end
+
 -- Server clock in ms: leases, delays and windows never use a host clock.
 local function now_ms()
   local t = redis.call('TIME')
@@ -110,18 +132,39 @@ local function release(root, g, n)
   return after + n
 end
 
--- The fields every settle needs, in one read: {attempts, state, group, dedup}.
+-- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped}.
 local function read_row(row)
-  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup')
+  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped')
 end
 
--- Check the fencing token: the row's fields (read_row), nil when the row is gone.
--- Raises EMQSTALE when the token is not the row's.
-local function fenced(row, token, verb)
+-- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
+-- settle while the job is still its own: leased (`active`, even past its deadline), or reaped
+-- and not claimed since (`pending` with `reaped` = token; the next claim moves the token on).
+-- Returns the row's fields (read_row) when `token` holds the job; else nil and why: nil (no
+-- row), 'stale' (another claim holds it now) or 'settled' (this claim settled it already).
+-- Accepting a reaped job takes its stall back: its holder was alive, so no crash happened.
+local function holding(row, token)
   local fields = read_row(row)
-  if not fields[1] then return nil end
-  if fields[1] ~= token then
-    error({err = 'EMQSTALE ' .. verb .. ' token mismatch: row is at ' .. fields[1]})
+  if not fields[1] then return nil, nil end
+  if fields[1] ~= token then return nil, 'stale', fields end
+  if fields[2] == 'active' then return fields end
+  if fields[2] == 'pending' and fields[5] == token then
+    redis.call('HDEL', row, 'reaped')
+    if redis.call('HINCRBY', row, 'stalled', -1) <= 0 then redis.call('HDEL', row, 'stalled') end
+    return fields
+  end
+  return nil, 'settled', fields
+end
+
+-- `holding` for the verbs that refuse: EMQSTALE when another claim holds the job, EMQSTATE
+-- when this claim settled it already. Returns the fields, nil when the row is gone.
+local function held(row, token, verb)
+  local fields, refusal, seen = holding(row, token)
+  if refusal == 'stale' then
+    error({err = 'EMQSTALE ' .. verb .. ' token mismatch: row is at ' .. seen[1]})
+  elseif refusal == 'settled' then
+    error({err = 'EMQSTATE ' .. verb .. ' refused: this claim settled the job already (' ..
+      seen[2] .. ')'})
   end
   return fields
 end
@@ -204,14 +247,16 @@ local function reap_expired(root, limit, max_stalled, now)
   for _, id in ipairs(redis.call('ZRANGE', active, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)) do
     redis.call('ZREM', active, id)
     local row = root .. 'job:' .. id
-    local g = redis.call('HGET', row, 'group') or '_'
+    local fields = redis.call('HMGET', row, 'group', 'attempts')
+    local g = fields[1] or '_'
     release(root, g, 1)
     touched[g] = true
     if redis.call('HINCRBY', row, 'stalled', 1) >= max_stalled then
       bury(root, id, row, 'stalled', now)
       dead[#dead + 1] = id
     else
-      redis.call('HSET', row, 'state', 'pending')
+      -- `reaped` keeps the holder's token: until the next claim, it may still settle (held).
+      redis.call('HSET', row, 'state', 'pending', 'reaped', fields[2])
       push_lane(root, g, id)
       recovered[#recovered + 1] = id
     end

@@ -14,9 +14,11 @@
 -- served up to its weight in consecutive claims (`turn` counts them), then the ring rotates one
 -- step; a lane that stops being serviceable leaves the ring. A batch takes up to `want` heads of
 -- one lane on one lease, clamped to every headroom (lane ceiling, lane rate, queue ceiling and
--- rate), so it never pushes gactive past glimit.
+-- rate, and what is left of the lane's turn), so it never pushes gactive past glimit and a
+-- batch claim keeps the weighted share a run of single claims would give.
 local root = KEYS[1]
-local lease, want = tonumber(ARGV[1]), tonumber(ARGV[2])
+local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
+local want = int_arg(ARGV[2], 'n', 1, 1000)
 local ring, active = root .. 'ring', root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window')
@@ -50,7 +52,7 @@ for _, due in ipairs(redis.call('ZRANGE', rdue, '-inf', now, 'BYSCORE', 'LIMIT',
   redis.call('ZREM', rdue, due)
   rering(root, due, now)
 end
-local g, n, heads, limit, rmax, rwindow
+local g, n, heads, limit, rmax, rwindow, weight, served
 while true do
   g = redis.call('LINDEX', ring, 0)
   if not g then
@@ -69,6 +71,17 @@ while true do
   if rmax then
     local room = rmax - tonumber(redis.call('GET', lane_limiter_of(root, g)) or '0')
     if take > room then take = room end
+  end
+  -- The lane's turn: `weight` claims per visit, `served` of them spent already.
+  weight, served = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'), 0
+  if weight > 1 then
+    local turn = redis.call('HMGET', root .. 'turn', 'group', 'served')
+    if turn[1] == g then served = tonumber(turn[2]) end
+  end
+  -- A batch takes at most what is left of the turn while other lanes wait (a stale count
+  -- still serves one); a lane alone on the ring starts its next turn at once, so no cap.
+  if take > 1 and redis.call('LLEN', ring) > 1 then
+    take = math.min(take, math.max(1, weight - served))
   end
   if take > 0 then heads = redis.call('ZPOPMIN', lane_of(root, g), take) end
   if take > 0 and #heads > 0 then
@@ -115,12 +128,9 @@ if emptied or spent_budget or (limit and gactive >= limit) then
   return out
 end
 -- Weighted rotation: stay at the head until the lane used its weight this visit.
-local weight = tonumber(redis.call('HGET', root .. 'gweight', g) or '1')
 if weight > 1 then
-  local last = redis.call('HMGET', root .. 'turn', 'group', 'served')
-  if last[1] == g then n = n + tonumber(last[2]) end
-  if n < weight then
-    redis.call('HSET', root .. 'turn', 'group', g, 'served', n)
+  if served + n < weight then
+    redis.call('HSET', root .. 'turn', 'group', g, 'served', served + n)
     return out
   end
   redis.call('DEL', root .. 'turn')

@@ -1,10 +1,19 @@
 -- configure.lua: set or clear queue-wide settings in `meta` (pause, concurrency, rate limit).
 -- KEYS[1] root   `emq:{q}:`
--- ARGV    field, value pairs; fields: paused (1), concurrency (jobs), max (jobs), window (ms);
---         an empty value clears the field.
+-- ARGV    field, value pairs; fields: paused (1), concurrency (jobs, <= 10^6), max (jobs per
+--         window, <= 10^9), window (ms, <= 10 years); an empty value clears the field.
 -- Returns 1. Pushes a wake token, since any change may let parked consumers claim again.
+-- Errors  EMQARG an unknown field or a value out of bounds (every pair is checked first).
 local root = KEYS[1]
 local meta = root .. 'meta'
+local bounds = {paused = {1, 1}, concurrency = {1, 1000000}, max = {1, 1000000000},
+  window = {1, 315360000000}}
+for i = 1, #ARGV, 2 do
+  local field, value = ARGV[i], ARGV[i + 1]
+  local bound = bounds[field]
+  if not bound then error({err = 'EMQARG field ' .. tostring(field) .. ': unknown setting'}) end
+  if value ~= '' then int_arg(value, field, bound[1], bound[2]) end
+end
 for i = 1, #ARGV, 2 do
   local field, value = ARGV[i], ARGV[i + 1]
   if value == '' then

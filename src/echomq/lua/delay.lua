@@ -4,16 +4,16 @@
 -- ARGV[2] token  fencing token
 -- ARGV[3] delay  ms from now (server clock); > 0
 -- Returns 1 scheduled, 0 gone.
--- Errors  EMQSTALE token mismatch; EMQSTATE the job is not leased.
+-- Errors  EMQSTALE token mismatch; EMQSTATE this claim settled the job already (the settle
+--         rule is `held` in _lib.lua: leased, or reaped and not claimed since).
 local root = KEYS[1]
-local id, token, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
+local id, token = ARGV[1], ARGV[2]
+token_arg(token)
+local delay = ms_arg(ARGV[3], 'delay', 1)
 local row = root .. 'job:' .. id
 
-local fields = fenced(row, token, 'delay')
+local fields = held(row, token, 'delay')
 if not fields then return 0 end
-if fields[2] ~= 'active' then
-  return redis.error_reply('EMQSTATE delay refused: job ' .. id .. ' is ' .. fields[2])
-end
 detach(root, id, fields)
 redis.call('HINCRBY', row, 'grace', 1)
 redis.call('HSET', row, 'state', 'scheduled')

@@ -6,7 +6,7 @@
 -- ARGV[3] budget    most jobs to delete in this call; > 0
 -- Returns {deleted, more (1 = call again)}.
 local root, only, with_schedule = KEYS[1], ARGV[1], ARGV[2] == '1'
-local budget = tonumber(ARGV[3])
+local budget = int_arg(ARGV[3], 'budget', 1, 10000)
 local deleted = 0
 
 local function sweep(set, ids)

@@ -10,7 +10,9 @@
 -- Errors  EMQKIND when the id is not JOB-namespaced (nothing written).
 local root = KEYS[1]
 local id, payload, g = ARGV[1], ARGV[2], ARGV[3]
-local run_at, dedup, dedup_ttl = tonumber(ARGV[4]), ARGV[5], tonumber(ARGV[6])
+-- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
+local run_at = int_arg(ARGV[4], 'run_at', -315360000000, 9007199254740991)
+local dedup, dedup_ttl = ARGV[5], ms_arg(ARGV[6], 'dedup_ttl', 0)
 local row = root .. 'job:' .. id
 
 -- Policy before existence before write.

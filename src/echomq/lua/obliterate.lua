@@ -5,7 +5,8 @@
 -- Returns 1 more to do, 0 done.
 -- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
 -- Dedup keys go with their rows; none can outlive the queue except those with a TTL.
-local root, force, budget = KEYS[1], ARGV[1] == '1', tonumber(ARGV[2])
+local root, force = KEYS[1], ARGV[1] == '1'
+local budget = int_arg(ARGV[2], 'budget', 1, 10000)
 if not redis.call('HGET', root .. 'meta', 'paused') then
   -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
   local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',

@@ -3,4 +3,4 @@
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1] limit  most scheduled jobs to move in one call; > 0
 -- Returns {jobs moved, lanes returned}.
-return promote_due(KEYS[1], tonumber(ARGV[1]), now_ms())
+return promote_due(KEYS[1], int_arg(ARGV[1], 'limit', 1, 10000), now_ms())

@@ -4,4 +4,6 @@
 -- ARGV[1] limit        most expired leases to handle in one call; > 0
 -- ARGV[2] max_stalled  stalls after which a job is dead with last_error "stalled"; > 0
 -- Returns {recovered ids, dead ids}. attempts is untouched: the next claim mints the next token.
-return reap_expired(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[2]), now_ms())
+local limit = int_arg(ARGV[1], 'limit', 1, 10000)
+local max_stalled = int_arg(ARGV[2], 'max_stalled', 1, 1000)
+return reap_expired(KEYS[1], limit, max_stalled, now_ms())

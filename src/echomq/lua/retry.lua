@@ -6,18 +6,18 @@
 -- ARGV[4] max_attempts  failed attempts allowed; at this many the job goes dead
 -- ARGV[5] error         the failure text, kept as last_error
 -- Returns 1 scheduled (or back in its lane), 2 dead, 0 gone.
--- Errors  EMQSTALE token mismatch; EMQSTATE the job is not leased.
+-- Errors  EMQSTALE token mismatch; EMQSTATE this claim settled the job already (the settle
+--         rule is `held` in _lib.lua: leased, or reaped and not claimed since).
 -- Failed attempts = attempts - grace: delays and reprocessing add grace, not failures.
 local root = KEYS[1]
-local id, token, delay = ARGV[1], ARGV[2], tonumber(ARGV[3])
-local max_attempts, err = tonumber(ARGV[4]), ARGV[5]
+local id, token = ARGV[1], ARGV[2]
+token_arg(token)
+local delay = ms_arg(ARGV[3], 'delay', 0)
+local max_attempts, err = int_arg(ARGV[4], 'max_attempts', 1, 1000), ARGV[5]
 local row = root .. 'job:' .. id
 
-local fields = fenced(row, token, 'retry')
+local fields = held(row, token, 'retry')
 if not fields then return 0 end
-if fields[2] ~= 'active' then
-  return redis.error_reply('EMQSTATE retry refused: job ' .. id .. ' is ' .. fields[2])
-end
 local g = detach(root, id, fields)
 local now = now_ms()
 local failed = tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')

@@ -5,7 +5,18 @@
 -- Returns {0, now_ms} when every bucket paid the cost; otherwise {n, now_ms} with n > 0 the
 -- smallest wait in ms after which the same take could succeed (nothing is debited then).
 -- Buckets start full, refill lazily at `rate`, and expire once idle long enough to be full.
-local cost = tonumber(ARGV[1])
+-- Errors  EMQARG a cost, rate or burst out of bounds (checked before any write).
+local cost = int_arg(ARGV[1], 'cost', 1, 1000000000)
+for i = 1, #KEYS do
+  local rate = tonumber(ARGV[2 * i])
+  if not rate or rate ~= rate or rate <= 0 or rate > 1000000000 then
+    error({err = 'EMQARG rate ' .. tostring(ARGV[2 * i]) .. ': must be in (0, 10^9] per second'})
+  end
+  -- The idle expiry below is one full refill: it must stay a valid PEXPIRE.
+  if int_arg(ARGV[2 * i + 1], 'burst', 1, 1000000000) * 1000 / rate > 315360000000 then
+    error({err = 'EMQARG rate ' .. ARGV[2 * i] .. ': a full refill takes over 10 years'})
+  end
+end
 local now = now_ms()
 local levels, wait = {}, 0
 for i, key in ipairs(KEYS) do

@@ -8,9 +8,12 @@
 -- until the next scheduled job, lease deadline or benched lane falls due (-1: none), so an
 -- idle caller knows when its next upkeep is worth a round trip.
 local root = KEYS[1]
+local limit = int_arg(ARGV[1], 'limit', 1, 10000)
+local reap_limit = int_arg(ARGV[2], 'reap_limit', 1, 10000)
+local max_stalled = int_arg(ARGV[3], 'max_stalled', 1, 1000)
 local now = now_ms()
-local promoted = promote_due(root, tonumber(ARGV[1]), now)
-local reaped = reap_expired(root, tonumber(ARGV[2]), tonumber(ARGV[3]), now)
+local promoted = promote_due(root, limit, now)
+local reaped = reap_expired(root, reap_limit, max_stalled, now)
 local due = -1
 for _, suffix in ipairs({'schedule', 'active', 'rdue'}) do
   local head = redis.call('ZRANGE', root .. suffix, 0, 0, 'WITHSCORES')
