@@ -33,7 +33,7 @@ from ._checks import (
 )
 from ._codec import Codec, JsonCodec
 from ._connector import Arg, Command
-from ._errors import EchoMQError, InvalidArgument, StaleTokenError
+from ._errors import EchoMQError, InvalidArgument, StaleTokenError, WireError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
 from ._pool import Wire, dedicated
@@ -214,6 +214,8 @@ class Queue(QueueAdmin):
         return [job_id, data, lane, run_at, dedup, ttl]
 
     def _verdict(self, reply: Any, job_id: Arg) -> Verdict:
+        if isinstance(reply, WireError):
+            return Verdict("unknown", str(job_id), reply)
         if isinstance(reply, EchoMQError):
             return Verdict("error", str(job_id), reply)
         return Verdict(_VERDICTS[reply[0]], text(reply[1]))
@@ -259,7 +261,9 @@ class Queue(QueueAdmin):
         """Admit many jobs in one pipelined flush; one verdict per item, in input order.
 
         Each item is atomic and idempotent; the batch is not a transaction. An item that fails
-        validation gets an ``error`` verdict and is not sent; the others are.
+        validation gets an ``error`` verdict and is not sent; the others are. When the
+        connection drops mid-batch, the answered items keep their verdicts and the rest answer
+        ``unknown`` (nothing is raised): send those again with their verdict's ``id``.
         """
         verdicts: list[Verdict] = []
         sent: list[tuple[int, list[Arg]]] = []  # (position in verdicts, script args)

@@ -10,15 +10,19 @@ from typing import Any, Literal
 
 from ._errors import EchoMQError
 
-VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error"]
+VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
 JobState = Literal["pending", "active", "scheduled", "dead", "absent"]
 
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate`` or ``error``.
+    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate``, ``error`` or
+    ``unknown``.
 
     ``id`` is the job that holds the work: for a duplicate, the job that was there first.
+    ``error`` means refused, nothing written (``error`` says why). ``unknown`` (batches only)
+    means the connection dropped with the item in flight: it may or may not have been admitted,
+    and sending it again with the same ``id`` is safe (admission is idempotent by id).
     """
 
     kind: VerdictKind
@@ -27,8 +31,9 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        """True for every kind but ``error``: a duplicate is a success shape."""
-        return self.kind != "error"
+        """True when the work is admitted: a duplicate is a success shape; ``error`` and
+        ``unknown`` are not."""
+        return self.kind not in ("error", "unknown")
 
 
 @dataclass(frozen=True, slots=True)

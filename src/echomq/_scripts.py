@@ -7,15 +7,16 @@ the one computed from the source, and the call is retried once.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from ._connector import Arg, Command
-from ._errors import ScriptLoadError, ServerError
+from ._errors import EchoMQError, ScriptLoadError, ServerError
 from ._pool import Wire
 
 
@@ -125,23 +126,49 @@ class ScriptRegistry:
     async def run_many(
         self, wire: Wire, calls: Sequence[tuple[str, Sequence[Arg], Sequence[Arg]]]
     ) -> list[Any]:
-        """Run many scripts pipelined; error replies come back in place, in order.
+        """Run many scripts pipelined; every reply comes back in place, in order: a value, an
+        error reply (typed for ``EMQ*``), or the exception of the chunk that carried it.
 
         A long batch goes out in chunks issued back to back, so the server starts on the first
         chunk while the client still encodes the next (the connector writes a full buffer at
-        once instead of at the end of the tick).
+        once instead of at the end of the tick). Every chunk is awaited, whatever happens to
+        the others: a chunk lost with its connection (:class:`Disconnected`) stands in place for
+        each of its calls, and the answers of the chunks that were answered are kept.
         """
         commands = [self.scripts[name].command(keys, args) for name, keys, args in calls]
-        chunks = [
-            wire.call_many(commands[start : start + PIPELINE_CHUNK])
-            for start in range(0, len(commands), PIPELINE_CHUNK)
-        ]
-        replies = [reply for chunk in chunks for reply in await chunk]
+        spans = range(0, len(commands), PIPELINE_CHUNK)
+        outcomes = await asyncio.gather(
+            *(_send(wire, commands[start : start + PIPELINE_CHUNK]) for start in spans),
+            return_exceptions=True,
+        )
+        replies: list[Any] = []
+        for start, outcome in zip(spans, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome  # cancelled: nothing to report in place
+                replies += [outcome] * len(commands[start : start + PIPELINE_CHUNK])
+            else:
+                replies += outcome
         missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
         if missing:
-            for name in sorted({calls[i][0] for i in missing}):
-                await self.load(wire, self.scripts[name])
-            again = await wire.call_many([commands[i] for i in missing])
+            again: list[Any]
+            try:
+                for name in sorted({calls[i][0] for i in missing}):
+                    await self.load(wire, self.scripts[name])
+                again = await wire.call_many([commands[i] for i in missing])
+            except EchoMQError as exc:
+                again = [exc] * len(missing)
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies
+
+
+def _send(wire: Wire, commands: Sequence[Command]) -> Awaitable[list[Any]]:
+    """``wire.call_many``, with a refusal raised at once (closed, overloaded) turned into a
+    failed future, so the chunks already sent are still awaited and answered in place."""
+    try:
+        return wire.call_many(commands)
+    except EchoMQError as exc:
+        failed: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        failed.set_exception(exc)
+        return failed
