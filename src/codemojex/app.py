@@ -32,7 +32,7 @@ from codemojex.workers.commands import (
     CommandWorker,
     Services,
 )
-from echomq import Consumer, Metronome, Pool
+from echomq import Consumer, Metronome, Minter, Pool
 from echomq._url import ConnectionOptions
 from echomq.metrics import Observer
 
@@ -126,7 +126,12 @@ async def running(
         stack.push_async_callback(store.close)
         report("store", store.dialect)
 
-        pipeline = Pipeline.build(store, pool, prefix=settings.prefix)
+        # One leased id node for every id this process mints (jobs, players, guesses, ...):
+        # several bot or worker processes on one Valkey never mint the same id.
+        minter = Minter.leased(pool)
+        await minter.ready()
+        stack.push_async_callback(minter.release)
+        pipeline = Pipeline.build(store, pool, minter=minter, prefix=settings.prefix)
         bot = open_bot(settings.telegram)
         stack.push_async_callback(bot.session.close)
         report("bot", await check_bot(bot, settings.telegram.token))

@@ -11,6 +11,7 @@ from ._codec import Codec, JsonCodec, RawCodec
 from ._connector import WIRE_VERSION, Connector
 from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, Tally
 from ._errors import (
+    ArgumentRefused,
     AuthError,
     Closed,
     ConnectError,
@@ -20,6 +21,7 @@ from ._errors import (
     InvalidArgument,
     KindError,
     LockedError,
+    NodeLeaseError,
     Overloaded,
     RateError,
     Refusal,
@@ -55,6 +57,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "WIRE_VERSION",
+    "ArgumentRefused",
     "AuthError",
     "Backoff",
     "Bucket",
@@ -88,6 +91,7 @@ __all__ = [
     "LockedError",
     "Metronome",
     "Minter",
+    "NodeLeaseError",
     "Overloaded",
     "Pool",
     "Queue",

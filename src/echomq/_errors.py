@@ -11,6 +11,7 @@
     │   ├── Closed             the connector was closed by its owner
     │   └── Overloaded         too many calls in flight on one connector
     ├── VersionFenceError      `{emq}:version` holds another wire version
+    ├── NodeLeaseError         no id node could be leased, or the lease lapsed: nothing minted
     ├── ScriptLoadError        SCRIPT LOAD returned an unexpected sha
     └── ServerError            an error reply from the server (message kept verbatim)
         └── Refusal            a typed `EMQ<CLASS> detail` refusal from a script
@@ -99,6 +100,11 @@ class VersionFenceError(EchoMQError):
             f"version fence: {{emq}}:version on {address or 'the server'} is {found!r}, "
             f"this library speaks {expected!r}; refusing to connect"
         )
+
+
+class NodeLeaseError(EchoMQError):
+    """A leased :class:`~echomq.Minter` cannot mint: its node lease lapsed (the engine could
+    not be reached to renew it in time), was never taken, or every node is leased."""
 
 
 class ScriptLoadError(EchoMQError):

@@ -6,12 +6,17 @@ for every refusal, and the monotonic ``Minter`` that producers use to mint ids h
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from echomq._errors import InvalidArgument
+from echomq._errors import InvalidArgument, NodeLeaseError
+
+if TYPE_CHECKING:
+    from echomq._nodes import NodeLease
+    from echomq._pool import Wire
 
 #: Milliseconds since the Unix epoch of 2024-01-01T00:00:00Z, the snowflake's zero.
 EPOCH_MS: Final = 1_704_067_200_000
@@ -174,9 +179,13 @@ class Minter:
     Keeps one logical cell ``ts << 12 | seq`` and advances it to ``max(now << 12, last + 1)``:
     within one ms ``seq`` increments, a 4096th mint in the same ms carries into ``ts``, and a
     clock that steps back keeps minting from the logical clock, so it never duplicates or blocks.
+
+    Two kinds: ``Minter(node)`` mints as an explicit node (you promise no other live process
+    uses it); ``Minter.leased(wire)`` leases its node from the engine, so every live process on
+    one deployment mints as a node of its own, with no configuration (docs/reference.md, "Ids").
     """
 
-    __slots__ = ("_clock", "_last", "_lock", "node")
+    __slots__ = ("_ceiling", "_clock", "_last", "_lock", "_valid_until", "lease", "node")
 
     def __init__(self, node: int = 0, clock: Callable[[], int] | None = None) -> None:
         """``node`` is 0..1023; ``clock`` returns Unix ms (the wall clock when omitted)."""
@@ -186,17 +195,82 @@ class Minter:
         self._clock = clock if clock is not None else _wall_clock_ms
         self._last = -1
         self._lock = threading.Lock()
+        # An explicit node is always valid; a leased one only until its lease's safe end
+        # (monotonic seconds) and up to its ceiling (an id timestamp, ms since the epoch).
+        self._valid_until = math.inf
+        self._ceiling: float = math.inf
+        self.lease: NodeLease | None = None
+
+    @classmethod
+    def leased(
+        cls, wire: Wire, *, ttl: float = 30.0, clock: Callable[[], int] | None = None
+    ) -> Minter:
+        """A minter whose node is leased from the engine on ``wire`` by :meth:`ready` and
+        renewed in the background every ``ttl / 3`` seconds until :meth:`release`."""
+        from echomq._nodes import NodeLease  # the lease speaks to the engine: imported late
+
+        minter = cls(0, clock)
+        minter._valid_until = -math.inf
+        minter.lease = NodeLease(wire, minter, ttl=ttl)
+        return minter
+
+    @property
+    def is_ready(self) -> bool:
+        """Whether :meth:`mint` can mint now (always, for an explicit node)."""
+        return time.monotonic() < self._valid_until
+
+    async def ready(self) -> None:
+        """Lease a node if this minter has none (or its lease lapsed); no-op when explicit."""
+        if self.lease is not None and not self.is_ready:
+            await self.lease.acquire()
+
+    async def release(self) -> None:
+        """Give the leased node back (a later :meth:`ready` leases again); no-op when explicit."""
+        if self.lease is not None:
+            await self.lease.release()
+
+    def last_ts(self) -> int:
+        """The timestamp (ms since the epoch) of the newest id minted, or -1."""
+        return self._last >> NODE_SHIFT if self._last >= 0 else -1
+
+    def now_ts(self) -> int:
+        """This minter's clock as an id timestamp (ms since the epoch)."""
+        return self._clock() - EPOCH_MS
+
+    def _grant(self, node: int, floor: int, ceiling: float, valid_until: float) -> None:
+        """Hold ``node`` until ``valid_until`` (monotonic s), minting timestamps in (floor,
+        ceiling]. A new node starts on a fresh ms, so byte order stays mint order across it."""
+        with self._lock:
+            if node != self.node and self._last >= 0:
+                self._last |= MAX_SEQ  # the next mint carries into the next ms
+            if floor > 0:
+                self._last = max(self._last, ((floor + 1) << NODE_SHIFT) - 1)
+            self.node, self._ceiling, self._valid_until = node, ceiling, valid_until
+
+    def _lapse(self) -> None:
+        self._valid_until = -math.inf
 
     def next_number(self) -> int:
         """The next snowflake number; strictly greater than every number minted before."""
         now = (self._clock() - EPOCH_MS) << NODE_SHIFT
+        if time.monotonic() >= self._valid_until:
+            raise NodeLeaseError(
+                "this minter holds no node lease (never taken, released, or lapsed because the "
+                "engine could not be reached to renew it): await minter.ready() first"
+            )
         with self._lock:
             cell = max(now, self._last + 1)
+            ts = cell >> NODE_SHIFT
+            if ts > self._ceiling:
+                raise NodeLeaseError(
+                    f"id timestamp {ts} passed the node lease's ceiling {self._ceiling}: "
+                    "await minter.ready() after the next renewal"
+                )
             self._last = cell
-        ts = cell >> NODE_SHIFT
+            node = self.node
         if ts > MAX_TS:
             raise InvalidArgument("clock", ts + EPOCH_MS, "is beyond the 41-bit timestamp range")
-        return ts << TS_SHIFT | self.node << NODE_SHIFT | (cell & MAX_SEQ)
+        return ts << TS_SHIFT | node << NODE_SHIFT | (cell & MAX_SEQ)
 
     def mint(self, namespace: str) -> str:
         """A fresh branded id in ``namespace`` (3 uppercase letters A–Z)."""

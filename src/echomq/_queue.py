@@ -83,7 +83,10 @@ class Queue(QueueAdmin):
         self.name = name
         self.wire = wire
         self.codec = codec or JsonCodec()
-        self.minter = minter or _ids.Minter()
+        # No minter given: one whose node is leased from the engine at the first mint, so
+        # producers in many processes never mint the same id (docs/reference.md, "Ids").
+        self.minter = minter if minter is not None else _ids.Minter.leased(wire)
+        self._owns_minter = minter is None
         self.scripts = scripts or ScriptRegistry.from_package()
         self.publishes_events = events
         # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
@@ -123,6 +126,10 @@ class Queue(QueueAdmin):
         return queue
 
     async def close(self) -> None:
+        """Give back the minter's node lease (when the queue made its minter) and close the
+        wire (when :meth:`connect` opened it)."""
+        if self._owns_minter:
+            await self.minter.release()
         if self._owns_wire:
             await self.wire.close()
 
@@ -240,11 +247,15 @@ class Queue(QueueAdmin):
         ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
         job until its row is deleted (or for ``dedup_ttl`` seconds at most).
         """
+        if not self.minter.is_ready:
+            await self.minter.ready()
         return await self._admit(self._admission(payload, group, id, dedup_key, dedup_ttl, 0))
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
         run_at = -ms(delay, "delay")
+        if not self.minter.is_ready:
+            await self.minter.ready()
         return await self._admit(
             self._admission(payload, **_admission_options(options), run_at=run_at)
         )
@@ -253,6 +264,8 @@ class Queue(QueueAdmin):
         """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
         now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
         run_at = _run_at(when)
+        if not self.minter.is_ready:
+            await self.minter.ready()
         return await self._admit(
             self._admission(payload, **_admission_options(options), run_at=run_at)
         )
@@ -265,6 +278,8 @@ class Queue(QueueAdmin):
         connection drops mid-batch, the answered items keep their verdicts and the rest answer
         ``unknown`` (nothing is raised): send those again with their verdict's ``id``.
         """
+        if not self.minter.is_ready:
+            await self.minter.ready()
         verdicts: list[Verdict] = []
         sent: list[tuple[int, list[Arg]]] = []  # (position in verdicts, script args)
         for item in items:

@@ -8,6 +8,7 @@ the one computed from the source, and the call is retried once.
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import re
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
@@ -66,6 +67,20 @@ def _link(helpers: dict[str, str], body: str) -> str:
     return "".join(block for name, block in helpers.items() if name in needed) + body
 
 
+@functools.cache
+def _package_scripts(package: str, folder: str) -> tuple[Script, ...]:
+    entries = sorted(
+        (e for e in resources.files(package).joinpath(folder).iterdir() if e.name.endswith(".lua")),
+        key=lambda e: e.name,
+    )
+    helpers = _helpers("".join(e.read_text("utf-8") for e in entries if e.name.startswith("_")))
+    return tuple(
+        Script.from_source(e.name.removesuffix(".lua"), _link(helpers, e.read_text("utf-8")))
+        for e in entries
+        if not e.name.startswith("_")
+    )
+
+
 #: Commands per pipelined chunk of a long batch (see ``run_many``).
 PIPELINE_CHUNK = 128
 
@@ -83,21 +98,9 @@ class ScriptRegistry:
 
     @classmethod
     def from_package(cls, package: str = "echomq", folder: str = "lua") -> ScriptRegistry:
-        """Every ``*.lua`` transition of the package; ``_*.lua`` libraries are prepended to each."""
-        entries = sorted(
-            (
-                e
-                for e in resources.files(package).joinpath(folder).iterdir()
-                if e.name.endswith(".lua")
-            ),
-            key=lambda e: e.name,
-        )
-        helpers = _helpers("".join(e.read_text("utf-8") for e in entries if e.name.startswith("_")))
-        return cls(
-            Script.from_source(e.name.removesuffix(".lua"), _link(helpers, e.read_text("utf-8")))
-            for e in entries
-            if not e.name.startswith("_")
-        )
+        """Every ``*.lua`` transition of the package; ``_*.lua`` libraries are prepended to each.
+        The files are read and linked once per process (the scripts are immutable values)."""
+        return cls(_package_scripts(package, folder))
 
     def __getitem__(self, name: str) -> Script:
         return self.scripts[name]

@@ -3,10 +3,11 @@
 import echomq
 
 PINNED = {
-    "WIRE_VERSION", "AuthError", "Backoff", "Closed", "Codec", "ConnectError",
+    "WIRE_VERSION", "ArgumentRefused", "AuthError", "Backoff", "Closed", "Codec", "ConnectError",
     "ConnectionOptions", "Connector", "Counts", "Disconnected", "EchoMQError", "Empty",
     "Exponential", "Fixed", "InvalidArgument", "Item", "Jitter", "Job", "JobInfo", "JsonCodec",
-    "KindError", "Lane", "LaneInfo", "LockedError", "Minter", "Overloaded", "Pool", "Queue",
+    "KindError", "Lane", "LaneInfo", "LockedError", "Minter", "NodeLeaseError", "Overloaded",
+    "Pool", "Queue",
     "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",

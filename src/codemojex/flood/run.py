@@ -247,7 +247,9 @@ async def run_flood(
     with tempfile.TemporaryDirectory(prefix="codemojex-flood-") as directory:
         store = await open_store(sqlite_url(Path(directory) / "flood.db"))
         pool = await Pool(ConnectionOptions.from_url(url), 2).connect()
-        pipeline = Pipeline.build(store, pool, minter=Minter(), prefix=prefix)
+        minter = Minter.leased(pool)
+        await minter.ready()
+        pipeline = Pipeline.build(store, pool, minter=minter, prefix=prefix)
         try:
             async with (
                 open_sending(the_plan, pipeline) as sending,
@@ -275,5 +277,6 @@ async def run_flood(
             return run.trace(sending, counts, await unscored_count(store))
         finally:
             await discard_run(pipeline, prefix)
+            await minter.release()
             await pool.close()
             await store.close()

@@ -34,12 +34,12 @@ class GameQueues:
     commands: Queue
 
     @classmethod
-    def on(cls, wire: Wire, *, minter: Minter | None = None, prefix: str = "") -> GameQueues:
+    def on(cls, wire: Wire, *, minter: Minter, prefix: str = "") -> GameQueues:
         """The four queues on ``wire``; ``prefix`` keeps apart deployments on one server (tests).
 
-        One ``minter`` mints every job id the queues mint themselves.
+        One ``minter`` (leased from the engine, see ``Pipeline.build``) mints every job id the
+        queues mint themselves.
         """
-        minter = minter or Minter()
         return cls(
             score=Queue(prefix + SCORE_QUEUE, wire, minter=minter),
             settle=Queue(prefix + SETTLE_QUEUE, wire, minter=minter),

@@ -43,11 +43,12 @@ class Pipeline:
     settler: SettleWorker
 
     @classmethod
-    def build(
-        cls, store: Store, wire: Wire, *, minter: Minter | None = None, prefix: str = ""
-    ) -> Pipeline:
-        """The pipeline on ``wire``; ``prefix`` goes before every queue name and Valkey key."""
-        minter = minter or Minter()
+    def build(cls, store: Store, wire: Wire, *, minter: Minter, prefix: str = "") -> Pipeline:
+        """The pipeline on ``wire``; ``prefix`` goes before every queue name and Valkey key.
+
+        ``minter`` mints every id of the game: one leased from the engine
+        (``await Minter.leased(wire).ready()``), so processes never share a node.
+        """
         queues = GameQueues.on(wire, minter=minter, prefix=prefix)
         board = Board(wire, prefix=f"{prefix}cm")
         notifier = Notifier(queues.notify, minter)
