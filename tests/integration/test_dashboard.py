@@ -11,6 +11,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+import yarl
 from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Mount
@@ -19,7 +20,7 @@ from echomq._errors import InvalidArgument
 from echomq._pool import Pool
 from echomq._queue import Item, Queue
 from echomq._url import ConnectionOptions
-from echomq.dashboard import TOKEN_HEADER, create_app
+from echomq.dashboard import MAX_BODY, TOKEN_HEADER, create_app
 from echomq.metrics import Metrics
 from echomq.testing import claim_job, serve_app
 
@@ -180,6 +181,9 @@ async def test_every_action_without_the_token_is_403_and_changes_nothing(
         ({}, None, 'expected {"value"'),
         (None, b"{not json", "must be a JSON object"),
         (None, b"[1, 2]", "must be a JSON object"),
+        (None, b'{"value": "\xff"}', "must be a JSON object"),  # not UTF-8
+        (None, b"[" * 5_000 + b"]" * 5_000, "nested too deep"),  # 10 KB, under the cap
+        (None, b'{"value": ' + b"[" * 5_000, "nested too deep"),
     ],
 )
 async def test_a_bad_setting_is_400_with_the_reason_and_changes_nothing(
@@ -344,3 +348,89 @@ async def test_an_engine_that_cannot_be_read_is_reported_not_hidden(valkey_url: 
         async with http.get(base + "/events") as stream:
             assert await stream.content.readline() == b"event: failure\n"
             assert b"closed" in (await stream.content.readline()).lower()
+
+
+async def _raw_exchange(base: str, head: bytes, body: bytes) -> bytes:
+    """Send ``head`` and ``body`` on a fresh connection, leave it open (the body unfinished,
+    as far as the server knows), and return the status line the server answers with."""
+    url = yarl.URL(base)
+    reader, writer = await asyncio.open_connection(url.host, url.port)
+    try:
+        writer.write(head + body)
+        await writer.drain()
+        async with asyncio.timeout(10):  # a server reading the whole body would wait forever
+            return await reader.readline()
+    finally:
+        writer.close()
+
+
+async def test_a_body_over_the_cap_is_413_and_changes_nothing(board: Board) -> None:
+    await board.queue.lane("a").weight(2)
+    padded = b'{"value": 5, "pad": "' + b"x" * MAX_BODY + b'"}'
+    status, answer = await board.post(board.lane("a", "weight"), raw=padded)
+    assert status == 413
+    assert str(MAX_BODY) in answer["error"]
+    assert (await board.queue.lane("a").info()).weight == 2
+
+
+async def test_a_declared_length_over_the_cap_is_413_before_any_of_the_body_arrives(
+    board: Board,
+) -> None:
+    head = (
+        f"POST {board.lane('a', 'weight')} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"{TOKEN_HEADER}: {TOKEN}\r\nContent-Length: 20000000\r\n\r\n"
+    ).encode()
+    assert (await _raw_exchange(board.base, head, b"")).split()[1] == b"413"
+
+
+async def test_a_chunked_body_is_refused_once_past_the_cap_without_waiting_for_the_rest(
+    board: Board,
+) -> None:
+    head = (
+        f"POST {board.lane('a', 'weight')} HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        f"{TOKEN_HEADER}: {TOKEN}\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).encode()
+    # One chunk just past the cap, and no last chunk: the body has no end the server could await.
+    chunk = b"%x\r\n" % (MAX_BODY + 1) + b"x" * (MAX_BODY + 1) + b"\r\n"
+    assert (await _raw_exchange(board.base, head, chunk)).split()[1] == b"413"
+    assert (await board.queue.lane("a").info()).weight == 1
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8700", "127.0.0.1.evil.example"])
+async def test_a_request_naming_another_host_is_421_and_reads_nothing(
+    board: Board, host: str
+) -> None:
+    await board.queue.enqueue(1, group="a")
+    for path in ("/", "/api/snapshot", "/events", "/metrics"):
+        async with board.http.get(board.base + path, headers={"Host": host}) as response:
+            assert response.status == 421
+            assert "Host" in (await response.json())["error"]
+    pause = board.base + board.lane("a", "pause")
+    headers = {"Host": host, TOKEN_HEADER: TOKEN}
+    async with board.http.post(pause, headers=headers) as response:
+        assert response.status == 421
+    assert not (await board.queue.lane("a").info()).paused
+
+
+@pytest.mark.parametrize(
+    "host",
+    ["127.0.0.1", "localhost", "LOCALHOST:8700", "[::1]:1", "[::1]", "localhost.", "10.1.2.3"],
+)
+async def test_loopback_names_and_ip_addresses_are_served(board: Board, host: str) -> None:
+    async with board.http.get(board.base + "/api/snapshot", headers={"Host": host}) as response:
+        assert response.status == 200
+
+
+async def test_the_hosts_it_is_given_are_served_too(queue: Queue) -> None:
+    app = create_app(queue.wire, [queue.name], TOKEN, hosts=["Ops.Example.org"])
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        for host, status in (("ops.example.org:443", 200), ("example.org", 421)):
+            async with http.get(base + "/api/snapshot", headers={"Host": host}) as response:
+                assert response.status == status
+
+
+@pytest.mark.parametrize("hosts", ["ops.example.org", ["ops example"], ["ops:x"], [""]])
+def test_create_app_refuses_hosts_that_are_not_host_names(hosts: Any) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        create_app("valkey://127.0.0.1:6379", ["q"], TOKEN, hosts=hosts)
+    assert refused.value.argument == "hosts"

@@ -2,6 +2,9 @@
 lets an operator with the token pause, resume, weigh and limit lanes and reprocess or remove
 dead jobs. ``GET /metrics`` serves the same queues to Prometheus.
 
+Every request must name an allowed ``Host`` (loopback names, IP literals, the names given or
+bound to) or gets 421 and reads nothing; an action's body is capped at 16 KiB (413 beyond).
+
 Standalone it owns its connection (``create_app(url, …)``, served by ``echomq dashboard``);
 mounted in another app it borrows one (``create_app(wire, …)``) and never closes it.
 """
@@ -13,7 +16,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .._checks import count, ms
 from .._errors import InvalidArgument
@@ -23,20 +29,51 @@ from .._url import ConnectionOptions
 from ..metrics import Metrics
 from . import _app
 from ._app import TOKEN_HEADER, Dashboard
+from ._guard import MAX_BODY, Hosts
 from ._serve import serving
 
-__all__ = ["MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp", "create_app", "serving"]
+__all__ = [
+    "MAX_BODY",
+    "MIN_TOKEN_LENGTH",
+    "TOKEN_HEADER",
+    "DashboardApp",
+    "create_app",
+    "serving",
+]
 
 #: A shorter token would be guessable by anyone who can reach the port.
 MIN_TOKEN_LENGTH = 16
 
 
 class DashboardApp(Starlette):
-    """The dashboard's Starlette app; :meth:`close_streams` ends its event streams."""
+    """The dashboard's Starlette app; :meth:`close_streams` ends its event streams,
+    :meth:`allow_host` adds a name to the ``Host`` allow-list."""
 
-    def __init__(self, board: Dashboard, **options: Any) -> None:
+    def __init__(self, board: Dashboard, hosts: Hosts, **options: Any) -> None:
         super().__init__(**options)
         self._board = board
+        self._hosts = hosts
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        # Checked here rather than in a middleware so that it holds mounted under another app
+        # too, before routing, so a refused request reads neither the engine nor its body.
+        if scope["type"] in ("http", "websocket") and not self._hosts.allows(
+            Headers(scope=scope).get("host")
+        ):
+            # 421 Misdirected Request, not 403: the request is addressed to a name this server
+            # does not serve (403 here already means a missing or wrong token).
+            refusal = JSONResponse(
+                {"error": "this dashboard does not answer to that Host (see create_app(hosts=…))"},
+                421,
+            )
+            await refusal(scope, receive, send)
+            return
+        await super().__call__(scope, receive, send)
+
+    def allow_host(self, name: str) -> None:
+        """Answer to ``name`` (a host name, with or without a port) from now on; ``serving``
+        calls it with the host it binds."""
+        self._hosts.allow(name)
 
     def close_streams(self) -> None:
         """End every open ``/events`` stream now (and any opened later). Call it when shutdown
@@ -55,6 +92,7 @@ def create_app(
     interval: float = 1.0,
     dead: int = 50,
     lanes: int = 200,
+    hosts: Sequence[str] = (),
 ) -> DashboardApp:
     """The dashboard of ``queues``.
 
@@ -64,7 +102,10 @@ def create_app(
     registry (with your own counters) on ``/metrics``; by default one of its own. ``interval``:
     seconds between snapshots on ``/events``. ``dead``: dead letters shown per queue.
     ``lanes``: lanes shown per queue (paused ones first, then the busiest; a lane per user
-    would otherwise make a page nobody can read).
+    would otherwise make a page nobody can read). ``hosts``: the names the dashboard is reached
+    by besides the loopback names and IP literals (a public name behind ``--host 0.0.0.0`` or a
+    proxy); a request naming another ``Host`` gets 421 (DNS rebinding would otherwise let any web
+    page read lane names and dead letters).
     """
     if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
         raise InvalidArgument("token", "<hidden>", f"needs at least {MIN_TOKEN_LENGTH} characters")
@@ -73,6 +114,9 @@ def create_app(
     ms(interval, "interval", positive=True)
     count(dead, "dead", minimum=0)
     count(lanes, "lanes")
+    if isinstance(hosts, str):
+        raise InvalidArgument("hosts", hosts, "expected a list of host names")
+    allowed = Hosts(hosts)
     owned: Pool | None = None
     if isinstance(wire_or_url, str | ConnectionOptions):
         options = (
@@ -119,4 +163,6 @@ def create_app(
         Route(f"{job}/remove", board.action(_app.remove_job), methods=["POST"]),
     ]
     # A mounted app's lifespan is not run by its host, which is why a borrowed wire needs none.
-    return DashboardApp(board, routes=routes, lifespan=lifespan if owned is not None else None)
+    return DashboardApp(
+        board, allowed, routes=routes, lifespan=lifespan if owned is not None else None
+    )

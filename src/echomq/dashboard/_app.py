@@ -1,8 +1,9 @@
 """The dashboard's routes: the page, snapshots (one-off and as server-sent events), /metrics,
 and the token-checked actions on lanes and dead jobs.
 
-Reads are open (``echomq dashboard`` binds 127.0.0.1); every POST needs ``X-Dashboard-Token``.
-A custom header also defeats cross-site form posts: a browser cannot add one without CORS.
+Reads are open (``echomq dashboard`` binds 127.0.0.1) to the hosts ``_guard`` allows; every POST
+needs ``X-Dashboard-Token``. A custom header also defeats cross-site form posts: a browser cannot
+add one without CORS.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from .._errors import EchoMQError, InvalidArgument, LockedError, StateError
 from .._queue import Queue
 from .._snapshot import read_snapshot
 from ..metrics import Metrics
+from ._guard import MAX_BODY, BodyTooLarge, json_object
 
 TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
 
@@ -182,10 +184,12 @@ class Dashboard:
             if queue is None:
                 return JSONResponse({"error": "no such queue on this dashboard"}, 404)
             try:
-                body = await _body(request)
+                body = await json_object(request)
                 answer = await run(queue, request, body)
                 self._latest = None  # the streams' next frame shows the change
                 return JSONResponse(answer)
+            except BodyTooLarge:
+                return JSONResponse({"error": f"the body is over {MAX_BODY} bytes"}, 413)
             except _NotFound as exc:
                 return JSONResponse({"error": str(exc)}, 404)
             except InvalidArgument as exc:
@@ -204,19 +208,6 @@ class _NotFound(Exception):
 
 class _Conflict(Exception):
     """The job is in the wrong state for the action: 409."""
-
-
-async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw:
-        return {}
-    try:
-        body = json.loads(raw)
-    except ValueError:
-        raise InvalidArgument("body", raw[:80], "must be a JSON object") from None
-    if not isinstance(body, dict):
-        raise InvalidArgument("body", body, "must be a JSON object")
-    return body
 
 
 def _setting(body: dict[str, Any]) -> int | None:

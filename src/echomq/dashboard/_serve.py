@@ -28,7 +28,8 @@ async def serving(
 ) -> AsyncIterator[str]:
     """Serve ``app`` on ``host:port`` (0: a free port) for the block; yields its base URL.
 
-    On leaving, an app with ``close_streams`` (the dashboard) ends its event streams first, as
+    An app with ``allow_host`` (the dashboard) is told ``host``, so a dashboard bound to a name
+    answers to it. On leaving, an app with ``close_streams`` ends its event streams first, as
     servers wait for open responses before they stop.
     """
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -39,6 +40,9 @@ async def serving(
     except OSError as error:
         sock.close()
         raise OSError(error.errno, f"cannot listen on {host}:{port} ({error.strerror})") from None
+    allow_host = getattr(app, "allow_host", None)
+    if allow_host is not None:
+        allow_host(host)
     server = _Server(uvicorn.Config(app, log_level="warning", timeout_graceful_shutdown=2))
     serve = asyncio.ensure_future(server.serve(sockets=[sock]))
     try:
