@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
@@ -54,10 +54,16 @@ class BotApi:
 
 @asynccontextmanager
 async def bot_api(
-    env: Mapping[str, str], say: Say, *, host: str = "127.0.0.1", port: int = 0
+    env: Mapping[str, str],
+    say: Say,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    hosts: Sequence[str] = (),
 ) -> AsyncIterator[BotApi]:
     """Telegram when ``TELEGRAM_BOT_TOKEN`` is set (``TELEGRAM_API_BASE`` overrides its URL),
-    else a sandbox on ``host:port`` for the block."""
+    else a sandbox on ``host:port`` for the block, answering to ``hosts`` too (public names;
+    see ``SandboxOptions.hosts``)."""
     token = env.get("TELEGRAM_BOT_TOKEN")
     if token:
         say("telegram: using TELEGRAM_BOT_TOKEN")
@@ -65,7 +71,9 @@ async def bot_api(
         return
     # Update ids only grow on Telegram, and the bot remembers the ones it handled: a sandbox
     # restarted in front of the same data starts above every id an earlier run handed out.
-    options = SandboxOptions(host=host, port=port, first_update_id=time.time_ns() // 1_000_000)
+    options = SandboxOptions(
+        host=host, port=port, first_update_id=time.time_ns() // 1_000_000, hosts=tuple(hosts)
+    )
     if env.get("CODEMOJEX_SANDBOX_TOKEN"):
         options = dataclasses.replace(options, control_token=env["CODEMOJEX_SANDBOX_TOKEN"])
     sandbox = Sandbox(options)

@@ -26,6 +26,7 @@ from codemojex.datadir import DataDir
 from codemojex.domain import CodemojexError
 from codemojex.launch import bot_api, engine
 from codemojex.metrics import NotificationMetrics
+from codemojex.telegram.sandbox.guard import Hosts
 from codemojex.workers.notify import NotificationConsumer
 from echomq import EchoMQError
 from echomq.dashboard import create_app, serving
@@ -42,6 +43,14 @@ def add_command(commands: Any) -> None:
     )
     up.add_argument("--data-dir", default=os.environ.get("CODEMOJEX_DATA", "var"))
     up.add_argument("--host", default="127.0.0.1", help="where the chat page and dashboard bind")
+    up.add_argument(
+        "--public-host",
+        action="append",
+        default=[],
+        type=host_name,
+        help="a name the chat page and dashboard are reached by (say, with --host 0.0.0.0); "
+        "other Host headers get 421. Repeat for more",
+    )
     up.add_argument("--sandbox-port", type=int, default=SANDBOX_PORT, help="0 picks a free one")
     up.add_argument("--dashboard-port", type=int, default=DASHBOARD_PORT, help="0: a free one")
     up.set_defaults(run=main)
@@ -65,6 +74,12 @@ def main(args: argparse.Namespace) -> int:
     return 0
 
 
+def host_name(text: str) -> str:
+    """``--public-host``'s check: a host name (argparse reports the ValueError)."""
+    Hosts([text])
+    return text
+
+
 def say(line: str) -> None:
     print(line, flush=True)
 
@@ -74,7 +89,8 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
     task = asyncio.current_task()
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
-    async with bot_api(os.environ, say, host=args.host, port=args.sandbox_port) as api:
+    hosts = args.public_host
+    async with bot_api(os.environ, say, host=args.host, port=args.sandbox_port, hosts=hosts) as api:
         settings = BotSettings(
             echomq_url=echomq_url,
             store_url=os.environ.get("CODEMOJEX_DB") or data.database_url,
@@ -95,7 +111,11 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             chosen = os.environ.get("ECHOMQ_DASHBOARD_TOKEN")
             token = chosen or secrets.token_urlsafe(18)
             dashboard = create_app(
-                queues.wire, [queue.name for queue in metrics.queues], token, metrics=metrics
+                queues.wire,
+                [queue.name for queue in metrics.queues],
+                token,
+                metrics=metrics,
+                hosts=hosts,
             )
             async with serving(dashboard, args.host, args.dashboard_port) as base:
                 say(f"dashboard ready ({base})")

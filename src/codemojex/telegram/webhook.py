@@ -2,9 +2,11 @@
 ``X-Telegram-Bot-Api-Secret-Token`` header and admits each update onto ``cm.bot.commands``
 exactly as the poller does; ``setWebhook`` at start, ``deleteWebhook`` at stop.
 
-A request without the right secret gets 401 and admits nothing. A body that is not an update is
-logged and dropped with 200 (Telegram would otherwise retry it forever); a bus failure answers
-503, so Telegram delivers the update again later and nothing is lost.
+A request without the right secret gets 401 and admits nothing. A body that is not an update
+(malformed or too deeply nested JSON included) is logged in one line and dropped with 200
+(Telegram would otherwise retry it forever); a bus failure answers 503, so Telegram delivers the
+update again later and nothing is lost. There is no ``Host`` check: Telegram calls the public
+name, which a proxy may rewrite; the secret token is what guards the route.
 """
 
 from __future__ import annotations
@@ -130,7 +132,10 @@ class WebhookGateway:
             return web.json_response({"ok": False, "description": "Unauthorized"}, status=401)
         try:
             update = json.loads(await request.read())
-        except (ValueError, UnicodeDecodeError) as error:
+        except (ValueError, RecursionError) as error:
+            # Not an update, so 200 and dropped (a retry would bring the same bytes back).
+            # RecursionError: a document like "[[[[…" nested deeper than the parser goes;
+            # UnicodeDecodeError is a ValueError. One line, the kind only: no body, no secret.
             self.dropped += 1
             log.warning("webhook: dropped a body that is not JSON: %s", type(error).__name__)
             return web.json_response({"ok": True})

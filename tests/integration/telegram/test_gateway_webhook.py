@@ -1,11 +1,13 @@
 """The webhook gateway: a POST must carry the secret token (else 401 and nothing is admitted);
-a right one is admitted like a polled update; a body that is not an update is dropped with 200;
-and the sandbox, told the webhook at start, delivers its updates through it."""
+a right one is admitted like a polled update; a body that is not an update (malformed, or too
+deep to parse) is dropped with 200 and one warning; and the sandbox, told the webhook at start,
+delivers its updates through it."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -87,6 +89,34 @@ async def test_a_body_that_is_not_an_update_is_dropped_with_200(
         assert response.status == 200
     assert webhook.dropped == 2
     assert (await queue.counts()).pending == 0
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than the parser goes
+        b'{"update_id": 5, "message": ' + b"[" * 100_000,
+        b'{"update_id": 5, "message": {"text": "\xff"}}',  # not UTF-8
+        b"{not json",
+    ],
+)
+async def test_a_body_too_deep_or_malformed_is_dropped_with_200_and_one_warning(
+    webhook: WebhookGateway, queue: Queue, caplog: pytest.LogCaptureFixture, body: bytes
+) -> None:
+    headers = {SECRET_HEADER: SECRET}
+    with caplog.at_level(logging.WARNING, logger="codemojex.gateway"):
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(webhook.url, data=body, headers=headers) as response,
+        ):
+            assert response.status == 200
+            assert await response.json() == {"ok": True}
+    assert webhook.dropped == 1
+    assert (await queue.counts()).pending == 0
+    [record] = [r for r in caplog.records if r.name == "codemojex.gateway"]
+    assert record.getMessage().startswith("webhook: dropped a body that is not JSON")
+    assert record.exc_info is None  # one line, no traceback
+    assert SECRET not in caplog.text
 
 
 async def test_the_bot_api_delivers_through_the_webhook(

@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 from aiogram import Bot
 
-from codemojex.telegram.sandbox import LOUNGE, Sandbox, SandboxError
+from codemojex.telegram.sandbox import LOUNGE, Sandbox, SandboxError, SandboxOptions
 
 
 @pytest.fixture
@@ -205,3 +205,62 @@ async def test_stopping_the_sandbox_ends_an_open_stream(sandbox: Sandbox) -> Non
         async with asyncio.timeout(5):
             await sandbox.stop()
             assert await stream.content.read() is not None  # the stream ended
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deep"),
+        (b'{"user": 1001, "text": ' + b"[" * 100_000, "nested too deep"),
+        (b'{"user": 1001, "text": "\xff"}', "must be a JSON object"),  # not UTF-8
+    ],
+)
+async def test_a_body_too_deep_or_not_utf8_is_a_clear_400_and_queues_nothing(
+    sandbox: Sandbox, http: aiohttp.ClientSession, body: bytes, error: str
+) -> None:
+    for path in ("/sandbox/say", "/sandbox/tap"):
+        async with http.post(path, data=body) as response:
+            assert response.status == 400
+            answer = await response.json()
+        assert answer["ok"] is False
+        assert error in answer["error"]
+    assert sandbox.pending_updates == 0
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8470", "127.0.0.1.evil.example"])
+async def test_a_request_naming_another_host_is_421_and_reads_nothing(
+    sandbox: Sandbox, http: aiohttp.ClientSession, host: str
+) -> None:
+    for path in ("/", "/sandbox/state", "/sandbox/chats/1001/history", "/sandbox/stream"):
+        async with http.get(path, headers={"Host": host}) as response:
+            assert response.status == 421
+            assert "Host" in (await response.json())["description"]
+    body = {"user": 1001, "text": "/play"}
+    async with http.post("/sandbox/say", json=body, headers={"Host": host}) as response:
+        assert response.status == 421
+    assert sandbox.pending_updates == 0
+    assert sandbox.history(1001) == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost", "localhost:8470", "[::1]:8470"])
+async def test_loopback_names_reach_the_chat_page_and_the_control_api(
+    http: aiohttp.ClientSession, host: str
+) -> None:
+    for path in ("/", "/sandbox/state"):
+        async with http.get(path, headers={"Host": host}) as response:
+            assert response.status == 200
+
+
+async def test_the_hosts_in_its_options_are_served_too() -> None:
+    options = SandboxOptions(hosts=("Chat.Example.org",))
+    headers = {"X-Sandbox-Token": options.control_token}
+    async with Sandbox(options) as sandbox, aiohttp.ClientSession(headers=headers) as session:
+        for host, status in (("chat.example.org:443", 200), ("example.org", 421)):
+            async with session.get(sandbox.url + "/sandbox/state", headers={"Host": host}) as r:
+                assert r.status == status
+
+
+@pytest.mark.parametrize("hosts", ["chat.example.org", ("chat example",), ("chat:x",), ("",)])
+def test_options_refuse_hosts_that_are_not_host_names(hosts: object) -> None:
+    with pytest.raises(ValueError, match="host"):
+        SandboxOptions(hosts=hosts)  # type: ignore[arg-type]

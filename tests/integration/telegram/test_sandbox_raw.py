@@ -104,6 +104,10 @@ async def test_a_500_fault_is_json(sandbox: Sandbox, http: aiohttp.ClientSession
         ({"chat_id": 1001}, "Bad Request: message text is empty"),
         ({"chat_id": 1001, "text": "x", "parse_mode": "BBCode"}, "unsupported parse_mode"),
         ({"chat_id": 1001, "text": "x", "reply_markup": "{nope"}, "can't parse reply_markup"),
+        (
+            {"chat_id": 1001, "text": "x", "reply_markup": "[" * 5_000 + "]" * 5_000},
+            "can't parse reply_markup",
+        ),
         ({"chat_id": 1001, "text": "x", "reply_markup": {"a": 1}}, "keyboard markup"),
         (
             {"chat_id": 1001, "text": "x", "reply_markup": {"inline_keyboard": [[{"x": 1}]]}},
@@ -133,13 +137,49 @@ async def test_a_malformed_send_is_a_400_and_loses_nothing(
         assert response.status == 200
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"{",
+        b'{"chat_id": 1001, "text": "\xff"}',  # not UTF-8
+        b"[" * 100_000 + b"]" * 100_000,  # deeper than the parser goes
+        b'{"chat_id": 1001, "text": ' + b"[" * 100_000,
+    ],
+)
 async def test_a_body_that_is_not_json_is_a_400(
-    sandbox: Sandbox, http: aiohttp.ClientSession
+    sandbox: Sandbox, http: aiohttp.ClientSession, body: bytes
 ) -> None:
     headers = {"Content-Type": "application/json"}
-    async with http.post(api(sandbox, "sendMessage"), data=b"{", headers=headers) as response:
+    async with http.post(api(sandbox, "sendMessage"), data=body, headers=headers) as response:
         assert response.status == 400
-        assert "can't parse JSON" in (await response.json())["description"]
+        answer = await response.json()
+    assert answer == {
+        "ok": False,
+        "error_code": 400,
+        "description": "Bad Request: can't parse JSON request body",
+    }
+    assert sandbox.stats.bad_requests == 1
+    assert sandbox.messages(1001) == []
+
+
+@pytest.mark.parametrize("host", ["evil.example", "evil.example:8081", "localhost.evil.example"])
+async def test_a_bot_api_call_naming_another_host_is_421_and_runs_nothing(
+    sandbox: Sandbox, http: aiohttp.ClientSession, host: str
+) -> None:
+    message = {"chat_id": 1001, "text": "x"}
+    headers = {"Host": host}
+    async with http.post(api(sandbox, "sendMessage"), json=message, headers=headers) as response:
+        assert response.status == 421
+        assert (await response.json())["error_code"] == 421
+    assert sandbox.messages(1001) == []
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost:8081", "[::1]:8081", "192.168.1.5"])
+async def test_loopback_names_and_ip_addresses_reach_the_bot_api(
+    sandbox: Sandbox, http: aiohttp.ClientSession, host: str
+) -> None:
+    async with http.get(api(sandbox, "getMe"), headers={"Host": host}) as response:
+        assert response.status == 200
 
 
 async def test_the_token_never_shows_in_a_repr(sandbox: Sandbox) -> None:

@@ -19,6 +19,13 @@ def parse(argv: list[str] | None = None) -> SandboxOptions:
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     parser.add_argument("--port", type=int, default=8081, help="port to bind, 0 = any (8081)")
+    parser.add_argument(
+        "--public-host",
+        action="append",
+        default=[],
+        help="a name the sandbox is reached by besides loopback and --host (other Host "
+        "headers get 421); repeat for more",
+    )
     parser.add_argument("--bot-token", default="100000:sandbox", help="the token the API accepts")
     parser.add_argument("--control-token", help="guards the chat page (random unless given)")
     parser.add_argument(
@@ -32,6 +39,7 @@ def parse(argv: list[str] | None = None) -> SandboxOptions:
             port=args.port,
             bot_token=args.bot_token,
             limits=SandboxLimits(is_enforced=not args.no_limits),
+            hosts=tuple(args.public_host),
             **extra,
         )
     except ValueError as error:

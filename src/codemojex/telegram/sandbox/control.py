@@ -12,6 +12,7 @@ from typing import Any, Protocol
 from aiohttp import web
 
 from codemojex.telegram.sandbox.errors import SandboxError
+from codemojex.telegram.sandbox.guard import NestedTooDeep, read_json
 from codemojex.telegram.sandbox.options import SandboxOptions
 from codemojex.telegram.sandbox.state import STATE
 from codemojex.telegram.sandbox.stats import SandboxStats
@@ -66,7 +67,11 @@ def guarded(handler: Handler) -> Handler:
 
 async def _body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
+        body = await read_json(request)
+    except NestedTooDeep:
+        raise SandboxError(
+            "the body must be a JSON object (this one is nested too deep to parse)", reason="body"
+        ) from None
     except ValueError:
         raise SandboxError("the body must be a JSON object", reason="body") from None
     if not isinstance(body, dict):

@@ -7,6 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from codemojex.domain.emoji import DEFAULT_SET
+from codemojex.telegram.sandbox.guard import Hosts
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +72,9 @@ class SandboxOptions:
     row of emojis the chat page offers (the game's default keyboard). ``first_update_id``: the
     id of the first update; a sandbox restarted in front of a bot that remembers the update
     ids it handled (``make run``) starts above them, as Telegram's ids only ever grow.
+    ``hosts``: names the sandbox is reached by besides the loopback names, IP literals and
+    ``host`` (a public name behind ``host="0.0.0.0"``); a request naming another ``Host`` gets
+    421, so a DNS-rebinding page cannot read the chat page's data.
     """
 
     host: str = "127.0.0.1"
@@ -81,6 +85,7 @@ class SandboxOptions:
     faults: Faults = field(default_factory=Faults)
     palette: tuple[str, ...] = DEFAULT_SET.symbols
     first_update_id: int = 1
+    hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.first_update_id < 1:
@@ -92,6 +97,9 @@ class SandboxOptions:
             raise ValueError("SandboxOptions.bot_token must look like '<bot id>:<secret>'")
         if not self.control_token:
             raise ValueError("SandboxOptions.control_token must not be empty")
+        if isinstance(self.hosts, str) or not all(isinstance(h, str) for h in self.hosts):
+            raise ValueError("SandboxOptions.hosts must be a tuple of host names")
+        Hosts(self.hosts)  # a ValueError for a name that is not one
 
     @property
     def bot_id(self) -> int:

@@ -4,12 +4,12 @@ aiogram sends them: every value a string, objects as JSON) or a JSON body, read 
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from aiohttp import web
 
 from codemojex.telegram.sandbox.errors import bad_request
+from codemojex.telegram.sandbox.guard import parse_json, read_json
 
 
 async def read_params(request: web.Request) -> Params:
@@ -17,8 +17,8 @@ async def read_params(request: web.Request) -> Params:
     if request.body_exists:
         if request.content_type == "application/json":
             try:
-                body = await request.json()
-            except ValueError as exc:
+                body = await read_json(request)
+            except ValueError as exc:  # a document too deep to parse included
                 raise bad_request("can't parse JSON request body") from exc
             if not isinstance(body, dict):
                 raise bad_request("the JSON request body must be an object")
@@ -70,7 +70,7 @@ class Params:
             if not value:
                 return None
             try:
-                return json.loads(value)
+                return parse_json(value)
             except ValueError:
                 raise bad_request(f"can't parse {name} JSON object") from None
         return value

@@ -14,6 +14,7 @@ from aiohttp import web
 
 from codemojex.telegram.sandbox import bot_api, control
 from codemojex.telegram.sandbox.errors import SandboxError
+from codemojex.telegram.sandbox.guard import Hosts, host_check
 from codemojex.telegram.sandbox.options import Faults, SandboxOptions
 from codemojex.telegram.sandbox.state import STATE, CallbackQuery, State
 from codemojex.telegram.sandbox.stats import SandboxStats
@@ -48,7 +49,9 @@ class Sandbox:
     async def start(self) -> None:
         if self._runner is not None or self._state.is_closing:
             raise RuntimeError("a Sandbox starts once")
-        app = web.Application()
+        # Every route, the Bot API included: a rebinding page could otherwise drive the bot too.
+        hosts = Hosts([name for name in (self.options.host, *self.options.hosts) if name])
+        app = web.Application(middlewares=[host_check(hosts)])
         app[STATE] = self._state
         app[control.SANDBOX] = self
         bot_api.add_routes(app)
