@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._backoff import Backoff, Exponential, Jitter
 from ._cadence import SCHEDULED_TOKEN, Cadence
-from ._checks import count, ms
+from ._checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms
 from ._connector import Connector
 from ._errors import (
     EchoMQError,
@@ -95,9 +95,13 @@ class ConsumerOptions:
     claims_in_flight: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("concurrency", "max_attempts", "batch", "max_stalled", "claims_in_flight"):
-            count(getattr(self, name), name)
-        for name in ("lease", "beat", "stop_timeout", "idle_upkeep"):
+        count(self.concurrency, "concurrency")
+        count(self.claims_in_flight, "claims_in_flight", maximum=MAX_BATCH)
+        count(self.batch, "batch", maximum=MAX_BATCH)
+        for name in ("max_attempts", "max_stalled"):
+            count(getattr(self, name), name, maximum=MAX_ATTEMPTS)
+        ms(self.lease, "lease", positive=True, most=MAX_LEASE)
+        for name in ("beat", "stop_timeout", "idle_upkeep"):
             ms(getattr(self, name), name, positive=True)
 
 

@@ -38,6 +38,7 @@ def _worker(args: argparse.Namespace) -> int:
         beat=args.beat,
         max_attempts=args.max_attempts,
         batch=args.batch,
+        max_stalled=args.max_stalled,
     )
     worker = WorkerOptions(
         consumers=args.consumers,
@@ -125,6 +126,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--beat", type=float, default=1.0, help="seconds")
     run.add_argument("--max-attempts", type=int, default=3)
     run.add_argument("--batch", type=int, default=1, help="claim_batch size (1 = claim)")
+    run.add_argument(
+        "--max-stalled",
+        type=int,
+        default=3,
+        help="expired leases (crashes) a job survives before it is dead as 'stalled'",
+    )
     run.add_argument("--summary-every", type=float, default=60.0, help="seconds")
     size = commands.add_parser("capacity", help="measure the per-claim cost and size a pool")
     size.add_argument("--queue", required=True, help="probes run on <queue>.capacity-probe")

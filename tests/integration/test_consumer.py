@@ -211,6 +211,10 @@ async def _completed(queue: Queue, n: int) -> bool:
     return (await queue.counts()).completed >= n
 
 
+async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
+    return await queue.state(job_id) == state
+
+
 async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
     started = asyncio.Event()
 
@@ -316,3 +320,29 @@ async def test_worker_refuses_a_sync_handler_before_connecting(tmp_path: Path) -
     _, err = await proc.communicate()
     assert proc.returncode == 2
     assert b"must be an async function" in err
+
+
+async def test_worker_max_stalled_sets_how_many_crashes_a_job_survives(
+    queue: Queue, valkey_url: str, tmp_path: Path
+) -> None:
+    """``--max-stalled 1``: the first expired lease (a crash) dead-letters the job as
+    ``stalled``; the default 3 would have returned it to its lane."""
+    verdict = await queue.enqueue({"sleep": 30})
+    marker = tmp_path / "started"
+    crashing = worker_command(valkey_url, queue.name, "--lease", "0.5", "--beat", "0.1")
+    doomed = await asyncio.create_subprocess_exec(*crashing, env=worker_env(marker))
+    await until(lambda: _true(marker.exists() and marker.read_text().endswith("\n")))
+    doomed.send_signal(signal.SIGKILL)
+    assert await doomed.wait() == -signal.SIGKILL
+    reaper = await asyncio.create_subprocess_exec(
+        *worker_command(valkey_url, queue.name, "--beat", "0.1", "--max-stalled", "1"),
+        env=worker_env(tmp_path / "unused"),
+    )
+    try:
+        await until(lambda: _state_is(queue, verdict.id, "dead"))
+    finally:
+        reaper.send_signal(signal.SIGTERM)
+        assert await asyncio.wait_for(reaper.wait(), 10) == 0
+    info = await queue.job(verdict.id)
+    assert info is not None
+    assert (info.last_error, info.stalled) == ("stalled", 1)
