@@ -185,7 +185,7 @@ class Guesses:
             found=len(records),
             enqueued=kinds.count("enqueued"),
             duplicate=kinds.count("duplicate"),
-            failed=kinds.count("error"),
+            failed=kinds.count("error") + kinds.count("unknown"),
         )
 
     async def pause(self, player: str) -> bool:
