@@ -123,7 +123,8 @@ def test_every_fuzzed_call_succeeds_or_names_its_argument_and_writes_nothing(
         try:
             loop.run_until_complete(run(queue, state["job"], value))
         except InvalidArgument as exc:
-            assert exc.argument == argument, f"{call}({value!r}) blamed {exc.argument!r}: {exc}"
+            blamed = exc.argument
+            assert blamed == argument, f"{call}({value!r}) blamed {blamed!r}: {exc}"  # noqa: PT017
             assert loop.run_until_complete(_dump(queue)) == before, f"{call} wrote when refused"
             outcomes["refused"] += 1
             return
@@ -146,7 +147,8 @@ def test_every_fuzzed_call_succeeds_or_names_its_argument_and_writes_nothing(
         loop.run_until_complete(queue.obliterate(force=True))
         loop.run_until_complete(queue.close())
         loop.close()
-    assert outcomes["ok"] > 0 and outcomes["refused"] > 0, outcomes
+    assert outcomes["ok"] > 0, outcomes
+    assert outcomes["refused"] > 0, outcomes
 
 
 #: Raw script calls with one argument out of the bounds the host checks first.
