@@ -32,8 +32,7 @@ from codemojex.workers.commands import (
     CommandWorker,
     Services,
 )
-from echomq import Consumer, Metronome, Minter, Pool
-from echomq._url import ConnectionOptions
+from echomq import ConnectionOptions, Consumer, Metronome, Minter, Pool
 from echomq.metrics import Observer
 
 log = logging.getLogger("codemojex.app")

@@ -26,10 +26,9 @@ from codemojex.datadir import DataDir
 from codemojex.domain import CodemojexError
 from codemojex.launch import bot_api, engine
 from codemojex.metrics import NotificationMetrics
-from codemojex.telegram.sandbox.guard import Hosts
 from codemojex.workers.notify import NotificationConsumer
 from echomq import EchoMQError
-from echomq.dashboard import create_app, serving
+from echomq.dashboard import Hosts, create_app, serving
 from echomq.metrics import Metrics
 
 SANDBOX_PORT = 8470

@@ -29,7 +29,8 @@ from .._url import ConnectionOptions
 from ..metrics import Metrics
 from . import _app
 from ._app import TOKEN_HEADER, Dashboard
-from ._guard import MAX_BODY, Hosts
+from ._guard import MAX_BODY
+from ._hosts import Hosts
 from ._serve import serving
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "MIN_TOKEN_LENGTH",
     "TOKEN_HEADER",
     "DashboardApp",
+    "Hosts",
     "create_app",
     "serving",
 ]

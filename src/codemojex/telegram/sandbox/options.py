@@ -7,7 +7,7 @@ import secrets
 from dataclasses import dataclass, field
 
 from codemojex.domain.emoji import DEFAULT_SET
-from codemojex.telegram.sandbox.guard import Hosts
+from echomq.dashboard import Hosts
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,13 @@ from aiohttp import web
 
 from codemojex.telegram.sandbox import bot_api, control
 from codemojex.telegram.sandbox.errors import SandboxError
-from codemojex.telegram.sandbox.guard import Hosts, host_check
+from codemojex.telegram.sandbox.guard import host_check
 from codemojex.telegram.sandbox.options import Faults, SandboxOptions
 from codemojex.telegram.sandbox.state import STATE, CallbackQuery, State
 from codemojex.telegram.sandbox.stats import SandboxStats
 from codemojex.telegram.sandbox.webhook import deliver_forever
 from codemojex.telegram.sandbox.world import Chat, SentMessage, User
+from echomq.dashboard import Hosts
 
 PREDEFINED_USERS = ((1001, "Ada"), (1002, "Bob"), (1003, "Cy"), (1004, "Dee"))
 LOUNGE = -1001
