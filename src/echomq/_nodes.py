@@ -87,7 +87,8 @@ class NodeLease:
                 self._keeper = asyncio.ensure_future(self._keep())
 
     async def renew(self) -> bool:
-        """Extend the lease; False when it was lost (another minter holds the node now)."""
+        """Extend the lease; False when it was lost (another minter holds the node now).
+        The background keeper calls it under the lease's lock, as :meth:`acquire` does."""
         sent = time.monotonic()
         ceiling = self._ceiling()
         if not await self._call("renew", self.minter.node, ceiling):
@@ -101,7 +102,9 @@ class NodeLease:
         while True:
             await asyncio.sleep(every)
             try:
-                if not await self.renew():
+                async with self._lock:  # never beside an acquire of the same minter
+                    renewed = await self.renew()
+                if not renewed:
                     log.warning("id node %d was taken over; leasing another", self.minter.node)
                     await self.acquire()
                 every = self.ttl / 3

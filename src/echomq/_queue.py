@@ -227,7 +227,18 @@ class Queue(QueueAdmin):
             return Verdict("error", str(job_id), reply)
         return Verdict(_VERDICTS[reply[0]], text(reply[1]))
 
-    async def _admit(self, args: list[Arg]) -> Verdict:
+    async def _admit(
+        self,
+        payload: Any,
+        group: str | None,
+        id: str | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        run_at: int,
+    ) -> Verdict:
+        if id is None and not self.minter.is_ready:
+            await self.minter.ready()
+        args = self._admission(payload, group, id, dedup_key, dedup_ttl, run_at)
         verdict = self._verdict(await self._run("enqueue", args), args[0])
         if verdict.kind != "duplicate" and self._listened():
             self._emit([{"event": verdict.kind, "job": verdict.id, "group": args[2]}])
@@ -247,28 +258,18 @@ class Queue(QueueAdmin):
         ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
         job until its row is deleted (or for ``dedup_ttl`` seconds at most).
         """
-        if not self.minter.is_ready:
-            await self.minter.ready()
-        return await self._admit(self._admission(payload, group, id, dedup_key, dedup_ttl, 0))
+        return await self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
         run_at = -ms(delay, "delay")
-        if not self.minter.is_ready:
-            await self.minter.ready()
-        return await self._admit(
-            self._admission(payload, **_admission_options(options), run_at=run_at)
-        )
+        return await self._admit(payload, **_admission_options(options), run_at=run_at)
 
     async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
         now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
         run_at = _run_at(when)
-        if not self.minter.is_ready:
-            await self.minter.ready()
-        return await self._admit(
-            self._admission(payload, **_admission_options(options), run_at=run_at)
-        )
+        return await self._admit(payload, **_admission_options(options), run_at=run_at)
 
     async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
         """Admit many jobs in one pipelined flush; one verdict per item, in input order.
@@ -388,17 +389,13 @@ class Queue(QueueAdmin):
         """Settle a failure: schedule the next attempt after ``delay``, or dead-letter the job
         once it failed ``max_attempts`` times (delays do not count as failures)."""
         job_id, token = _ref(job, token)
-        args = (
-            job_id,
-            token,
-            ms(delay, "delay"),
-            count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS),
-            error_text(error),
-        )
+        failure = error_text(error)
+        attempts = count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
+        args = (job_id, token, ms(delay, "delay"), attempts, failure)
         outcome = ("gone", "scheduled", "dead")[await self._run("retry", args)]
         if outcome != "gone" and self._listened():
             event = "retrying" if outcome == "scheduled" else "dead"
-            self._emit([{"event": event, "job": job_id, "error": error_text(error)[:200]}])
+            self._emit([{"event": event, "job": job_id, "error": failure[:200]}])
         return outcome  # type: ignore[return-value]
 
     async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
