@@ -320,11 +320,18 @@ class Queue(QueueAdmin):
         reply = await self._run("claim", (lease_ms, count(n, "n", maximum=MAX_BATCH)))
         if type(reply) is not list:
             return _not_claimed(reply)
-        group, deadline, more = text(reply[0]), int(reply[1]), reply[2] == 1
-        decode = self.codec.decode
+        deadline, more = int(reply[0]), reply[1] == 1
+        decode, name = self.codec.decode, self.name
         jobs = [
-            Job(text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), group, deadline, self.name)
-            for i in range(3, len(reply), 3)
+            Job(
+                text(reply[i]),
+                decode(reply[i + 1]),
+                int(reply[i + 2]),
+                text(reply[i + 3]),
+                deadline,
+                name,
+            )
+            for i in range(2, len(reply), 4)
         ]
         if self._listened():
             self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
@@ -338,7 +345,8 @@ class Queue(QueueAdmin):
     async def claim_batch(
         self, n: int, lease: float = DEFAULT_LEASE
     ) -> list[Job] | Empty | RateLimited:
-        """Lease up to ``n`` heads of one lane on one lease (clamped to every headroom)."""
+        """Lease up to ``n`` jobs on one lease, walking the ring as ``n`` single claims would:
+        each lane gives what is left of its turn (weights hold), clamped to every headroom."""
         outcome = await self.claim_some(n, lease)
         return outcome[0] if isinstance(outcome, tuple) else outcome
 

@@ -82,26 +82,59 @@ async def test_three_weighted_lanes_share_in_proportion_and_none_starves(queue: 
     await assert_never_ran_dry(queue, list(weights))
 
 
-@pytest.mark.parametrize("batch", [1, 3, 10, 50])
-async def test_weights_3_to_1_hold_under_batch_claims(queue: Queue, batch: int) -> None:
-    """A batch takes at most what is left of its lane's turn while another lane waits, so
-    claim_batch(n) gives the share a run of single claims gives (counted in jobs)."""
-    jobs = 2000
+async def _weigh_and_load(queue: Queue, jobs: int) -> None:
     for group, weight in {"heavy": 3, "light": 1}.items():
         await queue.lane(group).weight(weight)
         backlog = jobs * weight // 4 + jobs // 10
         for start in range(0, backlog, CHUNK):
             items = [Item(n, group=group) for n in range(start, min(start + CHUNK, backlog))]
             assert {v.kind for v in await queue.enqueue_many(items)} == {"enqueued"}
+
+
+def _runs(groups: list[str]) -> list[tuple[str, int]]:
+    """Consecutive runs of one lane: [("heavy", 3), ("light", 1), …]."""
+    runs: list[tuple[str, int]] = []
+    for group in groups:
+        if runs and runs[-1][0] == group:
+            runs[-1] = (group, runs[-1][1] + 1)
+        else:
+            runs.append((group, 1))
+    return runs
+
+
+@pytest.mark.parametrize("batch", [1, 3, 10, 50])
+async def test_weights_3_to_1_hold_under_batch_claims(
+    queue: Queue, valkey_url: str, batch: int
+) -> None:
+    """A batch walks the ring as single claims do, taking what is left of each lane's turn,
+    so claim_batch(n) leases exactly the lanes a run of claim() would, in the same order."""
+    jobs = 2100  # a whole number of batches of 1, 3, 10 and 50
+    await _weigh_and_load(queue, jobs)
     served: list[str] = []
     while len(served) < jobs:
         claimed = await queue.claim_batch(batch)
         assert isinstance(claimed, list), f"expected jobs, got {claimed!r}"
-        assert len(claimed) <= (3 if claimed[0].group == "heavy" else 1)
+        assert len(claimed) == batch, "a batch is filled from the next lanes of the ring"
         served += [job.group for job in claimed]
+    for group, run in _runs(served):
+        assert run <= (3 if group == "heavy" else 1), f"{group} served {run} in a row"
     heavy, light = served.count("heavy"), served.count("light")
     assert heavy / light == pytest.approx(3, rel=0.03), f"batch {batch}: {heavy} : {light}"
     await assert_never_ran_dry(queue, ["heavy", "light"])
+
+    twin = await Queue.connect(valkey_url, queue.name + "-single", pool_size=1, events=False)
+    try:
+        await _weigh_and_load(twin, jobs)
+        singles = []
+        for _ in range(jobs):
+            job = await twin.claim()
+            assert isinstance(job, Job)
+            singles.append(job.group)
+        assert served == singles, "claim_batch served other lanes than single claims would"
+    finally:
+        await twin.pause()
+        await twin.obliterate(force=True)
+        await twin.close()
 
 
 async def test_a_lane_alone_on_the_ring_is_served_in_full_batches(queue: Queue) -> None:

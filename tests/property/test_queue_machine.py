@@ -207,37 +207,67 @@ class QueueMachine(RuleBasedStateMachine):
         )
         return [text_of(g) for g in ring], {text_of(k): text_of(v) for k, v in turn.items()}
 
+    def _walk(
+        self, n: int, before: tuple[list[str], dict[str, str]]
+    ) -> list[tuple[str, list[str]]]:
+        """The turns a claim of ``n`` takes, from the ring and turn ``before`` it: each head lane
+        gives what is left of its turn (all the rest when alone on the ring), clamped to its
+        depth and ceiling, then leaves the ring, keeps its turn (the batch is full) or rotates."""
+        model = self.model
+        ring, turn = list(before[0]), dict(before[1])
+        want = n if model.concurrency is None else min(n, model.concurrency - len(model.active))
+        lanes = {g: list(model.lanes[g]) for g in GROUPS}
+        gactive = {g: model.gactive(g) for g in GROUPS}
+        turns: list[tuple[str, list[str]]] = []
+        taken = 0
+        while taken < want and ring:
+            group, weight = ring[0], model.weight(ring[0])
+            take = want - taken
+            if group in model.limits:
+                take = min(take, model.limits[group] - gactive[group])
+            served = int(turn["served"]) if weight > 1 and turn.get("group") == group else 0
+            if take > 1 and len(ring) > 1:
+                take = min(take, max(1, weight - served))  # a stale count still serves one
+            heads = lanes[group][: max(take, 0)]
+            assert heads, f"lane {group!r} is on the ring but cannot serve"
+            del lanes[group][: len(heads)]
+            gactive[group] += len(heads)
+            taken += len(heads)
+            turns.append((group, heads))
+            if not lanes[group] or gactive[group] >= model.limits.get(group, gactive[group] + 1):
+                ring.pop(0)
+                turn = {}
+            elif weight > 1 and served + len(heads) < weight:
+                turn = {"group": group, "served": str(served + len(heads))}
+            else:
+                turn = {} if weight > 1 else turn
+                ring.append(ring.pop(0))
+        return turns
+
     def _claimed(
         self, jobs: list[Job], n: int, is_short: bool, before: tuple[list[str], dict[str, str]]
     ) -> None:
         """Check a successful claim against the model and the ring and turn ``before`` it,
-        then apply it."""
+        then apply it turn by turn, as the single claims it stands for."""
         model = self.model
         assert model.is_claimable(), f"claimed {jobs} while the model has nothing claimable"
-        group = jobs[0].group
-        assert group in model.serviceable(), f"claimed from {group!r}, which is not serviceable"
-        ring, turn = before
-        assert group == ring[0], f"claimed from {group!r}, the ring's head was {ring[0]!r}"
-        want = min(n, len(model.lanes[group]))
-        if len(ring) > 1:
-            # What is left of the lane's turn while others wait (a stale count serves one).
-            served = int(turn["served"]) if turn.get("group") == group else 0
-            want = min(want, max(1, model.weight(group) - served))
-        if group in model.limits:
-            want = min(want, model.limits[group] - model.gactive(group))
-        if model.concurrency is not None:
-            want = min(want, model.concurrency - len(model.active))
-        assert [j.id for j in jobs] == model.lanes[group][:want], "not the lane's heads"
-        for job in jobs:
-            row = model.rows[job.id]
-            assert (job.group, job.attempts, job.payload) == (group, row.attempts + 1, row.payload)
-            assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
-            model.lease(job.id, job.deadline_ms, is_short)
-        self.fairness.served(group)
-        self.fairness.settle(model)
-        info = self._run(self.queue.lane(group).info())
-        if group in model.limits:
-            assert info.active <= model.limits[group], "a claim pushed gactive past glimit"
+        turns = self._walk(n, before)
+        expected = [(group, job_id) for group, ids in turns for job_id in ids]
+        assert [(j.group, j.id) for j in jobs] == expected, "not the jobs the ring's turns give"
+        by_id = {job.id: job for job in jobs}
+        for group, ids in turns:
+            assert group in model.serviceable(), f"claimed from {group!r}, not serviceable"
+            for job_id in ids:
+                job, row = by_id[job_id], model.rows[job_id]
+                assert (job.attempts, job.payload) == (row.attempts + 1, row.payload)
+                assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
+                model.lease(job_id, job.deadline_ms, is_short)
+                self.fairness.served(group)
+            self.fairness.settle(model)
+        for group in {group for group, _ in turns}:
+            info = self._run(self.queue.lane(group).info())
+            if group in model.limits:
+                assert info.active <= model.limits[group], "a claim pushed gactive past glimit"
         if model.concurrency is not None:
             assert len(model.active) <= model.concurrency, "a claim passed the queue ceiling"
 

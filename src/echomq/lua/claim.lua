@@ -1,8 +1,8 @@
--- claim.lua: lease the head job(s) of the lane whose turn it is (fair lanes, weighted rotation).
+-- claim.lua: lease the head jobs of the lanes whose turn it is (fair lanes, weighted rotation).
 -- KEYS[1] root   `emq:{q}:`
--- ARGV[1] lease  ms the lease lasts (server clock); > 0
--- ARGV[2] want   most jobs to claim from the one lane (1 = claim; > 1 = claim_batch)
--- Returns {group, deadline_ms, more, id1, payload1, attempts1, id2, …} on success, where
+-- ARGV[1] lease  ms the lease lasts (server clock), 1..86 400 000
+-- ARGV[2] want   most jobs to claim, 1..1000 (1 = claim; > 1 = claim_batch)
+-- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
@@ -12,10 +12,11 @@
 -- consumer kept busy by other lanes runs no upkeep, and would otherwise serve them late.
 -- The ring holds exactly the serviceable lanes, so its head can serve at once. The head is
 -- served up to its weight in consecutive claims (`turn` counts them), then the ring rotates one
--- step; a lane that stops being serviceable leaves the ring. A batch takes up to `want` heads of
--- one lane on one lease, clamped to every headroom (lane ceiling, lane rate, queue ceiling and
--- rate, and what is left of the lane's turn), so it never pushes gactive past glimit and a
--- batch claim keeps the weighted share a run of single claims would give.
+-- step; a lane that stops being serviceable leaves the ring. A batch walks the ring the same
+-- way on one lease: from each head lane it takes what is left of that lane's turn, clamped to
+-- every headroom (lane ceiling, lane rate, queue ceiling and rate), then moves on, so it never
+-- pushes gactive past glimit and leases exactly the jobs a run of single claims would. A lane
+-- alone on the ring starts its next turn at once: it serves the rest of the batch.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
@@ -52,88 +53,93 @@ for _, due in ipairs(redis.call('ZRANGE', rdue, '-inf', now, 'BYSCORE', 'LIMIT',
   redis.call('ZREM', rdue, due)
   rering(root, due, now)
 end
-local g, n, heads, limit, rmax, rwindow, weight, served
-while true do
-  g = redis.call('LINDEX', ring, 0)
-  if not g then
-    local due = redis.call('ZRANGE', rdue, 0, 0, 'WITHSCORES')
-    if due[2] then return -math.max(1, tonumber(due[2]) - now) end
-    return nil
-  end
-  local take = want
-  limit = redis.call('HGET', root .. 'glimit', g)
+-- Nothing claimable: when a benched lane returns (-ms), or nil.
+local function nothing()
+  local due = redis.call('ZRANGE', rdue, 0, 0, 'WITHSCORES')
+  if due[2] then return -math.max(1, tonumber(due[2]) - now) end
+  return nil
+end
+if redis.call('LLEN', ring) == 0 then return nothing() end
+
+local deadline = now + lease
+local out = {deadline, 1}
+
+-- One turn of the head lane g: lease up to `room` of its heads. Returns how many it leased
+-- (0: it could not serve, and left the ring).
+local function serve(g, room)
+  local take = room
+  local limit = redis.call('HGET', root .. 'glimit', g)
   if limit then
     limit = tonumber(limit)
-    local room = limit - tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
-    if take > room then take = room end
+    take = math.min(take, limit - tonumber(redis.call('HGET', root .. 'gactive', g) or '0'))
   end
-  rmax, rwindow = lane_rate(root, g)
-  if rmax then
-    local room = rmax - tonumber(redis.call('GET', lane_limiter_of(root, g)) or '0')
-    if take > room then take = room end
-  end
-  -- The lane's turn: `weight` claims per visit, `served` of them spent already.
-  weight, served = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'), 0
+  local rmax, rwindow = lane_rate(root, g)
+  local glimiter = lane_limiter_of(root, g)
+  if rmax then take = math.min(take, rmax - tonumber(redis.call('GET', glimiter) or '0')) end
+  -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
+  -- lanes wait, it takes at most what is left (a stale count still serves one).
+  local weight, served = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'), 0
   if weight > 1 then
     local turn = redis.call('HMGET', root .. 'turn', 'group', 'served')
     if turn[1] == g then served = tonumber(turn[2]) end
   end
-  -- A batch takes at most what is left of the turn while other lanes wait (a stale count
-  -- still serves one); a lane alone on the ring starts its next turn at once, so no cap.
   if take > 1 and redis.call('LLEN', ring) > 1 then
     take = math.min(take, math.max(1, weight - served))
   end
+  local heads = {}
   if take > 0 then heads = redis.call('ZPOPMIN', lane_of(root, g), take) end
-  if take > 0 and #heads > 0 then
-    n = #heads / 2
-    break
+  local n = #heads / 2
+  if n == 0 then
+    -- Defensive: a lane that cannot serve never stays on the ring.
+    redis.call('LPOP', ring)
+    redis.call('DEL', root .. 'turn')
+    bench(root, g, now)
+    return 0
   end
-  -- Defensive: a lane that cannot serve never stays on the ring.
-  redis.call('LPOP', ring)
-  redis.call('DEL', root .. 'turn')
-  bench(root, g, now)
+  for i = 1, #heads, 2 do
+    local id = heads[i]
+    local row = root .. 'job:' .. id
+    out[#out + 1] = id
+    out[#out + 1] = redis.call('HGET', row, 'payload')
+    out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
+    out[#out + 1] = g
+    redis.call('HSET', row, 'state', 'active')
+    redis.call('ZADD', active, deadline, id)
+  end
+  local gactive = redis.call('HINCRBY', root .. 'gactive', g, n)
+  local spent_budget = false
+  if rmax then
+    local used = redis.call('INCRBY', glimiter, n)
+    if used == n then redis.call('PEXPIRE', glimiter, rwindow) end
+    spent_budget = used >= rmax
+  end
+  local emptied = redis.call('ZCARD', lane_of(root, g)) == 0
+  if emptied then redis.call('SREM', root .. 'lanes', g) end
+  if emptied or spent_budget or (limit and gactive >= limit) then
+    -- No longer serviceable: off the ring; a spent rate budget is benched until its window ends.
+    redis.call('LPOP', ring)
+    redis.call('DEL', root .. 'turn')
+    if spent_budget and not emptied then bench(root, g, now) end
+  elseif weight > 1 and served + n < weight then
+    -- Its turn goes on (the batch is full): it stays at the head.
+    redis.call('HSET', root .. 'turn', 'group', g, 'served', served + n)
+  else
+    if weight > 1 then redis.call('DEL', root .. 'turn') end
+    redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+  end
+  return n
 end
 
-local deadline = now + lease
-local out = {g, deadline, 1}
-for i = 1, #heads, 2 do
-  local id = heads[i]
-  local row = root .. 'job:' .. id
-  out[#out + 1] = id
-  out[#out + 1] = redis.call('HGET', row, 'payload')
-  out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
-  redis.call('HSET', row, 'state', 'active')
-  redis.call('ZADD', active, deadline, id)
+-- Each turn leases at least one job or takes a lane off the ring, so the walk ends.
+local taken = 0
+while taken < want do
+  local g = redis.call('LINDEX', ring, 0)
+  if not g then break end
+  taken = taken + serve(g, want - taken)
 end
-local gactive = redis.call('HINCRBY', root .. 'gactive', g, n)
-if qmax > 0 and redis.call('INCRBY', limiter, n) == n then
+if taken == 0 then return nothing() end
+if qmax > 0 and redis.call('INCRBY', limiter, taken) == taken then
   redis.call('PEXPIRE', limiter, tonumber(cfg[4]))
 end
-local spent_budget = false
-if rmax then
-  local glimiter = lane_limiter_of(root, g)
-  local used = redis.call('INCRBY', glimiter, n)
-  if used == n then redis.call('PEXPIRE', glimiter, rwindow) end
-  spent_budget = used >= rmax
-end
-
-local emptied = redis.call('ZCARD', lane_of(root, g)) == 0
-if emptied then redis.call('SREM', root .. 'lanes', g) end
-if emptied or spent_budget or (limit and gactive >= limit) then
-  -- No longer serviceable: off the ring; a spent rate budget is benched until its window ends.
-  redis.call('LPOP', ring)
-  redis.call('DEL', root .. 'turn')
-  if spent_budget and not emptied then bench(root, g, now) end
-  if redis.call('LLEN', ring) == 0 then out[3] = 0 end
-  return out
-end
--- Weighted rotation: stay at the head until the lane used its weight this visit.
-if weight > 1 then
-  if served + n < weight then
-    redis.call('HSET', root .. 'turn', 'group', g, 'served', served + n)
-    return out
-  end
-  redis.call('DEL', root .. 'turn')
-end
-redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+if redis.call('LLEN', ring) == 0 then out[2] = 0 end
 return out
