@@ -59,40 +59,58 @@ local function nothing()
   if due[2] then return -math.max(1, tonumber(due[2]) - now) end
   return nil
 end
-if redis.call('LLEN', ring) == 0 then return nothing() end
 
 local deadline = now + lease
 local out = {deadline, 1}
+-- What the walk knows of each lane it visits, read once per call: settings, in-flight count
+-- and depth (a batch over few lanes visits each several times). `leased` is written at the end.
+local lanes, ringlen, left = {}, nil, false
+
+local function lane(g)
+  local l = lanes[g]
+  if l then return l end
+  local limit = redis.call('HGET', root .. 'glimit', g)
+  local rmax, rwindow = lane_rate(root, g)
+  l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, leased = 0,
+    weight = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'),
+    depth = redis.call('ZCARD', lane_of(root, g))}
+  if l.limit then l.active = tonumber(redis.call('HGET', root .. 'gactive', g) or '0') end
+  if rmax then l.used = tonumber(redis.call('GET', lane_limiter_of(root, g)) or '0') end
+  lanes[g] = l
+  return l
+end
+
+local function off_ring(g)
+  redis.call('LPOP', ring)
+  redis.call('DEL', root .. 'turn')
+  if ringlen then ringlen = ringlen - 1 end
+  left = true
+end
 
 -- One turn of the head lane g: lease up to `room` of its heads. Returns how many it leased
 -- (0: it could not serve, and left the ring).
 local function serve(g, room)
-  local take = room
-  local limit = redis.call('HGET', root .. 'glimit', g)
-  if limit then
-    limit = tonumber(limit)
-    take = math.min(take, limit - tonumber(redis.call('HGET', root .. 'gactive', g) or '0'))
-  end
-  local rmax, rwindow = lane_rate(root, g)
-  local glimiter = lane_limiter_of(root, g)
-  if rmax then take = math.min(take, rmax - tonumber(redis.call('GET', glimiter) or '0')) end
+  local l = lane(g)
+  local take = math.min(room, l.depth)
+  if l.limit then take = math.min(take, l.limit - l.active) end
+  if l.rmax then take = math.min(take, l.rmax - l.used) end
   -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
   -- lanes wait, it takes at most what is left (a stale count still serves one).
-  local weight, served = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'), 0
-  if weight > 1 then
+  local served = 0
+  if l.weight > 1 then
     local turn = redis.call('HMGET', root .. 'turn', 'group', 'served')
     if turn[1] == g then served = tonumber(turn[2]) end
   end
-  if take > 1 and redis.call('LLEN', ring) > 1 then
-    take = math.min(take, math.max(1, weight - served))
+  if take > 1 then
+    ringlen = ringlen or redis.call('LLEN', ring)
+    if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
   end
   local heads = {}
   if take > 0 then heads = redis.call('ZPOPMIN', lane_of(root, g), take) end
   local n = #heads / 2
   if n == 0 then
     -- Defensive: a lane that cannot serve never stays on the ring.
-    redis.call('LPOP', ring)
-    redis.call('DEL', root .. 'turn')
+    off_ring(g)
     bench(root, g, now)
     return 0
   end
@@ -106,25 +124,25 @@ local function serve(g, room)
     redis.call('HSET', row, 'state', 'active')
     redis.call('ZADD', active, deadline, id)
   end
-  local gactive = redis.call('HINCRBY', root .. 'gactive', g, n)
+  l.depth, l.leased = l.depth - n, l.leased + n
+  if l.limit then l.active = l.active + n end
   local spent_budget = false
-  if rmax then
-    local used = redis.call('INCRBY', glimiter, n)
-    if used == n then redis.call('PEXPIRE', glimiter, rwindow) end
-    spent_budget = used >= rmax
+  if l.rmax then
+    -- Spent now, not at the end: bench() reads the counter's window.
+    l.used = redis.call('INCRBY', lane_limiter_of(root, g), n)
+    if l.used == n then redis.call('PEXPIRE', lane_limiter_of(root, g), l.rwindow) end
+    spent_budget = l.used >= l.rmax
   end
-  local emptied = redis.call('ZCARD', lane_of(root, g)) == 0
-  if emptied then redis.call('SREM', root .. 'lanes', g) end
-  if emptied or spent_budget or (limit and gactive >= limit) then
+  if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
+  if l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
     -- No longer serviceable: off the ring; a spent rate budget is benched until its window ends.
-    redis.call('LPOP', ring)
-    redis.call('DEL', root .. 'turn')
-    if spent_budget and not emptied then bench(root, g, now) end
-  elseif weight > 1 and served + n < weight then
+    off_ring(g)
+    if spent_budget and l.depth > 0 then bench(root, g, now) end
+  elseif l.weight > 1 and served + n < l.weight then
     -- Its turn goes on (the batch is full): it stays at the head.
     redis.call('HSET', root .. 'turn', 'group', g, 'served', served + n)
   else
-    if weight > 1 then redis.call('DEL', root .. 'turn') end
+    if l.weight > 1 then redis.call('DEL', root .. 'turn') end
     redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
   end
   return n
@@ -138,8 +156,11 @@ while taken < want do
   taken = taken + serve(g, want - taken)
 end
 if taken == 0 then return nothing() end
+for g, l in pairs(lanes) do
+  if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
+end
 if qmax > 0 and redis.call('INCRBY', limiter, taken) == taken then
   redis.call('PEXPIRE', limiter, tonumber(cfg[4]))
 end
-if redis.call('LLEN', ring) == 0 then out[2] = 0 end
+if left and redis.call('LLEN', ring) == 0 then out[2] = 0 end
 return out
