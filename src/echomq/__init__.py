@@ -40,13 +40,16 @@ from ._metronome import Metronome
 from ._pool import Pool, Wire
 from ._queue import Item, Queue
 from ._results import (
+    CompleteOutcome,
     Counts,
     Empty,
+    Failed,
     Job,
     JobInfo,
     LaneInfo,
     RateLimited,
     Reaped,
+    RetryOutcome,
     Upkeep,
     Verdict,
 )
@@ -65,6 +68,7 @@ __all__ = [
     "Closed",
     "ClusterRouter",
     "Codec",
+    "CompleteOutcome",
     "ConnectError",
     "ConnectionOptions",
     "Connector",
@@ -78,6 +82,7 @@ __all__ = [
     "EchoMQError",
     "Empty",
     "Exponential",
+    "Failed",
     "Fixed",
     "InvalidArgument",
     "Item",
@@ -101,6 +106,7 @@ __all__ = [
     "Reaped",
     "Refusal",
     "Retry",
+    "RetryOutcome",
     "ScriptLoadError",
     "ServerError",
     "StaleTokenError",

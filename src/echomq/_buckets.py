@@ -72,6 +72,7 @@ class Buckets:
         self.wire = wire
         self.tag = validate_queue(tag)
         self.scripts = scripts or ScriptRegistry.from_package()
+        self._script = self.scripts["take"]
 
     def key(self, name: str) -> str:
         return bucket_key(self.tag, name)
@@ -88,5 +89,5 @@ class Buckets:
         for bucket in buckets:
             args += [repr(float(bucket.rate)), bucket.burst]
         keys = [self.key(b.name) for b in buckets]
-        wait, now = await self.scripts.run(self.wire, "take", keys, args)
+        wait, now = await self.scripts.run(self.wire, self._script, keys, args)
         return Taken(int(now)) if wait == 0 else Wait(int(wait) / 1000, int(now))

@@ -1,6 +1,7 @@
 """The connector: one socket to one server, auto-pipelined.
 
-Every command any task issues in the same event-loop tick goes out in one ``write``; replies are
+Every command any task issues in the same event-loop tick goes out in one ``write`` (on an idle
+socket the first goes at once, so a lone caller waits for no loop turn); replies are
 parsed by ``hiredis`` and matched to their callers strictly in order. A dropped socket fails the
 calls in flight with :class:`Disconnected` (never replayed) and the connector reconnects in the
 background with capped, jittered backoff; calls issued meanwhile wait for the new socket.
@@ -229,9 +230,17 @@ class Connector:
             raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
         future: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
         self._wbuf += _pack(args)
-        if not proto.pending:
+        pending = proto.pending
+        if not pending:
             self.last_reply_at = time.monotonic()  # the watchdog measures from the oldest call
-        proto.pending.append(future)
+            pending.append(future)
+            if not self._flush_scheduled:
+                # An idle connection: nothing to coalesce with yet, so write at once and spare
+                # a sequential caller a turn of the event loop; later calls of this tick are
+                # still coalesced into one more write.
+                self._flush()
+            return future
+        pending.append(future)
         if not self._flush_scheduled:
             self._schedule_flush()
         return future
@@ -252,11 +261,12 @@ class Connector:
         wbuf = self._wbuf
         for command in commands:
             wbuf += _pack(tuple(command))
-        if not proto.pending:
+        is_idle = not proto.pending
+        if is_idle:
             self.last_reply_at = time.monotonic()
         proto.pending.append(_Gather(future, len(commands)))
-        if len(wbuf) >= FLUSH_AT:
-            self._flush()
+        if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
+            self._flush()  # a full buffer, or an idle connection (see ``call``)
         elif not self._flush_scheduled:
             self._schedule_flush()
         return future

@@ -29,7 +29,8 @@ from ._errors import (
     WireError,
 )
 from ._pool import dedicated
-from ._results import Empty, Job, RateLimited
+from ._results import CompleteOutcome, Empty, Failed, Job, RateLimited, RetryOutcome
+from ._settler import Settler
 
 if TYPE_CHECKING:
     from ._metronome import Metronome
@@ -84,7 +85,10 @@ class ConsumerOptions:
     beat: float = 1.0
     max_attempts: int = 3
     backoff: Backoff = field(default_factory=lambda: Jitter(Exponential(1.0, 60.0)))
-    batch: int = 1
+    #: Most jobs per claim. ``None`` (the default) claims as many as there are free slots, in
+    #: one call that walks the ring turn by turn (weights and ceilings hold as for single
+    #: claims); 1 claims one job per call.
+    batch: int | None = None
     max_stalled: int = 3
     stop_timeout: float = 30.0
     upkeep: bool = True
@@ -97,7 +101,8 @@ class ConsumerOptions:
     def __post_init__(self) -> None:
         count(self.concurrency, "concurrency")
         count(self.claims_in_flight, "claims_in_flight", maximum=MAX_BATCH)
-        count(self.batch, "batch", maximum=MAX_BATCH)
+        if self.batch is not None:
+            count(self.batch, "batch", maximum=MAX_BATCH)
         for name in ("max_attempts", "max_stalled"):
             count(getattr(self, name), name, maximum=MAX_ATTEMPTS)
         ms(self.lease, "lease", positive=True, most=MAX_LEASE)
@@ -161,6 +166,9 @@ class Consumer:
             else Cadence(self.options.beat, self.options.idle_upkeep)
         )
         self._seen = 0  # the metronome's poke generation before the last claim
+        # A finished handler hands its settle over and frees its slot; the settles of one
+        # tick go out together, pipelined with the claim that fills the freed slots.
+        self._settler = Settler(queue, self._completed, self._retried)
 
     # -- control -------------------------------------------------------------------------------
 
@@ -208,7 +216,7 @@ class Consumer:
                 if not hint:
                     hint = await self._park(empty)
                     continue
-                size = min(options.batch, free)
+                size = min(options.batch or free, free, MAX_BATCH)
                 rounds = min(window, free // size, options.claims_in_flight)
                 outcomes = await asyncio.gather(
                     *(self._claim(size) for _ in range(max(1, rounds))), return_exceptions=True
@@ -339,9 +347,9 @@ class Consumer:
         try:
             await self.handler(job)
         except Retry as signal:
-            await self._retry(job, signal.after, self.options.max_attempts, describe(signal))
+            self._fail(job, signal.after, self.options.max_attempts, describe(signal))
         except Drop as signal:
-            await self._retry(job, 0.0, 1, f"dropped: {signal.reason}")
+            self._fail(job, 0.0, 1, f"dropped: {signal.reason}")
         except Defer as signal:
             # Queue.delay: rescheduled in one atomic step that adds grace, not a failure.
             after = max(signal.after, 0.001)
@@ -361,29 +369,51 @@ class Consumer:
                 describe(exc),
             )
             log.debug("".join(traceback.format_exception(exc)))
-            await self._retry(job, delay, self.options.max_attempts, describe(exc))
+            self._fail(job, delay, self.options.max_attempts, describe(exc))
         else:
-            done = await self._settle(self.queue.complete(job), "completed")
-            if self.observer is not None:
-                self.observer.settled(self.queue.name, job, "lost" if done is None else "completed")
+            self._settler.complete(job)
 
-    async def _retry(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
+    def _fail(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
         self.cadence.soon(time.monotonic(), delay)  # promote it when it falls due
-        outcome = await self._settle(
-            self.queue.retry(job, delay=delay, max_attempts=max_attempts, error=error[:2000]),
-            "retried",
-        )
+        self._settler.retry(Failed(job, error[:2000], delay, max_attempts))
+
+    def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
+        """The settler's answer for one completed job ("gone" counts: nothing to redo)."""
+        is_lost = not isinstance(outcome, str) or outcome not in ("completed", "gone")
+        if is_lost:
+            self._lost(job, "complete", outcome)
+        else:
+            self.tally.completed += 1
         if self.observer is not None:
-            settled: Outcome = (
-                "lost" if outcome is None else "dead" if outcome == "dead" else "retried"
-            )
-            self.observer.settled(self.queue.name, job, settled)
-        if outcome == "dead":
-            self.tally.retried -= 1
+            self.observer.settled(self.queue.name, job, "lost" if is_lost else "completed")
+
+    def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
+        """The settler's answer for one failed job."""
+        job = failed.job
+        settled: Outcome
+        if not isinstance(outcome, str) or outcome not in ("scheduled", "dead", "gone"):
+            self._lost(job, "retry", outcome)
+            settled = "lost"
+        elif outcome == "dead":
             self.tally.dead += 1
+            settled = "dead"
             log.warning(
-                "%s: job %s is dead at attempt %d: %s", self.name, job.id, job.attempts, error
+                "%s: job %s is dead at attempt %d: %s",
+                self.name,
+                job.id,
+                job.attempts,
+                failed.error,
             )
+        else:
+            self.tally.retried += 1
+            settled = "retried"
+        if self.observer is not None:
+            self.observer.settled(self.queue.name, job, settled)
+
+    def _lost(self, job: Job, verb: str, outcome: str | EchoMQError) -> None:
+        # The lease decides: it expires and the job is reaped and run again, nothing is lost.
+        self.tally.lost += 1
+        log.warning("%s: could not %s job %s: %s", self.name, verb, job.id, outcome)
 
     async def _settle(self, call: Awaitable[Any], counter: str) -> Any:
         try:
@@ -431,5 +461,6 @@ class Consumer:
                 task.cancel()  # its lease expires and the job is reaped: not lost
             if late:
                 await asyncio.wait(late)
+        await self._settler.drain()
         if self._blocker is not None:
             await self._blocker.close()

@@ -5,15 +5,16 @@ Each verb touches that lane's settings and ring membership and nothing else in t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ._checks import MAX_CEILING, MAX_RATE, MAX_WEIGHT, count, ms, text
+from ._engine import Engine
 from ._errors import InvalidArgument
-from ._keys import validate_group
+from ._keys import Keyspace, validate_group
 from ._results import LaneInfo
 
-if TYPE_CHECKING:
-    from ._queue import Queue
+#: Jobs one ``drain`` call deletes at most, so the server never blocks for long.
+DRAIN_BUDGET = 1000
 
 
 def lane_info(row: list[Any]) -> LaneInfo:
@@ -35,37 +36,48 @@ def lane_info(row: list[Any]) -> LaneInfo:
     )
 
 
+async def drain_lanes(engine: Engine, group: str, schedule: bool) -> int:
+    """Delete pending jobs of ``group`` ("" = every lane), in bounded steps; the count."""
+    total = 0
+    while True:
+        deleted, more = await engine.drain(group, schedule, DRAIN_BUDGET)
+        total += deleted
+        if not more:
+            return total
+
+
 class Lane:
     """A handle on one lane of a queue: ``queue.lane("PLR0KHTOWnGLuC")``."""
 
-    def __init__(self, queue: Queue, group: str) -> None:
-        self.queue = queue
+    def __init__(self, engine: Engine, keys: Keyspace, group: str) -> None:
+        self._engine = engine
+        self._keys = keys
         self.group = validate_group(group)
 
     def __repr__(self) -> str:
-        return f"Lane({self.queue.name!r}, {self.group!r})"
+        return f"Lane({self._keys.queue!r}, {self.group!r})"
 
     async def pause(self) -> bool:
         """Stop serving this lane; its backlog and in-flight jobs are kept. False if paused."""
-        return bool(await self.queue._run("pause", (self.group,)))
+        return await self._engine.pause_lane(self.group)
 
     async def resume(self) -> bool:
         """Serve this lane again (it rejoins the ring if it has work). False if not paused."""
-        return bool(await self.queue._run("resume", (self.group,)))
+        return await self._engine.resume_lane(self.group)
 
     async def depth(self) -> int:
         """Pending jobs waiting in this lane."""
-        return int(await self.queue.wire.call("ZCARD", self.queue.keys.lane(self.group)))
+        return int(await self._engine.wire.call("ZCARD", self._keys.lane(self.group)))
 
     async def limit(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
         value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
-        await self.queue._run("lane_limit", (self.group, "glimit", value))
+        await self._engine.lane_setting(self.group, "glimit", value)
 
     async def weight(self, weight: int | None) -> None:
         """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
         value = "" if weight is None else count(weight, "weight", maximum=MAX_WEIGHT)
-        await self.queue._run("lane_limit", (self.group, "gweight", value))
+        await self._engine.lane_setting(self.group, "gweight", value)
 
     async def rate(self, max: int | None, window: float | None = None) -> None:
         """At most ``max`` claims per ``window`` seconds from this lane; ``None`` removes it.
@@ -80,12 +92,11 @@ class Lane:
             if window is None:
                 raise InvalidArgument("window", window, "a rate needs a window in seconds")
             value = f"{most}:{ms(window, 'window', positive=True)}"
-        await self.queue._run("lane_limit", (self.group, "grate", value))
+        await self._engine.lane_setting(self.group, "grate", value)
 
     async def info(self) -> LaneInfo:
-        row = await self.queue._run("lanes", (self.group,))
-        return lane_info(row)
+        return lane_info((await self._engine.lanes((self.group,)))[0])
 
     async def drain(self) -> int:
         """Delete this lane's pending jobs; leased ones and the lane's settings survive."""
-        return await self.queue._drain(self.group, False)
+        return await drain_lanes(self._engine, self.group, False)

@@ -47,6 +47,7 @@ class NodeLease:
         self._ttl_ms = ms(ttl, "ttl", positive=True)
         self.owner = secrets.token_hex(16)
         self.scripts = ScriptRegistry.from_package()
+        self._script = self.scripts["node"]
         self._held = False
         self._lock = asyncio.Lock()
         self._keeper: asyncio.Task[None] | None = None
@@ -58,7 +59,7 @@ class NodeLease:
     async def _call(self, op: str, node: int, ceiling: int) -> Any:
         start = secrets.randbelow(1024)
         args = (op, self.owner, node, self._ttl_ms, ceiling, start)
-        return await self.scripts.run(self.wire, "node", (NODES_KEY,), args)
+        return await self.scripts.run(self.wire, self._script, (NODES_KEY,), args)
 
     async def acquire(self) -> None:
         """Lease a node (the one held before, when still free) and start renewing it."""

@@ -11,12 +11,12 @@ import functools
 import json
 import math
 import time
-from collections.abc import Awaitable, Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from . import _ids
-from ._admin import QueueAdmin
+from ._admin import Admin
 from ._checks import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -29,20 +29,46 @@ from ._checks import (
     count,
     error_text,
     ms,
-    text,
 )
 from ._codec import Codec, JsonCodec
-from ._connector import Arg, Command
-from ._errors import EchoMQError, InvalidArgument, StaleTokenError, WireError
+from ._connector import Command
+from ._engine import Admission, Engine, Failure, SettleCode
+from ._errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
+from ._lanes import Lane
 from ._pool import Wire, dedicated
-from ._results import Empty, Job, RateLimited, Reaped, Upkeep, Verdict, VerdictKind
+from ._reads import Reads
+from ._results import (
+    CompleteOutcome,
+    Counts,
+    Empty,
+    Failed,
+    Job,
+    JobInfo,
+    JobState,
+    LaneInfo,
+    RateLimited,
+    Reaped,
+    RetryOutcome,
+    Upkeep,
+    Verdict,
+    VerdictKind,
+)
 from ._scripts import ScriptRegistry
 from ._url import ConnectionOptions, seeds_from_url
 
 _VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
+_COMPLETED: dict[int, CompleteOutcome] = {1: "completed", 0: "gone", -1: "stale", -2: "settled"}
+_RETRIED: dict[int, RetryOutcome] = {
+    1: "scheduled",
+    2: "dead",
+    0: "gone",
+    -1: "stale",
+    -2: "settled",
+}
 DEFAULT_LEASE = 30.0
+_O = TypeVar("_O", CompleteOutcome, RetryOutcome)
 _UNSENT = Verdict("error", "")  # a placeholder until the pipeline answers
 LISTENER_CHECK_INTERVAL = 1.0  # seconds between PUBSUB NUMSUB checks of the events channel
 
@@ -63,10 +89,12 @@ def _swallow(future: asyncio.Future[Any]) -> None:
         future.exception()  # fire-and-forget: retrieve, so nothing logs "never retrieved"
 
 
-class Queue(QueueAdmin):
+class Queue:
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
+    Admission, claims and settles live here; the admin verbs and reads are those of the
+    admin and read planes the queue holds, on the same typed engine.
     """
 
     def __init__(
@@ -88,9 +116,11 @@ class Queue(QueueAdmin):
         self.minter = minter if minter is not None else _ids.Minter.leased(wire)
         self._owns_minter = minter is None
         self.scripts = scripts or ScriptRegistry.from_package()
+        #: The queue's transitions, one typed method per script.
+        self.engine = Engine(wire, self.keys, self.scripts)
+        self._admin = Admin(self.engine, self.keys)
+        self._reads = Reads(self.engine, self.keys, self.codec)
         self.publishes_events = events
-        # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
-        self._root = (self.keys.root, self.keys.gate)
         # Events go out only while someone listens: PUBSUB NUMSUB is asked at most once a
         # second, so a busy queue with no subscriber pays nothing for its events.
         self._has_listeners = False
@@ -143,9 +173,6 @@ class Queue(QueueAdmin):
         return f"Queue({self.name!r})"
 
     # -- plumbing ------------------------------------------------------------------------------
-
-    def _run(self, script: str, args: Sequence[Arg] = ()) -> Awaitable[Any]:
-        return self.scripts.run(self.wire, script, self._root, args)
 
     def _listened(self) -> bool:
         """Whether events should go out now; asks the server at most once a second."""
@@ -208,7 +235,7 @@ class Queue(QueueAdmin):
         dedup_key: str | None,
         dedup_ttl: float | None,
         run_at: int,
-    ) -> list[Arg]:
+    ) -> Admission:
         data = self.codec.encode(payload)
         if len(data) > MAX_PAYLOAD:
             raise InvalidArgument(
@@ -218,14 +245,7 @@ class Queue(QueueAdmin):
         dedup = "" if dedup_key is None else validate_dedup(dedup_key)
         ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
         job_id = self.minter.mint("JOB") if id is None else _ids.validate(id, "JOB", "job id")
-        return [job_id, data, lane, run_at, dedup, ttl]
-
-    def _verdict(self, reply: Any, job_id: Arg) -> Verdict:
-        if isinstance(reply, WireError):
-            return Verdict("unknown", str(job_id), reply)
-        if isinstance(reply, EchoMQError):
-            return Verdict("error", str(job_id), reply)
-        return Verdict(_VERDICTS[reply[0]], text(reply[1]))
+        return Admission(job_id, data, lane, run_at, dedup, ttl)
 
     async def _admit(
         self,
@@ -238,10 +258,11 @@ class Queue(QueueAdmin):
     ) -> Verdict:
         if id is None and not self.minter.is_ready:
             await self.minter.ready()
-        args = self._admission(payload, group, id, dedup_key, dedup_ttl, run_at)
-        verdict = self._verdict(await self._run("enqueue", args), args[0])
-        if verdict.kind != "duplicate" and self._listened():
-            self._emit([{"event": verdict.kind, "job": verdict.id, "group": args[2]}])
+        item = self._admission(payload, group, id, dedup_key, dedup_ttl, run_at)
+        code, job_id = await self.engine.enqueue_one(item)
+        verdict = Verdict(_VERDICTS[code], job_id)
+        if code and self._listened():
+            self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
         return verdict
 
     async def enqueue(
@@ -272,35 +293,37 @@ class Queue(QueueAdmin):
         return await self._admit(payload, **_admission_options(options), run_at=run_at)
 
     async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
-        """Admit many jobs in one pipelined flush; one verdict per item, in input order.
+        """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
+        per item, in input order.
 
         Each item is atomic and idempotent; the batch is not a transaction. An item that fails
         validation gets an ``error`` verdict and is not sent; the others are. When the
-        connection drops mid-batch, the answered items keep their verdicts and the rest answer
+        connection drops mid-batch, the answered chunks keep their verdicts and the rest answer
         ``unknown`` (nothing is raised): send those again with their verdict's ``id``.
         """
         if not self.minter.is_ready:
             await self.minter.ready()
         verdicts: list[Verdict] = []
-        sent: list[tuple[int, list[Arg]]] = []  # (position in verdicts, script args)
+        positions: list[int] = []  # where each admitted item's verdict goes
+        admissions: list[Admission] = []
         for item in items:
             if not isinstance(item, Item):
                 item = Item(item)
             try:
                 run_at = 0 if item.delay is None else -ms(item.delay, "delay")
-                args = self._admission(
+                admission = self._admission(
                     item.payload, item.group, item.id, item.dedup_key, None, run_at
                 )
             except InvalidArgument as exc:
                 verdicts.append(Verdict("error", str(item.id or ""), exc))
                 continue
-            sent.append((len(verdicts), args))
+            positions.append(len(verdicts))
+            admissions.append(admission)
             verdicts.append(_UNSENT)
-        if sent:
-            calls = [("enqueue", self._root, args) for _, args in sent]
-            replies = await self.scripts.run_many(self.wire, calls)
-            for (position, args), reply in zip(sent, replies, strict=True):
-                verdicts[position] = self._verdict(reply, args[0])
+        if admissions:
+            replies = await self.engine.enqueue(admissions)
+            for position, admission, reply in zip(positions, admissions, replies, strict=True):
+                verdicts[position] = _verdict(reply, admission.id)
         if self._listened():
             self._emit(
                 {"event": v.kind, "job": v.id}
@@ -317,25 +340,19 @@ class Queue(QueueAdmin):
         """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
         consumer that sees ``False`` parks instead of spending a claim to learn it)."""
         lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
-        reply = await self._run("claim", (lease_ms, count(n, "n", maximum=MAX_BATCH)))
-        if type(reply) is not list:
-            return _not_claimed(reply)
-        deadline, more = int(reply[0]), reply[1] == 1
-        decode, name = self.codec.decode, self.name
+        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH))
+        if claimed is None:
+            return Empty()
+        if isinstance(claimed, int):
+            return RateLimited(claimed / 1000) if claimed > 0 else Empty(-claimed / 1000)
+        deadline, decode, name = claimed.deadline_ms, self.codec.decode, self.name
         jobs = [
-            Job(
-                text(reply[i]),
-                decode(reply[i + 1]),
-                int(reply[i + 2]),
-                text(reply[i + 3]),
-                deadline,
-                name,
-            )
-            for i in range(2, len(reply), 4)
+            Job(job_id, decode(payload), attempts, group, deadline, name)
+            for job_id, payload, attempts, group in claimed.rows
         ]
         if self._listened():
             self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
-        return jobs, more
+        return jobs, claimed.more
 
     async def claim(self, lease: float = DEFAULT_LEASE) -> Job | Empty | RateLimited:
         """Lease the next job by fair rotation of the lanes, or say why there is none."""
@@ -355,35 +372,50 @@ class Queue(QueueAdmin):
     async def complete(self, job: Job | str, token: int | None = None) -> bool:
         """Settle a success: the row is deleted. False when the job is already gone.
 
-        Raises :class:`StaleTokenError` when another claim holds the job now.
+        Raises :class:`StaleTokenError` when another claim holds the job now, and
+        :class:`StateError` when this claim settled it already.
         """
         job_id, token = _ref(job, token)
-        done = bool(await self._run("complete", (job_id, token)))
-        if done and self._listened():
+        (code,) = await self.engine.complete([(job_id, token)])
+        if isinstance(code, EchoMQError):
+            raise code
+        outcome = _COMPLETED[code]
+        if outcome == "completed" and self._listened():
             self._emit([{"event": "completed", "job": job_id}])
-        return done
+        return _raised(outcome, "complete", job_id) == "completed"
 
-    async def complete_many(self, jobs: Iterable[Job]) -> list[bool]:
-        """Complete many leased jobs in one pipelined flush (e.g. a claimed batch).
+    async def complete_each(self, jobs: Iterable[Job]) -> list[CompleteOutcome]:
+        """Complete many leased jobs, one script call per chunk of 100, each job fenced by its
+        own token; one outcome per job, in order, nothing raised for a job.
 
-        One answer per job, in order: True completed, False gone. A stale token raises
-        :class:`StaleTokenError` after every other job in the batch was settled.
+        ``completed``; ``gone`` (no such job); ``stale`` (another claim holds it now);
+        ``settled`` (this claim settled it already); ``unknown`` (the connection dropped with
+        the job in flight: it may or may not be completed; its lease decides, nothing is lost).
         """
         batch = list(jobs)
         if not batch:
             return []
-        calls = [("complete", self._root, _ref(job, None)) for job in batch]
-        replies = await self.scripts.run_many(self.wire, calls)
+        codes = await self.engine.complete([_ref(job, None) for job in batch])
+        outcomes = [_outcome(code, _COMPLETED) for code in codes]
         if self._listened():
             self._emit(
-                {"event": "completed", "job": j.id}
-                for j, r in zip(batch, replies, strict=True)
-                if r == 1
+                {"event": "completed", "job": job.id}
+                for job, outcome in zip(batch, outcomes, strict=True)
+                if outcome == "completed"
             )
-        for reply in replies:
-            if isinstance(reply, EchoMQError):
-                raise reply
-        return [bool(reply) for reply in replies]
+        return outcomes
+
+    async def complete_many(self, jobs: Iterable[Job]) -> list[bool]:
+        """:meth:`complete_each` as booleans: True completed, False gone. A stale token raises
+        :class:`StaleTokenError` (and a lost connection its error) after every other job in
+        the batch was settled."""
+        batch = list(jobs)
+        outcomes = await self.complete_each(batch)
+        for job, outcome in zip(batch, outcomes, strict=True):
+            if outcome == "unknown":
+                raise WireError(f"the connection dropped while completing {job.id}")
+            _raised(outcome, "complete", job.id)
+        return [outcome == "completed" for outcome in outcomes]
 
     async def retry(
         self,
@@ -399,17 +431,50 @@ class Queue(QueueAdmin):
         job_id, token = _ref(job, token)
         failure = error_text(error)
         attempts = count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
-        args = (job_id, token, ms(delay, "delay"), attempts, failure)
-        outcome = ("gone", "scheduled", "dead")[await self._run("retry", args)]
-        if outcome != "gone" and self._listened():
-            event = "retrying" if outcome == "scheduled" else "dead"
-            self._emit([{"event": event, "job": job_id, "error": failure[:200]}])
+        (code,) = await self.engine.retry(
+            [Failure(job_id, token, ms(delay, "delay"), attempts, failure)]
+        )
+        if isinstance(code, EchoMQError):
+            raise code
+        outcome = _raised(_RETRIED[code], "retry", job_id)
+        self._emit_retried([(job_id, outcome, failure)])
         return outcome  # type: ignore[return-value]
+
+    async def retry_each(self, failures: Iterable[Failed]) -> list[RetryOutcome]:
+        """Settle many failures, one script call per chunk of 100, each job fenced by its own
+        token; one outcome per job, in order, nothing raised for a job: ``scheduled``,
+        ``dead``, ``gone``, ``stale``, ``settled`` or ``unknown`` (see :meth:`complete_each`).
+        """
+        batch: list[Failure] = []
+        for failed in failures:
+            job_id, token = _ref(failed.job, None)
+            attempts = count(failed.max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
+            delay = ms(failed.delay, "delay")
+            batch.append(Failure(job_id, token, delay, attempts, error_text(failed.error)))
+        if not batch:
+            return []
+        outcomes = [_outcome(code, _RETRIED) for code in await self.engine.retry(batch)]
+        self._emit_retried(
+            [(f.id, outcome, f.error) for f, outcome in zip(batch, outcomes, strict=True)]
+        )
+        return outcomes
+
+    def _emit_retried(self, settled: list[tuple[str, str, str]]) -> None:
+        if self._listened():
+            self._emit(
+                {
+                    "event": "retrying" if outcome == "scheduled" else "dead",
+                    "job": job_id,
+                    "error": error[:200],
+                }
+                for job_id, outcome, error in settled
+                if outcome in ("scheduled", "dead")
+            )
 
     async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
         """Re-schedule a leased job ``delay`` seconds from now without counting a failure."""
         job_id, token = _ref(job, token)
-        moved = bool(await self._run("delay", (job_id, token, ms(delay, "delay", positive=True))))
+        moved = await self.engine.delay(job_id, token, ms(delay, "delay", positive=True))
         if moved and self._listened():
             self._emit([{"event": "delayed", "job": job_id}])
         return moved
@@ -418,10 +483,10 @@ class Queue(QueueAdmin):
         """Push a lease to now + ``lease``. False when the job is gone or no longer leased."""
         job_id, token = _ref(job, token)
         lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
-        code = (await self._run("extend", (lease_ms, job_id, token)))[0]
+        (code,) = await self.engine.extend(lease_ms, [(job_id, token)])
         if code == -1:
             raise StaleTokenError(f"EMQSTALE extend token mismatch for {job_id}")
-        return bool(code == 1)
+        return code == 1
 
     async def extend_many(
         self, jobs: Iterable[Job | tuple[str, int]], *, lease: float
@@ -432,10 +497,7 @@ class Queue(QueueAdmin):
         ]
         if not pairs:
             return []
-        args: list[Arg] = [ms(lease, "lease", positive=True, most=MAX_LEASE)]
-        for job_id, token in pairs:
-            args += [job_id, token]
-        codes = await self._run("extend", args)
+        codes = await self.engine.extend(ms(lease, "lease", positive=True, most=MAX_LEASE), pairs)
         return [job_id for (job_id, _), code in zip(pairs, codes, strict=True) if code != 1]
 
     # -- time ----------------------------------------------------------------------------------
@@ -443,24 +505,21 @@ class Queue(QueueAdmin):
     async def promote(self, limit: int = 1000) -> int:
         """Move due scheduled jobs back to their own lanes; return rate-limited lanes whose
         window ended to the ring. Returns the number of jobs moved."""
-        moved, _lanes = await self._run("promote", (count(limit, "limit", maximum=MAX_LIMIT),))
-        return int(moved)
+        moved, _lanes = await self.engine.promote(count(limit, "limit", maximum=MAX_LIMIT))
+        return moved
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
         """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
-        moved, lanes, recovered, dead, due = await self._run(
-            "tick",
-            (
-                count(limit, "limit", maximum=MAX_LIMIT),
-                min(limit, 100),
-                count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
-            ),
+        tick = await self.engine.tick(
+            count(limit, "limit", maximum=MAX_LIMIT),
+            min(limit, 100),
+            count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
         )
         result = Upkeep(
-            int(moved),
-            int(lanes),
-            Reaped([text(i) for i in recovered], [text(i) for i in dead]),
-            None if due < 0 else due / 1000,
+            tick.moved,
+            tick.lanes,
+            Reaped(tick.recovered, tick.dead),
+            None if tick.next_due_ms < 0 else tick.next_due_ms / 1000,
         )
         if result.reaped.recovered or result.reaped.dead:
             self._emit_reaped(result.reaped)
@@ -469,14 +528,11 @@ class Queue(QueueAdmin):
     async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
         """Return expired leases to their lanes; dead-letter jobs that stalled ``max_stalled``
         times (``last_error`` = ``stalled``)."""
-        recovered, dead = await self._run(
-            "reap",
-            (
-                count(limit, "limit", maximum=MAX_LIMIT),
-                count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
-            ),
+        recovered, dead = await self.engine.reap(
+            count(limit, "limit", maximum=MAX_LIMIT),
+            count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
         )
-        result = Reaped([text(i) for i in recovered], [text(i) for i in dead])
+        result = Reaped(recovered, dead)
         self._emit_reaped(result)
         return result
 
@@ -486,6 +542,115 @@ class Queue(QueueAdmin):
                 [{"event": "stalled", "job": i} for i in reaped.recovered]
                 + [{"event": "dead", "job": i, "error": "stalled"} for i in reaped.dead]
             )
+
+    # -- lanes, settings and cleanup (the admin plane) -----------------------------------------
+
+    def lane(self, group: str) -> Lane:
+        """The control handle of one lane (validates the group name)."""
+        return self._admin.lane(group)
+
+    async def pause(self) -> None:
+        """Pause the whole queue: claims answer empty, admission continues."""
+        await self._admin.pause()
+
+    async def resume(self) -> None:
+        """Resume a paused queue."""
+        await self._admin.resume()
+
+    async def concurrency(self, ceiling: int | None) -> None:
+        """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
+        await self._admin.concurrency(ceiling)
+
+    async def rate_limit(self, max: int | None, window: float | None = None) -> None:
+        """At most ``max`` claims per ``window`` seconds across every worker; ``None`` removes it.
+
+        The check and the spend happen inside the claim script, so every worker on every host
+        shares the one budget. Takes effect at once, without restarting workers.
+        """
+        await self._admin.rate_limit(max, window)
+
+    async def drain(self, *, schedule: bool = False) -> int:
+        """Delete every pending job (and scheduled ones with ``schedule``); leased jobs survive."""
+        return await self._admin.drain(schedule)
+
+    async def obliterate(self, *, force: bool = False) -> None:
+        """Delete every key of the queue. Refuses unless paused, and with leased jobs unless
+        ``force``. Runs in bounded steps so the server never blocks for long."""
+        await self._admin.obliterate(force)
+
+    async def remove(self, id: str) -> bool:
+        """Delete a job that is not leased; False when it does not exist. Raises
+        :class:`LockedError` for a leased job."""
+        return await self._admin.remove(id)
+
+    async def reassign(self, id: str, group: str) -> bool:
+        """Move a pending job to another lane. False when the job does not exist."""
+        return await self._admin.reassign(id, group)
+
+    async def reprocess(self, id: str) -> bool:
+        """Return a dead job to its lane with a fresh failure budget. False when it is gone;
+        :class:`StateError` when it is not dead."""
+        return await self._admin.reprocess(id)
+
+    # -- reads (the read plane) ----------------------------------------------------------------
+
+    async def counts(self) -> Counts:
+        """Jobs per state, the terminal counters, and the lanes that exist / are on the ring."""
+        return await self._reads.counts()
+
+    async def lanes(self, groups: Sequence[str] = ()) -> list[LaneInfo]:
+        """State of the given lanes, or of every lane that holds work or settings."""
+        return await self._reads.lanes(groups)
+
+    async def ring(self) -> list[str]:
+        """The rota: serviceable lanes in the order they will be served."""
+        return await self._reads.ring()
+
+    async def is_paused(self) -> bool:
+        """Whether the whole queue is paused."""
+        return await self._reads.is_paused()
+
+    async def rate_limit_ttl(self) -> float:
+        """Seconds until the queue's rate window admits claims again (0 = it admits now)."""
+        return await self._reads.rate_limit_ttl()
+
+    async def job(self, id: str) -> JobInfo | None:
+        """A job's row, or None when no such job exists (completed jobs are deleted)."""
+        return await self._reads.job(id)
+
+    async def state(self, id: str) -> JobState:
+        """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``dead`` or ``absent``."""
+        return await self._reads.state(id)
+
+    async def dead(self, limit: int = 100) -> list[JobInfo]:
+        """Dead-lettered jobs, oldest death first."""
+        return await self._reads.dead(limit)
+
+
+def _verdict(reply: tuple[int, str] | EchoMQError, job_id: str) -> Verdict:
+    if isinstance(reply, WireError):
+        return Verdict("unknown", job_id, reply)
+    if isinstance(reply, EchoMQError):
+        return Verdict("error", job_id, reply)
+    return Verdict(_VERDICTS[reply[0]], reply[1])
+
+
+def _outcome(code: SettleCode, table: Mapping[int, _O]) -> _O | Literal["unknown"]:
+    """A settle code as its outcome; a wire error in its place is ``unknown``."""
+    if isinstance(code, WireError):
+        return "unknown"
+    if isinstance(code, EchoMQError):
+        raise code  # not the connection: a server refusal of the whole call
+    return table[code]
+
+
+def _raised(outcome: str, verb: str, job_id: str) -> str:
+    """A single settle's refusals as errors: another claim holds the job, or this one settled."""
+    if outcome == "stale":
+        raise StaleTokenError(f"EMQSTALE {verb} token mismatch for {job_id}")
+    if outcome == "settled":
+        raise StateError(f"EMQSTATE {verb} refused: this claim settled the job already ({job_id})")
+    return outcome
 
 
 def _run_at(when: float) -> int:
@@ -515,11 +680,3 @@ def _ref(job: Job | str, token: int | None) -> tuple[str, int]:
     if isinstance(token, bool) or not isinstance(token, int) or not 1 <= token <= MAX_TOKEN:
         raise InvalidArgument("token", token, "must be the positive attempts value of the claim")
     return _ids.validate(job, "JOB", "job id"), token
-
-
-def _not_claimed(reply: Any) -> Empty | RateLimited:
-    if reply is None:
-        return Empty()
-    if reply > 0:
-        return RateLimited(reply / 1000)
-    return Empty(retry_in=-reply / 1000)

@@ -12,6 +12,10 @@ from ._errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
 JobState = Literal["pending", "active", "scheduled", "dead", "absent"]
+#: One job's answer to :meth:`Queue.complete_each`.
+CompleteOutcome = Literal["completed", "gone", "stale", "settled", "unknown"]
+#: One job's answer to :meth:`Queue.retry_each`.
+RetryOutcome = Literal["scheduled", "dead", "gone", "stale", "settled", "unknown"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +50,18 @@ class Job:
     group: str
     deadline_ms: int
     queue: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """One failed attempt for :meth:`Queue.retry_each`: retry ``job`` after ``delay`` seconds,
+    or dead-letter it once it failed ``max_attempts`` times; ``error`` is kept as
+    ``last_error``."""
+
+    job: Job
+    error: str = ""
+    delay: float = 0.0
+    max_attempts: int = 3
 
 
 @dataclass(frozen=True, slots=True)

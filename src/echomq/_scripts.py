@@ -103,6 +103,7 @@ class ScriptRegistry:
         return cls(_package_scripts(package, folder))
 
     def __getitem__(self, name: str) -> Script:
+        """The script of that file stem; a typed layer looks each one up once, at its start."""
         return self.scripts[name]
 
     async def load(self, wire: Wire, script: Script) -> None:
@@ -113,10 +114,9 @@ class ScriptRegistry:
             raise ScriptLoadError(script.name, script.sha, got)
 
     async def run(
-        self, wire: Wire, name: str, keys: Sequence[Arg], args: Sequence[Arg] = ()
+        self, wire: Wire, script: Script, keys: Sequence[Arg], args: Sequence[Arg] = ()
     ) -> Any:
         """Run one script; its error reply is raised (typed for ``EMQ*`` refusals)."""
-        script = self.scripts[name]
         command = script.command(keys, args)
         try:
             return await wire.call(*command)
@@ -127,7 +127,10 @@ class ScriptRegistry:
         return await wire.call(*command)
 
     async def run_many(
-        self, wire: Wire, calls: Sequence[tuple[str, Sequence[Arg], Sequence[Arg]]]
+        self,
+        wire: Wire,
+        calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
+        per_pipeline: int = PIPELINE_CHUNK,
     ) -> list[Any]:
         """Run many scripts pipelined; every reply comes back in place, in order: a value, an
         error reply (typed for ``EMQ*``), or the exception of the chunk that carried it.
@@ -137,11 +140,12 @@ class ScriptRegistry:
         once instead of at the end of the tick). Every chunk is awaited, whatever happens to
         the others: a chunk lost with its connection (:class:`Disconnected`) stands in place for
         each of its calls, and the answers of the chunks that were answered are kept.
+        ``per_pipeline`` is the chunk's length in calls: 1 for calls that each carry a batch.
         """
-        commands = [self.scripts[name].command(keys, args) for name, keys, args in calls]
-        spans = range(0, len(commands), PIPELINE_CHUNK)
+        commands = [script.command(keys, args) for script, keys, args in calls]
+        spans = range(0, len(commands), per_pipeline)
         outcomes = await asyncio.gather(
-            *(_send(wire, commands[start : start + PIPELINE_CHUNK]) for start in spans),
+            *(_send(wire, commands[start : start + per_pipeline]) for start in spans),
             return_exceptions=True,
         )
         replies: list[Any] = []
@@ -149,15 +153,15 @@ class ScriptRegistry:
             if isinstance(outcome, BaseException):
                 if not isinstance(outcome, Exception):
                     raise outcome  # cancelled: nothing to report in place
-                replies += [outcome] * len(commands[start : start + PIPELINE_CHUNK])
+                replies += [outcome] * len(commands[start : start + per_pipeline])
             else:
                 replies += outcome
         missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
         if missing:
             again: list[Any]
             try:
-                for name in sorted({calls[i][0] for i in missing}):
-                    await self.load(wire, self.scripts[name])
+                for script in {calls[i][0] for i in missing}:
+                    await self.load(wire, script)
                 again = await wire.call_many([commands[i] for i in missing])
             except EchoMQError as exc:
                 again = [exc] * len(missing)

@@ -125,7 +125,12 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--lease", type=float, default=30.0, help="seconds")
     run.add_argument("--beat", type=float, default=1.0, help="seconds")
     run.add_argument("--max-attempts", type=int, default=3)
-    run.add_argument("--batch", type=int, default=1, help="claim_batch size (1 = claim)")
+    run.add_argument(
+        "--batch",
+        type=int,
+        default=None,
+        help="most jobs per claim (default: as many as there are free slots; 1 = single claims)",
+    )
     run.add_argument(
         "--max-stalled",
         type=int,

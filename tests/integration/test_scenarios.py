@@ -8,6 +8,7 @@ import pytest
 
 from echomq._backoff import Exponential
 from echomq._connector import Connector
+from echomq._engine import Admission
 from echomq._errors import KindError, StaleTokenError
 from echomq._queue import Queue
 from echomq._results import Empty, Job
@@ -36,7 +37,7 @@ async def test_kind(queue: Queue) -> None:
         await queue.enqueue("x", id="ORD0KHTOWnGLuC")
     # The engine refuses on its own too, whatever a client sends.
     with pytest.raises(KindError, match="EMQKIND job id must be JOB-namespaced"):
-        await queue._run("enqueue", ("ORD0KHTOWnGLuC", b"x", "_", 0, "", 0))
+        await queue.engine.enqueue_one(Admission("ORD0KHTOWnGLuC", b"x", "_"))
     assert await queue.wire.call("EXISTS", queue.keys.job("ORD0KHTOWnGLuC")) == 0
 
 

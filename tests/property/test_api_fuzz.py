@@ -26,6 +26,7 @@ from echomq import (
     StaleTokenError,
     StateError,
 )
+from echomq._errors import server_error
 
 Call = Callable[[Queue, Job, Any], Coroutine[Any, Any, object]]
 
@@ -186,6 +187,14 @@ RAW: list[tuple[str, list[Any], str]] = [
 ]
 
 
+async def _raw(queue: Queue, script: str, args: list[Any]) -> None:
+    root = (queue.keys.root, queue.keys.gate)
+    reply = await queue.scripts.run(queue.wire, queue.scripts[script], root, args)
+    if script == "enqueue":  # a batch script: it refuses the item alone, in its reply
+        assert reply[0] == -1, reply
+        raise server_error(reply[1].decode())
+
+
 @pytest.mark.parametrize(("script", "args", "argument"), RAW)
 async def test_scripts_refuse_out_of_bounds_arguments_before_any_write(
     queue: Queue, script: str, args: list[Any], argument: str
@@ -194,8 +203,7 @@ async def test_scripts_refuse_out_of_bounds_arguments_before_any_write(
     job = await queue.claim(lease=600)
     assert isinstance(job, Job)
     before = await _dump(queue)
-    root = (queue.keys.root, queue.keys.gate)
     with pytest.raises(ArgumentRefused) as refused:
-        await queue.scripts.run(queue.wire, script, root, args)
+        await _raw(queue, script, args)
     assert refused.value.argument == argument
     assert _unchanged(before, await _dump(queue))

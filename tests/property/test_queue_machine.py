@@ -28,7 +28,7 @@ from queue_model import GROUPS, Fairness, Model, text_of
 
 from echomq._errors import StaleTokenError, StateError
 from echomq._queue import Item, Queue
-from echomq._results import Empty, Job
+from echomq._results import Empty, Failed, Job
 
 T = TypeVar("T")
 
@@ -386,6 +386,57 @@ class QueueMachine(RuleBasedStateMachine):
             with pytest.raises(StateError):
                 self._run(settle)
         assert self.snapshot() == before
+
+    def _expected(self, job_id: str, token: int) -> str:
+        """What one settle of ``(job_id, token)`` must answer now, per the model."""
+        row = self.model.rows.get(job_id)
+        if self.model.holds(job_id, token):
+            return "held"
+        if row is None:
+            return "gone"
+        return "stale" if row.attempts != token else "settled"
+
+    @precondition(lambda self: self.model.tokens)
+    @rule(picks_=st.lists(picks, min_size=1, max_size=6))
+    def complete_each(self, picks_: list[int]) -> None:
+        """One batch call over old and current tokens, a job possibly twice: each job is
+        fenced and answered on its own, in order, as if completed one after another."""
+        tokens = self.model.tokens
+        chosen = [tokens[p % len(tokens)] for p in picks_]
+        jobs = [Job(job_id, None, token, "_", 0) for job_id, token in chosen]
+        outcomes = self._run(self.queue.complete_each(jobs))
+        for (job_id, token), outcome in zip(chosen, outcomes, strict=True):
+            expected = self._expected(job_id, token)
+            if expected == "held":
+                assert outcome == "completed", (job_id, token, outcome)
+                self.model.complete(job_id)
+            else:
+                assert outcome == expected, (job_id, token, outcome)
+        for job_id in {job_id for job_id, _ in chosen} - set(self.model.rows):
+            assert self._run(self.queue.state(job_id)) == "absent"
+
+    @precondition(lambda self: self.model.tokens)
+    @rule(picks_=st.lists(picks, min_size=1, max_size=6))
+    def retry_each(self, picks_: list[int]) -> None:
+        tokens = self.model.tokens
+        chosen = [tokens[p % len(tokens)] for p in picks_]
+        failures = [
+            Failed(Job(job_id, None, token, "_", 0), f"boom {token}", 0.0, 3)
+            for job_id, token in chosen
+        ]
+        outcomes = self._run(self.queue.retry_each(failures))
+        for (job_id, token), outcome in zip(chosen, outcomes, strict=True):
+            expected = self._expected(job_id, token)
+            if expected != "held":
+                assert outcome == expected, (job_id, token, outcome)
+                continue
+            assert outcome == ("dead" if token >= 3 else "scheduled"), (job_id, token, outcome)
+            self.model.release(job_id)
+            if outcome == "dead":
+                self.model.bury(job_id, f"boom {token}")
+            else:
+                self.model.rows[job_id].last_error = f"boom {token}"
+                self.model.to_lane(job_id)
 
     # -- time ------------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ PINNED = {
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
     "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
     "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError",
+    "CompleteOutcome", "Failed", "RetryOutcome",
 }  # fmt: skip
 
 

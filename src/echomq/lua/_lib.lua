@@ -2,15 +2,23 @@
 -- (files whose name starts with "_" are libraries, not transitions). Every key is derived from
 -- the queue root `emq:{q}:` that each script receives as KEYS[1], so all stay on one slot.
 
+-- ARGV value `value` as an integer in [lo, hi]; else nil and the EMQARG refusal naming `name`
+-- (a batch script answers it for the one item instead of failing the call).
+local function int_or_refusal(value, name, lo, hi)
+  local n = tonumber(value)
+  if not n or n ~= n or n % 1 ~= 0 or n < lo or n > hi then
+    return nil, string.format('EMQARG %s %s: must be an integer in [%.0f, %.0f]', name,
+      tostring(value), lo, hi)
+  end
+  return n
+end
+
 -- ARGV value `value` as an integer in [lo, hi], or an EMQARG refusal naming `name`. Every
 -- script checks its numbers with it before its first write, so a refused call writes nothing.
 -- The bounds are the host's (echomq/_checks.py); Lua numbers are doubles, exact to 2^53.
 local function int_arg(value, name, lo, hi)
-  local n = tonumber(value)
-  if not n or n ~= n or n % 1 ~= 0 or n < lo or n > hi then
-    error({err = string.format('EMQARG %s %s: must be an integer in [%.0f, %.0f]', name,
-      tostring(value), lo, hi)})
-  end
+  local n, refusal = int_or_refusal(value, name, lo, hi)
+  if refusal then error({err = refusal}) end
   return n
 end
 

@@ -1,67 +1,90 @@
--- enqueue.lua: admit one job to its lane now, or to the schedule for later.
+-- enqueue.lua: admit a chunk of jobs, each to its lane now or to the schedule for later.
+-- One call admits k items (k >= 1), each atomic and idempotent on its own; the chunk is not a
+-- transaction. A refused item writes nothing and the others go on (its checks run first).
 -- KEYS[1] root      `emq:{q}:` (every other key is derived from it)
--- ARGV[1] id        branded JOB id (minted host-side)
--- ARGV[2] payload   bytes (the codec's output)
--- ARGV[3] group     lane name (`_` = the default lane)
--- ARGV[4] run_at    0 = now; > 0 = absolute run-at ms; < 0 = run in -run_at ms (server clock)
--- ARGV[5] dedup     producer dedup key, or "" for none
--- ARGV[6] dedup_ttl ms the dedup key lives at most, 0 = until the job's row is deleted
--- Returns {1, id} enqueued, {2, id} scheduled, {0, existing_id} duplicate.
--- Errors  EMQKIND when the id is not JOB-namespaced (nothing written).
+-- ARGV, six per item, item i at 6(i-1)+1 ..:
+--   id        branded JOB id (minted host-side)
+--   payload   bytes (the codec's output)
+--   group     lane name (`_` = the default lane)
+--   run_at    0 = now; > 0 = absolute run-at ms; < 0 = run in -run_at ms (server clock)
+--   dedup     producer dedup key, or "" for none
+--   dedup_ttl ms the dedup key lives at most, 0 = until the job's row is deleted
+-- Returns two values per item, in order: {1, id} enqueued, {2, id} scheduled, {0, existing_id}
+-- duplicate, {-1, "EMQKIND …" | "EMQARG …"} refused (nothing of that item written).
 local root = KEYS[1]
-local id, payload, g = ARGV[1], ARGV[2], ARGV[3]
--- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
-local run_at = int_arg(ARGV[4], 'run_at', -315360000000, 9007199254740991)
-local dedup, dedup_ttl = ARGV[5], ms_arg(ARGV[6], 'dedup_ttl', 0)
-local row = root .. 'job:' .. id
+local wake_key = root .. 'wake'
+local now -- read once, when the first item needs the clock
+local wakes, due_changed = 0, false
 
--- Policy before existence before write.
-if string.sub(id, 1, 3) ~= 'JOB' then
-  return redis.error_reply('EMQKIND job id must be JOB-namespaced, got ' .. id)
-end
-if dedup ~= '' then
-  local seen = redis.call('GET', root .. 'de:' .. dedup)
-  if seen then return {0, seen} end
-end
-if redis.call('EXISTS', row) == 1 then return {0, id} end
-
-if dedup ~= '' then
-  if dedup_ttl > 0 then
-    redis.call('SET', root .. 'de:' .. dedup, id, 'PX', dedup_ttl)
-  else
-    redis.call('SET', root .. 'de:' .. dedup, id)
+local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
+  -- Policy before existence before write: every check comes before the item's first write.
+  -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
+  local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
+  if refused then return -1, refused end
+  local dedup_ttl, refused_ttl = int_or_refusal(ttl_arg, 'dedup_ttl', 0, 315360000000)
+  if refused_ttl then return -1, refused_ttl end
+  if string.sub(id, 1, 3) ~= 'JOB' then
+    return -1, 'EMQKIND job id must be JOB-namespaced, got ' .. id
   end
+  local row = root .. 'job:' .. id
+  if dedup ~= '' then
+    local seen = redis.call('GET', root .. 'de:' .. dedup)
+    if seen then return 0, seen end
+  end
+  if redis.call('EXISTS', row) == 1 then return 0, id end
+
+  if dedup ~= '' then
+    if dedup_ttl > 0 then
+      redis.call('SET', root .. 'de:' .. dedup, id, 'PX', dedup_ttl)
+    else
+      redis.call('SET', root .. 'de:' .. dedup, id)
+    end
+  end
+
+  if run_at ~= 0 then
+    now = now or now_ms()
+    local at = run_at
+    if run_at < 0 then at = now - run_at end
+    if at > now then
+      redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
+      if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
+      redis.call('ZADD', root .. 'schedule', at, id)
+      due_changed = true
+      return 2, id
+    end
+  end
+
+  redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
+  if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
+  -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
+  if push_lane(root, g, id) == 1 then
+    if serviceable(root, g) then
+      redis.call('RPUSH', root .. 'ring', g)
+      wakes = wakes + 1
+    elseif lane_rate_wait(root, g) > 0 then
+      -- Its rate window is spent: bench it so promote rings it when the window ends (an empty
+      -- lane is never benched, so without this it would wait for an enqueue after the window).
+      now = now or now_ms()
+      bench(root, g, now)
+      due_changed = true
+    end
+  end
+  return 1, id
 end
 
-if run_at ~= 0 then
-  local now = now_ms()
-  local at = run_at
-  if run_at < 0 then at = now - run_at end
-  if at > now then
-    redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
-    if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
-    redis.call('ZADD', root .. 'schedule', at, id)
-    -- Token "s": idle consumers learn the new due time from an upkeep (see _cadence.py).
-    redis.call('LPUSH', root .. 'wake', 's')
-    redis.call('LTRIM', root .. 'wake', 0, 63)
-    return {2, id}
-  end
+local out = {}
+for i = 1, #ARGV, 6 do
+  out[#out + 1], out[#out + 2] = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+    ARGV[i + 4], ARGV[i + 5])
 end
 
-redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
-if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
--- A lane that was empty was off the ring (the ring holds only serviceable lanes).
-if push_lane(root, g, id) == 1 then
-  if serviceable(root, g) then
-    redis.call('RPUSH', root .. 'ring', g)
-    wake(root)
-  elseif lane_rate_wait(root, g) > 0 then
-    -- Its rate window is spent: bench it so promote rings it when the window ends (an empty
-    -- lane is never benched, so without this it would wait for an enqueue after the window).
-    bench(root, g, now_ms())
-    -- Token "s": idle consumers learn the new due time from an upkeep (see _cadence.py).
-    redis.call('LPUSH', root .. 'wake', 's')
-    redis.call('LTRIM', root .. 'wake', 0, 63)
-  end
+-- One wake token per lane that joined the ring, pushed once for the chunk (the list is capped
+-- at 64); token "s" tells idle consumers to learn the new due time from an upkeep.
+if wakes > 0 then
+  local tokens = {}
+  for n = 1, math.min(wakes, 64) do tokens[n] = '1' end
+  redis.call('LPUSH', wake_key, unpack(tokens))
 end
-return {1, id}
+if due_changed then redis.call('LPUSH', wake_key, 's') end
+if wakes > 0 or due_changed then redis.call('LTRIM', wake_key, 0, 63) end
+return out

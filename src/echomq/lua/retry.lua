@@ -1,37 +1,48 @@
--- retry.lua: the attempt failed; schedule the job again, or dead-letter it at max attempts.
+-- retry.lua: attempts failed; schedule each job again, or dead-letter it at max attempts.
+-- One call settles k jobs (k >= 1), each fenced by its own token and settled on its own.
 -- KEYS[1] root          `emq:{q}:`
--- ARGV[1] id            the job id
--- ARGV[2] token         fencing token (attempts from the claim)
--- ARGV[3] delay         ms before the next attempt (server clock); 0 = back to its lane now
--- ARGV[4] max_attempts  failed attempts allowed; at this many the job goes dead
--- ARGV[5] error         the failure text, kept as last_error
--- Returns 1 scheduled (or back in its lane), 2 dead, 0 gone.
--- Errors  EMQSTALE token mismatch; EMQSTATE this claim settled the job already (the settle
---         rule is `held` in _lib.lua: leased, or reaped and not claimed since).
+-- ARGV, five per job, job i at 5(i-1)+1 ..:
+--   id            the job id
+--   token         fencing token (attempts from the claim)
+--   delay         ms before the next attempt (server clock); 0 = back to its lane now
+--   max_attempts  failed attempts allowed; at this many the job goes dead
+--   error         the failure text, kept as last_error
+-- Returns one code per job, in order: 1 scheduled (or back in its lane), 2 dead, 0 gone,
+-- -1 stale (another claim holds it), -2 settled (this claim settled it already). The settle
+-- rule is `holding` in _lib.lua. Every number is checked (EMQARG) before the first write.
 -- Failed attempts = attempts - grace: delays and reprocessing add grace, not failures.
 local root = KEYS[1]
-local id, token = ARGV[1], ARGV[2]
-token_arg(token)
-local delay = ms_arg(ARGV[3], 'delay', 0)
-local max_attempts, err = int_arg(ARGV[4], 'max_attempts', 1, 1000), ARGV[5]
-local row = root .. 'job:' .. id
-
-local fields = held(row, token, 'retry')
-if not fields then return 0 end
-local g = detach(root, id, fields)
+for i = 1, #ARGV, 5 do
+  token_arg(ARGV[i + 1])
+  ms_arg(ARGV[i + 2], 'delay', 0)
+  int_arg(ARGV[i + 3], 'max_attempts', 1, 1000)
+end
 local now = now_ms()
-local failed = tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
-if failed >= max_attempts then
-  bury(root, id, row, err, now)
-  return 2
+local out = {}
+for i = 1, #ARGV, 5 do
+  local id, token, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
+  local row = root .. 'job:' .. id
+  local fields, refusal = holding(row, token)
+  if not fields then
+    out[#out + 1] = (refusal == 'stale' and -1) or (refusal == 'settled' and -2) or 0
+  else
+    local g = detach(root, id, fields)
+    local failed = tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
+    if failed >= tonumber(ARGV[i + 3]) then
+      bury(root, id, row, ARGV[i + 4], now)
+      out[#out + 1] = 2
+    else
+      redis.call('HSET', row, 'last_error', ARGV[i + 4])
+      if delay > 0 then
+        redis.call('HSET', row, 'state', 'scheduled')
+        redis.call('ZADD', root .. 'schedule', now + delay, id)
+      else
+        redis.call('HSET', row, 'state', 'pending')
+        push_lane(root, g, id)
+        rering(root, g, now)
+      end
+      out[#out + 1] = 1
+    end
+  end
 end
-redis.call('HSET', row, 'last_error', err)
-if delay > 0 then
-  redis.call('HSET', row, 'state', 'scheduled')
-  redis.call('ZADD', root .. 'schedule', now + delay, id)
-else
-  redis.call('HSET', row, 'state', 'pending')
-  push_lane(root, g, id)
-  rering(root, g, now)
-end
-return 1
+return out

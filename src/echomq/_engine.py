@@ -1,0 +1,262 @@
+"""The engine's typed surface: one method per Lua transition of a queue.
+
+Each method takes typed values, lays them out as the script's ``ARGV`` and decodes its reply;
+no other module names a script or knows the order of its arguments. Arguments arrive checked
+(the public layer bounds them); the scripts check them again before their first write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ._checks import text
+from ._connector import Arg
+from ._errors import EchoMQError, server_error
+from ._keys import Keyspace
+from ._pool import Wire
+from ._scripts import Script, ScriptRegistry
+
+#: Items per ``enqueue`` script call of a batch: large enough that the per-call cost (the
+#: round trip's share, EVALSHA dispatch, the script's set-up) is spread thin, small enough that
+#: one call holds the server for well under a millisecond (bench/README.md, "Chunk size").
+ADMIT_CHUNK = 100
+#: Jobs per ``complete`` or ``retry`` script call of a batch (same reasoning).
+SETTLE_CHUNK = 100
+
+#: One item's reply to an admission: ``(code, id)`` — 1 enqueued, 2 scheduled, 0 duplicate
+#: (``id`` is the job that holds the work) — or the refusal or wire error in its place.
+Admitted = tuple[int, str] | EchoMQError
+#: One job's settle code (see complete.lua / retry.lua), or the wire error in its place.
+SettleCode = int | EchoMQError
+
+
+@dataclass(frozen=True, slots=True)
+class Admission:
+    """One job as ``enqueue.lua`` takes it. ``run_at``: 0 now, > 0 absolute server ms,
+    < 0 in ``-run_at`` ms; ``dedup`` "" for none; ``dedup_ttl_ms`` 0 for the row's life."""
+
+    id: str
+    payload: bytes
+    group: str
+    run_at: int = 0
+    dedup: str = ""
+    dedup_ttl_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """One failed attempt as ``retry.lua`` takes it."""
+
+    id: str
+    token: int
+    delay_ms: int
+    max_attempts: int
+    error: str
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claim's answer: the shared lease deadline, whether a lane was still serviceable, and
+    each job as ``(id, payload bytes, attempts, group)``."""
+
+    deadline_ms: int
+    more: bool
+    rows: list[tuple[str, bytes, int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class TickReply:
+    moved: int
+    lanes: int
+    recovered: list[str]
+    dead: list[str]
+    next_due_ms: int  # < 0: nothing waits on time
+
+
+def _chunks(flat: list[Arg], width: int, size: int) -> list[list[Arg]]:
+    step = width * size
+    return [flat[start : start + step] for start in range(0, len(flat), step)]
+
+
+class Engine:
+    """The transitions of one queue on one wire, each one typed method."""
+
+    def __init__(self, wire: Wire, keys: Keyspace, scripts: ScriptRegistry) -> None:
+        self.wire = wire
+        self.registry = scripts
+        # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
+        self._keys: tuple[Arg, ...] = (keys.root, keys.gate)
+        get = scripts.__getitem__
+        self._enqueue, self._claim, self._complete = get("enqueue"), get("claim"), get("complete")
+        self._retry, self._delay, self._extend = get("retry"), get("delay"), get("extend")
+        self._promote, self._tick, self._reap = get("promote"), get("tick"), get("reap")
+        self._counts, self._lanes, self._configure = get("counts"), get("lanes"), get("configure")
+        self._lane_limit, self._pause, self._resume = (
+            get("lane_limit"),
+            get("pause"),
+            get("resume"),
+        )
+        self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
+        self._reassign, self._reprocess = get("reassign"), get("reprocess")
+
+    async def _batched(self, script: Script, flat: list[Arg], width: int, size: int) -> list[Any]:
+        """Run ``script`` over ``flat`` (``width`` arguments per item) in chunks of ``size``
+        items, pipelined; each item's reply in order, a chunk's failure in place of each."""
+        chunks = _chunks(flat, width, size)
+        if len(chunks) == 1:
+            try:
+                return list(await self.registry.run(self.wire, script, self._keys, chunks[0]))
+            except EchoMQError as exc:
+                return [exc] * (len(flat) // width)
+        calls = [(script, self._keys, chunk) for chunk in chunks]
+        # One pipeline per call: each carries a whole chunk, and an answered one is kept.
+        replies = await self.registry.run_many(self.wire, calls, per_pipeline=1)
+        out: list[Any] = []
+        for chunk, reply in zip(chunks, replies, strict=True):
+            if isinstance(reply, EchoMQError):
+                out += [reply] * (len(chunk) // width)
+            else:
+                out += reply
+        return out
+
+    # -- admission and settles (batch-native: k items per call) ---------------------------------
+
+    async def enqueue(self, items: Sequence[Admission]) -> list[Admitted]:
+        """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
+        flat: list[Arg] = []
+        for item in items:
+            flat += (item.id, item.payload, item.group, item.run_at, item.dedup, item.dedup_ttl_ms)
+        replies = await self._batched(self._enqueue, flat, 6, ADMIT_CHUNK)
+        out: list[Admitted] = []
+        i = 0
+        while i < len(replies):
+            code = replies[i]
+            if isinstance(code, EchoMQError):
+                out.append(code)
+                i += 1
+                continue
+            detail = replies[i + 1]
+            out.append(_refusal(detail) if code == -1 else (int(code), text(detail)))
+            i += 2
+        return out
+
+    async def enqueue_one(self, item: Admission) -> tuple[int, str]:
+        """Admit one item; its refusal is raised."""
+        args = (item.id, item.payload, item.group, item.run_at, item.dedup, item.dedup_ttl_ms)
+        code, detail = await self.registry.run(self.wire, self._enqueue, self._keys, args)
+        if code == -1:
+            raise _refusal(detail)
+        return int(code), text(detail)
+
+    async def complete(self, jobs: Sequence[tuple[str, int]]) -> list[SettleCode]:
+        """Complete ``(id, token)`` jobs; per job 1 completed, 0 gone, -1 stale, -2 settled."""
+        flat: list[Arg] = [value for pair in jobs for value in pair]
+        return await self._batched(self._complete, flat, 2, SETTLE_CHUNK)
+
+    async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
+        """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 0 gone, -1 stale, -2 settled."""
+        flat: list[Arg] = []
+        for f in failures:
+            flat += (f.id, f.token, f.delay_ms, f.max_attempts, f.error)
+        return await self._batched(self._retry, flat, 5, SETTLE_CHUNK)
+
+    # -- claim and leases ----------------------------------------------------------------------
+
+    async def claim(self, lease_ms: int, want: int) -> Claimed | int | None:
+        """Lease up to ``want`` jobs; else None (empty), > 0 (queue rate-limited for that many
+        ms) or <= 0 (empty; a benched lane returns in ``-reply`` ms)."""
+        reply = await self.registry.run(self.wire, self._claim, self._keys, (lease_ms, want))
+        if type(reply) is not list:
+            return None if reply is None else int(reply)
+        rows = [
+            (text(reply[i]), reply[i + 1], int(reply[i + 2]), text(reply[i + 3]))
+            for i in range(2, len(reply), 4)
+        ]
+        return Claimed(int(reply[0]), reply[1] == 1, rows)
+
+    async def delay(self, job_id: str, token: int, delay_ms: int) -> bool:
+        """Re-schedule a held job without counting a failure; False when gone (refusals raise)."""
+        args = (job_id, token, delay_ms)
+        return bool(await self.registry.run(self.wire, self._delay, self._keys, args))
+
+    async def extend(self, lease_ms: int, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        """Extend ``(id, token)`` leases on one TIME; per job 1 extended, 0 gone, -1 stale."""
+        args: list[Arg] = [lease_ms]
+        for pair in jobs:
+            args += pair
+        return [int(code) for code in await self._run(self._extend, args)]
+
+    # -- time ----------------------------------------------------------------------------------
+
+    async def promote(self, limit: int) -> tuple[int, int]:
+        """Move due scheduled jobs to their lanes, ring benched lanes: ``(moved, lanes)``."""
+        moved, lanes = await self._run(self._promote, (limit,))
+        return int(moved), int(lanes)
+
+    async def tick(self, limit: int, reap_limit: int, max_stalled: int) -> TickReply:
+        """Promote, then reap, in one call."""
+        moved, lanes, recovered, dead, due = await self._run(
+            self._tick, (limit, reap_limit, max_stalled)
+        )
+        return TickReply(
+            int(moved), int(lanes), [text(i) for i in recovered], [text(i) for i in dead], due
+        )
+
+    async def reap(self, limit: int, max_stalled: int) -> tuple[list[str], list[str]]:
+        """Return expired leases to their lanes: ``(recovered ids, dead ids)``."""
+        recovered, dead = await self._run(self._reap, (limit, max_stalled))
+        return [text(i) for i in recovered], [text(i) for i in dead]
+
+    # -- reads and settings --------------------------------------------------------------------
+
+    async def counts(self) -> list[int]:
+        """pending, active, scheduled, dead, completed, failed, lanes, ringed."""
+        return [int(n) for n in await self._run(self._counts)]
+
+    async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:
+        """Eight raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
+        flat = await self._run(self._lanes, groups)
+        return [flat[i : i + 8] for i in range(0, len(flat), 8)]
+
+    async def configure(self, settings: Sequence[Arg]) -> None:
+        """Set queue-wide ``field, value`` pairs ("" clears one)."""
+        await self._run(self._configure, settings)
+
+    async def lane_setting(self, group: str, field: str, value: Arg) -> None:
+        """Set one lane's ``glimit``, ``gweight`` or ``grate`` ("" clears it)."""
+        await self._run(self._lane_limit, (group, field, value))
+
+    async def pause_lane(self, group: str) -> bool:
+        return bool(await self._run(self._pause, (group,)))
+
+    async def resume_lane(self, group: str) -> bool:
+        return bool(await self._run(self._resume, (group,)))
+
+    # -- cleanup -------------------------------------------------------------------------------
+
+    async def drain(self, group: str, schedule: bool, budget: int) -> tuple[int, bool]:
+        """Delete up to ``budget`` pending (and scheduled) jobs: ``(deleted, more)``."""
+        deleted, more = await self._run(self._drain, (group, int(schedule), budget))
+        return int(deleted), bool(more)
+
+    async def obliterate(self, force: bool, budget: int) -> bool:
+        """Delete up to ``budget`` rows of the queue; True while more remain."""
+        return bool(await self._run(self._obliterate, (int(force), budget)))
+
+    async def remove(self, job_id: str) -> bool:
+        return bool(await self._run(self._remove, (job_id,)))
+
+    async def reassign(self, job_id: str, group: str) -> bool:
+        return bool(await self._run(self._reassign, (job_id, group)))
+
+    async def reprocess(self, job_id: str) -> bool:
+        return bool(await self._run(self._reprocess, (job_id,)))
+
+    def _run(self, script: Script, args: Sequence[Arg] = ()) -> Awaitable[Any]:
+        return self.registry.run(self.wire, script, self._keys, args)
+
+
+def _refusal(detail: Any) -> EchoMQError:
+    return server_error(text(detail))

@@ -1,0 +1,95 @@
+"""Coalesced settles: the jobs of one consumer that finish in the same event-loop tick are
+completed in one ``complete_each`` call and retried in one ``retry_each`` call.
+
+Each job is still fenced by its own token and gets its own outcome; the caller hears of it
+through a callback, so a finished handler frees its slot at once and the next claim shares a
+round trip with these settles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any
+
+from ._errors import EchoMQError
+from ._results import CompleteOutcome, Failed, Job, RetryOutcome
+
+if TYPE_CHECKING:
+    from ._queue import Queue
+
+OnCompleted = Callable[[Job, CompleteOutcome | EchoMQError], None]
+OnRetried = Callable[[Failed, RetryOutcome | EchoMQError], None]
+
+
+class Settler:
+    """Buffers one tick's settles and sends each kind as one batch call."""
+
+    def __init__(self, queue: Queue, on_completed: OnCompleted, on_retried: OnRetried) -> None:
+        self._queue = queue
+        self._on_completed = on_completed
+        self._on_retried = on_retried
+        self._completes: list[Job] = []
+        self._retries: list[Failed] = []
+        self._is_scheduled = False
+        self._sending: set[asyncio.Task[None]] = set()
+
+    @property
+    def pending(self) -> int:
+        """Jobs waiting to be settled or being settled now."""
+        return len(self._completes) + len(self._retries) + len(self._sending)
+
+    def complete(self, job: Job) -> None:
+        self._completes.append(job)
+        self._schedule()
+
+    def retry(self, failed: Failed) -> None:
+        self._retries.append(failed)
+        self._schedule()
+
+    async def drain(self) -> None:
+        """Wait until every settle handed over so far has its answer."""
+        while self._is_scheduled or self._sending:
+            if self._is_scheduled:
+                await asyncio.sleep(0)  # the flush is due at the end of this tick
+                continue
+            await asyncio.wait(set(self._sending))
+
+    def _schedule(self) -> None:
+        if not self._is_scheduled:
+            self._is_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._is_scheduled = False
+        completes, self._completes = self._completes, []
+        retries, self._retries = self._retries, []
+        if completes:
+            self._send(self._complete(completes))
+        if retries:
+            self._send(self._retry(retries))
+
+    def _send(self, work: Coroutine[Any, Any, None]) -> None:
+        task = asyncio.ensure_future(work)
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _complete(self, jobs: list[Job]) -> None:
+        try:
+            outcomes: list[CompleteOutcome | EchoMQError] = list(
+                await self._queue.complete_each(jobs)
+            )
+        except EchoMQError as exc:
+            outcomes = [exc] * len(jobs)
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            self._on_completed(job, outcome)
+
+    async def _retry(self, failures: list[Failed]) -> None:
+        try:
+            outcomes: list[RetryOutcome | EchoMQError] = list(
+                await self._queue.retry_each(failures)
+            )
+        except EchoMQError as exc:
+            outcomes = [exc] * len(failures)
+        for failed, outcome in zip(failures, outcomes, strict=True):
+            self._on_retried(failed, outcome)
