@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, Literal
 
 from echomq import _ids
 from echomq._errors import InvalidArgument
@@ -117,6 +117,203 @@ def slot(key: str | bytes) -> int:
     return crc16(data) % SLOTS
 
 
+KeyType = Literal["STRING", "HASH", "LIST", "SET", "ZSET", "channel"]
+
+_PLACEHOLDER: Final = re.compile(r"<(\w+)>")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyShape:
+    """One kind of key: its pattern, its Valkey type, what builds it and what it holds.
+
+    ``pattern`` is the whole key. ``<name>`` stands for a variable part, named as the builder's
+    parameter (``<q>`` is the queue); everything else is literal, braces included: they are the
+    hash tag. ``source`` names the builder: ``Keyspace.<member>`` or a module-level name
+    (dotted when it lives outside this module). ``host_only`` marks a key no script names: only
+    the host touches it (tests/unit/test_keyspace_lua.py holds the scripts to the layout).
+    """
+
+    pattern: str
+    type: KeyType
+    source: str
+    meaning: str
+    host_only: bool = False
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The names of the variable parts, in order."""
+        return tuple(_PLACEHOLDER.findall(self.pattern))
+
+    def fill(self, **parts: str) -> str:
+        """The key with every ``<name>`` replaced by ``parts[name]`` (no validation)."""
+        return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], self.pattern)
+
+
+#: The root every key of queue ``q`` starts with; each script gets it as ``KEYS[1]``.
+QUEUE_ROOT: Final = "emq:{<q>}:"
+
+#: Every key echomq builds, one shape each: the one declared layout. ``Keyspace`` derives its
+#: fixed keys (and their order in ``all_fixed``) from it. tests/unit/test_keyspace_lua.py holds
+#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``_nodes.NODES_KEY``,
+#: every key the Lua scripts build, and the keyspace table of docs/reference.md.
+LAYOUT: Final[tuple[KeyShape, ...]] = (
+    KeyShape(
+        QUEUE_ROOT,
+        "STRING",
+        "Keyspace.root",
+        "the prefix of every key of the queue (KEYS[1] of its scripts); as a key, absent except "
+        "while a slot migration lets the queue's scripts run on a node (docs/cluster.md)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "ring",
+        "LIST",
+        "Keyspace.ring",
+        "exactly the serviceable lanes, each once; the head is served next",
+    ),
+    KeyShape(QUEUE_ROOT + "paused", "SET", "Keyspace.paused", "paused lanes"),
+    KeyShape(QUEUE_ROOT + "glimit", "HASH", "Keyspace.glimit", "group -> its lane's ceiling"),
+    KeyShape(QUEUE_ROOT + "gactive", "HASH", "Keyspace.gactive", "group -> its lane's leased jobs"),
+    KeyShape(
+        QUEUE_ROOT + "gweight",
+        "HASH",
+        "Keyspace.gweight",
+        "group -> claims per ring visit (absent = 1)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "grate",
+        "HASH",
+        "Keyspace.grate",
+        'group -> "max:window" (jobs per window ms), its lane\'s rate budget',
+    ),
+    KeyShape(
+        QUEUE_ROOT + "turn",
+        "HASH",
+        "Keyspace.turn",
+        "the lane at the head of the ring (group) and its claims this visit (served)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "lanes",
+        "SET",
+        "Keyspace.lanes",
+        "groups whose lane is non-empty (the read plane and drain enumerate lanes by it)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "rdue",
+        "ZSET",
+        "Keyspace.rdue",
+        "lanes benched by their rate limit, scored by the ms their window ends",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "active",
+        "ZSET",
+        "Keyspace.active",
+        "leased job ids, scored by their lease deadline (ms, server clock)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "schedule",
+        "ZSET",
+        "Keyspace.schedule",
+        "delayed and retrying job ids, scored by their run-at ms",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "dead", "ZSET", "Keyspace.dead", "dead-lettered job ids, scored by ms of death"
+    ),
+    KeyShape(
+        QUEUE_ROOT + "wake",
+        "LIST",
+        "Keyspace.wake",
+        "wake tokens (at most 64); parked consumers BLPOP it",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "meta",
+        "HASH",
+        "Keyspace.meta",
+        "queue settings: paused, concurrency, max, window",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "limiter",
+        "STRING",
+        "Keyspace.limiter",
+        "the queue's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "events",
+        "channel",
+        "Keyspace.events",
+        "lifecycle events as JSON, published host-side after a transition",
+        host_only=True,
+    ),
+    KeyShape(
+        QUEUE_ROOT + "metrics:completed",
+        "HASH",
+        "Keyspace.completed",
+        "field count: jobs completed",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "metrics:failed", "HASH", "Keyspace.failed", "field count: jobs dead-lettered"
+    ),
+    # Declared by every script call with the root: while a cluster migrates the queue's slot,
+    # the root (as a key) and the gate exist only where the scripts may run, so a node holding
+    # one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
+    KeyShape(
+        QUEUE_ROOT + "gate",
+        "STRING",
+        "Keyspace.gate",
+        "KEYS[2] of every script call, never read by one; set with the root by a slot migration",
+        host_only=True,
+    ),
+    KeyShape(
+        QUEUE_ROOT + "job:<id>",
+        "HASH",
+        "Keyspace.job",
+        "a job's row: state, attempts (the fencing token), payload, group, and the optional rest",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "g:<group>:pending",
+        "ZSET",
+        "Keyspace.lane",
+        "a lane: its pending job ids, score 0 (byte order = mint order)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "g:<group>:limiter",
+        "STRING",
+        "Keyspace.lane_limiter",
+        "the lane's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "de:<key>", "STRING", "Keyspace.dedup", "a producer dedup key -> its job id"
+    ),
+    KeyShape(
+        "{emq}:version",
+        "STRING",
+        "VERSION_KEY",
+        "the deployment's wire-version fence, set NX on connect",
+        host_only=True,
+    ),
+    KeyShape(
+        "{emq}:nodes",
+        "HASH",
+        "echomq._nodes.NODES_KEY",
+        'node leases of the id space: node -> "owner:expires_ms:ceiling"',
+    ),
+    KeyShape(
+        "emqb:{<tag>}:<name>",
+        "HASH",
+        "bucket_key",
+        "a token bucket (tokens, at); the buckets of one take share the tag",
+    ),
+)
+
+#: ``Keyspace``'s fixed keys: (attribute, suffix after the root), in ``LAYOUT`` order.
+_FIXED: Final[tuple[tuple[str, str], ...]] = tuple(
+    (shape.source.removeprefix("Keyspace."), shape.pattern.removeprefix(QUEUE_ROOT))
+    for shape in LAYOUT
+    if shape.source.startswith("Keyspace.")
+    and shape.pattern != QUEUE_ROOT
+    and shape.placeholders == ("q",)
+)
+
+
 @dataclass(frozen=True, slots=True)
 class Keyspace:
     """Every key of one queue. Construction validates the queue name.
@@ -148,38 +345,10 @@ class Keyspace:
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)
-        root = f"emq:{{{self.queue}}}:"
-        fixed = {
-            "root": root,
-            "ring": root + "ring",
-            "paused": root + "paused",
-            "glimit": root + "glimit",
-            "gactive": root + "gactive",
-            "gweight": root + "gweight",
-            # group -> "max:window" (jobs per window ms) for per-lane rate limits
-            "grate": root + "grate",
-            # the lane at the head of the ring and how many claims it had this visit (weights)
-            "turn": root + "turn",
-            # groups whose lane is non-empty (the read plane and drain enumerate lanes by it)
-            "lanes": root + "lanes",
-            # lanes benched by their rate limit, scored by the ms their window ends
-            "rdue": root + "rdue",
-            "active": root + "active",
-            "schedule": root + "schedule",
-            "dead": root + "dead",
-            "wake": root + "wake",
-            "meta": root + "meta",
-            "limiter": root + "limiter",
-            "events": root + "events",
-            "completed": root + "metrics:completed",
-            "failed": root + "metrics:failed",
-            # Declared by every script with the root: while a cluster migrates the queue's slot,
-            # the root (as a key) and the gate exist only where the scripts may run, so a node
-            # holding one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
-            "gate": root + "gate",
-        }
-        for name, key in fixed.items():
-            object.__setattr__(self, name, key)
+        root = QUEUE_ROOT.replace("<q>", self.queue)
+        object.__setattr__(self, "root", root)
+        for name, suffix in _FIXED:
+            object.__setattr__(self, name, root + suffix)
 
     @classmethod
     def for_queue(cls, queue: str) -> Keyspace:
@@ -204,24 +373,4 @@ class Keyspace:
 
     def all_fixed(self) -> tuple[str, ...]:
         """Every fixed key of the queue (not the per-job, per-lane or dedup keys)."""
-        return (
-            self.ring,
-            self.paused,
-            self.glimit,
-            self.gactive,
-            self.gweight,
-            self.grate,
-            self.turn,
-            self.lanes,
-            self.rdue,
-            self.active,
-            self.schedule,
-            self.dead,
-            self.wake,
-            self.meta,
-            self.limiter,
-            self.events,
-            self.completed,
-            self.failed,
-            self.gate,
-        )
+        return tuple(getattr(self, name) for name, _ in _FIXED)
