@@ -110,14 +110,14 @@ async def noop(job: Job) -> None:
 
 
 class EchoMQ:
-    def __init__(self, url: str, batch: int = 1) -> None:
+    def __init__(self, url: str, batch: int | None = None) -> None:
         self.url = url
         self.batch = batch
-        self.label = "echomq" if batch == 1 else f"echomq batch={batch}"
+        self.label = "echomq" if batch is None else f"echomq batch={batch}"
         self.path = (
-            "Worker, 1 consumer, claim one job per call, pool of 2"
-            if batch == 1
-            else f"Worker, 1 consumer, up to {batch} jobs per claim (claim_batch), pool of 2"
+            "Worker, 1 consumer, default options (claims its free slots per call), pool of 2"
+            if batch is None
+            else f"Worker, 1 consumer, up to {batch} jobs per claim, pool of 2"
         )
 
     async def drain(self, jobs: int) -> float:
@@ -478,25 +478,25 @@ def ratio(mine: float | None, theirs: float | None) -> str:
 
 
 async def run(url: str, runs: int, jobs: int, peers: bool) -> None:
-    single, batched = EchoMQ(url), EchoMQ(url, batch=BATCH)
+    single, batched, one = EchoMQ(url), EchoMQ(url, batch=BATCH), EchoMQ(url, batch=1)
     others: list[System] = [make(url) for make in PEERS.values()] if peers else []
     latency, drain, width = Figures(), Figures(), Figures()
     began = time.perf_counter()
     for r in range(runs):
         for system in (single, *others):
             await latency.take(system.label, lambda s=system: latency_of(s), peer=is_peer(system))
-        for system in (single, batched, *others):
+        for system in (single, batched, one, *others):
             await drain.take(system.label, lambda s=system: s.drain(jobs), peer=is_peer(system))
         for n in WIDTHS:
             for pool in sorted({1, n}):  # one consumer: both columns are the same run
                 await width.take(
                     f"{n}/{pool}",
-                    lambda n=n, pool=pool: single.drain_through(jobs, n, 10, pool_size=pool),
+                    lambda n=n, pool=pool: one.drain_through(jobs, n, 10, pool_size=pool),
                     peer=False,
                 )
         elapsed = time.perf_counter() - began
         print(f"run {r + 1} of {runs} done at {elapsed:.0f} s", file=sys.stderr, flush=True)
-    report(jobs, runs, (single, batched), others, latency, drain, width)
+    report(jobs, runs, (single, batched, one), others, latency, drain, width)
 
 
 def is_peer(system: System) -> bool:
@@ -506,13 +506,13 @@ def is_peer(system: System) -> bool:
 def report(
     jobs: int,
     runs: int,
-    mine: tuple[EchoMQ, EchoMQ],
+    mine: tuple[EchoMQ, EchoMQ, EchoMQ],
     others: list[System],
     latency: Figures,
     drain: Figures,
     width: Figures,
 ) -> None:
-    single, batched = mine
+    single, batched, _one = mine
     print(f"\n{jobs} jobs per drain, median of {runs} runs.\n")
     print(
         f"### 1. Latency, enqueue → handler start: {RATE:.0f} jobs/s for {SECONDS:.0f} s, "

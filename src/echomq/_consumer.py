@@ -374,8 +374,14 @@ class Consumer:
             self._settler.complete(job)
 
     def _fail(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
+        failed = Failed(job, error[:2000], delay, max_attempts)
+        try:
+            ms(delay, "delay")  # checked here, so a bad delay costs this job alone
+        except InvalidArgument as exc:
+            self._retried(failed, exc)  # lost: its lease expires and it is run again
+            return
         self.cadence.soon(time.monotonic(), delay)  # promote it when it falls due
-        self._settler.retry(Failed(job, error[:2000], delay, max_attempts))
+        self._settler.retry(failed)
 
     def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
         """The settler's answer for one completed job ("gone" counts: nothing to redo)."""

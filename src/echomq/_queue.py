@@ -6,10 +6,6 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 
 from __future__ import annotations
 
-import asyncio
-import functools
-import json
-import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -31,13 +27,13 @@ from ._checks import (
     ms,
 )
 from ._codec import Codec, JsonCodec
-from ._connector import Command
 from ._engine import Admission, Engine, Failure, SettleCode
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
 from ._lanes import Lane
-from ._pool import Wire, dedicated
+from ._pool import Wire
+from ._publisher import Publisher
 from ._reads import Reads
 from ._results import (
     CompleteOutcome,
@@ -70,7 +66,6 @@ _RETRIED: dict[int, RetryOutcome] = {
 DEFAULT_LEASE = 30.0
 _O = TypeVar("_O", CompleteOutcome, RetryOutcome)
 _UNSENT = Verdict("error", "")  # a placeholder until the pipeline answers
-LISTENER_CHECK_INTERVAL = 1.0  # seconds between PUBSUB NUMSUB checks of the events channel
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,11 +77,6 @@ class Item:
     id: str | None = None
     dedup_key: str | None = None
     delay: float | None = None
-
-
-def _swallow(future: asyncio.Future[Any]) -> None:
-    if not future.cancelled():
-        future.exception()  # fire-and-forget: retrieve, so nothing logs "never retrieved"
 
 
 class Queue:
@@ -121,16 +111,10 @@ class Queue:
         self._admin = Admin(self.engine, self.keys)
         self._reads = Reads(self.engine, self.keys, self.codec)
         self.publishes_events = events
-        # Events go out only while someone listens: PUBSUB NUMSUB is asked at most once a
-        # second, so a busy queue with no subscriber pays nothing for its events.
-        self._has_listeners = False
-        self._listeners_checked_at = -math.inf
-        self._subscribed_at = -math.inf
+        self._events = Publisher(wire, self.keys, enabled=events)
+        self._listened = self._events.listened
+        self._emit = self._events.emit
         self._owns_wire = False
-        # On a cluster, events ride sharded pub/sub on the queue's own slot.
-        self._sharded = bool(getattr(wire, "is_cluster", False))
-        self._publish = "SPUBLISH" if self._sharded else "PUBLISH"
-        self._numsub = "SHARDNUMSUB" if self._sharded else "NUMSUB"
 
     @classmethod
     async def connect(
@@ -172,36 +156,6 @@ class Queue:
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
-    # -- plumbing ------------------------------------------------------------------------------
-
-    def _listened(self) -> bool:
-        """Whether events should go out now; asks the server at most once a second."""
-        if not self.publishes_events:
-            return False
-        now = asyncio.get_running_loop().time()
-        if now - self._listeners_checked_at >= LISTENER_CHECK_INTERVAL:
-            self._listeners_checked_at = now
-            asked = asyncio.ensure_future(self.wire.call("PUBSUB", self._numsub, self.keys.events))
-            asked.add_done_callback(functools.partial(self._listeners_counted, now))
-        return self._has_listeners
-
-    def _emit(self, events: Iterable[dict[str, Any]]) -> None:
-        """Publish lifecycle events host-side, fire-and-forget (at most once)."""
-        commands: list[Command] = [
-            (self._publish, self.keys.events, json.dumps(event, separators=(",", ":")))
-            for event in events
-        ]
-        if not commands:
-            return
-        sent = asyncio.ensure_future(self.wire.call_many(commands))
-        sent.add_done_callback(_swallow)
-
-    def _listeners_counted(self, asked_at: float, asked: asyncio.Future[Any]) -> None:
-        if asked.cancelled() or asked.exception() is not None:
-            return
-        # A subscribe() in this process after the question was sent outranks its answer.
-        self._has_listeners = int(asked.result()[1]) > 0 or self._subscribed_at >= asked_at
-
     def publish(self, event: str, job: str, **extra: str | int | float | bool | None) -> None:
         """Publish an application event (say ``scored``) on this queue's event channel.
 
@@ -216,14 +170,7 @@ class Queue:
 
     def subscribe(self) -> Subscription:
         """A subscriber of this queue's lifecycle events, on a connection of its own."""
-        self._has_listeners = True  # publish at once; the next check will see the subscriber
-        self._subscribed_at = self._listeners_checked_at = asyncio.get_running_loop().time()
-        return Subscription(
-            self.wire.options,
-            self.keys.events,
-            sharded=self._sharded,
-            connect=functools.partial(dedicated, self.wire, self.keys.events),
-        )
+        return self._events.subscribe()
 
     # -- admission -----------------------------------------------------------------------------
 
