@@ -353,8 +353,10 @@ class Consumer:
         except Defer as signal:
             # Queue.delay: rescheduled in one atomic step that adds grace, not a failure.
             after = max(signal.after, 0.001)
-            self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
             moved = await self._settle(self.queue.delay(job, delay=after), "deferred")
+            # Asked only once the job is on the schedule: an upkeep that began before the
+            # write would answer without it and the request would be lost.
+            self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
             if self.observer is not None:
                 self.observer.settled(self.queue.name, job, "lost" if moved is None else "deferred")
         except asyncio.CancelledError:
@@ -380,7 +382,6 @@ class Consumer:
         except InvalidArgument as exc:
             self._retried(failed, exc)  # lost: its lease expires and it is run again
             return
-        self.cadence.soon(time.monotonic(), delay)  # promote it when it falls due
         self._settler.retry(failed)
 
     def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
@@ -413,6 +414,10 @@ class Consumer:
         else:
             self.tally.retried += 1
             settled = "retried"
+            if outcome == "scheduled" and failed.delay > 0:
+                # Asked once the job is on the schedule, never before its write: an upkeep that
+                # began in between would answer without it, and this request would be lost.
+                self.cadence.soon(time.monotonic(), failed.delay)
         if self.observer is not None:
             self.observer.settled(self.queue.name, job, settled)
 

@@ -23,26 +23,30 @@ for i = 1, #ARGV, 5 do
   local id, token, delay = ARGV[i], ARGV[i + 1], tonumber(ARGV[i + 2])
   local row = root .. 'job:' .. id
   local fields, refusal = holding(row, token)
+  local failed = fields and tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
   if not fields then
     out[#out + 1] = (refusal == 'stale' and -1) or (refusal == 'settled' and -2) or 0
+  elseif failed >= tonumber(ARGV[i + 3]) then
+    detach(root, id, fields)
+    bury(root, id, row, ARGV[i + 4], now)
+    out[#out + 1] = 2
+  elseif fields[2] == 'pending' and delay == 0 then
+    -- A reaped job retried at once by its holder already waits in its lane, in mint order:
+    -- it stays there, and so does its lane's place on the ring.
+    redis.call('HSET', row, 'last_error', ARGV[i + 4])
+    out[#out + 1] = 1
   else
     local g = detach(root, id, fields)
-    local failed = tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
-    if failed >= tonumber(ARGV[i + 3]) then
-      bury(root, id, row, ARGV[i + 4], now)
-      out[#out + 1] = 2
+    redis.call('HSET', row, 'last_error', ARGV[i + 4])
+    if delay > 0 then
+      redis.call('HSET', row, 'state', 'scheduled')
+      redis.call('ZADD', root .. 'schedule', now + delay, id)
     else
-      redis.call('HSET', row, 'last_error', ARGV[i + 4])
-      if delay > 0 then
-        redis.call('HSET', row, 'state', 'scheduled')
-        redis.call('ZADD', root .. 'schedule', now + delay, id)
-      else
-        redis.call('HSET', row, 'state', 'pending')
-        push_lane(root, g, id)
-        rering(root, g, now)
-      end
-      out[#out + 1] = 1
+      redis.call('HSET', row, 'state', 'pending')
+      push_lane(root, g, id)
+      rering(root, g, now)
     end
+    out[#out + 1] = 1
   end
 end
 return out
