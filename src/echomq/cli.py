@@ -17,7 +17,7 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from . import _cli_admin
+from . import __version__, _cli_admin
 from ._capacity import measure, report
 from ._consumer import ConsumerOptions
 from ._errors import EchoMQError, InvalidArgument
@@ -30,6 +30,10 @@ if TYPE_CHECKING:
 
 
 def _worker(args: argparse.Namespace) -> int:
+    # The handler is the application's, named from the folder the worker runs in (as uvicorn,
+    # arq and celery do): that folder comes first on the import path.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
     # Everything is validated before any connection is made.
     handler = load_handler(args.handler)
     options = ConsumerOptions(
@@ -111,6 +115,7 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"echomq {__version__}")
     parser.add_argument("--url", default=os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"))
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)

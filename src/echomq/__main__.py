@@ -1,0 +1,7 @@
+"""``python -m echomq``: the ``echomq`` command."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
