@@ -25,10 +25,19 @@ def serve(
     return 0
 
 
-async def engine_usec_per_script(queue: Queue) -> float:
-    """The server's own µs per EVALSHA since the last ``CONFIG RESETSTAT`` (INFO commandstats)."""
+async def commandstats(queue: Queue, command: str = "evalsha") -> tuple[int, float]:
+    """``command``'s calls and the server's own µs in them since the last ``CONFIG RESETSTAT``
+    (INFO commandstats); (0, 0.0) when it ran none."""
     info = (await queue.wire.call("INFO", "commandstats")).decode()
     for line in info.splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            return float(line.split("usec_per_call=")[1].split(",")[0])
-    return 0.0
+        if line.startswith(f"cmdstat_{command}:"):
+            fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
+            return int(fields["calls"]), float(fields["usec"])
+    return 0, 0.0
+
+
+async def engine_usec_per_script(queue: Queue, command: str = "evalsha") -> float:
+    """The server's own µs per call of ``command`` (EVALSHA: per script) since the last
+    ``CONFIG RESETSTAT``."""
+    calls, usec = await commandstats(queue, command)
+    return usec / calls if calls else 0.0

@@ -36,7 +36,6 @@ async def _one(url: str, size: int, jobs: int) -> tuple[float, float, float, flo
         await q.complete_many(batch)
     drain = jobs / (time.perf_counter() - wall0)
     await discard(q)
-    await q.close()
     return (*admit, drain)
 
 

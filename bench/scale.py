@@ -36,7 +36,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
 import echomq
-from _harness import serve
+from _harness import commandstats, serve
 from echomq import Item, Job, Queue
 from echomq.testing import discard
 
@@ -61,21 +61,11 @@ def median(values: Iterable[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
-async def evalsha(queue: Queue) -> tuple[int, float]:
-    """(calls, µs) of EVALSHA since the last ``CONFIG RESETSTAT`` (INFO commandstats)."""
-    info = (await queue.wire.call("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith("cmdstat_evalsha:"):
-            fields = dict(kv.split("=") for kv in line.split(":", 1)[1].split(","))
-            return int(fields["calls"]), float(fields["usec"])
-    return 0, 0.0
-
-
 async def engine_window(queue: Queue, work: Callable[[], Awaitable[object]]) -> tuple[int, float]:
     """Run ``work`` between a ``CONFIG RESETSTAT`` and a read of the stats: (calls, µs)."""
     await queue.wire.call("CONFIG", "RESETSTAT")
     await work()
-    return await evalsha(queue)
+    return await commandstats(queue)
 
 
 def per_call(stats: tuple[int, float]) -> float:

@@ -15,17 +15,9 @@ import statistics
 import sys
 import time
 
-from _harness import serve
+from _harness import engine_usec_per_script, serve
 from echomq import Queue
 from echomq.testing import discard
-
-
-async def _server_usec(queue: Queue, command: str) -> float:
-    info = (await queue.wire.call("INFO", "commandstats")).decode()
-    for line in info.splitlines():
-        if line.startswith(f"cmdstat_{command}:"):
-            return float(line.split("usec_per_call=")[1].split(",")[0])
-    return 0.0
 
 
 async def _measure(queue: Queue, calls: int, ping: bool) -> tuple[float, float, float]:
@@ -38,7 +30,7 @@ async def _measure(queue: Queue, calls: int, ping: bool) -> tuple[float, float, 
         for n in range(calls):
             await queue.enqueue(n, group=f"t{n % 16}")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
-    server = await _server_usec(queue, "ping" if ping else "evalsha")
+    server = await engine_usec_per_script(queue, "ping" if ping else "evalsha")
     return wall / calls * 1e6, cpu / calls * 1e6, server
 
 

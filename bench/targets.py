@@ -29,6 +29,7 @@ from pathlib import Path
 
 from _harness import serve
 from echomq import Item, Queue
+from echomq.testing import discard
 
 BENCH = Path(__file__).resolve().parent
 RATE, SECONDS = 200.0, 5.0
@@ -36,12 +37,6 @@ RATE, SECONDS = 200.0, 5.0
 
 def _fresh(kind: str) -> str:
     return f"tg-{kind}-{time.time_ns()}"
-
-
-async def _cleanup(queue: Queue) -> None:
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 async def single(url: str, calls: int) -> float:
@@ -52,7 +47,7 @@ async def single(url: str, calls: int) -> float:
     for n in range(calls):
         await queue.enqueue(n, group=f"t{n % 16}")
     rate = calls / (time.perf_counter() - start)
-    await _cleanup(queue)
+    await discard(queue)
     return rate
 
 
@@ -63,7 +58,7 @@ async def bulk(url: str, jobs: int) -> float:
     for first in range(0, jobs, 1000):
         await queue.enqueue_many([Item(n, group=f"t{n % 16}") for n in range(first, first + 1000)])
     rate = jobs / (time.perf_counter() - start)
-    await _cleanup(queue)
+    await discard(queue)
     return rate
 
 
@@ -106,7 +101,7 @@ async def drain(url: str, jobs: int, extra: list[str]) -> float:
         rate = (done - first_seen) / (time.perf_counter() - start)
     finally:
         await _stop(process)
-        await _cleanup(queue)
+        await discard(queue)
     return rate
 
 
@@ -128,7 +123,7 @@ async def latency(url: str) -> tuple[float, float]:
             await _until(queue, total + 1, process)
         finally:
             await _stop(process)
-            await _cleanup(queue)
+            await discard(queue)
         samples = [float(line) for line in samples_file.read_text().split()][1:]
     cuts = statistics.quantiles(samples, n=100, method="inclusive")
     return statistics.median(samples) * 1e3, cuts[98] * 1e3

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._checks import text
 from ._connector import Arg
@@ -32,10 +32,10 @@ Admitted = tuple[int, str] | EchoMQError
 SettleCode = int | EchoMQError
 
 
-@dataclass(frozen=True, slots=True)
-class Admission:
-    """One job as ``enqueue.lua`` takes it. ``run_at``: 0 now, > 0 absolute server ms,
-    < 0 in ``-run_at`` ms; ``dedup`` "" for none; ``dedup_ttl_ms`` 0 for the row's life."""
+class Admission(NamedTuple):
+    """One job as ``enqueue.lua`` takes it; its fields, in order, are the item's ``ARGV``.
+    ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
+    ``dedup_ttl_ms`` 0 for the row's life."""
 
     id: str
     payload: bytes
@@ -45,9 +45,8 @@ class Admission:
     dedup_ttl_ms: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Failure:
-    """One failed attempt as ``retry.lua`` takes it."""
+class Failure(NamedTuple):
+    """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``."""
 
     id: str
     token: int
@@ -75,11 +74,6 @@ class TickReply:
     next_due_ms: int  # < 0: nothing waits on time
 
 
-def _chunks(flat: list[Arg], width: int, size: int) -> list[list[Arg]]:
-    step = width * size
-    return [flat[start : start + step] for start in range(0, len(flat), step)]
-
-
 class Engine:
     """The transitions of one queue on one wire, each one typed method."""
 
@@ -101,66 +95,53 @@ class Engine:
         self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
 
-    async def _batched(self, script: Script, flat: list[Arg], width: int, size: int) -> list[Any]:
-        """Run ``script`` over ``flat`` (``width`` arguments per item) in chunks of ``size``
-        items, pipelined; each item's reply in order, a chunk's failure in place of each."""
-        chunks = _chunks(flat, width, size)
-        if len(chunks) == 1:
+    async def _batched(
+        self, script: Script, items: Sequence[Sequence[Arg]], size: int, width: int
+    ) -> list[Any]:
+        """Run ``script`` over ``items`` in chunks of ``size``, pipelined. Each item's reply in
+        order: the ``width`` values the script answers for it (one value when ``width`` is 1),
+        or the failure of the call that carried it."""
+        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+        calls = [(script, self._keys, [arg for item in chunk for arg in item]) for chunk in chunks]
+        if len(calls) == 1:
             try:
-                return list(await self.registry.run(self.wire, script, self._keys, chunks[0]))
+                replies: list[Any] = [await self.registry.run(self.wire, *calls[0])]
             except EchoMQError as exc:
-                return [exc] * (len(flat) // width)
-        calls = [(script, self._keys, chunk) for chunk in chunks]
-        # One pipeline per call: each carries a whole chunk, and an answered one is kept.
-        replies = await self.registry.run_many(self.wire, calls, per_pipeline=1)
+                replies = [exc]
+        else:
+            # One pipeline per call: each carries a whole chunk, and an answered one is kept.
+            replies = await self.registry.run_many(self.wire, calls, per_pipeline=1)
         out: list[Any] = []
         for chunk, reply in zip(chunks, replies, strict=True):
             if isinstance(reply, EchoMQError):
-                out += [reply] * (len(chunk) // width)
-            else:
+                out += [reply] * len(chunk)
+            elif width == 1:
                 out += reply
+            else:
+                out += [reply[i : i + width] for i in range(0, len(reply), width)]
         return out
 
     # -- admission and settles (batch-native: k items per call) ---------------------------------
 
     async def enqueue(self, items: Sequence[Admission]) -> list[Admitted]:
         """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
-        flat: list[Arg] = []
-        for item in items:
-            flat += (item.id, item.payload, item.group, item.run_at, item.dedup, item.dedup_ttl_ms)
-        replies = await self._batched(self._enqueue, flat, 6, ADMIT_CHUNK)
-        out: list[Admitted] = []
-        i = 0
-        while i < len(replies):
-            code = replies[i]
-            if isinstance(code, EchoMQError):
-                out.append(code)
-                i += 1
-                continue
-            detail = replies[i + 1]
-            out.append(_refusal(detail) if code == -1 else (int(code), text(detail)))
-            i += 2
-        return out
+        replies = await self._batched(self._enqueue, items, ADMIT_CHUNK, 2)
+        return [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
 
     async def enqueue_one(self, item: Admission) -> tuple[int, str]:
         """Admit one item; its refusal is raised."""
-        args = (item.id, item.payload, item.group, item.run_at, item.dedup, item.dedup_ttl_ms)
-        code, detail = await self.registry.run(self.wire, self._enqueue, self._keys, args)
-        if code == -1:
-            raise _refusal(detail)
-        return int(code), text(detail)
+        reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, item))
+        if isinstance(reply, EchoMQError):
+            raise reply
+        return reply
 
     async def complete(self, jobs: Sequence[tuple[str, int]]) -> list[SettleCode]:
         """Complete ``(id, token)`` jobs; per job 1 completed, 0 gone, -1 stale, -2 settled."""
-        flat: list[Arg] = [value for pair in jobs for value in pair]
-        return await self._batched(self._complete, flat, 2, SETTLE_CHUNK)
+        return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1)
 
     async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
         """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 0 gone, -1 stale, -2 settled."""
-        flat: list[Arg] = []
-        for f in failures:
-            flat += (f.id, f.token, f.delay_ms, f.max_attempts, f.error)
-        return await self._batched(self._retry, flat, 5, SETTLE_CHUNK)
+        return await self._batched(self._retry, failures, SETTLE_CHUNK, 1)
 
     # -- claim and leases ----------------------------------------------------------------------
 
@@ -258,5 +239,6 @@ class Engine:
         return self.registry.run(self.wire, script, self._keys, args)
 
 
-def _refusal(detail: Any) -> EchoMQError:
-    return server_error(text(detail))
+def _admitted(code: int, detail: Any) -> Admitted:
+    """One item's two reply values: ``(code, id)``, or its refusal (code -1)."""
+    return server_error(text(detail)) if code == -1 else (int(code), text(detail))

@@ -9,8 +9,8 @@ round trip with these settles.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ._errors import EchoMQError
 from ._results import CompleteOutcome, Failed, Job, RetryOutcome
@@ -18,6 +18,8 @@ from ._results import CompleteOutcome, Failed, Job, RetryOutcome
 if TYPE_CHECKING:
     from ._queue import Queue
 
+_Item = TypeVar("_Item", Job, Failed)
+_Outcome = TypeVar("_Outcome", CompleteOutcome, RetryOutcome)
 OnCompleted = Callable[[Job, CompleteOutcome | EchoMQError], None]
 OnRetried = Callable[[Failed, RetryOutcome | EchoMQError], None]
 
@@ -65,31 +67,25 @@ class Settler:
         completes, self._completes = self._completes, []
         retries, self._retries = self._retries, []
         if completes:
-            self._send(self._complete(completes))
+            self._send(_answer(self._queue.complete_each, completes, self._on_completed))
         if retries:
-            self._send(self._retry(retries))
+            self._send(_answer(self._queue.retry_each, retries, self._on_retried))
 
     def _send(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
         self._sending.add(task)
         task.add_done_callback(self._sending.discard)
 
-    async def _complete(self, jobs: list[Job]) -> None:
-        try:
-            outcomes: list[CompleteOutcome | EchoMQError] = list(
-                await self._queue.complete_each(jobs)
-            )
-        except EchoMQError as exc:
-            outcomes = [exc] * len(jobs)
-        for job, outcome in zip(jobs, outcomes, strict=True):
-            self._on_completed(job, outcome)
 
-    async def _retry(self, failures: list[Failed]) -> None:
-        try:
-            outcomes: list[RetryOutcome | EchoMQError] = list(
-                await self._queue.retry_each(failures)
-            )
-        except EchoMQError as exc:
-            outcomes = [exc] * len(failures)
-        for failed, outcome in zip(failures, outcomes, strict=True):
-            self._on_retried(failed, outcome)
+async def _answer(
+    settle: Callable[[list[_Item]], Awaitable[Sequence[_Outcome]]],
+    items: list[_Item],
+    report: Callable[[_Item, _Outcome | EchoMQError], None],
+) -> None:
+    """One batch call, then each item's outcome reported (the call's failure for each)."""
+    try:
+        outcomes: Sequence[_Outcome | EchoMQError] = await settle(items)
+    except EchoMQError as exc:
+        outcomes = [exc] * len(items)
+    for item, outcome in zip(items, outcomes, strict=True):
+        report(item, outcome)
