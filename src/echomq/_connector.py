@@ -179,7 +179,8 @@ class Connector:
 
     @property
     def is_connected(self) -> bool:
-        return self._proto is not None
+        """The socket is up and its handshake done (a socket mid-handshake is not connected)."""
+        return self._proto is not None and self._ready is not None and self._ready.is_set()
 
     async def connect(self) -> Connector:
         """Open the socket and run the handshake; raises a typed error on failure."""
@@ -399,6 +400,8 @@ class Connector:
             if isinstance(exc, asyncio.TimeoutError):
                 raise WireTimeout("handshake timed out", address=self.address) from None
             raise
+        if self._established:
+            self.reconnects += 1  # counted before anyone can see the connector ready again
         self._established = True
         if self._ready is not None:
             self._ready.set()
@@ -491,6 +494,5 @@ class Connector:
                 log.info("reconnect to %s failed: %s", self.address, exc)
                 delay = min(delay * 2, _BACKOFF_MAX)
                 continue
-            self.reconnects += 1
             log.info("reconnected to %s", self.address)
             return
