@@ -4,13 +4,15 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
+SOURCES := src codemojex/src tests bench examples
 
 .PHONY: run test check lint fmt bench clean tls-deps browser-deps cluster
 
-$(STAMP): pyproject.toml
+# Two distributions: echomq (the library, with every extra) and codemojex (the game, on echomq).
+$(STAMP): pyproject.toml codemojex/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[all,dev]' -e ./codemojex
 	touch $(STAMP)
 
 run: $(STAMP)
@@ -31,16 +33,16 @@ browser-deps:
 	    { echo "chromium is needed by the browser tests: install it (apt-get install chromium)"; exit 1; }; }
 
 check: $(STAMP)
-	$(BIN)/ruff format --check src tests bench
-	$(BIN)/ruff check src tests bench
+	$(BIN)/ruff format --check $(SOURCES)
+	$(BIN)/ruff check $(SOURCES)
 	$(BIN)/mypy
 
 test: check tls-deps browser-deps
 	$(BIN)/pytest -n 2 --dist loadfile
 
 fmt: $(STAMP)
-	$(BIN)/ruff format src tests bench
-	$(BIN)/ruff check --fix src tests bench
+	$(BIN)/ruff format $(SOURCES)
+	$(BIN)/ruff check --fix $(SOURCES)
 
 # A local Valkey Cluster (3 primaries + 1 replica each) on loopback: prints the seed URL, Ctrl-C stops it.
 cluster: $(STAMP)

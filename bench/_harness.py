@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 
 from echomq import Queue
-from echomq._server import EmbeddedValkey
+from echomq.server import EmbeddedValkey
 
 
 def serve(

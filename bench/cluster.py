@@ -19,7 +19,7 @@ from concurrent.futures import ProcessPoolExecutor
 
 from echomq import Item, Queue
 from echomq._cluster import ClusterRouter
-from echomq._cluster_server import ClusterOptions, EmbeddedCluster
+from echomq.server import ClusterOptions, EmbeddedCluster
 from echomq._keys import Keyspace, slot
 from echomq._url import seeds_from_url
 

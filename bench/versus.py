@@ -16,7 +16,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from echomq._server import EmbeddedValkey
+from echomq.server import EmbeddedValkey
 
 BENCH = Path(__file__).resolve().parent
 LABELS = {

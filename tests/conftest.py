@@ -15,9 +15,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from echomq._cluster_server import EmbeddedCluster
 from echomq._queue import Queue
-from echomq._server import EmbeddedValkey
+from echomq.server import EmbeddedCluster, EmbeddedValkey
 from echomq.testing import discard
 
 

@@ -14,9 +14,6 @@ import sys
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from rich.console import Console
-from rich.table import Table
-
 from ._checks import count
 from ._queue import Queue
 from ._snapshot import queue_exists, read_snapshot
@@ -183,21 +180,33 @@ def show(command: str, data: Any, as_json: bool) -> None:
     if as_json:
         print(json.dumps(data, indent=2))
         return
-    console = Console(soft_wrap=False)
     if command in ("lanes", "dead"):
         if not data:
-            console.print(f"(no {'lanes' if command == 'lanes' else 'dead jobs'})")
+            print(f"(no {'lanes' if command == 'lanes' else 'dead jobs'})")
             return
-        table = Table(*data[0].keys())
-        for row in data:
-            table.add_row(*("" if v is None else str(v) for v in row.values()))
-        console.print(table)
+        _table(
+            list(data[0].keys()), [["" if v is None else str(v) for v in r.values()] for r in data]
+        )
     elif command == "stats":
-        table = Table("state", "value")
-        for key, value in data.items():
-            table.add_row(key, json.dumps(value) if isinstance(value, dict) else str(value))
-        console.print(table)
+        rows = [[k, json.dumps(v) if isinstance(v, dict) else str(v)] for k, v in data.items()]
+        _table(["state", "value"], rows)
     elif command == "ring":
-        console.print(" -> ".join(data) if data else "(the ring is empty)")
+        print(" -> ".join(data) if data else "(the ring is empty)")
     else:
-        console.print(", ".join(f"{k}: {v}" for k, v in data.items() if v is not None))
+        print(", ".join(f"{k}: {v}" for k, v in data.items() if v is not None))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    """A rich table (the ``echomq[cli]`` extra), or aligned plain columns without it."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        return
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*row)
+    Console(soft_wrap=False).print(table)

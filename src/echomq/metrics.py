@@ -12,12 +12,17 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import generate_latest
-from prometheus_client.registry import Collector
-from starlette.requests import Request
-from starlette.responses import Response
+from ._extras import missing
+
+try:
+    from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+    from prometheus_client.exposition import generate_latest
+    from prometheus_client.registry import Collector
+    from starlette.requests import Request
+    from starlette.responses import Response
+except ImportError as exc:  # /metrics is an extra
+    raise ImportError(missing("metrics", "echomq.metrics")) from exc
 
 from ._checks import count
 from ._consumer import Observer, Outcome

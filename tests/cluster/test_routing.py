@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from echomq._cluster import ClusterRouter, command_slot
-from echomq._cluster_server import EmbeddedCluster
+from echomq.server import EmbeddedCluster
 from echomq._connector import Connector
 from echomq._errors import CrossSlotError, InvalidArgument, ServerError
 from echomq._keys import Keyspace, slot

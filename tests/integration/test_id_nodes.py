@@ -17,7 +17,7 @@ import pytest
 from echomq import ConnectionOptions, Connector, Item, Minter, NodeLeaseError, Queue
 from echomq._ids import TS_SHIFT, parse
 from echomq._nodes import NODES_KEY
-from echomq._server import EmbeddedValkey
+from echomq.server import EmbeddedValkey
 
 FULL = os.environ.get("ECHOMQ_TEST_FULL_SCALE") == "1"
 PRODUCERS = 8

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from echomq._server import EmbeddedValkey, ServerOptions, ServerStartError
+from echomq.server import EmbeddedValkey, ServerOptions, ServerStartError
 
 DEADLINE = 10.0  # seconds a process gets to come and go
 
@@ -77,7 +77,7 @@ def child_script(data_dir: Path, then: str) -> str:
     return (
         "import os, signal, sys, time\n"
         "from pathlib import Path\n"
-        "from echomq._server import EmbeddedValkey, ServerOptions\n"
+        "from echomq.server import EmbeddedValkey, ServerOptions\n"
         f"server = EmbeddedValkey(ServerOptions(data_dir=Path({str(data_dir)!r}))).start()\n"
         "print(server.pid, flush=True)\n"
         f"{then}\n"

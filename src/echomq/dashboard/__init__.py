@@ -15,11 +15,16 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from starlette.applications import Starlette
-from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
+from .._extras import missing
+
+try:
+    from starlette.applications import Starlette
+    from starlette.datastructures import Headers
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+except ImportError as exc:  # the dashboard is an extra
+    raise ImportError(missing("dashboard", "echomq.dashboard")) from exc
 
 from .._checks import count, ms
 from .._errors import InvalidArgument

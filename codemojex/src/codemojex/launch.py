@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from codemojex.datadir import DataDir
 from codemojex.telegram.sandbox import Sandbox, SandboxOptions
 from codemojex.telegram.transport import TELEGRAM_API_BASE, TelegramConfig
-from echomq._server import EmbeddedValkey, ServerOptions
+from echomq.server import EmbeddedValkey, ServerOptions
 
 Say = Callable[[str], None]
 

@@ -19,7 +19,7 @@ from rich.console import Console
 from codemojex.flood.report import FloodReport, LiveProgress, render, summarise
 from codemojex.flood.run import run_flood
 from codemojex.flood.scenario import SMALL, FloodOptions
-from echomq._server import EmbeddedValkey
+from echomq.server import EmbeddedValkey
 
 
 def _count(text: str) -> int:

