@@ -11,6 +11,8 @@ stop the processes they started, and both die with the process that started them
 
 from __future__ import annotations
 
+import contextlib
+
 from ._cluster_server import ClusterOptions, EmbeddedCluster
 from ._server import EmbeddedValkey, ServerOptions, ServerStartError
 
@@ -21,3 +23,39 @@ __all__ = [
     "ServerOptions",
     "ServerStartError",
 ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m echomq.server [--port 6379] [--data DIR] [--cluster]``: run an embedded Valkey
+    (or a local cluster) in the foreground, print its URL, stop on Ctrl-C or SIGTERM."""
+    import argparse
+    import signal
+    import threading
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(prog="python -m echomq.server", description=main.__doc__)
+    parser.add_argument("--port", type=int, default=6379, help="0: a free port")
+    parser.add_argument("--data", type=Path, help="keep the data (AOF) in this folder")
+    parser.add_argument("--cluster", action="store_true", help="a 3-primary cluster instead")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    options = ServerOptions(
+        port=args.port or None, data_dir=args.data, appendonly=args.data is not None
+    )
+    try:
+        server: EmbeddedValkey | EmbeddedCluster = (
+            EmbeddedCluster() if args.cluster else EmbeddedValkey(options)
+        )
+        with server:
+            print(f"valkey ready: {server.url}  (Ctrl-C stops it)", flush=True)
+            with contextlib.suppress(KeyboardInterrupt):
+                stop.wait()
+    except ServerStartError as exc:
+        print(f"python -m echomq.server: {exc}", flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

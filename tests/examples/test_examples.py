@@ -1,0 +1,126 @@
+"""Every program under examples/ runs here, against the session's real Valkey, and what it
+shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
+and the dashboard mounted in an ASGI app."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from types import ModuleType
+
+import httpx
+import pytest
+
+from echomq import AppWorker, Queue
+from echomq.testing import discard, serve_app
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def run(script: str, url: str) -> str:
+    done = subprocess.run(
+        [sys.executable, str(EXAMPLES / script)],
+        env={**os.environ, "ECHOMQ_URL": url},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+async def forget(url: str, *names: str) -> None:
+    for name in names:
+        await discard(await Queue.connect(url, name))
+
+
+@pytest.fixture
+def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
+    """The example package, imported with its App pointed at the test server."""
+    monkeypatch.setenv("ECHOMQ_URL", valkey_url)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    for name in [m for m in sys.modules if m == "emailapp" or m.startswith("emailapp.")]:
+        del sys.modules[name]
+    return importlib.import_module("emailapp.web")
+
+
+@pytest.fixture
+async def clean(valkey_url: str) -> AsyncIterator[None]:
+    yield
+    await forget(valkey_url, "email", "rates-demo", "results-demo")
+
+
+async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
+    emailapp: ModuleType, clean: None
+) -> None:
+    tasks = sys.modules["emailapp.tasks"]
+    async with serve_app(emailapp.api) as base, httpx.AsyncClient(base_url=base) as http:
+        posted = await http.post(
+            "/tenants/acme/emails", json={"to": "a@acme.test", "subject": "hi"}
+        )
+        assert posted.status_code == 202
+        job = posted.json()
+        assert job["verdict"] == "enqueued"
+        lanes = {lane.group: lane.pending for lane in await tasks.app.queue("email").lanes()}
+        assert lanes == {"acme": 1}
+        await AppWorker(tasks.app).run_until_idle()
+        got = await http.get(f"/emails/{job['id']}", params={"wait": 5})
+    assert got.json() == {
+        "id": job["id"],
+        "state": "completed",
+        "result": {"accepted": "a@acme.test", "attempt": "1"},
+    }
+    assert tasks.OUTBOX[-1] == {"tenant": "acme", "to": "a@acme.test", "subject": "hi"}
+
+
+async def test_sync_producer_survives_the_fork_of_a_preforking_server(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("sync_producer.py", valkey_url)
+    assert "worker 0: enqueued 50 emails" in out
+    assert "worker 1: enqueued 50 emails" in out
+    queue = await Queue.connect(valkey_url, "email")
+    try:
+        lanes = {lane.group: lane.pending for lane in await queue.lanes()}
+    finally:
+        await queue.close()
+    assert lanes == {"acme": 1, "tenant-0": 50, "tenant-1": 50}  # every job once, none lost
+
+
+async def test_tenant_rates_hold_acme_at_five_a_second(valkey_url: str, clean: None) -> None:
+    lines = dict(line.split(": ", 1) for line in run("tenant_rates.py", valkey_url).splitlines())
+    acme_sent, acme_span = lines["acme"].split(" sent over ")
+    assert acme_sent == "10"
+    # Ten claims at five per one-second window need a second window: at least ~1 s apart.
+    assert float(acme_span.removesuffix(" s")) >= 0.9
+    assert lines["zen"].startswith("40 sent")
+
+
+async def test_results_example_reads_a_result_and_a_failure(valkey_url: str, clean: None) -> None:
+    out = run("results.py", valkey_url)
+    assert "2 + 3 = 5" in out
+    assert "1 / 0 failed: ZeroDivisionError: division by zero" in out
+    assert "ZeroDivisionError: division by zero" in out.splitlines()[2]
+    assert "status: completed attempts 1" in out
+
+
+async def test_dashboard_mounts_in_an_asgi_app(
+    valkey_url: str, monkeypatch: pytest.MonkeyPatch, clean: None
+) -> None:
+    monkeypatch.setenv("ECHOMQ_URL", valkey_url)
+    monkeypatch.syspath_prepend(str(EXAMPLES))
+    sys.modules.pop("dashboard_asgi", None)
+    module = importlib.import_module("dashboard_asgi")
+    async with serve_app(module.site) as base, httpx.AsyncClient(base_url=base) as http:
+        home = await http.get("/")
+        snapshot = await http.get("/queues/api/snapshot")
+        refused = await http.post(
+            "/queues/api/queues/email/lanes/acme/pause", headers={"X-Dashboard-Token": "wrong"}
+        )
+    assert home.text.startswith("my app")
+    assert [q["name"] for q in snapshot.json()["queues"]] == ["email"]
+    assert refused.status_code == 403
