@@ -40,6 +40,7 @@ from ._metronome import Metronome
 from ._pool import Pool, Wire
 from ._queue import Item, Queue
 from ._results import (
+    Completed,
     CompleteOutcome,
     Counts,
     Empty,
@@ -69,6 +70,7 @@ __all__ = [
     "ClusterRouter",
     "Codec",
     "CompleteOutcome",
+    "Completed",
     "ConnectError",
     "ConnectionOptions",
     "Connector",

@@ -44,8 +44,8 @@ class Admin:
         settings = ("max", max, "window", ms(window, "window", positive=True))
         await self._engine.configure(settings)
 
-    async def drain(self, schedule: bool) -> int:
-        return await drain_lanes(self._engine, "", schedule)
+    async def drain(self, schedule: bool, results: bool = False) -> int:
+        return await drain_lanes(self._engine, "", schedule, results)
 
     async def obliterate(self, force: bool) -> None:
         while await self._engine.obliterate(force, DRAIN_BUDGET):

@@ -36,6 +36,10 @@ MAX_TOKEN: Final = (1 << 53) - 1
 MAX_PAYLOAD: Final = 16 << 20
 #: The longest error text a retry keeps as ``last_error``; longer text is cut, not refused.
 MAX_ERROR: Final = 16 << 10
+#: The longest traceback a failed attempt keeps on its row, in bytes: the tail is kept.
+MAX_TRACEBACK: Final = 8 << 10
+#: The longest a completed job's row may be kept as its result (``result_ttl``): 30 days.
+MAX_RESULT_TTL: Final = 30 * 86_400
 #: A timestamp above this many seconds (the year 5138) is a millisecond value by mistake.
 MAX_UNIX_SECONDS: Final = 100_000_000_000
 
@@ -75,6 +79,20 @@ def error_text(error: object) -> str:
     if len(message) <= MAX_ERROR:
         return message
     return message[: MAX_ERROR - 1] + "…"
+
+
+def traceback_text(traceback: str | None) -> str:
+    """A failed attempt's traceback as its row keeps it: "" for none, else its last
+    ``MAX_TRACEBACK`` bytes of UTF-8 (the tail says where it failed; cut, never refused)."""
+    if not traceback:
+        return ""
+    if not isinstance(traceback, str):
+        raise InvalidArgument("traceback", traceback, "must be a str or None")
+    data = traceback.encode("utf-8", "replace")
+    if len(data) <= MAX_TRACEBACK:
+        return data.decode("utf-8")
+    # "…" is 3 bytes; a cut through a character drops its stray continuation bytes.
+    return "…" + data[len(data) - MAX_TRACEBACK + 3 :].decode("utf-8", "ignore")
 
 
 def text(value: Any) -> str:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from ._backoff import Backoff, Exponential, Jitter
 from ._cadence import SCHEDULED_TOKEN, Cadence
-from ._checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms
+from ._checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
 from ._connector import Connector
 from ._errors import (
     EchoMQError,
@@ -345,7 +345,7 @@ class Consumer:
 
     async def _execute(self, job: Job) -> None:
         try:
-            await self.handler(job)
+            value = await self.handler(job)
         except Retry as signal:
             self._fail(job, signal.after, self.options.max_attempts, describe(signal))
         except Drop as signal:
@@ -362,21 +362,36 @@ class Consumer:
         except asyncio.CancelledError:
             raise  # stop's deadline passed: the lease is left to expire and be reaped
         except Exception as exc:
-            delay = self.options.backoff.delay(job.attempts)
-            log.info(
-                "%s: job %s attempt %d failed: %s",
-                self.name,
-                job.id,
-                job.attempts,
-                describe(exc),
-            )
-            log.debug("".join(traceback.format_exception(exc)))
-            self._fail(job, delay, self.options.max_attempts, describe(exc))
+            self._crashed(job, exc)
         else:
-            self._settler.complete(job)
+            # The return value is the job's result (kept while the queue's result_ttl lasts);
+            # encoded here, so a result the codec refuses fails this attempt alone.
+            try:
+                result = self.queue._result_data(value)
+            except InvalidArgument as exc:
+                self._crashed(job, exc)
+                return
+            self._settler.complete(job, result)
 
-    def _fail(self, job: Job, delay: float, max_attempts: int, error: str) -> None:
-        failed = Failed(job, error[:2000], delay, max_attempts)
+    def _crashed(self, job: Job, exc: Exception) -> None:
+        """An unexpected exception: one ERROR record with its traceback, which the job's row
+        keeps too; retried after the backoff, dead at the last attempt."""
+        log.error(
+            "%s: job %s attempt %d failed: %s",
+            self.name,
+            job.id,
+            job.attempts,
+            describe(exc),
+            exc_info=exc,
+        )
+        delay = self.options.backoff.delay(job.attempts)
+        formatted = "".join(traceback.format_exception(exc))
+        self._fail(job, delay, self.options.max_attempts, describe(exc), formatted)
+
+    def _fail(
+        self, job: Job, delay: float, max_attempts: int, error: str, formatted: str | None = None
+    ) -> None:
+        failed = Failed(job, error[:2000], delay, max_attempts, traceback_text(formatted))
         try:
             ms(delay, "delay")  # checked here, so a bad delay costs this job alone
         except InvalidArgument as exc:

@@ -46,13 +46,24 @@ class Admission(NamedTuple):
 
 
 class Failure(NamedTuple):
-    """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``."""
+    """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``.
+    ``traceback`` "" for none (at most ``_checks.MAX_TRACEBACK`` bytes)."""
 
     id: str
     token: int
     delay_ms: int
     max_attempts: int
     error: str
+    traceback: str = ""
+
+
+class Success(NamedTuple):
+    """One succeeded job as ``complete.lua`` takes it; its fields, in order, are its ``ARGV``.
+    ``result`` is the codec's bytes, b"" when the queue keeps no results."""
+
+    id: str
+    token: int
+    result: bytes = b""
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +107,22 @@ class Engine:
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
 
     async def _batched(
-        self, script: Script, items: Sequence[Sequence[Arg]], size: int, width: int
+        self,
+        script: Script,
+        items: Sequence[Sequence[Arg]],
+        size: int,
+        width: int,
+        head: Sequence[Arg] = (),
     ) -> list[Any]:
-        """Run ``script`` over ``items`` in chunks of ``size``, pipelined. Each item's reply in
-        order: the ``width`` values the script answers for it (one value when ``width`` is 1),
-        or the failure of the call that carried it."""
+        """Run ``script`` over ``items`` in chunks of ``size``, pipelined, each call's ``ARGV``
+        opening with ``head``. Each item's reply in order: the ``width`` values the script
+        answers for it (one value when ``width`` is 1), or the failure of the call that
+        carried it."""
         chunks = [items[start : start + size] for start in range(0, len(items), size)]
-        calls = [(script, self._keys, [arg for item in chunk for arg in item]) for chunk in chunks]
+        calls = [
+            (script, self._keys, [*head, *(arg for item in chunk for arg in item)])
+            for chunk in chunks
+        ]
         if len(calls) == 1:
             try:
                 replies: list[Any] = [await self.registry.run(self.wire, *calls[0])]
@@ -135,9 +155,10 @@ class Engine:
             raise reply
         return reply
 
-    async def complete(self, jobs: Sequence[tuple[str, int]]) -> list[SettleCode]:
-        """Complete ``(id, token)`` jobs; per job 1 completed, 0 gone, -1 stale, -2 settled."""
-        return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1)
+    async def complete(self, jobs: Sequence[Success], ttl_ms: int = 0) -> list[SettleCode]:
+        """Complete jobs, keeping each row (with its result) ``ttl_ms`` when > 0, else deleting
+        it; per job 1 completed, 0 gone, -1 stale, -2 settled."""
+        return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1, (ttl_ms,))
 
     async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
         """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 0 gone, -1 stale, -2 settled."""
@@ -217,9 +238,13 @@ class Engine:
 
     # -- cleanup -------------------------------------------------------------------------------
 
-    async def drain(self, group: str, schedule: bool, budget: int) -> tuple[int, bool]:
-        """Delete up to ``budget`` pending (and scheduled) jobs: ``(deleted, more)``."""
-        deleted, more = await self._run(self._drain, (group, int(schedule), budget))
+    async def drain(
+        self, group: str, schedule: bool, budget: int, results: bool = False
+    ) -> tuple[int, bool]:
+        """Delete up to ``budget`` pending (and scheduled, and kept completed) jobs:
+        ``(deleted, more)``."""
+        args = (group, int(schedule), budget, int(results))
+        deleted, more = await self._run(self._drain, args)
         return int(deleted), bool(more)
 
     async def obliterate(self, force: bool, budget: int) -> bool:

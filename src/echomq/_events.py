@@ -51,22 +51,30 @@ class Subscription:
     def _on_push(self, frame: list[Any]) -> None:
         kind = frame[0]
         if kind == self._kinds[0] and frame[1].decode() == self.channel:
-            try:
-                event = json.loads(frame[2])
-            except ValueError:
-                return
-            try:
-                self._inbox.put_nowait(event)
-            except asyncio.QueueFull:
-                self.dropped += 1  # a slow reader loses events, never the queue's work
+            self._deliver(frame[2])
         elif kind == self._kinds[1]:
             self.generation += 1
+            self._confirmed()
             asyncio.get_running_loop().create_task(self._notify())
         elif kind == b"sunsubscribe" and self.sharded:
             # The server let go of us: the channel's slot moved to another node. Follow it.
             retarget = getattr(self.connector, "retarget", None)
             if retarget is not None:
                 asyncio.get_running_loop().create_task(retarget(moved=True))
+
+    def _deliver(self, message: bytes) -> None:
+        """One message of the channel (a subclass may read it otherwise: see _waiters.py)."""
+        try:
+            event = json.loads(message)
+        except ValueError:
+            return
+        try:
+            self._inbox.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1  # a slow reader loses events, never the queue's work
+
+    def _confirmed(self) -> None:
+        """The server confirmed a (re-)subscription: ``generation`` was just counted up."""
 
     async def _notify(self) -> None:
         async with self._subscribed:

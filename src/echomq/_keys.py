@@ -219,6 +219,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "dead", "ZSET", "Keyspace.dead", "dead-lettered job ids, scored by ms of death"
     ),
     KeyShape(
+        QUEUE_ROOT + "done",
+        "ZSET",
+        "Keyspace.done",
+        "completed job ids whose rows are kept as results (result_ttl > 0), scored by the ms they "
+        "finished; also the name of the shard channel each completion and burial is announced on "
+        "(SPUBLISH <id>, from the script)",
+    ),
+    KeyShape(
         QUEUE_ROOT + "wake",
         "LIST",
         "Keyspace.wake",
@@ -335,6 +343,7 @@ class Keyspace:
     active: str = field(init=False, repr=False)
     schedule: str = field(init=False, repr=False)
     dead: str = field(init=False, repr=False)
+    done: str = field(init=False, repr=False)
     wake: str = field(init=False, repr=False)
     meta: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)

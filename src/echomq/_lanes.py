@@ -36,11 +36,11 @@ def lane_info(row: list[Any]) -> LaneInfo:
     )
 
 
-async def drain_lanes(engine: Engine, group: str, schedule: bool) -> int:
+async def drain_lanes(engine: Engine, group: str, schedule: bool, results: bool = False) -> int:
     """Delete pending jobs of ``group`` ("" = every lane), in bounded steps; the count."""
     total = 0
     while True:
-        deleted, more = await engine.drain(group, schedule, DRAIN_BUDGET)
+        deleted, more = await engine.drain(group, schedule, DRAIN_BUDGET, results)
         total += deleted
         if not more:
             return total

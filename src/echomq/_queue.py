@@ -20,14 +20,16 @@ from ._checks import (
     MAX_LEASE,
     MAX_LIMIT,
     MAX_PAYLOAD,
+    MAX_RESULT_TTL,
     MAX_TOKEN,
     MAX_UNIX_SECONDS,
     count,
     error_text,
     ms,
+    traceback_text,
 )
 from ._codec import Codec, JsonCodec
-from ._engine import Admission, Engine, Failure, SettleCode
+from ._engine import Admission, Engine, Failure, SettleCode, Success
 from ._errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
 from ._events import Subscription
 from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
@@ -36,6 +38,7 @@ from ._pool import Wire
 from ._publisher import Publisher
 from ._reads import Reads
 from ._results import (
+    Completed,
     CompleteOutcome,
     Counts,
     Empty,
@@ -53,6 +56,7 @@ from ._results import (
 )
 from ._scripts import ScriptRegistry
 from ._url import ConnectionOptions, seeds_from_url
+from ._waiters import WaiterHub
 
 _VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 _COMPLETED: dict[int, CompleteOutcome] = {1: "completed", 0: "gone", -1: "stale", -2: "settled"}
@@ -85,6 +89,9 @@ class Queue:
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
     Admission, claims and settles live here; the admin verbs and reads are those of the
     admin and read planes the queue holds, on the same typed engine.
+
+    ``result_ttl`` (seconds, 0 … 30 days): how long a completed job's row is kept, with its
+    result, for :meth:`job` and :meth:`wait`; 0 (the default) deletes it at completion.
     """
 
     def __init__(
@@ -96,8 +103,12 @@ class Queue:
         minter: _ids.Minter | None = None,
         scripts: ScriptRegistry | None = None,
         events: bool = True,
+        result_ttl: float = 0.0,
     ) -> None:
         self.keys = Keyspace(name)
+        #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
+        self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        self.result_ttl = self.result_ttl_ms / 1000
         self.name = name
         self.wire = wire
         self.codec = codec or JsonCodec()
@@ -114,6 +125,7 @@ class Queue:
         self._events = Publisher(wire, self.keys, enabled=events)
         self._listened = self._events.listened
         self._emit = self._events.emit
+        self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)
         self._owns_wire = False
 
     @classmethod
@@ -141,7 +153,8 @@ class Queue:
 
     async def close(self) -> None:
         """Give back the minter's node lease (when the queue made its minter) and close the
-        wire (when :meth:`connect` opened it)."""
+        wire (when :meth:`connect` opened it). Waits in progress raise :class:`Closed`."""
+        await self._waiters.close()
         if self._owns_minter:
             await self.minter.release()
         if self._owns_wire:
@@ -316,14 +329,20 @@ class Queue:
 
     # -- settle --------------------------------------------------------------------------------
 
-    async def complete(self, job: Job | str, token: int | None = None) -> bool:
-        """Settle a success: the row is deleted. False when the job is already gone.
+    async def complete(
+        self, job: Job | str, token: int | None = None, *, result: Any = None
+    ) -> bool:
+        """Settle a success. False when the job is already gone.
 
-        Raises :class:`StaleTokenError` when another claim holds the job now, and
+        With ``result_ttl`` 0 the row is deleted; else it is kept that long as ``completed``,
+        with ``result`` (encoded with the queue's codec, at most 16 MiB) for :meth:`job` and
+        :meth:`wait`. Raises :class:`StaleTokenError` when another claim holds the job now, and
         :class:`StateError` when this claim settled it already.
         """
         job_id, token = _ref(job, token)
-        (code,) = await self.engine.complete([(job_id, token)])
+        (code,) = await self.engine.complete(
+            [Success(job_id, token, self._result_data(result))], self.result_ttl_ms
+        )
         if isinstance(code, EchoMQError):
             raise code
         outcome = _COMPLETED[code]
@@ -331,38 +350,80 @@ class Queue:
             self._emit([{"event": "completed", "job": job_id}])
         return _raised(outcome, "complete", job_id) == "completed"
 
-    async def complete_each(self, jobs: Iterable[Job]) -> list[CompleteOutcome]:
-        """Complete many leased jobs, one script call per chunk of 100, each job fenced by its
-        own token; one outcome per job, in order, nothing raised for a job.
+    async def complete_each(self, jobs: Iterable[Job | Completed]) -> list[CompleteOutcome]:
+        """Complete many leased jobs (a :class:`Completed` carries its result), one script call
+        per chunk of 100, each job fenced by its own token; one outcome per job, in order,
+        nothing raised for a job (a result that cannot be encoded is refused, before any
+        write, with :class:`InvalidArgument`).
 
         ``completed``; ``gone`` (no such job); ``stale`` (another claim holds it now);
         ``settled`` (this claim settled it already); ``unknown`` (the connection dropped with
         the job in flight: it may or may not be completed; its lease decides, nothing is lost).
         """
-        batch = list(jobs)
-        if not batch:
+        none = self._result_data(None)  # a bare Job's result
+        successes = [
+            Success(*_ref(item.job, None), self._result_data(item.result))
+            if isinstance(item, Completed)
+            else Success(*_ref(item, None), none)
+            for item in jobs
+        ]
+        return await self._complete_successes(successes)
+
+    async def _complete_successes(self, successes: list[Success]) -> list[CompleteOutcome]:
+        """:meth:`complete_each` of jobs whose results are encoded already (the settler's)."""
+        if not successes:
             return []
-        codes = await self.engine.complete([_ref(job, None) for job in batch])
+        codes = await self.engine.complete(successes, self.result_ttl_ms)
         outcomes = [_outcome(code, _COMPLETED) for code in codes]
         if self._listened():
             self._emit(
-                {"event": "completed", "job": job.id}
-                for job, outcome in zip(batch, outcomes, strict=True)
+                {"event": "completed", "job": success.id}
+                for success, outcome in zip(successes, outcomes, strict=True)
                 if outcome == "completed"
             )
         return outcomes
 
-    async def complete_many(self, jobs: Iterable[Job]) -> list[bool]:
+    def _result_data(self, result: Any) -> bytes:
+        """``result`` as complete.lua keeps it: the codec's bytes, or b"" (not even encoded)
+        when the queue keeps no results."""
+        if not self.result_ttl_ms:
+            return b""
+        try:
+            data = self.codec.encode(result)
+        except InvalidArgument as exc:
+            raise InvalidArgument("result", exc.value, exc.reason) from None
+        if len(data) > MAX_PAYLOAD:
+            raise InvalidArgument(
+                "result", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
+            )
+        return data
+
+    async def complete_many(self, jobs: Iterable[Job | Completed]) -> list[bool]:
         """:meth:`complete_each` as booleans: True completed, False gone. A stale token raises
         :class:`StaleTokenError` (and a lost connection its error) after every other job in
         the batch was settled."""
         batch = list(jobs)
         outcomes = await self.complete_each(batch)
-        for job, outcome in zip(batch, outcomes, strict=True):
+        for item, outcome in zip(batch, outcomes, strict=True):
+            job = item.job if isinstance(item, Completed) else item
             if outcome == "unknown":
                 raise WireError(f"the connection dropped while completing {job.id}")
             _raised(outcome, "complete", job.id)
         return [outcome == "completed" for outcome in outcomes]
+
+    async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
+        """The job's row once it is ``completed`` or ``dead``; None when ``timeout`` seconds
+        pass first, and None at once when no such row exists (never admitted, or completed
+        on a queue that keeps no results, or its kept result expired).
+
+        Event-driven, never polling: every wait of the queue shares one sharded subscription
+        to the queue's ``done`` channel, on a connection of its own (opened at the first wait,
+        re-subscribed after a lost socket; the row is read again then, so nothing is missed).
+        """
+        job_id = _ids.validate(id, "JOB", "job id")
+        if timeout is not None:
+            ms(timeout, "timeout")
+        return await self._waiters.wait(job_id, timeout)
 
     async def retry(
         self,
@@ -372,14 +433,20 @@ class Queue:
         delay: float = 0.0,
         max_attempts: int = 3,
         error: str = "",
+        traceback: str | None = None,
     ) -> Literal["scheduled", "dead", "gone"]:
         """Settle a failure: schedule the next attempt after ``delay``, or dead-letter the job
-        once it failed ``max_attempts`` times (delays do not count as failures)."""
+        once it failed ``max_attempts`` times (delays do not count as failures). ``error`` is
+        kept as ``last_error``, ``traceback`` (its last 8 KiB) as ``traceback``."""
         job_id, token = _ref(job, token)
         failure = error_text(error)
         attempts = count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
         (code,) = await self.engine.retry(
-            [Failure(job_id, token, ms(delay, "delay"), attempts, failure)]
+            [
+                Failure(
+                    job_id, token, ms(delay, "delay"), attempts, failure, traceback_text(traceback)
+                )
+            ]
         )
         if isinstance(code, EchoMQError):
             raise code
@@ -397,7 +464,16 @@ class Queue:
             job_id, token = _ref(failed.job, None)
             attempts = count(failed.max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
             delay = ms(failed.delay, "delay")
-            batch.append(Failure(job_id, token, delay, attempts, error_text(failed.error)))
+            batch.append(
+                Failure(
+                    job_id,
+                    token,
+                    delay,
+                    attempts,
+                    error_text(failed.error),
+                    traceback_text(failed.traceback),
+                )
+            )
         if not batch:
             return []
         outcomes = [_outcome(code, _RETRIED) for code in await self.engine.retry(batch)]
@@ -516,9 +592,10 @@ class Queue:
         """
         await self._admin.rate_limit(max, window)
 
-    async def drain(self, *, schedule: bool = False) -> int:
-        """Delete every pending job (and scheduled ones with ``schedule``); leased jobs survive."""
-        return await self._admin.drain(schedule)
+    async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
+        """Delete every pending job (and scheduled ones with ``schedule``, kept results of
+        completed jobs with ``results``); leased and dead jobs survive."""
+        return await self._admin.drain(schedule, results)
 
     async def obliterate(self, *, force: bool = False) -> None:
         """Delete every key of the queue. Refuses unless paused, and with leased jobs unless
@@ -562,11 +639,13 @@ class Queue:
         return await self._reads.rate_limit_ttl()
 
     async def job(self, id: str) -> JobInfo | None:
-        """A job's row, or None when no such job exists (completed jobs are deleted)."""
+        """A job's row, or None when no such job exists (a completed job's row exists only
+        while the queue's ``result_ttl`` keeps it)."""
         return await self._reads.job(id)
 
     async def state(self, id: str) -> JobState:
-        """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``dead`` or ``absent``."""
+        """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``completed`` (a kept
+        result), ``dead`` or ``absent``."""
         return await self._reads.state(id)
 
     async def dead(self, limit: int = 100) -> list[JobInfo]:

@@ -15,7 +15,7 @@ from ._keys import Keyspace, validate_group
 from ._lanes import lane_info
 from ._results import Counts, JobInfo, JobState, LaneInfo
 
-_STATES = frozenset({"pending", "active", "scheduled", "dead"})
+_STATES = frozenset({"pending", "active", "scheduled", "completed", "dead"})
 
 
 class Reads:
@@ -65,6 +65,9 @@ class Reads:
             last_error=text(fields["last_error"]) if "last_error" in fields else None,
             stalled=int(fields.get("stalled", 0)),
             progress=text(fields["progress"]) if "progress" in fields else None,
+            result=self._codec.decode(fields["result"]) if "result" in fields else None,
+            finished=int(fields["finished"]) / 1000 if "finished" in fields else None,
+            traceback=text(fields["traceback"]) if "traceback" in fields else None,
         )
 
     async def state(self, id: str) -> JobState:

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from ._errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
-JobState = Literal["pending", "active", "scheduled", "dead", "absent"]
+JobState = Literal["pending", "active", "scheduled", "completed", "dead", "absent"]
 #: One job's answer to :meth:`Queue.complete_each`.
 CompleteOutcome = Literal["completed", "gone", "stale", "settled", "unknown"]
 #: One job's answer to :meth:`Queue.retry_each`.
@@ -53,15 +53,25 @@ class Job:
 
 
 @dataclass(frozen=True, slots=True)
+class Completed:
+    """One succeeded job for :meth:`Queue.complete_each`: ``result`` is kept on its row (encoded
+    with the queue's codec) when the queue keeps results (``result_ttl`` > 0)."""
+
+    job: Job
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
 class Failed:
     """One failed attempt for :meth:`Queue.retry_each`: retry ``job`` after ``delay`` seconds,
     or dead-letter it once it failed ``max_attempts`` times; ``error`` is kept as
-    ``last_error``."""
+    ``last_error``, and ``traceback`` (the formatted one, its last 8 KiB) as ``traceback``."""
 
     job: Job
     error: str = ""
     delay: float = 0.0
     max_attempts: int = 3
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +96,11 @@ class RateLimited:
 
 @dataclass(frozen=True, slots=True)
 class JobInfo:
-    """A job's row as stored: state, token, payload and the optional fields."""
+    """A job's row as stored: state, token, payload and the optional fields.
+
+    ``result`` (decoded with the queue's codec) is a completed job's, kept while the queue's
+    ``result_ttl`` lasts; ``finished`` is when it completed or went dead (Unix seconds, server
+    clock); ``traceback`` is the latest failed attempt's."""
 
     id: str
     state: JobState
@@ -96,6 +110,9 @@ class JobInfo:
     last_error: str | None = None
     stalled: int = 0
     progress: str | None = None
+    result: Any = None
+    finished: float | None = None
+    traceback: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,13 +12,16 @@ import asyncio
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ._engine import Success
 from ._errors import EchoMQError
 from ._results import CompleteOutcome, Failed, Job, RetryOutcome
 
 if TYPE_CHECKING:
     from ._queue import Queue
 
-_Item = TypeVar("_Item", Job, Failed)
+#: One buffered success: the job and its result as the codec encoded it (b"": none kept).
+_Success = tuple[Job, bytes]
+_Item = TypeVar("_Item", _Success, Failed)
 _Outcome = TypeVar("_Outcome", CompleteOutcome, RetryOutcome)
 OnCompleted = Callable[[Job, CompleteOutcome | EchoMQError], None]
 OnRetried = Callable[[Failed, RetryOutcome | EchoMQError], None]
@@ -31,7 +34,7 @@ class Settler:
         self._queue = queue
         self._on_completed = on_completed
         self._on_retried = on_retried
-        self._completes: list[Job] = []
+        self._completes: list[_Success] = []
         self._retries: list[Failed] = []
         self._is_scheduled = False
         self._sending: set[asyncio.Task[None]] = set()
@@ -41,8 +44,9 @@ class Settler:
         """Jobs waiting to be settled or being settled now."""
         return len(self._completes) + len(self._retries) + len(self._sending)
 
-    def complete(self, job: Job) -> None:
-        self._completes.append(job)
+    def complete(self, job: Job, result: bytes = b"") -> None:
+        """Complete ``job`` with its result already encoded (``Queue._result_data``)."""
+        self._completes.append((job, result))
         self._schedule()
 
     def retry(self, failed: Failed) -> None:
@@ -67,9 +71,16 @@ class Settler:
         completes, self._completes = self._completes, []
         retries, self._retries = self._retries, []
         if completes:
-            self._send(_answer(self._queue.complete_each, completes, self._on_completed))
+            self._send(_answer(self._complete, completes, self._completed))
         if retries:
             self._send(_answer(self._queue.retry_each, retries, self._on_retried))
+
+    def _complete(self, completes: list[_Success]) -> Awaitable[list[CompleteOutcome]]:
+        successes = [Success(job.id, job.attempts, result) for job, result in completes]
+        return self._queue._complete_successes(successes)
+
+    def _completed(self, item: _Success, outcome: CompleteOutcome | EchoMQError) -> None:
+        self._on_completed(item[0], outcome)
 
     def _send(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)

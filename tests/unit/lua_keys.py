@@ -42,6 +42,9 @@ KEY_COMMANDS = set(COMMAND_TYPES) | {"DEL", "UNLINK", "EXISTS", "PEXPIRE", "EXPI
 ALL_KEYS = {"DEL", "UNLINK", "EXISTS"}
 #: Commands without keys.
 NO_KEYS = {"TIME"}
+#: Commands that name a shard channel rather than a key, and the argument that does: a channel
+#: is held to LAYOUT like a key (its name is a shape's), without a type.
+CHANNEL_COMMANDS = {"SPUBLISH": 1, "PUBSUB": 2}
 
 REDIS_CALLS = ("redis.call", "redis.pcall")
 
@@ -427,6 +430,11 @@ class Analysis:
                 continue
             command = f.toks[a].text.upper()
             if command in NO_KEYS:
+                continue
+            if command in CHANNEL_COMMANDS:
+                at = CHANNEL_COMMANDS[command]
+                if len(call.args) > at:
+                    self._command_key(f, command, *call.args[at])
                 continue
             if command not in KEY_COMMANDS:
                 self.problems.append(

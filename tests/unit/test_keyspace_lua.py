@@ -165,6 +165,8 @@ def test_the_checker_passes_a_probe_that_builds_declared_keys() -> None:
             "command",
             "ZRANGESTORE",
         ),
+        ("redis.call('SPUBLISH', root .. 'chan', g)\n", "", "key", "emq:{<q>}:chan"),
+        ("redis.call('PUBSUB', 'SHARDNUMSUB', root .. 'chan')\n", "", "key", "emq:{<q>}:chan"),
         ("redis.call('SADD', root .. 'ring', g)\n", "", "type", "SADD (SET) on emq:{<q>}:ring"),
         ("local ring = root .. 'ring'\nredis.call('HGET', ring, g)\n", "", "type", "HGET"),
     ],

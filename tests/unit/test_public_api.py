@@ -13,7 +13,7 @@ PINNED = {
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
     "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
     "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError",
-    "CompleteOutcome", "Failed", "RetryOutcome",
+    "CompleteOutcome", "Failed", "RetryOutcome", "Completed",
 }  # fmt: skip
 
 

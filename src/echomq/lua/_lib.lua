@@ -199,6 +199,8 @@ local function detach(root, id, fields)
     redis.call('ZREM', root .. 'schedule', id)
   elseif state == 'dead' then
     redis.call('ZREM', root .. 'dead', id)
+  elseif state == 'completed' then
+    redis.call('ZREM', root .. 'done', id)
   end
   return g
 end
@@ -212,11 +214,29 @@ local function delete_row(root, id, row, dedup)
   redis.call('DEL', row)
 end
 
--- Dead-letter a job whose row is already detached.
-local function bury(root, id, row, err, now)
-  redis.call('HSET', row, 'state', 'dead', 'last_error', err)
+-- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and
+-- `traceback` the failed attempt's (nil or "" for none: an older attempt's is dropped).
+local function bury(root, id, row, err, now, traceback)
+  if traceback and traceback ~= '' then
+    redis.call('HSET', row, 'state', 'dead', 'last_error', err, 'finished', now,
+      'traceback', traceback)
+  else
+    redis.call('HSET', row, 'state', 'dead', 'last_error', err, 'finished', now)
+    redis.call('HDEL', row, 'traceback')
+  end
   redis.call('ZADD', root .. 'dead', now, id)
   redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+end
+
+-- Tell waiters (Queue.wait) that jobs finished, completed or dead: one `SPUBLISH done <id>`
+-- each, on the shard channel named like the `done` index (same slot, so cluster-legal). Asked
+-- first whether anyone subscribes, once per call: the common case, nobody waiting, costs one
+-- call per script instead of one per job. Race-free: a waiter subscribes before it reads.
+local function announce(root, ids)
+  if #ids == 0 then return end
+  local channel = root .. 'done'
+  if redis.call('PUBSUB', 'SHARDNUMSUB', channel)[2] == 0 then return end
+  for _, id in ipairs(ids) do redis.call('SPUBLISH', channel, id) end
 end
 
 -- Move due scheduled jobs back to their own lanes; return benched lanes whose rate window
@@ -271,5 +291,6 @@ local function reap_expired(root, limit, max_stalled, now)
   end
   for g in pairs(touched) do rering(root, g, now) end
   if ceiling > 0 and active_before >= ceiling and #recovered + #dead > 0 then wake(root) end
+  announce(root, dead)
   return {recovered, dead}
 end

@@ -1,22 +1,48 @@
--- complete.lua: jobs succeeded; delete their rows (completion deletes the row).
+-- complete.lua: jobs succeeded; delete their rows, or keep them as results for a while.
 -- One call settles k jobs (k >= 1), each fenced by its own token and settled on its own.
 -- KEYS[1] root   `emq:{q}:`
--- ARGV[2i-1], ARGV[2i]  id, token (the attempts value the claim returned) of job i
+-- ARGV[1]        ttl: ms a completed row is kept, 0 = delete it (the queue's result_ttl);
+--                at most 30 days
+-- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
+--                result (the codec's bytes; "" and unused when ttl is 0) of job i
+-- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
+-- its id is in `done` (score = finished ms) until then, so the admin verbs find it; each call
+-- trims a bounded number of expired members. A dedup key pointing at the job is deleted with
+-- the row (ttl 0), else kept: for its own TTL if it has one, else as long as the row.
+-- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
 -- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
--- delayed or dead). The settle rule is `holding` in _lib.lua. Every token is checked (EMQARG)
--- before the first write.
+-- delayed or dead). The settle rule is `holding` in _lib.lua. The ttl, every token and every
+-- result's size (16 MiB) are checked (EMQARG) before the first write.
 local root = KEYS[1]
-for i = 2, #ARGV, 2 do token_arg(ARGV[i]) end
-local out, done = {}, 0
-for i = 1, #ARGV, 2 do
+local ttl = int_arg(ARGV[1], 'ttl', 0, 2592000000)
+for i = 3, #ARGV, 3 do
+  token_arg(ARGV[i])
+  if #ARGV[i + 1] > 16777216 then
+    return redis.error_reply('EMQARG result: larger than 16777216 bytes')
+  end
+end
+local now = ttl > 0 and now_ms()
+local out, finished = {}, {}
+for i = 2, #ARGV, 3 do
   local id = ARGV[i]
   local row = root .. 'job:' .. id
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
     detach(root, id, fields)
-    delete_row(root, id, row, fields[4])
-    done = done + 1
+    if ttl == 0 then
+      delete_row(root, id, row, fields[4])
+    else
+      redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
+      redis.call('PEXPIRE', row, ttl)
+      redis.call('ZADD', root .. 'done', now, id)
+      if fields[4] then
+        -- NX: a key with a TTL of its own keeps it, the others live as long as the row.
+        local key = root .. 'de:' .. fields[4]
+        if redis.call('GET', key) == id then redis.call('PEXPIRE', key, ttl, 'NX') end
+      end
+    end
+    finished[#finished + 1] = id
     out[#out + 1] = 1
   elseif refusal == 'stale' then
     out[#out + 1] = -1
@@ -26,5 +52,15 @@ for i = 1, #ARGV, 2 do
     out[#out + 1] = 0
   end
 end
-if done > 0 then redis.call('HINCRBY', root .. 'metrics:completed', 'count', done) end
+if #finished > 0 then
+  redis.call('HINCRBY', root .. 'metrics:completed', 'count', #finished)
+  if ttl > 0 then
+    -- Rows older than the ttl expired by themselves; forget their ids, a bounded number per
+    -- call (more than a chunk adds, so the index cannot outgrow the kept rows for long).
+    local done = root .. 'done'
+    local old = redis.call('ZRANGE', done, '-inf', now - ttl, 'BYSCORE', 'LIMIT', 0, 200)
+    if #old > 0 then redis.call('ZREM', done, unpack(old)) end
+  end
+  announce(root, finished)
+end
 return out

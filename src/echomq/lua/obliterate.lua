@@ -4,13 +4,14 @@
 -- ARGV[2] budget  most job rows to delete in this call; > 0
 -- Returns 1 more to do, 0 done.
 -- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
--- Dedup keys go with their rows; none can outlive the queue except those with a TTL.
+-- Dedup keys go with their rows; none can outlive the queue except those with a TTL. Kept
+-- results (completed rows, found by the `done` index) go too.
 local root, force = KEYS[1], ARGV[1] == '1'
 local budget = int_arg(ARGV[2], 'budget', 1, 10000)
 if not redis.call('HGET', root .. 'meta', 'paused') then
   -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
   local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',
-    root .. 'dead', root .. 'lanes', root .. 'ring')
+    root .. 'dead', root .. 'done', root .. 'lanes', root .. 'ring')
   if left_over == 0 then return 0 end
   return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
 end
@@ -29,7 +30,7 @@ local function sweep(set)
   left = left - #ids
   return redis.call('EXISTS', set) == 0
 end
-for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead'}) do
+for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead', root .. 'done'}) do
   if not sweep(set) then return 1 end
 end
 for _, g in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do

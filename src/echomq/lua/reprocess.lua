@@ -12,7 +12,7 @@ if fields[1] ~= 'dead' then
 end
 local g = fields[2] or '_'
 redis.call('ZREM', root .. 'dead', id)
-redis.call('HDEL', row, 'last_error', 'stalled')
+redis.call('HDEL', row, 'last_error', 'stalled', 'finished', 'traceback')
 -- attempts is the fencing token and never goes back; grace resets the failure count.
 redis.call('HSET', row, 'state', 'pending', 'grace', fields[3])
 push_lane(root, g, id)
