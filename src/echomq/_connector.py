@@ -28,13 +28,12 @@ from ._errors import (
     Disconnected,
     EchoMQError,
     Overloaded,
-    ServerError,
     VersionFenceError,
     WireError,
     WireTimeout,
     server_error,
 )
-from ._keys import VERSION_KEY
+from ._handshake import check_handshake, handshake
 from ._url import ConnectionOptions
 
 log = logging.getLogger("echomq.wire")
@@ -57,7 +56,6 @@ _pack: Final[Callable[[tuple[Arg, ...]], bytes]] = hiredis.pack_command  # type:
 FLUSH_AT = 32 * 1024
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 2.0
-_AUTH_WORDS = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
 
 
 class _Gather:
@@ -407,29 +405,8 @@ class Connector:
             self._ready.set()
 
     async def _handshake(self) -> None:
-        opts = self.options
-        hello: list[Arg] = ["HELLO", 3]
-        if opts.password is not None:
-            hello += ["AUTH", opts.username or "default", opts.password]
-        if opts.client_name:
-            hello += ["SETNAME", opts.client_name]
-        commands: list[Command] = [hello]
-        if opts.db:
-            commands.append(("SELECT", opts.db))
-        if self.version_fence is not None:
-            commands.append(("SET", VERSION_KEY, self.version_fence, "NX", "GET"))
-        replies = await self.call_many(commands)
-        for reply in replies:
-            if isinstance(reply, ServerError):
-                if any(word in reply.message for word in _AUTH_WORDS):
-                    raise AuthError(
-                        f"authentication refused: {reply.message}", address=self.address
-                    )
-                raise ConnectError(f"handshake refused: {reply.message}", address=self.address)
-        if self.version_fence is not None:
-            found = replies[-1]
-            if found is not None and found.decode() != self.version_fence:
-                raise VersionFenceError(self.version_fence, found.decode(), address=self.address)
+        replies = await self.call_many(handshake(self.options, self.version_fence))
+        check_handshake(replies, self.version_fence, self.address)
 
     def _lost(self, proto: _Protocol, exc: Exception | None) -> None:
         n = len(proto.pending)
