@@ -54,6 +54,7 @@ from ._results import (
     Upkeep,
     Verdict,
 )
+from ._sync import SyncQueue
 from ._url import ConnectionOptions
 from ._worker import Worker, WorkerOptions, serve
 
@@ -114,6 +115,7 @@ __all__ = [
     "StaleTokenError",
     "StateError",
     "Subscription",
+    "SyncQueue",
     "Taken",
     "Tally",
     "Upkeep",

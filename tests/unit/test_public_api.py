@@ -12,7 +12,7 @@ PINNED = {
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
     "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
-    "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError",
+    "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError", "SyncQueue",
     "CompleteOutcome", "Failed", "RetryOutcome", "Completed",
 }  # fmt: skip
 
