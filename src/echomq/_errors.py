@@ -13,6 +13,10 @@
     ├── VersionFenceError      `{emq}:version` holds another wire version
     ├── NodeLeaseError         no id node could be leased, or the lease lapsed: nothing minted
     ├── ScriptLoadError        SCRIPT LOAD returned an unexpected sha
+    ├── TaskFailed             a task's job is dead: carries its error and traceback
+    ├── ResultTimeout          (also TimeoutError) no result within the wait's timeout
+    ├── ResultMissing          the job has no row: never admitted, or its kept result expired
+    ├── HookFailed             an App's startup hook raised: the worker does not start
     └── ServerError            an error reply from the server (message kept verbatim)
         └── Refusal            a typed `EMQ<CLASS> detail` refusal from a script
             ├── KindError      EMQKIND  (an id of the wrong namespace)
@@ -164,6 +168,46 @@ class ArgumentRefused(Refusal):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.argument = self.detail.split(" ", 1)[0]
+
+
+class TaskFailed(EchoMQError):
+    """The task's job is dead: ``error`` is its ``last_error``, ``traceback`` the last failed
+    attempt's (when one was kept)."""
+
+    def __init__(self, id: str, task: str, error: str, traceback: str | None = None) -> None:
+        self.id = id
+        self.task = task
+        self.error = error
+        self.traceback = traceback
+        super().__init__(f"task {task} (job {id}) failed: {error}")
+
+
+class ResultTimeout(EchoMQError, TimeoutError):
+    """The job did not finish within ``timeout`` seconds; it may still run later."""
+
+    def __init__(self, id: str, timeout: float | None, state: str) -> None:
+        self.id = id
+        self.timeout = timeout
+        self.state = state
+        super().__init__(f"job {id} is still {state} after {timeout} s")
+
+
+class ResultMissing(EchoMQError):
+    """The job has no row: it was never admitted, or it completed and its result was not kept
+    (``result_ttl`` 0) or has expired."""
+
+    def __init__(self, id: str) -> None:
+        self.id = id
+        super().__init__(f"job {id} has no row: never admitted, or its result was not kept")
+
+
+class HookFailed(EchoMQError):
+    """A startup hook of an App raised, so its worker did not start (``error`` is the cause)."""
+
+    def __init__(self, hook: str, error: BaseException) -> None:
+        self.hook = hook
+        self.error = error
+        super().__init__(f"startup hook {hook} failed: {type(error).__name__}: {error}")
 
 
 #: The closed table of refusal classes; grown only additively.

@@ -9,6 +9,7 @@ import importlib
 import logging
 import signal
 from dataclasses import dataclass
+from typing import Any
 
 from ._checks import count
 from ._consumer import Consumer, ConsumerOptions, Handler, Tally
@@ -19,18 +20,24 @@ from ._queue import Queue
 log = logging.getLogger("echomq.worker")
 
 
-def load_handler(spec: str) -> Handler:
-    """``package.module:function`` → the async function; clear errors for anything else."""
+def load_target(spec: str) -> Any:
+    """``package.module:name`` → the object it names; clear errors when it cannot be found."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise InvalidArgument("handler", spec, "expected package.module:function")
+        raise InvalidArgument("handler", spec, "expected package.module:app or :function")
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise InvalidArgument("handler", spec, f"cannot import {module_name}: {exc}") from None
-    handler = getattr(module, attribute, None)
-    if handler is None:
+    target = getattr(module, attribute, None)
+    if target is None:
         raise InvalidArgument("handler", spec, f"{module_name} has no attribute {attribute}")
+    return target
+
+
+def load_handler(spec: str) -> Handler:
+    """``package.module:function`` → the async function; clear errors for anything else."""
+    handler = load_target(spec)
     if not asyncio.iscoroutinefunction(handler):
         raise InvalidArgument("handler", spec, "must be an async function (async def)")
     return handler  # type: ignore[no-any-return]

@@ -18,31 +18,49 @@ import sys
 from typing import TYPE_CHECKING
 
 from . import __version__, _cli_admin
+from ._backoff import Exponential, Jitter
 from ._capacity import measure, report
+from ._checks import count
 from ._consumer import ConsumerOptions
 from ._errors import EchoMQError, InvalidArgument
 from ._keys import Keyspace
 from ._url import ConnectionOptions, seeds_from_url
-from ._worker import WorkerOptions, load_handler, serve
+from ._worker import WorkerOptions, load_handler, load_target, serve
+from .tasks.runtime import serve_app
 
 if TYPE_CHECKING:
     from .dashboard import DashboardApp
 
 
-def _worker(args: argparse.Namespace) -> int:
+def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     # The handler is the application's, named from the folder the worker runs in (as uvicorn,
     # arq and celery do): that folder comes first on the import path.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    # Everything is validated before any connection is made.
-    handler = load_handler(args.handler)
+    from .tasks import App
+
+    # Everything is validated before any connection is made (and before any child starts).
+    target = load_target(args.handler)
+    is_app = isinstance(target, App)
+    handler = None if is_app else load_handler(args.handler)
+    if not is_app and len(args.queue or ()) != 1:
+        raise InvalidArgument("queue", args.queue, "a handler function serves one --queue")
+    for name in args.queue or ():
+        Keyspace(name)
+    count(args.processes, "processes", maximum=1024)
+    level = logging.getLevelName(args.log_level.upper())
+    if not isinstance(level, int):
+        raise InvalidArgument("log-level", args.log_level, "DEBUG, INFO, WARNING or ERROR")
+    concurrency = args.concurrency or (target.concurrency if is_app else 10)
     options = ConsumerOptions(
-        concurrency=args.concurrency,
+        concurrency=concurrency,
         lease=args.lease,
         beat=args.beat,
         max_attempts=args.max_attempts,
+        backoff=Jitter(Exponential(args.backoff_base, args.backoff_cap)),
         batch=args.batch,
         max_stalled=args.max_stalled,
+        stop_timeout=args.stop_timeout,
     )
     worker = WorkerOptions(
         consumers=args.consumers,
@@ -50,10 +68,21 @@ def _worker(args: argparse.Namespace) -> int:
         pool_size=args.pool,
         summary_every=args.summary_every,
     )
-    Keyspace(args.queue)
     seeds_from_url(args.url)  # a bad URL fails here, before logging starts
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    asyncio.run(serve(args.url, args.queue, handler, options, worker))
+    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
+    if args.processes > 1:
+        from .tasks.supervisor import supervise
+
+        return supervise(argv, args.processes, args.stop_timeout)
+    if is_app:
+        if args.url_given:
+            target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
+        asyncio.run(serve_app(target, args.handler, args.queue, options, burst=args.burst))
+        return 0
+    assert handler is not None
+    if args.burst:
+        raise InvalidArgument("burst", True, "--burst runs an App's worker (module:app)")
+    asyncio.run(serve(args.url, args.queue[0], handler, options, worker))
     return 0
 
 
@@ -116,20 +145,32 @@ def _dashboard(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
     parser.add_argument("--version", action="version", version=f"echomq {__version__}")
-    parser.add_argument("--url", default=os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"))
+    parser.add_argument("--url", default=None, help="default: $ECHOMQ_URL or the local server")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
     _cli_admin.add_verbs(commands)
-    run = commands.add_parser("worker", help="run consumers of a queue until SIGTERM/SIGINT")
-    run.add_argument("handler", help="package.module:async_function")
-    run.add_argument("--queue", required=True)
-    run.add_argument("--concurrency", type=int, default=10, help="jobs at once per consumer")
+    run = commands.add_parser("worker", help="run an App's tasks (or a handler) until SIGTERM")
+    run.add_argument("handler", help="package.module:app (an echomq App) or :async_function")
+    run.add_argument(
+        "--queue", action="append", help="serve this queue (repeat; default: the app's queues)"
+    )
+    run.add_argument(
+        "--concurrency", type=int, default=None, help="jobs at once per queue (default: app's)"
+    )
+    run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    run.add_argument("--burst", action="store_true", help="exit once the queues are drained")
+    run.add_argument("--processes", type=int, default=1, help="worker processes (one per core)")
+    run.add_argument("--stop-timeout", type=float, default=30.0, help="seconds for jobs to end")
+    run.add_argument("--backoff-base", type=float, default=1.0, help="first retry delay, s")
+    run.add_argument("--backoff-cap", type=float, default=60.0, help="longest retry delay, s")
     run.add_argument("--consumers", type=int, default=1)
     run.add_argument("--metronome", action="store_true", help="one blocking read for the pool")
     run.add_argument("--pool", type=int, default=1, help="connections for non-blocking calls")
     run.add_argument("--lease", type=float, default=30.0, help="seconds")
     run.add_argument("--beat", type=float, default=1.0, help="seconds")
-    run.add_argument("--max-attempts", type=int, default=3)
+    run.add_argument(
+        "--max-attempts", type=int, default=3, help="for tasks without retries, and handlers"
+    )
     run.add_argument(
         "--batch",
         type=int,
@@ -153,14 +194,19 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("--host", default="127.0.0.1", help="0.0.0.0 exposes it: mind the token")
     board.add_argument("--port", type=int, default=8700)
     board.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots")
+    argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
+    # Whether --url named the server: an App connects where it says unless --url is given.
+    args.url_given = args.url is not None
+    if args.url is None:
+        args.url = os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379")
     if args.command == "dashboard":
         return _dashboard(args)
     if args.command == "capacity":
         return _capacity(args)
     if args.command == "worker":
         try:
-            return _worker(args)
+            return _worker(args, argv)
         except EchoMQError as exc:
             print(f"echomq worker: {exc}", file=sys.stderr)
             return 2

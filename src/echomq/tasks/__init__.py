@@ -1,0 +1,22 @@
+"""Tasks: typed functions registered with an :class:`App`, enqueued as JSON jobs and run by an
+:class:`AppWorker` (``echomq worker myapp:app``), with results read through handles."""
+
+from .app import App, Hooks
+from .context import Context, TaskOutcome, context
+from .handle import Handle, SyncHandle
+from .runtime import AppWorker, serve_app
+from .task import Call, Task
+
+__all__ = [
+    "App",
+    "AppWorker",
+    "Call",
+    "Context",
+    "Handle",
+    "Hooks",
+    "SyncHandle",
+    "Task",
+    "TaskOutcome",
+    "context",
+    "serve_app",
+]

@@ -1,0 +1,455 @@
+"""The task registry: an :class:`App` names tasks (``@app.task``) and hooks, and owns the
+producer side's connections: one wire per App and one ``Queue`` per queue name (asyncio), one
+``SyncQueue`` per queue name (blocking code). Eager mode runs enqueued tasks inline for tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+import traceback
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from .._backoff import Backoff
+from .._checks import count, ms
+from .._codec import Codec, JsonCodec
+from .._errors import Closed, InvalidArgument
+from .._ids import Minter
+from .._keys import DEFAULT_GROUP, Keyspace
+from .._queue import Item, Queue
+from .._results import Job, JobInfo, Verdict
+from .._url import seeds_from_url
+from .context import Context, TaskOutcome
+from .handle import Handle, SyncHandle
+from .task import Call, Key, Task
+
+if TYPE_CHECKING:
+    from .._pool import Wire
+    from .._sync import SyncQueue
+
+P = ParamSpec("P")
+R = TypeVar("R")
+StateHook = Callable[[dict[str, Any]], Awaitable[None]]
+BeforeHook = Callable[[Context], Awaitable[None]]
+AfterHook = Callable[[Context, TaskOutcome], Awaitable[None]]
+_H = TypeVar("_H", bound=Callable[..., Awaitable[None]])
+
+#: The longest a completed job's row (its result) may be kept: 30 days.
+MAX_RESULT_TTL = 30 * 86_400
+#: Lanes whose per-lane settings this process already applied (least recently used dropped).
+LANES_REMEMBERED = 10_000
+
+
+@dataclass(slots=True)
+class Hooks:
+    """The App's hooks, in registration order."""
+
+    startup: list[StateHook] = field(default_factory=list)
+    shutdown: list[StateHook] = field(default_factory=list)
+    before_job: list[BeforeHook] = field(default_factory=list)
+    after_job: list[AfterHook] = field(default_factory=list)
+
+
+class _Lanes:
+    """The lanes this process configured already (settings are idempotent engine writes: a
+    race that applies them twice is harmless); bounded, and safe to share between threads."""
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def is_new(self, key: tuple[Any, ...]) -> bool:
+        with self._lock:
+            if key in self._seen:
+                self._seen.move_to_end(key)
+                return False
+            return True
+
+    def add(self, key: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._seen[key] = None
+            while len(self._seen) > LANES_REMEMBERED:
+                self._seen.popitem(last=False)
+
+
+class App:
+    """Tasks, hooks and the connections that enqueue them (``async with App(url) as app``)."""
+
+    def __init__(
+        self,
+        url: str = "valkey://127.0.0.1:6379",
+        *,
+        queue: str = "default",
+        result_ttl: float = 86_400.0,
+        codec: Codec | None = None,
+        concurrency: int = 10,
+    ) -> None:
+        seeds_from_url(url)  # a bad URL fails here, before any connection
+        Keyspace(queue)
+        ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        self.url = url
+        self.default_queue = queue
+        self.result_ttl = float(result_ttl)
+        self.codec = codec or JsonCodec()
+        self.concurrency = count(concurrency, "concurrency")
+        self.tasks: dict[str, Task[Any, Any]] = {}
+        self.hooks = Hooks()
+        #: Shared by the tasks of a worker process; its startup hooks fill it.
+        self.state: dict[str, Any] = {}
+        #: Run enqueued tasks inline (no server); ``eager_propagate`` raises their errors.
+        self.eager = False
+        self.eager_propagate = False
+        self._wire: Wire | None = None
+        self._opening: asyncio.Task[Wire] | None = None
+        self._minter: Minter | None = None
+        self._queues: dict[str, Queue] = {}
+        self._sync_queues: dict[str, SyncQueue] = {}
+        self._sync_lock = threading.Lock()
+        self._lanes = _Lanes()
+        self._eager_ids = Minter(0)  # eager jobs never reach a server: any node will do
+
+    def __repr__(self) -> str:
+        return f"App(queue={self.default_queue!r}, tasks={len(self.tasks)})"
+
+    # -- registry ------------------------------------------------------------------------------
+
+    @overload
+    def task(self, name: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+
+    @overload
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        queue: str | None = None,
+        lane: Key = None,
+        retries: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+        dedup: Key = None,
+        dedup_ttl: float | None = None,
+        lane_limit: int | None = None,
+        lane_rate: tuple[int, float] | None = None,
+    ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
+
+    def task(self, name: Any = None, **options: Any) -> Any:
+        """Register an ``async def`` as a task: ``@app.task`` or ``@app.task("name", ...)``.
+
+        ``retries`` failed attempts are allowed beyond the first (None: the worker's
+        ``--max-attempts``); ``timeout`` seconds per attempt; ``lane`` / ``dedup``: a parameter's
+        name or a function of the arguments; ``lane_limit`` / ``lane_rate`` are applied to a
+        lane the first time this process enqueues on it.
+        """
+        if callable(name):
+            return self._register(name, None, {})
+
+        def decorate(fn: Callable[P, Awaitable[R]]) -> Task[P, R]:
+            return self._register(fn, name, options)
+
+        return decorate
+
+    def _register(
+        self, fn: Callable[P, Awaitable[R]], name: str | None, options: dict[str, Any]
+    ) -> Task[P, R]:
+        if name is None:
+            name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', fn)}"
+        if not isinstance(name, str) or not name:
+            raise InvalidArgument("name", name, "a task's name is a non-empty string")
+        if name in self.tasks:
+            raise InvalidArgument("name", name, "another task of this app has that name")
+        queue = options.pop("queue", None) or self.default_queue
+        task = Task(self, fn, name=name, queue=queue, **options)
+        self.tasks[name] = task
+        return task
+
+    def queue_names(self) -> list[str]:
+        """The queues this app's tasks use (the default queue when it has none)."""
+        return sorted({task.queue for task in self.tasks.values()} or {self.default_queue})
+
+    def on_startup(self, fn: _H) -> _H:
+        """``async def hook(state: dict)``: run once as a worker starts, before any job."""
+        self.hooks.startup.append(fn)
+        return fn
+
+    def on_shutdown(self, fn: _H) -> _H:
+        """``async def hook(state: dict)``: run once as a worker stops, after its last job."""
+        self.hooks.shutdown.append(fn)
+        return fn
+
+    def before_job(self, fn: _H) -> _H:
+        """``async def hook(context)``: run before each attempt; raising fails the attempt."""
+        self.hooks.before_job.append(fn)
+        return fn
+
+    def after_job(self, fn: _H) -> _H:
+        """``async def hook(context, outcome)``: run after each attempt; raising fails it."""
+        self.hooks.after_job.append(fn)
+        return fn
+
+    # -- connections ---------------------------------------------------------------------------
+
+    async def connect(self) -> App:
+        """Open the wire (once; later calls share it)."""
+        await self._connected()
+        return self
+
+    async def _connected(self) -> Wire:
+        if self._wire is not None:
+            return self._wire
+        if self._opening is None:
+            self._opening = asyncio.ensure_future(self._open())
+        try:
+            return await asyncio.shield(self._opening)
+        except BaseException:
+            if self._opening.done():
+                self._opening = None  # a failed connect is tried again by the next call
+            raise
+
+    async def _open(self) -> Wire:
+        from .._cluster import open_wire  # the router builds on the pool: imported late
+
+        wire: Wire = await open_wire(seeds_from_url(self.url), 1)
+        self._minter = Minter.leased(wire)  # one id node for every queue of the app
+        self._wire = wire
+        return wire
+
+    def queue(self, name: str | None = None) -> Queue:
+        """The app's ``Queue`` for ``name`` (default: the app's queue), made on first use; the
+        app must be connected (``async with app`` or ``await app.connect()``)."""
+        if self._wire is None:
+            raise Closed("the App is not connected: use `async with app:` or `await app.connect()`")
+        return self._queue(self._wire, self.default_queue if name is None else name)
+
+    async def _open_queue(self, name: str) -> Queue:
+        """:meth:`queue`, connecting first if need be (enqueues connect on first use)."""
+        return self._queue(await self._connected(), name)
+
+    def _queue(self, wire: Wire, name: str) -> Queue:
+        found = self._queues.get(name)
+        if found is None:
+            found = Queue(
+                name, wire, codec=self.codec, minter=self._minter, result_ttl=self.result_ttl
+            )
+            self._queues[name] = found
+        return found
+
+    def sync_queue(self, name: str | None = None) -> SyncQueue:
+        """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
+        from .._sync import SyncQueue
+
+        name = self.default_queue if name is None else name
+        with self._sync_lock:
+            found = self._sync_queues.get(name)
+            if found is None:
+                found = SyncQueue.connect(self.url, name, codec=self.codec)
+                self._sync_queues[name] = found
+            return found
+
+    async def close(self) -> None:
+        """Close the queues, give the id node back and close the wire; and the sync queues."""
+        queues, self._queues = list(self._queues.values()), {}
+        for queue in queues:
+            await queue.close()
+        if self._minter is not None:
+            await self._minter.release()
+            self._minter = None
+        wire, self._wire, self._opening = self._wire, None, None
+        if wire is not None:
+            await wire.close()
+        with self._sync_lock:
+            syncs, self._sync_queues = list(self._sync_queues.values()), {}
+        for sync in syncs:
+            sync.close()
+
+    async def __aenter__(self) -> App:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- admission -----------------------------------------------------------------------------
+
+    async def enqueue_call(self, call: Call[R]) -> Handle[R]:
+        """Admit one bound call (``task.enqueue`` is this with the call it binds)."""
+        if self.eager:
+            return await self._run_eager(call)
+        queue = await self._open_queue(call.task.queue)
+        await self._configure_lane(queue, call)
+        return Handle(call.task, await _admit(queue, call), queue)
+
+    async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
+        """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
+        handles in input order, each with its verdict (an ``error`` one wrote nothing)."""
+        calls = list(calls)
+        for call in calls:
+            if not isinstance(call, Call):
+                raise InvalidArgument("calls", call, "expected task.call(...) values")
+        if self.eager:
+            return [await self._run_eager(call) for call in calls]
+        handles: list[Handle[Any] | None] = [None] * len(calls)
+        batches: dict[str, list[int]] = {}
+        singles: list[int] = []
+        for index, call in enumerate(calls):
+            # Item carries neither a dedup TTL nor a run-at: those go as single enqueues.
+            alone = call.task.dedup_ttl is not None or call.at is not None
+            (singles if alone else batches.setdefault(call.task.queue, [])).append(index)
+        queues = {name: await self._open_queue(name) for name in {c.task.queue for c in calls}}
+        lanes = {(c.task.queue, c.lane, c.task.name): c for c in calls}
+        await asyncio.gather(
+            *(self._configure_lane(queues[c.task.queue], c) for c in lanes.values())
+        )
+
+        async def batch(name: str, indexes: list[int]) -> None:
+            items = [_item(calls[i]) for i in indexes]
+            verdicts = await queues[name].enqueue_many(items)
+            for index, verdict in zip(indexes, verdicts, strict=True):
+                handles[index] = Handle(calls[index].task, verdict, queues[name])
+
+        async def single(index: int) -> None:
+            call = calls[index]
+            queue = queues[call.task.queue]
+            try:
+                verdict = await _admit(queue, call)
+            except InvalidArgument as exc:
+                verdict = Verdict("error", call.id or "", exc)
+            handles[index] = Handle(call.task, verdict, queue)
+
+        await asyncio.gather(
+            *(batch(name, indexes) for name, indexes in batches.items()),
+            *(single(index) for index in singles),
+        )
+        return [handle for handle in handles if handle is not None]
+
+    def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
+        """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""
+        if self.eager:
+            handle = _blocking(self._run_eager(call))
+            return SyncHandle(call.task, handle.verdict, None, handle._info)
+        queue = self.sync_queue(call.task.queue)
+        task = call.task
+        if task.lane_limit is not None or task.lane_rate is not None:
+            key = _lane_key(queue.name, call)
+            if self._lanes.is_new(key):
+                queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
+                self._lanes.add(key)
+        options = _options(call)
+        if call.delay is not None:
+            verdict = queue.enqueue_in(call.delay, call.payload, **options)
+        elif call.at is not None:
+            verdict = queue.enqueue_at(call.at, call.payload, **options)
+        else:
+            verdict = queue.enqueue(call.payload, **options)
+        return SyncHandle(task, verdict, queue)
+
+    async def _configure_lane(self, queue: Queue, call: Call[Any]) -> None:
+        task = call.task
+        if task.lane_limit is None and task.lane_rate is None:
+            return
+        key = _lane_key(queue.name, call)
+        if not self._lanes.is_new(key):
+            return
+        lane = queue.lane(key[1])
+        if task.lane_limit is not None:
+            await lane.limit(task.lane_limit)
+        if task.lane_rate is not None:
+            await lane.rate(*task.lane_rate)
+        self._lanes.add(key)
+
+    # -- eager mode ----------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def eager_mode(self, *, propagate: bool = False) -> Iterator[App]:
+        """Within the block, enqueued tasks run inline (``propagate``: their errors raise from
+        the enqueue instead of from ``result()``)."""
+        saved = self.eager, self.eager_propagate
+        self.eager, self.eager_propagate = True, propagate
+        try:
+            yield self
+        finally:
+            self.eager, self.eager_propagate = saved
+
+    async def _run_eager(self, call: Call[R]) -> Handle[R]:
+        from .runtime import error_text, execute  # the runtime imports the app: imported late
+
+        # The same round trip a worker's job makes: encoded with the codec and decoded.
+        payload = self.codec.decode(self.codec.encode(call.payload))
+        task = call.task
+        job_id = call.id or self._eager_ids.mint("JOB")
+        job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)
+        args, kwargs = task.signature.load(payload["args"])
+        try:
+            result = await execute(self, task, job, args, kwargs, self.state)
+            kept = None if result is None else self.codec.decode(self.codec.encode(result))
+        except Exception as exc:
+            if self.eager_propagate:
+                raise
+            info = JobInfo(
+                job_id,
+                "dead",
+                1,
+                payload,
+                job.group,
+                last_error=error_text(exc),
+                finished=time.time(),
+                traceback="".join(traceback.format_exception(exc)),
+            )
+        else:
+            info = JobInfo(
+                job_id, "completed", 1, payload, job.group, result=kept, finished=time.time()
+            )
+        return Handle(task, Verdict("enqueued", job_id), None, info)
+
+
+def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
+    group = DEFAULT_GROUP if call.lane is None else call.lane
+    return (queue, group, call.task.lane_limit, call.task.lane_rate)
+
+
+def _item(call: Call[Any]) -> Item:
+    return Item(call.payload, call.lane, call.id, call.dedup_key, call.delay)
+
+
+def _options(call: Call[Any]) -> dict[str, Any]:
+    return {
+        "group": call.lane,
+        "id": call.id,
+        "dedup_key": call.dedup_key,
+        "dedup_ttl": call.task.dedup_ttl,
+    }
+
+
+async def _admit(queue: Queue, call: Call[Any]) -> Verdict:
+    options = _options(call)
+    if call.delay is not None:
+        return await queue.enqueue_in(call.delay, call.payload, **options)
+    if call.at is not None:
+        return await queue.enqueue_at(call.at, call.payload, **options)
+    return await queue.enqueue(call.payload, **options)
+
+
+def _blocking(work: Coroutine[Any, Any, R]) -> R:
+    """Run ``work`` to its end from blocking code, even when this thread runs a loop."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(work)
+    box: list[R] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            box.append(asyncio.run(work))
+        except BaseException as exc:
+            failure.append(exc)
+
+    thread = threading.Thread(target=run, name="echomq-eager")
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
+    return box[0]

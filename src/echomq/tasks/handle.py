@@ -1,0 +1,115 @@
+"""Handles on enqueued tasks: the job's id and verdict, its status, and its result once it is
+kept (the queue's ``wait`` on the done channel: no polling), rebuilt from the task's return
+annotation. :class:`Handle` awaits; :class:`SyncHandle` blocks."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from .._errors import ResultMissing, ResultTimeout, TaskFailed
+from .._results import JobInfo, Verdict
+
+if TYPE_CHECKING:
+    from .._queue import Queue
+    from .._sync import SyncQueue
+    from .task import Task
+
+R = TypeVar("R")
+
+_FINISHED = ("completed", "dead")
+
+
+class _Base(Generic[R]):
+    def __init__(self, task: Task[Any, R], verdict: Verdict, info: JobInfo | None = None) -> None:
+        self.task = task
+        self.verdict = verdict
+        # An eager run's row, known at once; a worker's is read from the queue.
+        self._info = info
+
+    @property
+    def id(self) -> str:
+        """The job that holds the work (for a duplicate, the job that was there first)."""
+        return self.verdict.id
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.task.name!r}, {self.id!r}, {self.verdict.kind!r})"
+
+    def _refused(self) -> None:
+        if self.verdict.kind == "error" and self.verdict.error is not None:
+            raise self.verdict.error  # nothing was admitted: there is nothing to wait for
+
+    def _resolve(self, info: JobInfo | None, timeout: float | None) -> R:
+        if info is None:
+            raise ResultMissing(self.id)
+        if info.state == "completed":
+            result: R = self.task.signature.result(info.result)
+            return result
+        if info.state == "dead":
+            raise TaskFailed(self.id, self.task.name, info.last_error or "", info.traceback)
+        raise ResultTimeout(self.id, timeout, info.state)
+
+
+class Handle(_Base[R]):
+    """An enqueued task, seen from asyncio code."""
+
+    def __init__(
+        self,
+        task: Task[Any, R],
+        verdict: Verdict,
+        queue: Queue | None,
+        info: JobInfo | None = None,
+    ) -> None:
+        super().__init__(task, verdict, info)
+        self._queue = queue
+
+    async def result(self, timeout: float | None = None) -> R:
+        """The task's return value, once a worker ran it (at most ``timeout`` seconds).
+
+        Raises :class:`TaskFailed` when the job is dead, :class:`ResultTimeout` when it has not
+        finished in time, :class:`ResultMissing` when it has no row (its result was not kept).
+        """
+        if self._info is not None or self._queue is None:
+            return self._resolve(self._info, timeout)
+        self._refused()
+        info = await self._queue.wait(self.id, timeout)
+        if info is None or info.state not in _FINISHED:
+            # Why there was none: still running (a timeout), or no row at all; a finish just
+            # after the timeout is read here too.
+            info = await self._queue.job(self.id)
+        return self._resolve(info, timeout)
+
+    async def status(self) -> JobInfo | None:
+        """The job's row now (state, attempts, last error, result), or None when absent."""
+        if self._info is not None or self._queue is None:
+            return self._info
+        return await self._queue.job(self.id)
+
+
+class SyncHandle(_Base[R]):
+    """An enqueued task, seen from blocking code (``task.enqueue_sync``)."""
+
+    def __init__(
+        self,
+        task: Task[Any, R],
+        verdict: Verdict,
+        queue: SyncQueue | None,
+        info: JobInfo | None = None,
+    ) -> None:
+        super().__init__(task, verdict, info)
+        self._queue = queue
+
+    def result(self, timeout: float | None = None) -> R:
+        """:meth:`Handle.result`, blocking."""
+        if self._info is not None or self._queue is None:
+            return self._resolve(self._info, timeout)
+        self._refused()
+        info = self._queue.wait(self.id, timeout)
+        if info is None or info.state not in _FINISHED:
+            info = self._queue.job(self.id)
+        return self._resolve(info, timeout)
+
+    def status(self) -> JobInfo | None:
+        """:meth:`Handle.status`, blocking."""
+        if self._info is not None or self._queue is None:
+            return self._info
+        return self._queue.job(self.id)

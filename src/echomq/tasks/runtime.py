@@ -1,0 +1,318 @@
+"""The worker side of an App: one attempt of a task (context, hooks, per-attempt timeout), the
+dispatcher that routes a queue's jobs to their tasks by name under each task's own retry policy,
+and :class:`AppWorker`, one Consumer per queue on the app's one wire, able to run until idle."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import signal
+import traceback
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._checks import MAX_ATTEMPTS
+from .._consumer import Consumer, ConsumerOptions, Drop, Observer, Outcome, Retry, Tally
+from .._consumer import describe as _describe
+from .._errors import HookFailed, InvalidArgument
+from .._keys import Keyspace
+from .._results import Job
+from .._url import redact_url
+from .arguments import dump
+from .context import Context, TaskOutcome, _current
+
+if TYPE_CHECKING:
+    from .._queue import Queue
+    from .app import App
+    from .task import Task
+
+log = logging.getLogger("echomq.tasks")
+
+
+class TaskTimeout(Exception):
+    """An attempt outlived its task's ``timeout``: it was cancelled (error text ``timeout``)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__("timeout")
+        self.seconds = seconds
+
+
+class Unrunnable(Exception):
+    """A job no attempt can run here (an unknown task, arguments that do not bind): dead at
+    once, its ``last_error`` the reason alone."""
+
+
+def error_text(exc: BaseException) -> str:
+    """A failed attempt's ``last_error``: ``timeout``, the reason a job cannot run, or
+    ``Type: message``."""
+    if isinstance(exc, TaskTimeout | Unrunnable):
+        return str(exc)
+    return _describe(exc)
+
+
+async def execute(
+    app: App,
+    task: Task[Any, Any],
+    job: Job,
+    args: list[Any],
+    kwargs: dict[str, Any],
+    state: dict[str, Any],
+) -> Any:
+    """Run one attempt in its context, between the app's job hooks; the result as JSON values."""
+    ctx = Context(job, task.name, state, app)
+    token = _current.set(ctx)
+    try:
+        for before in app.hooks.before_job:
+            await before(ctx)
+        try:
+            result = await _attempt(task, args, kwargs)
+        except Exception as exc:
+            for after in app.hooks.after_job:
+                await after(ctx, TaskOutcome(error=exc))
+            raise
+        for after in app.hooks.after_job:
+            await after(ctx, TaskOutcome(result=result))
+        return dump(result)
+    finally:
+        _current.reset(token)
+
+
+async def _attempt(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    if task.timeout is None:
+        return await task.fn(*args, **kwargs)
+    scope = asyncio.timeout(task.timeout)
+    try:
+        async with scope:
+            return await task.fn(*args, **kwargs)
+    except TimeoutError:
+        if scope.expired():
+            raise TaskTimeout(task.timeout) from None
+        raise  # the task's own TimeoutError: an ordinary failure
+
+
+class Dispatcher:
+    """The handler of every queue an AppWorker serves: the job's ``task`` field picks the
+    function; :meth:`policy` says how a failed attempt goes on (the task's retries and backoff,
+    else the consumer's)."""
+
+    def __init__(self, app: App, options: ConsumerOptions, state: dict[str, Any]) -> None:
+        self.app = app
+        self.options = options
+        self.state = state
+
+    async def __call__(self, job: Job) -> Any:
+        task = self._task(job)
+        if task is None:
+            name = job.payload.get("task") if isinstance(job.payload, dict) else None
+            raise Unrunnable(f"unknown task {name}" if isinstance(name, str) else "not a task")
+        try:
+            args, kwargs = task.signature.load(job.payload.get("args", {}))
+        except InvalidArgument as exc:
+            raise Unrunnable(f"bad arguments: {exc.reason}") from None  # no retry mends them
+        try:
+            return await execute(self.app, task, job, args, kwargs, self.state)
+        except Retry as signal:
+            # The consumer never buries (its max_attempts is the most there is): the task's
+            # own attempts do, for an asked-for retry too.
+            if job.attempts >= self._max_attempts(task):
+                raise Drop(str(signal)) from None
+            raise
+
+    def _task(self, job: Job) -> Task[Any, Any] | None:
+        name = job.payload.get("task") if isinstance(job.payload, dict) else None
+        return self.app.tasks.get(name) if isinstance(name, str) else None
+
+    def _max_attempts(self, task: Task[Any, Any]) -> int:
+        return task.max_attempts or self.options.max_attempts
+
+    def policy(self, job: Job, exc: Exception) -> tuple[str, float, int]:
+        """A failed attempt's error text, retry delay and max attempts, from its task."""
+        task = self._task(job)
+        if task is None or isinstance(exc, Unrunnable):
+            return error_text(exc), 0.0, 1
+        backoff = task.backoff or self.options.backoff
+        return error_text(exc), backoff.delay(job.attempts), self._max_attempts(task)
+
+
+class TaskConsumer(Consumer):
+    """A Consumer whose unexpected failures follow the failed job's task (``policy``).
+
+    Overrides the consumer's one failure path until ``Consumer`` takes a failure policy of its
+    own; the record and the traceback kept on the row are the consumer's as for any handler.
+    """
+
+    def __init__(
+        self,
+        queue: Queue,
+        dispatcher: Dispatcher,
+        options: ConsumerOptions,
+        *,
+        observer: Observer | None = None,
+    ) -> None:
+        super().__init__(queue, dispatcher, options, name=queue.name, observer=observer)
+        self.policy = dispatcher.policy
+
+    def _crashed(self, job: Job, exc: Exception) -> None:
+        error, delay, max_attempts = self.policy(job, exc)
+        if isinstance(exc, TaskTimeout | Unrunnable):  # no traceback worth keeping
+            log.warning("%s: job %s attempt %d: %s", self.name, job.id, job.attempts, error)
+            self._fail(job, delay, max_attempts, error)
+            return
+        log.error(
+            "%s: job %s attempt %d failed: %s", self.name, job.id, job.attempts, error,
+            exc_info=exc,
+        )  # fmt: skip
+        self._fail(job, delay, max_attempts, error, "".join(traceback.format_exception(exc)))
+
+
+class _Watch:
+    """The consumers' observer: wakes the idle check after every settle, and passes both
+    calls on to the caller's observer."""
+
+    def __init__(self, inner: Observer | None) -> None:
+        self.inner = inner
+        self.settled_event = asyncio.Event()
+
+    def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
+        if self.inner is not None:
+            self.inner.claimed(queue, jobs, lease_ms)
+
+    def settled(self, queue: str, job: Job, outcome: Outcome) -> None:
+        self.settled_event.set()
+        if self.inner is not None:
+            self.inner.settled(queue, job, outcome)
+
+
+class AppWorker:
+    """Serves an App's tasks: one Consumer per queue (each with its own lanes and gates) on
+    the app's one wire. ``queues`` narrows it (default: every queue the tasks use)."""
+
+    def __init__(
+        self,
+        app: App,
+        queues: Iterable[str] | None = None,
+        options: ConsumerOptions | None = None,
+        *,
+        observer: Observer | None = None,
+    ) -> None:
+        self.app = app
+        self.queues = sorted(set(queues)) if queues is not None else app.queue_names()
+        if not self.queues:
+            raise InvalidArgument("queues", queues, "name at least one queue")
+        for name in self.queues:
+            Keyspace(name)
+        self.options = options or ConsumerOptions(concurrency=app.concurrency)
+        # Each task's own policy decides when a job is dead: the consumer never buries first.
+        self._consumer_options = dataclasses.replace(self.options, max_attempts=MAX_ATTEMPTS)
+        self.consumers: dict[str, TaskConsumer] = {}
+        self._watch = _Watch(observer)
+        self._is_stopping = False
+
+    def stop(self) -> None:
+        """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
+        self._is_stopping = True
+        for consumer in self.consumers.values():
+            consumer.stop()
+
+    async def run(self) -> dict[str, Tally]:
+        """Serve until :meth:`stop`; the tally of each queue."""
+        return await self._serve(until_idle=False)
+
+    async def run_until_idle(self) -> dict[str, Tally]:
+        """Serve until every served queue has nothing pending, active or scheduled."""
+        return await self._serve(until_idle=True)
+
+    async def _serve(self, *, until_idle: bool) -> dict[str, Tally]:
+        app = self.app
+        await app.connect()
+        for hook in app.hooks.startup:
+            try:
+                await hook(app.state)
+            except Exception as exc:
+                raise HookFailed(_name(hook), exc) from exc
+        try:
+            queues = [app.queue(name) for name in self.queues]
+            dispatcher = Dispatcher(app, self.options, app.state)
+            self.consumers = {
+                q.name: TaskConsumer(q, dispatcher, self._consumer_options, observer=self._watch)
+                for q in queues
+            }
+            if self._is_stopping:
+                self.stop()
+            runs = [asyncio.ensure_future(c.run()) for c in self.consumers.values()]
+            idle = asyncio.ensure_future(self._stop_when_idle(queues)) if until_idle else None
+            try:
+                await asyncio.gather(*runs)
+            finally:
+                if idle is not None:
+                    idle.cancel()
+                    with contextlib.suppress(asyncio.CancelledError):
+                        await idle
+        finally:
+            for hook in app.hooks.shutdown:
+                try:
+                    await hook(app.state)
+                except Exception:
+                    log.exception("shutdown hook %s failed", _name(hook))
+        return {name: consumer.tally for name, consumer in self.consumers.items()}
+
+    async def _stop_when_idle(self, queues: list[Queue]) -> None:
+        # Checked when a settle leaves every consumer with nothing in hand (the last job's
+        # settle is the moment a queue can drain); once a beat too, for work that ends
+        # without a settle here (another process's job, a stalled job reaped dead).
+        event = self._watch.settled_event
+        while not self._is_stopping:
+            event.clear()
+            if all(c.in_flight == 0 for c in self.consumers.values()) and await _drained(queues):
+                self.stop()
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(event.wait(), self.options.beat)
+
+
+async def _drained(queues: list[Queue]) -> bool:
+    counts = await asyncio.gather(*(queue.counts() for queue in queues))
+    return all(c.pending == 0 and c.active == 0 and c.scheduled == 0 for c in counts)
+
+
+def _name(hook: Any) -> str:
+    return f"{getattr(hook, '__module__', '?')}:{getattr(hook, '__qualname__', hook)}"
+
+
+async def serve_app(
+    app: App,
+    spec: str,
+    queues: Iterable[str] | None = None,
+    options: ConsumerOptions | None = None,
+    *,
+    burst: bool = False,
+) -> dict[str, Tally]:
+    """Run an AppWorker until SIGTERM/SIGINT (or, with ``burst``, until its queues drain)."""
+    worker = AppWorker(app, queues, options)
+    log.info(
+        "echomq worker: app %s on %s; queues %s; tasks %s; concurrency %d%s",
+        spec,
+        redact_url(app.url),
+        ", ".join(worker.queues),
+        ", ".join(sorted(t.name for t in app.tasks.values() if t.queue in worker.queues)),
+        worker.options.concurrency,
+        "; burst" if burst else "",
+    )
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, worker.stop)
+    try:
+        tallies = await (worker.run_until_idle() if burst else worker.run())
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(sig)
+        await app.close()
+    for name, t in tallies.items():
+        log.info(
+            "%s: completed %d, retried %d, dead %d, lost leases %d",
+            name, t.completed, t.retried, t.dead, t.lost,
+        )  # fmt: skip
+    return tallies

@@ -1,0 +1,191 @@
+"""A registered task: the typed wrapper ``@app.task`` puts around an ``async def``. It binds and
+checks each call, computes its lane and dedup key, and hands the admission to its app; called
+directly it is still the plain function."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+
+from .._backoff import Backoff
+from .._checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, count, ms
+from .._errors import InvalidArgument
+from .._ids import validate
+from .._keys import Keyspace
+from .._results import Verdict
+from .arguments import Signature
+
+if TYPE_CHECKING:
+    from .app import App
+    from .handle import Handle, SyncHandle
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+#: A lane or dedup key: a parameter's name (its value, as text), or a function of the
+#: task's arguments.
+Key = str | Callable[..., Any] | None
+
+
+@dataclass(frozen=True, slots=True)
+class Call(Generic[R]):
+    """One bound call of a task, ready for :meth:`App.enqueue_many` (from ``task.call(...)``)."""
+
+    task: Task[Any, R]
+    args: dict[str, Any]
+    lane: str | None = None
+    id: str | None = None
+    dedup_key: str | None = None
+    delay: float | None = None
+    at: float | None = None
+
+    @property
+    def payload(self) -> dict[str, Any]:
+        """The job's payload: ``{"task": name, "args": {parameter: value}}``."""
+        return {"task": self.task.name, "args": self.args}
+
+
+@dataclass(frozen=True, slots=True)
+class _Overrides:
+    lane: str | None = None
+    id: str | None = None
+    dedup_key: str | None = None
+    delay: float | None = None
+    at: float | None = None
+
+
+class Task(Generic[P, R]):
+    """An ``async def`` registered with an :class:`App`. ``await task(...)`` runs it here;
+    ``await task.enqueue(...)`` runs it on a worker and returns a :class:`Handle`."""
+
+    def __init__(
+        self,
+        app: App,
+        fn: Callable[P, Awaitable[R]],
+        *,
+        name: str,
+        queue: str,
+        lane: Key = None,
+        retries: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+        dedup: Key = None,
+        dedup_ttl: float | None = None,
+        lane_limit: int | None = None,
+        lane_rate: tuple[int, float] | None = None,
+    ) -> None:
+        if not asyncio.iscoroutinefunction(fn):
+            raise InvalidArgument("fn", fn, "a task must be an async function (async def)")
+        Keyspace(queue)  # a bad queue name fails at decoration, not at the first enqueue
+        self.app = app
+        self.fn = fn
+        self.name = name
+        self.queue = queue
+        self.signature = Signature(fn, name)
+        self.lane = _key(lane, "lane", self.signature.signature)
+        self.dedup = _key(dedup, "dedup", self.signature.signature)
+        #: Failed attempts allowed beyond the first; None: the worker's ``max_attempts``.
+        self.retries = (
+            None
+            if retries is None
+            else count(retries, "retries", minimum=0, maximum=MAX_ATTEMPTS - 1)
+        )
+        self.backoff = backoff
+        self.timeout = None if timeout is None else _seconds(timeout, "timeout")
+        self.dedup_ttl = None if dedup_ttl is None else _seconds(dedup_ttl, "dedup_ttl")
+        self.lane_limit = (
+            None if lane_limit is None else count(lane_limit, "lane_limit", maximum=MAX_CEILING)
+        )
+        self.lane_rate = None if lane_rate is None else _rate(lane_rate)
+        self._overrides = _Overrides()
+        self.__name__ = getattr(fn, "__name__", name)
+        self.__doc__ = fn.__doc__
+
+    def __repr__(self) -> str:
+        return f"Task({self.name!r}, queue={self.queue!r})"
+
+    @property
+    def max_attempts(self) -> int | None:
+        return None if self.retries is None else self.retries + 1
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Awaitable[R]:
+        """The plain function, run here (no queue, no context)."""
+        return self.fn(*args, **kwargs)
+
+    def using(
+        self,
+        *,
+        lane: str | None = None,
+        id: str | None = None,
+        dedup_key: str | None = None,
+        delay: float | None = None,
+        at: float | None = None,
+    ) -> Task[P, R]:
+        """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
+        replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
+        seconds) schedules it."""
+        if delay is not None and at is not None:
+            raise InvalidArgument("at", at, "give delay or at, not both")
+        if delay is not None:
+            ms(delay, "delay")
+        other = copy.copy(self)
+        other._overrides = _Overrides(lane, id, dedup_key, delay, at)
+        return other
+
+    def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
+        """The call bound and checked, for :meth:`App.enqueue_many`; nothing is sent."""
+        bound = self.signature.bind(args, kwargs)
+        full = copy.copy(bound)
+        full.arguments = dict(bound.arguments)
+        full.apply_defaults()
+        extra = self._overrides
+        lane = extra.lane if extra.lane is not None else _apply(self.lane, full)
+        dedup = extra.dedup_key if extra.dedup_key is not None else _apply(self.dedup, full)
+        return Call(self, self.signature.dump(bound), lane, extra.id, dedup, extra.delay, extra.at)
+
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Handle[R]:
+        """Admit a job that runs this task on a worker; bad arguments raise before any write."""
+        return await self.app.enqueue_call(self.call(*args, **kwargs))
+
+    def handle(self, id: str) -> Handle[R]:
+        """A handle on a job of this task enqueued earlier (say, by another process)."""
+        from .handle import Handle
+
+        verdict = Verdict("unknown", validate(id, "JOB", "job id"))
+        return Handle(self, verdict, None if self.app.eager else self.app.queue(self.queue))
+
+    def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncHandle[R]:
+        """:meth:`enqueue` from blocking code (a thread, a WSGI view), on a blocking socket."""
+        return self.app.enqueue_call_sync(self.call(*args, **kwargs))
+
+
+def _key(key: Key, argument: str, signature: inspect.Signature) -> Key:
+    if key is None or callable(key):
+        return key
+    if not isinstance(key, str) or key not in signature.parameters:
+        raise InvalidArgument(argument, key, "must name a parameter of the task, or be callable")
+    return key
+
+
+def _apply(key: Key, bound: inspect.BoundArguments) -> str | None:
+    if key is None:
+        return None
+    value = bound.arguments.get(key) if isinstance(key, str) else key(*bound.args, **bound.kwargs)
+    return None if value is None else str(value)
+
+
+def _seconds(value: float, argument: str) -> float:
+    ms(value, argument, positive=True)
+    return float(value)
+
+
+def _rate(rate: tuple[int, float]) -> tuple[int, float]:
+    if not isinstance(rate, tuple) or len(rate) != 2:
+        raise InvalidArgument("lane_rate", rate, "must be (max jobs, window seconds)")
+    most, window = rate
+    count(most, "lane_rate", maximum=MAX_RATE)
+    return most, _seconds(window, "lane_rate")

@@ -1,0 +1,295 @@
+"""Tasks against a real Valkey: routing by name, results and failures through handles, the
+per-attempt timeout, hooks and context, unknown tasks, batches, lanes, and the sync producer."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import pytest
+from pydantic import BaseModel
+
+from echomq import (
+    App,
+    AppWorker,
+    ConsumerOptions,
+    Fixed,
+    HookFailed,
+    InvalidArgument,
+    Minter,
+    ResultMissing,
+    ResultTimeout,
+    TaskFailed,
+    context,
+)
+
+FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
+
+
+async def forget(app: App) -> None:
+    """Delete every key of the queues the app made (tests never flush the server)."""
+    for name in list(app._queues):
+        queue = app.queue(name)
+        await queue.pause()
+        await queue.obliterate(force=True)
+    await app.close()
+
+
+@pytest.fixture
+async def app(valkey_url: str, queue_name: str) -> AsyncIterator[App]:
+    app = App(valkey_url, queue=queue_name)
+    await app.connect()
+    yield app
+    await forget(app)
+
+
+async def test_two_tasks_on_one_queue_are_routed_by_name_and_their_results_read(app: App) -> None:
+    @app.task
+    async def add(a: int, b: int) -> int:
+        return a + b
+
+    @app.task(name="shout")
+    async def shout(word: str, *, times: int = 2) -> str:
+        return word.upper() * times
+
+    total = await add.enqueue(2, 3)
+    loud = await shout.enqueue("hi", times=3)
+    assert total.verdict.kind == loud.verdict.kind == "enqueued"
+    info = await app.queue().job(total.id)
+    assert info is not None
+    assert info.payload == {"task": f"{__name__}:{add.fn.__qualname__}", "args": {"a": 2, "b": 3}}
+    tallies = await AppWorker(app, options=FAST).run_until_idle()
+    assert tallies[app.default_queue].completed == 2
+    assert await total.result(timeout=5) == 5
+    assert await loud.result(timeout=5) == "HIHIHI"
+    status = await loud.status()
+    assert status is not None
+    assert (status.state, status.attempts, status.result) == ("completed", 1, "HIHIHI")
+
+
+async def test_a_task_that_fails_for_good_raises_task_failed_with_its_traceback(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
+    runs: list[int] = []
+
+    @app.task(retries=1)
+    async def divide(a: int, b: int) -> float:
+        runs.append(context().attempt)
+        return a / b
+
+    handle = await divide.enqueue(1, 0)
+    with caplog.at_level(logging.ERROR, logger="echomq.tasks"):
+        await AppWorker(app, options=FAST).run_until_idle()
+    assert runs == [1, 2]  # retries=1: two attempts, whatever the consumer's max_attempts
+    with pytest.raises(TaskFailed) as failed:
+        await handle.result(timeout=5)
+    assert failed.value.error == "ZeroDivisionError: division by zero"
+    assert failed.value.traceback is not None
+    assert failed.value.traceback.rstrip().endswith("ZeroDivisionError: division by zero")
+    errors = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert len(errors) == 2  # one record per failed attempt, each with its traceback
+    assert all(r.exc_info and r.exc_info[0] is ZeroDivisionError for r in errors)
+
+
+async def test_a_timeout_cancels_the_attempt_retries_it_and_buries_it_as_timeout(
+    app: App,
+) -> None:
+    cancelled: list[int] = []
+
+    @app.task(timeout=0.05, retries=1)
+    async def stuck() -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            cancelled.append(context().attempt)
+            raise
+
+    handle = await stuck.enqueue()
+    await AppWorker(app, options=FAST).run_until_idle()
+    assert cancelled == [1, 2]
+    with pytest.raises(TaskFailed, match="timeout") as failed:
+        await handle.result()
+    assert failed.value.error == "timeout"
+    info = await handle.status()
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == ("dead", 2, "timeout")
+
+
+async def test_startup_state_context_and_job_hooks_are_seen_by_tasks(app: App) -> None:
+    seen: list[str] = []
+
+    @app.on_startup
+    async def open_db(state: dict[str, object]) -> None:
+        state["db"] = "connected"
+
+    @app.on_shutdown
+    async def close_db(state: dict[str, object]) -> None:
+        seen.append(f"shutdown {state['db']}")
+
+    @app.before_job
+    async def before(ctx: object) -> None:
+        seen.append(f"before {context().task}")
+
+    @app.after_job
+    async def after(ctx: object, outcome: object) -> None:
+        seen.append(f"after {context().attempt} {getattr(outcome, 'result', None)}")
+
+    @app.task(name="probe")
+    async def probe() -> str:
+        ctx = context()
+        return f"{ctx.state['db']} {ctx.job.queue} {ctx.app is app}"
+
+    handle = await probe.enqueue()
+    await AppWorker(app, options=FAST).run_until_idle()
+    assert await handle.result(timeout=5) == f"connected {app.default_queue} True"
+    assert seen == [
+        "before probe",
+        f"after 1 connected {app.default_queue} True",
+        "shutdown connected",
+    ]
+
+
+async def test_a_failing_startup_hook_stops_the_worker_with_a_clear_error(app: App) -> None:
+    @app.on_startup
+    async def broken(state: dict[str, object]) -> None:
+        raise RuntimeError("no database")
+
+    with pytest.raises(HookFailed, match="broken failed: RuntimeError: no database") as failed:
+        await AppWorker(app, options=FAST).run_until_idle()
+    assert isinstance(failed.value.error, RuntimeError)
+
+
+async def test_an_unknown_task_is_dead_at_once(app: App) -> None:
+    @app.task
+    async def known() -> None: ...
+
+    verdict = await app.queue().enqueue({"task": "gone:away", "args": {}})
+    await AppWorker(app, options=FAST).run_until_idle()
+    info = await app.queue().job(verdict.id)
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == ("dead", 1, "unknown task gone:away")
+
+
+async def test_wrong_arguments_are_refused_before_any_write(app: App) -> None:
+    @app.task
+    async def send(tenant: str, to: str, tags: object = None) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="parameter 'to' expects str, got int"):
+        await send.enqueue("acme", 3)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="missing a required argument: 'to'"):
+        await send.enqueue("acme")  # type: ignore[call-arg]
+    with pytest.raises(InvalidArgument, match="not JSON-encodable"):
+        await send.enqueue("acme", "a@acme.test", {1, 2})
+    counts = await app.queue().counts()
+    assert (counts.pending, counts.scheduled, counts.lanes) == (0, 0, 0)
+
+
+async def test_enqueue_many_sends_one_batch_per_queue_with_handles_in_input_order(
+    app: App, queue_name: str
+) -> None:
+    @app.task(dedup="key")
+    async def here(key: str) -> str:
+        return f"here {key}"
+
+    @app.task(queue=f"{queue_name}-other", lane="tenant")
+    async def there(tenant: str) -> str:
+        return f"there {tenant}"
+
+    handles = await app.enqueue_many(
+        [here.call("a"), there.call("acme"), here.call("a"), there.using(delay=0.05).call("zen")]
+    )
+    assert [h.verdict.kind for h in handles] == ["enqueued", "enqueued", "duplicate", "scheduled"]
+    assert handles[2].id == handles[0].id
+    other = app.queue(f"{queue_name}-other")
+    rows = [await other.job(h.id) for h in handles[1::2]]
+    assert [(r.group, r.state) for r in rows if r] == [("acme", "pending"), ("zen", "scheduled")]
+    await AppWorker(app, options=FAST).run_until_idle()  # waits for the scheduled one too
+    assert [await h.result(timeout=5) for h in handles] == [
+        "here a",
+        "there acme",
+        "here a",
+        "there zen",
+    ]
+
+
+async def test_lane_settings_are_applied_the_first_time_a_lane_is_used(app: App) -> None:
+    @app.task(lane=lambda tenant, n: f"t-{tenant}", lane_limit=2, lane_rate=(10, 1.0))
+    async def work(tenant: str, n: int) -> None: ...
+
+    await work.enqueue("acme", 1)
+    await work.using(lane="vip").enqueue("acme", 2)
+    lanes = {lane.group: lane for lane in await app.queue().lanes()}
+    assert (lanes["t-acme"].limit, lanes["t-acme"].rate) == (2, (10, 1.0))
+    assert (lanes["vip"].limit, lanes["vip"].rate) == (2, (10, 1.0))
+
+
+class Address(BaseModel):
+    city: str
+
+
+@dataclass
+class Parcel:
+    to: Address
+    grams: int
+
+
+async def test_models_and_dataclasses_travel_as_json_and_are_rebuilt(app: App) -> None:
+    @app.task
+    async def ship(parcel: Parcel, extra: list[Address]) -> Address:
+        assert isinstance(parcel.to, Address)
+        assert isinstance(extra[0], Address)
+        return Address(city=parcel.to.city + extra[0].city)
+
+    handle = await ship.enqueue(Parcel(Address(city="Oslo"), 10), [Address(city="!")])
+    info = await app.queue().job(handle.id)
+    assert info is not None
+    assert info.payload["args"] == {"parcel": {"to": {"city": "Oslo"}, "grams": 10},
+                                    "extra": [{"city": "!"}]}  # fmt: skip
+    await AppWorker(app, options=FAST).run_until_idle()
+    assert await handle.result(timeout=5) == Address(city="Oslo!")
+
+
+async def test_result_waits_time_out_and_a_missing_row_says_so(app: App) -> None:
+    @app.task
+    async def later() -> None: ...
+
+    handle = await later.enqueue()
+    with pytest.raises(ResultTimeout) as timed_out:
+        await handle.result(timeout=0.05)
+    assert timed_out.value.state == "pending"
+    with pytest.raises(ResultMissing):
+        await later.handle(Minter(7).mint("JOB")).result()  # a job never admitted
+
+
+async def test_the_sync_producer_enqueues_and_its_handle_blocks_for_the_result(
+    app: App,
+) -> None:
+    @app.task(lane="tenant", lane_limit=3)
+    async def greet(tenant: str) -> str:
+        return f"hello {tenant}"
+
+    handle = await asyncio.to_thread(greet.enqueue_sync, "acme")
+    assert handle.verdict.kind == "enqueued"
+    (lane,) = await app.queue().lanes(["acme"])
+    assert lane.limit == 3
+    worker = asyncio.ensure_future(AppWorker(app, options=FAST).run_until_idle())
+    assert await asyncio.to_thread(handle.result, 5) == "hello acme"
+    await worker
+
+
+async def test_a_worker_serves_only_the_queues_it_is_given(app: App, queue_name: str) -> None:
+    @app.task
+    async def mine() -> str:
+        return "mine"
+
+    @app.task(queue=f"{queue_name}-b")
+    async def theirs() -> str:
+        return "theirs"
+
+    assert app.queue_names() == sorted([queue_name, f"{queue_name}-b"])
+    first, second = await mine.enqueue(), await theirs.enqueue()
+    await AppWorker(app, [f"{queue_name}-b"], FAST).run_until_idle()
+    assert await second.result(timeout=5) == "theirs"
+    assert (await first.status()).state == "pending"  # type: ignore[union-attr]
