@@ -22,7 +22,6 @@ import uuid
 from typing import Any
 
 from _harness import engine_usec_per_script
-
 from echomq import Connector, Queue
 from echomq.server import EmbeddedValkey
 from echomq.testing import discard

@@ -44,7 +44,8 @@ async def test_completed_row_is_kept_with_its_result_and_finished(kept: Queue) -
     info = await kept.job(verdict.id)
     assert info is not None
     assert (info.state, info.result, info.payload) == ("completed", {"sum": 3}, {"n": 1})
-    assert info.finished is not None and before / 1000 <= info.finished <= before / 1000 + 5
+    assert info.finished is not None
+    assert before / 1000 <= info.finished <= before / 1000 + 5
     assert await kept.state(verdict.id) == "completed"
     ttl_ms = await kept.wire.call("PTTL", kept.keys.job(verdict.id))
     assert TTL * 1000 - 5000 < ttl_ms <= TTL * 1000
@@ -80,7 +81,8 @@ async def test_a_kept_row_expires_after_the_ttl_and_the_index_forgets_it(
         first = await q.enqueue(1)
         await q.complete(await claim_job(q))
         info = await q.job(first.id)
-        assert info is not None and info.finished is not None
+        assert info is not None
+        assert info.finished is not None
         await wait_for_server_ms(q, int(info.finished * 1000) + 60)
         assert await q.job(first.id) is None
         assert await q.wait(first.id, timeout=5) is None  # expired: absent, answered at once
@@ -137,7 +139,8 @@ async def test_the_script_refuses_a_bad_ttl_before_any_write(kept: Queue) -> Non
     await kept.enqueue("x")
     job = await claim_job(kept)
     (code,) = await kept.engine.complete([Success(job.id, job.attempts, b"1")], -5)
-    assert isinstance(code, ArgumentRefused) and "ttl" in str(code)
+    assert isinstance(code, ArgumentRefused)
+    assert "ttl" in str(code)
     assert await kept.state(job.id) == "active"
 
 
@@ -161,7 +164,8 @@ async def test_a_traceback_is_bounded_to_its_last_8_kib(queue: Queue) -> None:
     long = "".join(f"line {n} ünïcode\n" for n in range(2000)) + "the end"
     await queue.retry_each([Failed(job, "E: e", 0.0, 1, long)])
     info = await queue.job(verdict.id)
-    assert info is not None and info.traceback is not None
+    assert info is not None
+    assert info.traceback is not None
     assert len(info.traceback.encode()) <= 8192
     assert info.traceback.endswith("line 1999 ünïcode\nthe end")
     assert info.traceback.startswith("…")
@@ -172,17 +176,20 @@ async def test_the_latest_attempt_keeps_its_traceback_alone(queue: Queue) -> Non
     await queue.retry(await claim_job(queue), error="E: 1", traceback="first")
     await queue.promote()
     info = await queue.job(verdict.id)
-    assert info is not None and info.traceback == "first"
+    assert info is not None
+    assert info.traceback == "first"
     await queue.retry(await claim_job(queue), error="retry requested")  # a signal: none
     info = await queue.job(verdict.id)
-    assert info is not None and (info.last_error, info.traceback) == ("retry requested", None)
+    assert info is not None
+    assert (info.last_error, info.traceback) == ("retry requested", None)
 
 
 async def test_the_script_refuses_an_oversized_traceback_before_any_write(queue: Queue) -> None:
     await queue.enqueue("x")
     job = await claim_job(queue)
     (code,) = await queue.engine.retry([Failure(job.id, job.attempts, 0, 1, "E", "x" * 8193)])
-    assert isinstance(code, EchoMQError) and "traceback" in str(code)
+    assert isinstance(code, EchoMQError)
+    assert "traceback" in str(code)
     assert await queue.state(job.id) == "active"
 
 
@@ -211,7 +218,8 @@ async def test_a_handler_return_value_becomes_the_result(kept: Queue) -> None:
     finally:
         consumer.stop()
         await running
-    assert info is not None and (info.state, info.result) == ("completed", 40)
+    assert info is not None
+    assert (info.state, info.result) == ("completed", 40)
 
 
 async def test_an_unexpected_exception_is_logged_at_error_with_its_traceback_and_kept(
@@ -220,7 +228,7 @@ async def test_an_unexpected_exception_is_logged_at_error_with_its_traceback_and
     verdict = await kept.enqueue("x")
 
     async def broken(job: Job) -> None:
-        {}["missing"]  # noqa: B018
+        {}["missing"]
 
     options = ConsumerOptions(beat=0.05, max_attempts=1, backoff=Fixed(0.0))
     consumer = Consumer(kept, broken, options)
@@ -231,9 +239,11 @@ async def test_an_unexpected_exception_is_logged_at_error_with_its_traceback_and
         finally:
             consumer.stop()
             await running
-    assert info is not None and info.state == "dead"
+    assert info is not None
+    assert info.state == "dead"
     assert info.last_error == "KeyError: 'missing'"
-    assert info.traceback is not None and "in broken" in info.traceback
+    assert info.traceback is not None
+    assert "in broken" in info.traceback
     assert info.traceback.rstrip().endswith("KeyError: 'missing'")
     records = [r for r in caplog.records if verdict.id in r.getMessage()]
     failed = [r for r in records if r.levelno == logging.ERROR and r.exc_info]
@@ -250,7 +260,8 @@ async def test_wait_wakes_on_complete(kept: Queue) -> None:
     await _until_waiting(kept, 1)
     await kept.complete(job, result="done")
     info = await waiting
-    assert info is not None and (info.state, info.result) == ("completed", "done")
+    assert info is not None
+    assert (info.state, info.result) == ("completed", "done")
 
 
 async def test_wait_wakes_on_dead(queue: Queue) -> None:
@@ -260,7 +271,8 @@ async def test_wait_wakes_on_dead(queue: Queue) -> None:
     await _until_waiting(queue, 1)
     await queue.retry(job, max_attempts=1, error="E: boom")
     info = await waiting
-    assert info is not None and (info.state, info.last_error) == ("dead", "E: boom")
+    assert info is not None
+    assert (info.state, info.last_error) == ("dead", "E: boom")
 
 
 async def test_wait_wakes_on_a_stalled_burial(queue: Queue) -> None:
@@ -271,7 +283,8 @@ async def test_wait_wakes_on_a_stalled_burial(queue: Queue) -> None:
     await wait_for_server_ms(queue, job.deadline_ms)  # type: ignore[union-attr]
     assert (await queue.reap(max_stalled=1)).dead == [verdict.id]
     info = await waiting
-    assert info is not None and (info.state, info.last_error) == ("dead", "stalled")
+    assert info is not None
+    assert (info.state, info.last_error) == ("dead", "stalled")
     assert info.finished is not None
 
 
@@ -279,7 +292,8 @@ async def test_wait_after_the_completion_answers_at_once(kept: Queue) -> None:
     verdict = await kept.enqueue("x")
     await kept.complete(await claim_job(kept), result=7)
     info = await kept.wait(verdict.id, timeout=10)
-    assert info is not None and info.result == 7
+    assert info is not None
+    assert info.result == 7
 
 
 async def test_wait_answers_none_at_once_for_a_job_that_does_not_exist(kept: Queue) -> None:
@@ -325,7 +339,8 @@ async def test_wait_survives_client_kill_of_its_connection(kept: Queue) -> None:
     # re-subscription finds the job completed.
     await kept.complete(job, result="while down")
     info = await asyncio.wait_for(waiting, 15)
-    assert info is not None and info.result == "while down"
+    assert info is not None
+    assert info.result == "while down"
     assert subscription.generation > generation
     # And the re-subscribed channel carries messages again.
     second = await kept.enqueue("y")
@@ -334,7 +349,8 @@ async def test_wait_survives_client_kill_of_its_connection(kept: Queue) -> None:
     await _until_waiting(kept, 1)
     await kept.complete(job, result="after")
     info = await asyncio.wait_for(waiting, 15)
-    assert info is not None and info.result == "after"
+    assert info is not None
+    assert info.result == "after"
 
 
 async def test_many_concurrent_waits_share_one_subscription(kept: Queue) -> None:
