@@ -218,12 +218,17 @@ class App:
         self._wire = wire
         return wire
 
+    @property
+    def wire(self) -> Wire:
+        """The app's connection (to share with a dashboard, say); the app must be connected."""
+        if self._wire is None:
+            raise Closed("the App is not connected: use `async with app:` or `await app.connect()`")
+        return self._wire
+
     def queue(self, name: str | None = None) -> Queue:
         """The app's ``Queue`` for ``name`` (default: the app's queue), made on first use; the
         app must be connected (``async with app`` or ``await app.connect()``)."""
-        if self._wire is None:
-            raise Closed("the App is not connected: use `async with app:` or `await app.connect()`")
-        return self._queue(self._wire, self.default_queue if name is None else name)
+        return self._queue(self.wire, self.default_queue if name is None else name)
 
     async def _open_queue(self, name: str) -> Queue:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use)."""

@@ -1,0 +1,164 @@
+"""The task layer without a server: registration, argument checks, eager mode (context, hooks,
+the JSON round trip, failures), the supervisor's child command, and what mypy sees."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from echomq import App, Closed, InvalidArgument, TaskFailed, context
+from echomq.tasks.supervisor import child_arguments
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_registration_refuses_sync_functions_duplicate_names_and_unknown_parameters() -> None:
+    app = App(queue="q")
+
+    @app.task(name="one")
+    async def one(x: int) -> int:
+        return x
+
+    assert one.name == "one"
+    assert app.tasks == {"one": one}
+    with pytest.raises(InvalidArgument, match="another task of this app has that name"):
+        app.task(name="one")(one.fn)
+    with pytest.raises(InvalidArgument, match="must be an async function"):
+        app.task(lambda: None)  # type: ignore[arg-type, return-value]
+    with pytest.raises(InvalidArgument, match="must name a parameter"):
+
+        @app.task(lane="tenant")
+        async def no_tenant(x: int) -> None: ...
+
+    with pytest.raises(InvalidArgument, match="invalid retries -1"):
+
+        @app.task(retries=-1)
+        async def negative() -> None: ...
+
+    with pytest.raises(InvalidArgument, match="invalid result_ttl"):
+        App(result_ttl=31 * 86400)
+
+
+async def test_a_task_called_directly_is_the_plain_function() -> None:
+    app = App()
+
+    @app.task
+    async def double(x: int) -> int:
+        return 2 * x
+
+    assert await double(21) == 42
+    assert (
+        double.name
+        == f"{__name__}:test_a_task_called_directly_is_the_plain_function.<locals>.double"
+    )
+    with pytest.raises(Closed, match="not connected"):
+        app.queue()
+
+
+async def test_eager_mode_runs_the_task_inline_with_its_context_and_hooks() -> None:
+    app = App(queue="eager")
+    app.state["greeting"] = "hello"
+    seen: list[str] = []
+
+    @app.before_job
+    async def before(ctx: object) -> None:
+        seen.append("before")
+
+    @app.after_job
+    async def after(ctx: object, outcome: object) -> None:
+        seen.append(f"after ok={getattr(outcome, 'ok', None)}")
+
+    @app.task(lane="name")
+    async def greet(name: str, times: int = 1) -> str:
+        ctx = context()
+        assert (ctx.attempt, ctx.task, ctx.job.group) == (1, greet.name, name)
+        return f"{ctx.state['greeting']} {name}" * times
+
+    with app.eager_mode():
+        handle = await greet.enqueue("ada", times=2)
+        batch = await app.enqueue_many([greet.call("bob"), greet.call("cy")])
+    assert handle.verdict.kind == "enqueued"
+    assert await handle.result() == "hello adahello ada"
+    assert [await h.result() for h in batch] == ["hello bob", "hello cy"]
+    status = await handle.status()
+    assert status is not None
+    assert (status.state, status.payload["args"]) == ("completed", {"name": "ada", "times": 2})
+    assert seen == ["before", "after ok=True"] * 3
+    assert app.eager is False  # the block put it back
+    with pytest.raises(LookupError, match="only available inside a running task"):
+        context()
+
+
+async def test_eager_failures_raise_from_result_or_from_the_enqueue_with_propagate() -> None:
+    app = App()
+
+    @app.task
+    async def broken(x: int) -> None:
+        raise ValueError(f"bad {x}")
+
+    with app.eager_mode():
+        handle = await broken.enqueue(1)
+        with pytest.raises(TaskFailed, match="ValueError: bad 1") as failed:
+            await handle.result()
+        assert failed.value.traceback is not None
+        assert "raise ValueError" in failed.value.traceback
+        with pytest.raises(InvalidArgument, match="parameter 'x' expects int, got str"):
+            await broken.enqueue("one")  # type: ignore[arg-type]
+    with app.eager_mode(propagate=True), pytest.raises(ValueError, match="bad 2"):
+        await broken.enqueue(2)
+
+
+def test_eager_mode_serves_blocking_producers_too() -> None:
+    app = App()
+
+    @app.task
+    async def square(x: float) -> float:
+        return x * x
+
+    app.eager = True
+    assert square.enqueue_sync(3).result() == 9
+    assert square.enqueue_sync(1.5).result() == 2.25
+
+
+def test_the_supervisor_starts_children_without_its_processes_flag() -> None:
+    argv = ["--url", "valkey://h", "worker", "app:app", "--processes", "4", "--burst"]
+    assert child_arguments(argv) == ["--url", "valkey://h", "worker", "app:app", "--burst"]
+    assert child_arguments(["worker", "a:b", "--processes=2"]) == ["worker", "a:b"]
+
+
+SNIPPET = """
+from echomq import App
+
+app = App()
+
+@app.task
+async def send_email(tenant: str, to: str) -> int:
+    return 1
+
+async def main() -> None:
+    handle = await send_email.enqueue("acme", 3)
+    count: int = await handle.result()
+    name: str = await handle.result()
+"""
+
+
+def test_mypy_sees_a_wrong_argument_type_and_the_result_type(tmp_path: Path) -> None:
+    snippet = tmp_path / "snippet.py"
+    snippet.write_text(SNIPPET)
+    done = subprocess.run(
+        [sys.executable, "-m", "mypy", "--strict", "--no-error-summary", str(snippet)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    )
+    errors = [
+        line.split(": error: ", 1)[1] for line in done.stdout.splitlines() if ": error: " in line
+    ]
+    assert errors == [
+        'Argument 2 to "enqueue" of "Task" has incompatible type "int"; expected "str"  [arg-type]',
+        'Incompatible types in assignment (expression has type "int", variable has type "str")  '
+        "[assignment]",
+    ], done.stdout
