@@ -235,10 +235,10 @@ class SyncQueue:
     def _here(self) -> _Process:
         """This process's state; made anew in a forked child (the parent's is let go)."""
         process = self._process
-        if process.pid == os.getpid():
-            return process
         if self._closed:
             raise Closed("the sync queue is closed")
+        if process.pid == os.getpid():
+            return process
         process.router.abandon()
         fresh = _Process(self.seeds, self.scripts)
         fresh.router.start()
@@ -401,8 +401,8 @@ class _Waiter:
         failures = 0
         while True:
             left = self._left()
-            if left is not None and left <= 0:
-                return None
+            if failures and left is not None and left <= 0:
+                return None  # the first pass reads the row whatever the timeout
             try:
                 link = router.dedicated(self.queue._slot)
             except WireError:

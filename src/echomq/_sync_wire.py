@@ -46,7 +46,7 @@ _ASKING: Final = pack(("ASKING",))
 _BUFFER = 64 * 1024
 #: Seconds a call polls for its reply before it sleeps in ``poll`` (see :class:`Link`): a
 #: little more than the enqueue script's own time, so a local server's reply is caught awake.
-SPIN: Final = 100e-6
+SPIN = 100e-6
 #: MOVED answers followed for one call; TRYAGAIN / CLUSTERDOWN are retried until the timeout.
 MAX_REDIRECTS: Final = 8
 _RETRY_PAUSE: Final = 0.05

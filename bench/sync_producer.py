@@ -1,0 +1,107 @@
+"""The blocking producer from one thread: ``SyncQueue.enqueue`` one job per call, against the
+peer's way (huey: one ``LPUSH`` per job through valkey-py's sync client) on the same server.
+
+Run: ``.venv/bin/python bench/sync_producer.py [--runs 5] [--jobs 20000]``. Per case, the median
+of ``--runs`` interleaved runs: jobs (or calls) per second and this process's CPU per call.
+``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
+``--no-spin`` turns the reply spin off (:data:`echomq._sync_wire.SPIN`) to show what it buys.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import valkey
+
+from echomq import ConnectionOptions, SyncQueue
+from echomq import _sync_wire as sync_wire
+from echomq._sync_wire import pack
+from echomq.server import EmbeddedValkey
+
+
+def _timed(calls: int, run: Callable[[], None]) -> tuple[float, float]:
+    cpu, wall = time.process_time(), time.perf_counter()
+    run()
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    return calls / wall, cpu / calls * 1e6
+
+
+def measure(url: str, runs: int, jobs: int) -> dict[str, list[tuple[float, float]]]:
+    options = ConnectionOptions.from_url(url)
+    peer = valkey.Valkey(host=options.host, port=options.port, password=options.password)
+    name = f"bench-sync-{time.time_ns()}"
+    huey_list = f"huey.{name}"
+    with SyncQueue.connect(url, name) as queue:
+        router = queue._process.router
+        ping = pack(("PING",))
+        payload = {"task": "bench:add", "args": {"a": 1, "b": 2}}
+
+        def lpush() -> None:
+            push = peer.lpush
+            for _ in range(jobs):
+                push(huey_list, b'{"task":"bench:add","args":{"a":1,"b":2}}')
+
+        def enqueue() -> None:
+            put = queue.enqueue
+            for _ in range(jobs):
+                put(payload)
+
+        def enqueue_many() -> None:
+            queue.enqueue_many([payload] * jobs)
+
+        def floor() -> None:
+            call, slot = router.call, None
+            for _ in range(jobs):
+                call(slot, ping)
+
+        cases = {
+            "huey-style LPUSH (valkey-py sync)": lpush,
+            "SyncQueue.enqueue": enqueue,
+            "SyncQueue.enqueue_many": enqueue_many,
+            "PING on the SyncQueue's socket": floor,
+        }
+        for run in cases.values():  # warm: scripts loaded, the id node leased, sockets open
+            run()
+        rows: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+        for _ in range(runs):
+            for case, run in cases.items():
+                rows[case].append(_timed(jobs, run))
+        peer.delete(huey_list)
+        for key in peer.scan_iter(f"emq:{{{name}}}:*", count=1000):
+            peer.delete(key)
+    peer.close()
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--url", help="an existing server instead of the embedded one")
+    parser.add_argument("--no-spin", action="store_true", help="block at once for each reply")
+    args = parser.parse_args()
+    if args.no_spin:
+        sync_wire.SPIN = 0.0  # read at each call
+    if args.url:
+        rows = measure(args.url, args.runs, args.jobs)
+    else:
+        with EmbeddedValkey() as server:
+            print(f"embedded valkey {server.version} on {server.host}:{server.port}")
+            rows = measure(server.url, args.runs, args.jobs)
+    spin = "off" if args.no_spin else f"{sync_wire.SPIN * 1e6:.0f} µs"
+    print(f"\n{args.jobs} calls from one thread, median of {args.runs} runs (reply spin {spin})\n")
+    print("| case | jobs/s | client CPU µs/call | runs (jobs/s) |")
+    print("|---|---:|---:|---|")
+    for case, samples in rows.items():
+        rate = statistics.median(s[0] for s in samples)
+        cpu = statistics.median(s[1] for s in samples)
+        spread = ", ".join(f"{s[0]:,.0f}" for s in samples)
+        print(f"| {case} | {rate:,.0f} | {cpu:.1f} | {spread} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

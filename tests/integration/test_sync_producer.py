@@ -1,0 +1,329 @@
+"""The blocking producer: ``SyncQueue`` admits and reads as ``Queue`` does, from any thread, in
+a forked child, through a killed connection and through TLS, against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from test_tls import tls_port, tls_url  # the stunnel rig in front of the session's server
+
+from echomq import Closed, InvalidArgument, Item, Queue, SyncQueue, Verdict
+from echomq._connector import Connector
+from echomq._sync_wire import pack
+from echomq._url import ConnectionOptions
+from echomq.testing import claim_job, discard
+
+__all__ = ["tls_port", "tls_url"]  # fixtures, imported for this module's TLS test
+
+
+@pytest.fixture
+def sync_queue(valkey_url: str, queue_name: str) -> Iterator[SyncQueue]:
+    with SyncQueue.connect(valkey_url, queue_name) as q:
+        yield q
+
+
+def kinds(verdicts: list[Verdict]) -> list[str]:
+    return [v.kind for v in verdicts]
+
+
+def _same_steps(
+    enqueue: Callable[..., Any], enqueue_in: Callable[..., Any], enqueue_at: Callable[..., Any]
+) -> list[Callable[[], Any]]:
+    """One script of admissions, for either queue; each step's value is its verdict."""
+    fixed = "JOB0000000000A"
+    return [
+        lambda: enqueue({"n": 1}),
+        lambda: enqueue("x", id=fixed),
+        lambda: enqueue("again", id=fixed),
+        lambda: enqueue("d", dedup_key="k-1", group="lane-a"),
+        lambda: enqueue("d2", dedup_key="k-1"),
+        lambda: enqueue("ttl", dedup_key="k-2", dedup_ttl=30),
+        lambda: enqueue_in(60, "later"),
+        lambda: enqueue_in(0, "now"),
+        lambda: enqueue_at(time.time() + 60, "at"),
+        lambda: enqueue_at(time.time() - 60, "past"),
+    ]
+
+
+async def test_verdicts_and_rows_match_the_async_queue(
+    valkey_url: str, queue_name: str, queue: Queue
+) -> None:
+    twin = await Queue.connect(valkey_url, queue_name + "-twin")
+    try:
+        with SyncQueue.connect(valkey_url, queue_name + "-twin") as sq:
+            sync = [step() for step in _same_steps(sq.enqueue, sq.enqueue_in, sq.enqueue_at)]
+            steps = _same_steps(queue.enqueue, queue.enqueue_in, queue.enqueue_at)
+            async_ = [await step() for step in steps]
+            assert kinds(sync) == kinds(async_)
+            assert kinds(sync) == [
+                "enqueued", "enqueued", "duplicate", "enqueued", "duplicate", "enqueued",
+                "scheduled", "enqueued", "scheduled", "enqueued",
+            ]  # fmt: skip
+            many = [Item(1), Item(2, group="g"), Item(3, id="nope"), Item(4, delay=30), 5]
+            sync_many, async_many = sq.enqueue_many(many), await queue.enqueue_many(many)
+            assert kinds(sync_many) == kinds(async_many)
+            assert kinds(sync_many) == ["enqueued", "enqueued", "error", "scheduled", "enqueued"]
+            assert isinstance(sync_many[2].error, InvalidArgument)
+            assert sq.enqueue_many([]) == []
+            for mine, theirs in zip(sync, async_, strict=True):
+                assert sq.state(mine.id) == await queue.state(theirs.id)
+                info, other = sq.job(mine.id), await queue.job(theirs.id)
+                assert info is not None
+                assert other is not None
+                assert (info.state, info.payload, info.group) == (
+                    other.state, other.payload, other.group,
+                )  # fmt: skip
+                assert info == await twin.job(mine.id)  # the same row, read by both sides
+            assert sq.job("JOB00000000000") is None
+            assert sq.state("JOB00000000000") == "absent"
+            assert (await twin.counts()).pending == (await queue.counts()).pending
+    finally:
+        await discard(twin)
+
+
+async def test_a_job_enqueued_sync_is_claimed_by_the_async_queue(
+    sync_queue: SyncQueue, queue: Queue
+) -> None:
+    verdict = sync_queue.enqueue({"to": "you"}, group="tenant-7")
+    job = await claim_job(queue)
+    assert (job.id, job.payload, job.group) == (verdict.id, {"to": "you"}, "tenant-7")
+    assert sync_queue.state(verdict.id) == "active"
+    assert await queue.complete(job)
+    assert sync_queue.job(verdict.id) is None
+
+
+async def test_eight_threads_admit_every_job_exactly_once(
+    sync_queue: SyncQueue, queue: Queue
+) -> None:
+    per_thread, verdicts, errors = 300, [], []
+
+    def produce(n: int) -> None:
+        try:
+            mine = [sync_queue.enqueue(i, group=f"t{n}") for i in range(per_thread)]
+            mine += sync_queue.enqueue_many(range(per_thread))
+            verdicts.extend(mine)
+        except Exception as exc:  # surfaced below, with the thread's own traceback
+            errors.append(exc)
+
+    threads = [threading.Thread(target=produce, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert {v.kind for v in verdicts} == {"enqueued"}
+    assert len({v.id for v in verdicts}) == len(verdicts) == 8 * 2 * per_thread
+    assert (await queue.counts()).pending == len(verdicts)
+
+
+async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
+    sync_queue: SyncQueue, queue: Queue
+) -> None:
+    before = sync_queue.enqueue("before")
+    parent_node = sync_queue._process.lease.minter.node
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report its ids (or its error) and leave without cleanup
+        try:
+            ids = [sync_queue.enqueue(f"child-{i}").id for i in range(50)]
+            ids += [v.id for v in sync_queue.enqueue_many(range(50))]
+            node = sync_queue._process.lease.minter.node
+            os.write(write, (f"{node} " + " ".join(ids)).encode())
+            sync_queue.close()
+        except BaseException as exc:
+            os.write(write, f"error {exc!r}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    parent_ids = [sync_queue.enqueue(f"parent-{i}").id for i in range(50)]
+    with os.fdopen(read, "rb") as pipe:
+        report = pipe.read().decode().split()
+    _, status = os.waitpid(pid, 0)  # noqa: ASYNC222  # the child has written: it is leaving
+    assert status == 0
+    assert report[0] != "error", " ".join(report)
+    child_node, child_ids = int(report[0]), report[1:]
+    assert child_node != parent_node
+    parent_ids.append(sync_queue.enqueue("after").id)  # the parent's socket still speaks
+    assert sync_queue._process.lease.minter.node == parent_node
+    every = [before.id, *parent_ids, *child_ids]
+    assert len(set(every)) == len(every) == 1 + 51 + 100
+    assert (await queue.counts()).pending == len(every)
+
+
+def _client_id(sync_queue: SyncQueue) -> int:
+    return int(sync_queue._process.router.call(sync_queue._slot, pack(("CLIENT", "ID"))))
+
+
+async def test_a_killed_connection_reconnects_and_loses_nothing(
+    sync_queue: SyncQueue, queue: Queue, valkey_url: str
+) -> None:
+    admitted = [sync_queue.enqueue(i) for i in range(10)]
+    async with Connector(ConnectionOptions.from_url(valkey_url), version_fence=None) as admin:
+        assert await admin.call("CLIENT", "KILL", "ID", _client_id(sync_queue)) == 1
+        admitted.append(sync_queue.enqueue("after a kill"))
+        assert await admin.call("CLIENT", "KILL", "ID", _client_id(sync_queue)) == 1
+        admitted += sync_queue.enqueue_many(range(250))
+        assert await admin.call("CLIENT", "KILL", "ID", _client_id(sync_queue)) == 1
+        assert sync_queue.state(admitted[0].id) == "pending"
+    assert sync_queue._process.router.reconnects == 3
+    assert {v.kind for v in admitted} == {"enqueued"}
+    assert (await queue.counts()).pending == len({v.id for v in admitted}) == 261
+
+
+BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
+    ("group", lambda q: q.enqueue(1, group="no spaces")),
+    ("job id", lambda q: q.enqueue(1, id="JOB-not-an-id")),
+    ("job id", lambda q: q.enqueue(1, id="USR0000000000A")),
+    ("dedup key", lambda q: q.enqueue(1, dedup_key="")),
+    ("dedup_ttl", lambda q: q.enqueue(1, dedup_key="k", dedup_ttl=-1)),
+    ("payload", lambda q: q.enqueue({1, 2})),
+    ("payload", lambda q: q.enqueue(float("nan"))),
+    ("delay", lambda q: q.enqueue_in(-1, 1)),
+    ("delay", lambda q: q.enqueue_in(float("inf"), 1)),
+    ("when", lambda q: q.enqueue_at(time.time() * 1000, 1)),
+    ("option", lambda q: q.enqueue_in(1, 1, lane="x")),
+    ("ceiling", lambda q: q.configure_lane("g", limit=0)),
+    ("max", lambda q: q.configure_lane("g", limit=5, rate=(0, 1.0))),
+    ("window", lambda q: q.configure_lane("g", rate=(5, -1))),
+    ("rate", lambda q: q.configure_lane("g", rate=5)),  # type: ignore[arg-type]
+    ("group", lambda q: q.configure_lane("", limit=1)),
+    ("job id", lambda q: q.job("nope")),
+    ("job id", lambda q: q.state("nope")),
+    ("job id", lambda q: q.wait("nope")),
+    ("timeout", lambda q: q.wait("JOB00000000000", timeout=-1)),
+]
+
+
+@pytest.mark.parametrize(("argument", "call"), BAD_CALLS)
+def test_bad_input_names_the_argument_and_writes_nothing(
+    sync_queue: SyncQueue, argument: str, call: Callable[[SyncQueue], Any]
+) -> None:
+    router = sync_queue._process.router
+    pattern = f"emq:{{{sync_queue.name}}}:*"
+    with pytest.raises(InvalidArgument) as refused:
+        call(sync_queue)
+    assert refused.value.argument == argument
+    assert router.call(sync_queue._slot, pack(("KEYS", pattern))) == []
+
+
+def test_enqueue_many_refuses_bad_items_in_place(sync_queue: SyncQueue) -> None:
+    verdicts = sync_queue.enqueue_many([Item(1, group="bad group"), Item(2), {3}])
+    assert kinds(verdicts) == ["error", "enqueued", "error"]
+    assert [v.error.argument for v in verdicts if isinstance(v.error, InvalidArgument)] == [
+        "group",
+        "payload",
+    ]
+
+
+async def test_configure_lane_sets_the_ceiling_and_the_rate(
+    sync_queue: SyncQueue, queue: Queue
+) -> None:
+    sync_queue.configure_lane("tenant-1", limit=2, rate=(10, 1.5))
+    sync_queue.configure_lane("tenant-1", limit=3)  # the rate is left as it is
+    (lane,) = await queue.lanes(["tenant-1"])
+    assert (lane.limit, lane.rate) == (3, (10, 1.5))
+
+
+def _complete_later(url: str, name: str, result_ttl: float, how: str) -> None:
+    async def settle() -> None:
+        q = await Queue.connect(url, name, result_ttl=result_ttl, events=False)
+        try:
+            job = await claim_job(q)
+            if how == "complete":
+                await q.complete(job, result={"sum": 3})
+            else:
+                await q.retry(job, max_attempts=1, error="Boom: no")
+        finally:
+            await q.close()
+
+    asyncio.run(settle())
+
+
+@pytest.mark.parametrize("how", ["complete", "dead"])
+def test_wait_returns_the_finished_row(sync_queue: SyncQueue, valkey_url: str, how: str) -> None:
+    verdict = sync_queue.enqueue({"a": 1})
+    # It settles while wait() blocks, or before: the row read after subscribing covers that.
+    settler = threading.Thread(target=_complete_later, args=(valkey_url, sync_queue.name, 60, how))
+    settler.start()
+    info = sync_queue.wait(verdict.id, timeout=20)
+    settler.join()
+    assert info is not None
+    if how == "complete":
+        assert (info.state, info.result, info.payload) == ("completed", {"sum": 3}, {"a": 1})
+    else:
+        assert (info.state, info.last_error) == ("dead", "Boom: no")
+    assert info.finished is not None
+    assert sync_queue.wait(verdict.id, timeout=0) == info  # finished already: at once
+
+
+def test_wait_times_out_and_answers_none_for_no_such_job(sync_queue: SyncQueue) -> None:
+    verdict = sync_queue.enqueue("never done")
+    started = time.monotonic()
+    assert sync_queue.wait(verdict.id, timeout=0.2) is None
+    assert 0.2 <= time.monotonic() - started < 5
+    assert sync_queue.wait("JOB00000000000", timeout=30) is None
+
+
+def _subscribers(admin: SyncQueue) -> list[int]:
+    listing = admin._process.router.call(None, pack(("CLIENT", "LIST", "TYPE", "pubsub")))
+    lines = listing.decode().splitlines()
+    return [int(line.split()[0].split("=")[1]) for line in lines if " ssub=1 " in f" {line} "]
+
+
+def _until(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + 10
+    while not condition():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.01)  # the server is asked again: there is no event for a new client
+
+
+def test_wait_survives_a_kill_of_its_subscription(sync_queue: SyncQueue, valkey_url: str) -> None:
+    verdict = sync_queue.enqueue("work")
+    found: list[Any] = []
+    waiter = threading.Thread(target=lambda: found.append(sync_queue.wait(verdict.id, 20)))
+    waiter.start()
+    _until(lambda: len(_subscribers(sync_queue)) == 1, "the wait never subscribed")
+    (first,) = _subscribers(sync_queue)
+    sync_queue._process.router.call(None, pack(("CLIENT", "KILL", "ID", first)))
+    _until(lambda: _subscribers(sync_queue) not in ([], [first]), "the wait never came back")
+    _complete_later(valkey_url, sync_queue.name, 60.0, "complete")
+    waiter.join(20)
+    assert len(found) == 1
+    assert found[0] is not None
+    assert found[0].state == "completed"
+
+
+async def test_rediss_through_a_tls_terminator(
+    tls_url: str, queue_name: str, queue: Queue, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    ca = next(tmp_path_factory.getbasetemp().glob("tls*/ca.pem"))
+    with SyncQueue.connect(f"{tls_url}?ca={ca}", queue_name) as sq:
+        assert sq._process.router.seed.tls
+        verdicts = [sq.enqueue(i) for i in range(20)] + sq.enqueue_many(range(300))
+        assert {v.kind for v in verdicts} == {"enqueued"}
+        assert sq.job(verdicts[0].id) is not None
+    assert (await queue.counts()).pending == 320
+
+
+def test_close_gives_the_node_back_and_refuses_after(valkey_url: str, queue_name: str) -> None:
+    q = SyncQueue.connect(valkey_url, queue_name)
+    q.enqueue("x")
+    node = q._process.lease.minter.node
+    q.close()
+    q.close()  # idempotent
+    with pytest.raises(Closed):
+        q.enqueue("y")
+    with SyncQueue.connect(valkey_url, queue_name) as again:
+        holder = again._process.router.call(None, pack(("HGET", "{emq}:nodes", node)))
+        assert holder.startswith(b":")  # released: no owner
+        asyncio.run(_discard(valkey_url, queue_name))
+
+
+async def _discard(url: str, name: str) -> None:
+    await discard(await Queue.connect(url, name))
