@@ -38,6 +38,12 @@ class Capacity:
         return max(1, math.ceil(self.target / self.per_connector))
 
     @property
+    def processes(self) -> int:
+        """Worker processes (``echomq worker --processes``) for the target: one event loop is
+        one core, and one process sustained what its one connector did."""
+        return max(1, math.ceil(self.target / self.per_connector))
+
+    @property
     def consumers(self) -> int:
         """By Little's law: jobs in flight = rate × time each spends in hand."""
         in_flight = self.target * (self.round_trip + self.handler)
@@ -106,6 +112,10 @@ def report(capacity: Capacity) -> list[tuple[str, str]]:
         ("target", f"{c.target:,.0f} jobs/s with {c.handler * 1000:.0f} ms handlers"),
         ("pool width needed", str(c.pool_width)),
         ("consumers needed", f"{c.consumers} (concurrency {c.concurrency} each)"),
+        (
+            "worker processes for the target",
+            f"{c.processes} (one process sustained {c.per_connector:,.0f} jobs/s)",
+        ),
     ]
     if c.target > c.engine_ceiling:
         rows.append(

@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-import time
-import traceback
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
@@ -22,7 +20,7 @@ from .._errors import Closed, InvalidArgument
 from .._ids import Minter
 from .._keys import DEFAULT_GROUP, Keyspace
 from .._queue import Item, Queue
-from .._results import Job, JobInfo, Verdict
+from .._results import Verdict
 from .._url import seeds_from_url
 from .context import Context, TaskOutcome
 from .handle import Handle, SyncHandle
@@ -333,7 +331,9 @@ class App:
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""
         if self.eager:
-            handle = _blocking(self._run_eager(call))
+            from .eager import blocking
+
+            handle = blocking(self._run_eager(call))
             return SyncHandle(call.task, handle.verdict, None, handle._info)
         queue = self.sync_queue(call.task.queue)
         task = call.task
@@ -379,35 +379,9 @@ class App:
             self.eager, self.eager_propagate = saved
 
     async def _run_eager(self, call: Call[R]) -> Handle[R]:
-        from .runtime import error_text, execute  # the runtime imports the app: imported late
+        from .eager import run  # the runtime imports the app: imported late
 
-        # The same round trip a worker's job makes: encoded with the codec and decoded.
-        payload = self.codec.decode(self.codec.encode(call.payload))
-        task = call.task
-        job_id = call.id or self._eager_ids.mint("JOB")
-        job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)
-        args, kwargs = task.signature.load(payload["args"])
-        try:
-            result = await execute(self, task, job, args, kwargs, self.state)
-            kept = None if result is None else self.codec.decode(self.codec.encode(result))
-        except Exception as exc:
-            if self.eager_propagate:
-                raise
-            info = JobInfo(
-                job_id,
-                "dead",
-                1,
-                payload,
-                job.group,
-                last_error=error_text(exc),
-                finished=time.time(),
-                traceback="".join(traceback.format_exception(exc)),
-            )
-        else:
-            info = JobInfo(
-                job_id, "completed", 1, payload, job.group, result=kept, finished=time.time()
-            )
-        return Handle(task, Verdict("enqueued", job_id), None, info)
+        return await run(self, call)
 
 
 def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
@@ -435,26 +409,3 @@ async def _admit(queue: Queue, call: Call[Any]) -> Verdict:
     if call.at is not None:
         return await queue.enqueue_at(call.at, call.payload, **options)
     return await queue.enqueue(call.payload, **options)
-
-
-def _blocking(work: Coroutine[Any, Any, R]) -> R:
-    """Run ``work`` to its end from blocking code, even when this thread runs a loop."""
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(work)
-    box: list[R] = []
-    failure: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            box.append(asyncio.run(work))
-        except BaseException as exc:
-            failure.append(exc)
-
-    thread = threading.Thread(target=run, name="echomq-eager")
-    thread.start()
-    thread.join()
-    if failure:
-        raise failure[0]
-    return box[0]

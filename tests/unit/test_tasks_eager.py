@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from echomq import App, Closed, InvalidArgument, TaskFailed, context
+from echomq._capacity import Capacity, report
 from echomq.tasks.supervisor import child_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -162,3 +163,11 @@ def test_mypy_sees_a_wrong_argument_type_and_the_result_type(tmp_path: Path) -> 
         'Incompatible types in assignment (expression has type "int", variable has type "str")  '
         "[assignment]",
     ], done.stdout
+
+
+def test_capacity_sizes_the_worker_processes_for_the_target() -> None:
+    found = Capacity(0.001, 0.00005, 8000, target=20_000, handler=0, concurrency=10)
+    assert found.processes == 3  # 20,000 / 8,000 a process, rounded up
+    assert dict(report(found))["worker processes for the target"] == (
+        "3 (one process sustained 8,000 jobs/s)"
+    )
