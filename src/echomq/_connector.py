@@ -54,6 +54,8 @@ _pack: Final[Callable[[tuple[Arg, ...]], bytes]] = hiredis.pack_command  # type:
 #: A write buffer this full goes out at once rather than at the end of the tick, so the server
 #: works on the head of a long pipeline while the client still encodes its tail.
 FLUSH_AT = 32 * 1024
+#: The kind of the frame an unsolicited reply reaches ``on_push`` as: ``[UNSOLICITED, reply]``.
+UNSOLICITED = b"unsolicited"
 _BACKOFF_START = 0.1
 _BACKOFF_MAX = 2.0
 
@@ -115,6 +117,11 @@ class _Protocol(asyncio.Protocol):
                 return
             if type(reply) is _Push:
                 connector._push(reply)
+                continue
+            if not pending:
+                # A reply no call waits for: a subscriber's refused SSUBSCRIBE (a MOVED from a
+                # node that no longer owns the slot). Its handler decides; never a crash.
+                connector._push([UNSOLICITED, reply])
                 continue
             entry = pending[0]
             if isinstance(entry, _Gather):

@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
-from ._connector import Connector
+from ._connector import UNSOLICITED, Connector
 from ._url import ConnectionOptions
 
 
@@ -56,8 +56,10 @@ class Subscription:
             self.generation += 1
             self._confirmed()
             asyncio.get_running_loop().create_task(self._notify())
-        elif kind == b"sunsubscribe" and self.sharded:
-            # The server let go of us: the channel's slot moved to another node. Follow it.
+        elif (kind == b"sunsubscribe" or kind == UNSOLICITED) and self.sharded:
+            # The server let go of us (sunsubscribe), or refused the SSUBSCRIBE (a MOVED from a
+            # node that no longer owns the slot, on a stale map): the channel's slot is
+            # elsewhere. Follow it; the reconnect subscribes there.
             retarget = getattr(self.connector, "retarget", None)
             if retarget is not None:
                 asyncio.get_running_loop().create_task(retarget(moved=True))

@@ -76,3 +76,24 @@ async def test_a_wait_survives_client_kill_on_a_cluster(router: ClusterRouter) -
         assert (info.state, info.last_error) == ("dead", "E: gone while down")
     finally:
         await discard(queue)
+
+
+async def test_a_wait_follows_a_moved_answer_to_its_ssubscribe(router: ClusterRouter) -> None:
+    # A stale map: the router believes another primary owns the queue's slot, so the waiter's
+    # SSUBSCRIBE goes there and is answered MOVED; it re-reads the map and subscribes where
+    # the slot lives.
+    queue = Queue(f"results-moved-{uuid.uuid4().hex[:8]}", router, result_ttl=60)
+    try:
+        verdict = await queue.enqueue("x")
+        await queue.complete(await claim_job(queue), result="found")
+        key_slot = slot(queue.keys.root)
+        owner = router.owner(key_slot).address
+        router._owners[key_slot] = next(a for a in router.nodes if a != owner)
+        info = await asyncio.wait_for(queue.wait(verdict.id, timeout=10), 15)
+        assert info is not None
+        assert info.result == "found"
+        subscription = queue._waiters.subscription
+        assert subscription is not None
+        assert subscription.connector.address == owner
+    finally:
+        await discard(queue)
