@@ -19,7 +19,8 @@ local ttl = int_arg(ARGV[1], 'ttl', 0, 2592000000)
 for i = 3, #ARGV, 3 do
   token_arg(ARGV[i])
   if #ARGV[i + 1] > 16777216 then
-    return redis.error_reply('EMQARG result: larger than 16777216 bytes')
+    return redis.error_reply('EMQARG result <' .. #ARGV[i + 1] ..
+      ' bytes>: must be at most 16777216 bytes')
   end
 end
 local now = ttl > 0 and now_ms()

@@ -21,7 +21,8 @@ for i = 1, #ARGV, 6 do
   ms_arg(ARGV[i + 2], 'delay', 0)
   int_arg(ARGV[i + 3], 'max_attempts', 1, 1000)
   if #ARGV[i + 5] > 8192 then
-    return redis.error_reply('EMQARG traceback: larger than 8192 bytes')
+    return redis.error_reply('EMQARG traceback <' .. #ARGV[i + 5] ..
+      ' bytes>: must be at most 8192 bytes')
   end
 end
 local now = now_ms()
