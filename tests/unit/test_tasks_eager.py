@@ -171,3 +171,20 @@ def test_capacity_sizes_the_worker_processes_for_the_target() -> None:
     assert dict(report(found))["worker processes for the target"] == (
         "3 (one process sustained 8,000 jobs/s)"
     )
+
+
+async def test_every_kind_of_parameter_travels_and_lanes_see_the_defaults() -> None:
+    app = App()
+
+    @app.task(lane=lambda first, second, *rest, key="k", **extra: f"{first}-{key}")
+    async def mixed(first: int, /, second: str, *rest: int, key: str = "k", **extra: int) -> str:
+        return f"{first} {second} {rest} {key} {sorted(extra.items())}"
+
+    call = mixed.call(1, "two", 3, 4, z=5)
+    assert (call.lane, call.args) == ("1-k", {"first": 1, "second": "two", "rest": [3, 4],
+                                              "extra": {"z": 5}})  # fmt: skip
+    with app.eager_mode():
+        handle = await mixed.enqueue(1, "two", 3, 4, key="v", z=5)
+        assert await handle.result() == "1 two (3, 4) v [('z', 5)]"
+        with pytest.raises(InvalidArgument, match="positional only, but was passed as a keyword"):
+            await mixed.enqueue(second="two", first=1)  # type: ignore[call-arg]

@@ -110,37 +110,68 @@ def _classes(hint: Any) -> tuple[type, ...] | None:
 
 
 class Signature:
-    """One task function's parameters: binds, checks and dumps calls; loads and rebuilds them."""
+    """One task function's parameters: binds, checks and dumps calls; loads and rebuilds them.
+
+    A signature of plain parameters (no ``*args``, ``**kwargs`` or positional-only ones) binds
+    and loads by name without ``inspect``'s general binder, which costs more than the rest of
+    an enqueue; anything it cannot place goes to that binder, which says what is wrong.
+    """
 
     def __init__(self, fn: Callable[..., Any], name: str) -> None:
         self.name = name
         self.signature = inspect.signature(fn)
+        params = self.signature.parameters.values()
         self._fn = fn
+        self._is_plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
+        self._positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self._names = frozenset(p.name for p in params)
+        self._required = frozenset(
+            p.name
+            for p in params
+            if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        )
+        self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
         self._hints: dict[str, Any] | None = None
-        self._loads: dict[str, Convert | None] = {}
+        self._checks: list[tuple[str, tuple[type, ...]]] = []
+        self._loads: dict[str, Convert] = {}
         self._result: Convert | None = None
 
     def hints(self) -> dict[str, Any]:
         # Resolved at first use, not at decoration: annotations may name classes defined later.
         if self._hints is None:
-            self._hints = _hints(self._fn)
-            self._loads = {name: converter(hint) for name, hint in self._hints.items()}
-            self._result = self._loads.pop("return", None)
+            hints = _hints(self._fn)
+            loads = {name: converter(hint) for name, hint in hints.items()}
+            self._result = loads.pop("return", None)
+            self._loads = {name: load for name, load in loads.items() if load is not None}
+            for p in self.signature.parameters.values():
+                classes = _classes(hints.get(p.name, Any))
+                if classes is not None and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+                    self._checks.append((p.name, classes))
+            self._hints = hints
         return self._hints
 
-    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> inspect.BoundArguments:
-        """The call bound to the parameters, each value checked against a plain annotation."""
-        try:
-            bound = self.signature.bind(*args, **kwargs)
-        except TypeError as exc:
-            raise InvalidArgument("args", _preview(args, kwargs), f"{self.name}: {exc}") from None
-        hints = self.hints()
-        for name, value in bound.arguments.items():
-            parameter = self.signature.parameters[name]
-            if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
-                continue
-            classes = _classes(hints.get(name, Any))
-            if classes is not None and not isinstance(value, classes):
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        """The call's arguments by parameter name (as passed: defaults stay the worker's),
+        each value checked against a plain annotation."""
+        arguments: dict[str, Any] | None = None
+        if self._is_plain and len(args) <= len(self._positional):
+            arguments = dict(zip(self._positional, args, strict=False))
+            if kwargs and (kwargs.keys() - self._names or not arguments.keys().isdisjoint(kwargs)):
+                arguments = None
+            elif kwargs:
+                arguments.update(kwargs)
+            if arguments is not None and not self._required <= arguments.keys():
+                arguments = None
+        if arguments is None:
+            try:
+                arguments = dict(self.signature.bind(*args, **kwargs).arguments)
+            except TypeError as exc:
+                raise InvalidArgument(
+                    "args", _preview(args, kwargs), f"{self.name}: {exc}"
+                ) from None
+        self.hints()
+        for name, classes in self._checks:
+            if name in arguments and not isinstance(value := arguments[name], classes):
                 expected = " | ".join(
                     c.__name__ for c in classes if c is not int or float not in classes
                 )
@@ -150,36 +181,53 @@ class Signature:
                     f"{self.name}: parameter {name!r} expects {expected}, "
                     f"got {type(value).__name__}",
                 )
-        return bound
+        return arguments
 
-    def dump(self, bound: inspect.BoundArguments) -> dict[str, Any]:
-        """The arguments as passed (defaults are the worker's), as JSON-shaped values."""
-        return {name: dump(value) for name, value in bound.arguments.items()}
+    def call_with(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
+        """``fn`` (a lane or dedup function) called with the task's arguments, defaults filled."""
+        full = {**self.defaults, **arguments}
+        if self._is_plain:
+            return fn(**full)
+        bound = inspect.BoundArguments(self.signature, full)
+        return fn(*bound.args, **bound.kwargs)
+
+    def dump(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """The arguments as JSON-shaped values."""
+        return {name: dump(value) for name, value in arguments.items()}
 
     def load(self, arguments: Any) -> tuple[list[Any], dict[str, Any]]:
         """A payload's ``args`` as the positional and keyword arguments of the function."""
         if not isinstance(arguments, dict):
             raise InvalidArgument("args", arguments, f"{self.name}: args must be an object")
         self.hints()
-        positional: list[Any] = []
-        keywords: dict[str, Any] = {}
-        parameters = self.signature.parameters
-        for name, value in arguments.items():
-            parameter = parameters.get(name)
-            if parameter is None:
-                raise InvalidArgument("args", name, f"{self.name} has no parameter {name!r}")
-            load = self._loads.get(name)
-            if parameter.kind is parameter.VAR_POSITIONAL:
-                positional.extend(value if load is None else [load(v) for v in value])
-            elif parameter.kind is parameter.VAR_KEYWORD:
-                keywords.update(value if load is None else {k: load(v) for k, v in value.items()})
-            elif parameter.kind is parameter.POSITIONAL_ONLY:
-                positional.append(value if load is None else load(value))
-            else:
-                keywords[name] = value if load is None else load(value)
+        loads = self._loads
+        if loads:
+            arguments = {k: v if k not in loads else self._load(k, v) for k, v in arguments.items()}
+        if self._is_plain:
+            if arguments.keys() - self._names or not self._required <= arguments.keys():
+                # The worker's function changed since the job was enqueued: the binder says how.
+                self._bind_loaded(arguments)
+            return [], arguments
+        return self._bind_loaded(arguments)
+
+    def _load(self, name: str, value: Any) -> Any:
+        load = self._loads[name]
+        kind = self.signature.parameters[name].kind if name in self._names else None
+        if kind is inspect.Parameter.VAR_POSITIONAL:
+            return [load(v) for v in value]
+        if kind is inspect.Parameter.VAR_KEYWORD:
+            return {k: load(v) for k, v in value.items()}
+        return value if value is None else load(value)
+
+    def _bind_loaded(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+        unknown = arguments.keys() - self._names
+        if unknown:
+            name = sorted(unknown)[0]
+            raise InvalidArgument("args", name, f"{self.name} has no parameter {name!r}")
+        bound = inspect.BoundArguments(self.signature, arguments)
         try:
-            bound = self.signature.bind(*positional, **keywords)
-        except TypeError as exc:  # the worker's function changed since the job was enqueued
+            self.signature.bind(*bound.args, **bound.kwargs)
+        except TypeError as exc:
             raise InvalidArgument("args", arguments, f"{self.name}: {exc}") from None
         return list(bound.args), dict(bound.kwargs)
 

@@ -138,14 +138,22 @@ class Task(Generic[P, R]):
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
         """The call bound and checked, for :meth:`App.enqueue_many`; nothing is sent."""
-        bound = self.signature.bind(args, kwargs)
-        full = copy.copy(bound)
-        full.arguments = dict(bound.arguments)
-        full.apply_defaults()
+        arguments = self.signature.bind(args, kwargs)
         extra = self._overrides
-        lane = extra.lane if extra.lane is not None else _apply(self.lane, full)
-        dedup = extra.dedup_key if extra.dedup_key is not None else _apply(self.dedup, full)
-        return Call(self, self.signature.dump(bound), lane, extra.id, dedup, extra.delay, extra.at)
+        lane = extra.lane if extra.lane is not None else self._key(self.lane, arguments)
+        dedup = extra.dedup_key if extra.dedup_key is not None else self._key(self.dedup, arguments)
+        return Call(
+            self, self.signature.dump(arguments), lane, extra.id, dedup, extra.delay, extra.at
+        )
+
+    def _key(self, key: Key, arguments: dict[str, Any]) -> str | None:
+        if key is None:
+            return None
+        if isinstance(key, str):
+            value = arguments[key] if key in arguments else self.signature.defaults.get(key)
+        else:
+            value = self.signature.call_with(key, arguments)
+        return None if value is None else str(value)
 
     async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> Handle[R]:
         """Admit a job that runs this task on a worker; bad arguments raise before any write."""
@@ -169,13 +177,6 @@ def _key(key: Key, argument: str, signature: inspect.Signature) -> Key:
     if not isinstance(key, str) or key not in signature.parameters:
         raise InvalidArgument(argument, key, "must name a parameter of the task, or be callable")
     return key
-
-
-def _apply(key: Key, bound: inspect.BoundArguments) -> str | None:
-    if key is None:
-        return None
-    value = bound.arguments.get(key) if isinstance(key, str) else key(*bound.args, **bound.kwargs)
-    return None if value is None else str(value)
 
 
 def _seconds(value: float, argument: str) -> float:
