@@ -3,14 +3,16 @@ the JSON round trip, failures), the supervisor's child command, and what mypy se
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from echomq import App, Closed, InvalidArgument, TaskFailed, context
+from echomq import App, Closed, EchoMQError, InvalidArgument, TaskFailed, context
 from echomq._capacity import Capacity, report
+from echomq.tasks import serve_app
 from echomq.tasks.supervisor import child_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -188,3 +190,37 @@ async def test_every_kind_of_parameter_travels_and_lanes_see_the_defaults() -> N
         assert await handle.result() == "1 two (3, 4) v [('z', 5)]"
         with pytest.raises(InvalidArgument, match="positional only, but was passed as a keyword"):
             await mixed.enqueue(second="two", first=1)  # type: ignore[call-arg]
+
+
+async def test_a_failing_job_hook_fails_the_attempt() -> None:
+    app = App()
+
+    @app.before_job
+    async def refuse(ctx: object) -> None:
+        raise PermissionError("not today")
+
+    @app.task
+    async def never() -> None:
+        raise AssertionError("the hook runs first")
+
+    with app.eager_mode():
+        handle = await never.enqueue()
+    with pytest.raises(TaskFailed, match="PermissionError: not today"):
+        await handle.result()
+
+
+async def test_the_startup_line_names_the_app_and_never_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = App("valkey://user:sekrit@127.0.0.1:1", queue="mail")
+
+    @app.task(name="send")
+    async def send() -> None: ...
+
+    with caplog.at_level(logging.INFO, logger="echomq.tasks"), pytest.raises(EchoMQError):
+        await serve_app(app, "mailer:app")  # nothing listens on port 1: it stops at connect
+    (line,) = [r.getMessage() for r in caplog.records if "echomq worker:" in r.getMessage()]
+    assert line == (
+        "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "
+        "tasks send; concurrency 10"
+    )
