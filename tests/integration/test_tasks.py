@@ -24,6 +24,7 @@ from echomq import (
     TaskFailed,
     context,
 )
+from echomq._cluster_server import EmbeddedCluster
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
 
@@ -293,3 +294,27 @@ async def test_a_worker_serves_only_the_queues_it_is_given(app: App, queue_name:
     await AppWorker(app, [f"{queue_name}-b"], FAST).run_until_idle()
     assert await second.result(timeout=5) == "theirs"
     assert (await first.status()).state == "pending"  # type: ignore[union-attr]
+
+
+async def test_an_app_on_a_cluster_serves_two_queues_and_reads_their_results(
+    valkey_cluster: EmbeddedCluster, queue_name: str
+) -> None:
+    app = App(valkey_cluster.url, queue=queue_name)
+
+    @app.task
+    async def here(n: int) -> int:
+        return n + 1
+
+    @app.task(queue=f"{queue_name}-b", lane="n")
+    async def there(n: int) -> str:
+        return f"b{n}"
+
+    await app.connect()
+    try:
+        handles = await app.enqueue_many([here.call(1), there.call(2), here.call(3)])
+        waiting = asyncio.ensure_future(handles[1].result(timeout=10))
+        await AppWorker(app, options=FAST).run_until_idle()
+        assert await waiting == "b2"
+        assert [await h.result(timeout=5) for h in handles] == [2, "b2", 4]
+    finally:
+        await forget(app)
