@@ -295,6 +295,7 @@ class Router:
         self._every: weakref.WeakSet[Link] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._closed = False
+        self._fences_links = False  # known once start() asked the server
 
     def start(self) -> None:
         """Learn whether the seed is a cluster node, and check the version fence once."""
@@ -306,6 +307,9 @@ class Router:
                 slot(VERSION_KEY), pack(("SET", VERSION_KEY, self.fence, "NX", "GET"))
             )
             check_fence(error_of(found), self.fence, self.seed.address)
+        # On one server every later link runs the fence in its handshake, as the async
+        # connector does; a cluster's fence key lives on one node, checked above.
+        self._fences_links = not self.is_cluster
 
     def address(self, key_slot: int | None) -> str:
         if key_slot is None:
@@ -327,8 +331,7 @@ class Router:
             return link
         if self._closed:
             raise ConnectError("the sync queue is closed", address=address)
-        # On one server every link runs the fence; a cluster's fence key lives on one node.
-        link = Link(self.options_for(address), fence=None if self.is_cluster else self.fence)
+        link = Link(self.options_for(address), fence=self.fence if self._fences_links else None)
         if address in links:
             self.reconnects += 1
         links[address] = link

@@ -1,0 +1,111 @@
+"""The blocking producer on a real cluster: each queue's calls reach the primary that owns its
+slot (learnt from MOVED when only one seed is named), results are waited on there, and a slot
+that migrates while the producer works is followed through ASK and MOVED, losing nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from echomq import Queue, SyncQueue
+from echomq._cluster import ClusterRouter
+from echomq._cluster_server import migrate_slot
+from echomq._keys import slot
+from echomq._url import seeds_from_url
+from echomq.server import EmbeddedCluster
+from echomq.testing import claim_job, discard
+
+Spread = Callable[[ClusterRouter, int, str], list[str]]
+
+
+@pytest.mark.parametrize("seeds", ["every primary", "one seed"])
+async def test_queues_on_every_shard_admit_read_and_configure_on_their_own_node(
+    router: ClusterRouter, spread: Spread, valkey_cluster: EmbeddedCluster, seeds: str
+) -> None:
+    url = valkey_cluster.url
+    if seeds == "one seed":
+        first = valkey_cluster.primaries[0]
+        url = f"valkey://{first.host}:{first.port}/0"
+    for name in spread(router, 3, "sync"):
+        queue = Queue(name, router)
+        with SyncQueue.connect(url, name) as sq:
+            single = [sq.enqueue(i, group="g") for i in range(20)]
+            many = sq.enqueue_many(range(150))
+            assert {v.kind for v in single + many} == {"enqueued"}
+            assert sq.job(single[0].id) is not None
+            assert sq.state(single[0].id) == "pending"
+            sq.configure_lane("g", limit=4, rate=(100, 1.0))
+            (lane,) = await queue.lanes(["g"])
+            assert (lane.limit, lane.rate, lane.depth) == (4, (100, 1.0), 20)
+            owner = router.owner(slot(queue.keys.root)).address
+            if seeds == "one seed" and owner != f"{first.host}:{first.port}":
+                assert sq._process.router.moved > 0  # learnt the owner from the cluster
+            held = await router.nodes[owner].call(
+                "CLUSTER", "COUNTKEYSINSLOT", slot(queue.keys.root)
+            )
+            assert held >= 170
+        assert (await queue.counts()).pending == 170
+        await queue.pause()
+        await queue.obliterate(force=True)
+
+
+async def test_wait_on_a_cluster_wakes_on_the_owning_node(
+    router: ClusterRouter, spread: Spread, valkey_cluster: EmbeddedCluster
+) -> None:
+    for name in spread(router, 3, "sync-wait"):
+        queue = Queue(name, router, result_ttl=60)
+        with SyncQueue.connect(valkey_cluster.url, name) as sq:
+            verdict = sq.enqueue({"x": 1})
+            found: list[object] = []
+            waiter = threading.Thread(
+                target=lambda sq=sq, v=verdict, f=found: f.append(sq.wait(v.id))
+            )
+            waiter.start()
+            job = await claim_job(queue)
+            assert await queue.complete(job, result="done")
+            await asyncio.to_thread(waiter.join, 20)
+            (info,) = found
+            assert info is not None
+            assert (info.state, info.result) == ("completed", "done")  # type: ignore[attr-defined]
+        await discard(queue)
+
+
+async def test_a_slot_migrating_under_the_producer_is_followed_and_loses_nothing(
+    own_cluster: EmbeddedCluster,
+) -> None:
+    async with ClusterRouter(seeds_from_url(own_cluster.url)) as wire:
+        name = "sync-migrating"
+        queue = Queue(name, wire)
+        queue_slot = slot(queue.keys.root)
+        with SyncQueue.connect(own_cluster.url, name) as sq:
+            admitted = [sq.enqueue(i) for i in range(30)]
+            moving, errors = threading.Event(), []
+
+            def produce() -> None:  # through the whole migration, and a little after it
+                try:
+                    while not moving.is_set():
+                        admitted.append(sq.enqueue("during"))
+                    admitted.extend(sq.enqueue_many(range(120)))
+                    admitted.extend(sq.enqueue(f"after-{i}") for i in range(10))
+                except Exception as exc:  # surfaced below
+                    errors.append(exc)
+
+            producer = threading.Thread(target=produce)
+            producer.start()
+            source = wire.owner(queue_slot)
+            target = next(n.options for a, n in wire.nodes.items() if a != source.address)
+            others = tuple(n.options for n in wire.nodes.values())
+            try:
+                await migrate_slot(source, target, queue_slot, others=others)
+            finally:
+                moving.set()
+                await asyncio.to_thread(producer.join, 60)
+            assert errors == []
+            router = sq._process.router
+            assert router.ask + router.moved > 0  # it met the move and followed it
+            assert router.owners[queue_slot] == target.address
+        assert {v.kind for v in admitted} == {"enqueued"}
+        assert (await queue.counts()).pending == len({v.id for v in admitted}) == len(admitted)
