@@ -304,7 +304,7 @@ class App:
         queues = {name: await self._open_queue(name) for name in {c.task.queue for c in calls}}
         lanes = {(c.task.queue, c.lane, c.task.name): c for c in calls}
         await asyncio.gather(
-            *(self._configure_lane(queues[c.task.queue], c) for c in lanes.values())
+            *(self._configure_lane(queues[c.task.queue], c, batch=True) for c in lanes.values())
         )
 
         async def batch(name: str, indexes: list[int]) -> None:
@@ -351,14 +351,19 @@ class App:
             verdict = queue.enqueue(call.payload, **options)
         return SyncHandle(task, verdict, queue)
 
-    async def _configure_lane(self, queue: Queue, call: Call[Any]) -> None:
+    async def _configure_lane(self, queue: Queue, call: Call[Any], *, batch: bool = False) -> None:
         task = call.task
         if task.lane_limit is None and task.lane_rate is None:
             return
         key = _lane_key(queue.name, call)
         if not self._lanes.is_new(key):
             return
-        lane = queue.lane(key[1])
+        try:
+            lane = queue.lane(key[1])
+        except InvalidArgument:
+            if batch:
+                return  # the item's own verdict says what is wrong with its lane
+            raise
         if task.lane_limit is not None:
             await lane.limit(task.lane_limit)
         if task.lane_rate is not None:
