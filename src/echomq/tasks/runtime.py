@@ -245,6 +245,10 @@ class AppWorker:
             idle = asyncio.ensure_future(self._stop_when_idle(queues)) if until_idle else None
             try:
                 await asyncio.gather(*runs)
+            except BaseException:
+                self.stop()  # one queue's consumer failed: the others stop too, then it raises
+                await asyncio.gather(*runs, return_exceptions=True)
+                raise
             finally:
                 if idle is not None:
                     idle.cancel()
