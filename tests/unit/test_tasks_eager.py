@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from echomq import App, Closed, EchoMQError, InvalidArgument, TaskFailed, context
@@ -224,3 +225,23 @@ async def test_the_startup_line_names_the_app_and_never_the_password(
         "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "
         "tasks send; concurrency 10"
     )
+
+
+class Point(msgspec.Struct):
+    x: int
+    y: int
+
+
+async def test_msgspec_structs_travel_as_json_and_are_rebuilt() -> None:
+    app = App()
+
+    @app.task
+    async def flip(point: Point, others: list[Point] | None = None) -> Point:
+        assert all(isinstance(p, Point) for p in others or [])
+        return Point(point.y, point.x)
+
+    call = flip.call(Point(1, 2), [Point(3, 4)])
+    assert call.args == {"point": {"x": 1, "y": 2}, "others": [{"x": 3, "y": 4}]}
+    with app.eager_mode():
+        handle = await flip.enqueue(Point(1, 2), [Point(3, 4)])
+    assert await handle.result() == Point(2, 1)
