@@ -19,12 +19,17 @@ import statistics
 import subprocess
 import sys
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from _harness import engine_usec_per_script
-from echomq import Connector, Queue
+from echomq import Connector, Job, Queue
+from echomq._scripts import Script, _helpers, _link
 from echomq.server import EmbeddedValkey
 from echomq.testing import discard
+
+LUA = Path(__file__).resolve().parents[1] / "src" / "echomq" / "lua"
 
 #: (label, result_ttl seconds, jobs per complete call, a waiter subscribed)
 CASES = [
@@ -83,6 +88,48 @@ async def _measure(url: str, runs: int, jobs: int) -> dict[str, float]:
     return {label: statistics.median(values) for label, values in figures.items()}
 
 
+def _linked(lua: Path, name: str) -> Script:
+    """``name``.lua of a lua folder, linked with that folder's helpers (as its registry would)."""
+    library = "".join(p.read_text("utf-8") for p in sorted(lua.glob("_*.lua")))
+    return Script.from_source(name, _link(_helpers(library), (lua / f"{name}.lua").read_text()))
+
+
+async def _script_cost(url: str, script: Script, args: Callable[[Job], list[Any]], n: int) -> float:
+    """Engine µs per call of ``script`` completing ``n`` leased jobs one per call."""
+    queue = await Queue.connect(url, f"bench-results-{uuid.uuid4().hex[:8]}")
+    try:
+        await queue.enqueue_many(range(n))
+        leased: list[Job] = []
+        while len(leased) < n:
+            got = await queue.claim_batch(1000, lease=600)
+            assert isinstance(got, list)
+            leased += got
+        await queue.wire.call("SCRIPT", "LOAD", script.source)
+        await queue.wire.call("CONFIG", "RESETSTAT")
+        keys = (queue.keys.root, queue.keys.gate)
+        for job in leased:
+            await queue.wire.call(*script.command(keys, args(job)))
+        return await engine_usec_per_script(queue)
+    finally:
+        await discard(queue)
+
+
+async def _scripts_side_by_side(url: str, old: Script, new: Script, runs: int, n: int) -> None:
+    """The two complete.lua alone, ttl 0, one job per call, alternated in one process: the
+    host's noise hits both alike (the figure the ttl-0 promise is held to)."""
+    sides: list[tuple[str, Script, Callable[[Job], list[Any]]]] = [
+        ("before results", old, lambda j: [j.id, j.attempts]),
+        ("with results, ttl 0", new, lambda j: [0, j.id, j.attempts, ""]),
+    ]
+    figures: dict[str, list[float]] = {label: [] for label, _, _ in sides}
+    for run in range(runs):
+        for label, script, args in sides if run % 2 == 0 else sides[::-1]:
+            figures[label].append(await _script_cost(url, script, args, n))
+    print("\n| complete.lua alone, 1 job per call | engine µs per call |\n|---|---:|")
+    for label, values in figures.items():
+        print(f"| {label} | {statistics.median(values):.2f} |")
+
+
 def _other(src: str, url: str, runs: int, jobs: int) -> dict[str, float]:
     env = {**os.environ, "PYTHONPATH": src}
     command = [sys.executable, __file__, "--url", url, "--runs", str(runs), "--jobs", str(jobs)]
@@ -112,10 +159,16 @@ def main() -> int:
                     old.setdefault(label, []).append(value)
             for label, value in asyncio.run(_measure(server.url, 1, args.jobs)).items():
                 new.setdefault(label, []).append(value)
-    print("\n| case | engine µs per job | before results (µs per job) |\n|---|---:|---:|")
-    for label, values in new.items():
-        before = f"{statistics.median(old[label]):.2f}" if label in old else "—"
-        print(f"| {label} | {statistics.median(values):.2f} | {before} |")
+        print("\n| case | engine µs per job | before results (µs per job) |\n|---|---:|---:|")
+        for label, values in new.items():
+            before = f"{statistics.median(old[label]):.2f}" if label in old else "—"
+            print(f"| {label} | {statistics.median(values):.2f} | {before} |")
+        if args.old:
+            old_script = _linked(Path(args.old) / "echomq" / "lua", "complete")
+            new_script = _linked(LUA, "complete")
+            asyncio.run(
+                _scripts_side_by_side(server.url, old_script, new_script, args.runs, args.jobs)
+            )
     return 0
 
 
