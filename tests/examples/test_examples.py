@@ -65,7 +65,7 @@ async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
         assert posted.status_code == 202
         job = posted.json()
         assert job["verdict"] == "enqueued"
-        lanes = {lane.group: lane.pending for lane in await tasks.app.queue("email").lanes()}
+        lanes = {lane.group: lane.depth for lane in await tasks.app.queue("email").lanes()}
         assert lanes == {"acme": 1}
         await AppWorker(tasks.app).run_until_idle()
         got = await http.get(f"/emails/{job['id']}", params={"wait": 5})
@@ -85,7 +85,7 @@ async def test_sync_producer_survives_the_fork_of_a_preforking_server(
     assert "worker 1: enqueued 50 emails" in out
     queue = await Queue.connect(valkey_url, "email")
     try:
-        lanes = {lane.group: lane.pending for lane in await queue.lanes()}
+        lanes = {lane.group: lane.depth for lane in await queue.lanes()}
     finally:
         await queue.close()
     assert lanes == {"acme": 1, "tenant-0": 50, "tenant-1": 50}  # every job once, none lost
