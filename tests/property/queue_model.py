@@ -54,6 +54,9 @@ class Model:
     active: dict[str, Lease] = field(default_factory=dict)
     dead: set[str] = field(default_factory=set)
     completed: set[str] = field(default_factory=set)
+    # The token each completed job was completed with (its kept row, when the queue keeps them,
+    # answers a later settle "settled" for that token, "stale" for others).
+    completed_tokens: dict[str, int] = field(default_factory=dict)
     failed: int = 0
     # Every (id, token) a claim ever handed out, so settles can replay old tokens.
     tokens: list[tuple[str, int]] = field(default_factory=list)
@@ -125,7 +128,7 @@ class Model:
 
     def complete(self, job_id: str) -> None:
         self.release(job_id)
-        del self.rows[job_id]
+        self.completed_tokens[job_id] = self.rows.pop(job_id).attempts
         self.completed.add(job_id)
 
     def bury(self, job_id: str, error: str) -> None:

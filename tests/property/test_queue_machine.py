@@ -48,10 +48,16 @@ picks = st.integers(min_value=0, max_value=1 << 16)
 class QueueMachine(RuleBasedStateMachine):
     """One real queue per example, and the model it must agree with after every step."""
 
+    #: Seconds a completed row is kept (0: deleted); the kept-results machine overrides it.
+    RESULT_TTL = 0.0
+
     def __init__(self, url: str, name: str) -> None:
         super().__init__()
         self.loop = asyncio.new_event_loop()
-        self.queue = self._run(Queue.connect(url, name, pool_size=1, events=False))
+        self.queue = self._run(
+            Queue.connect(url, name, pool_size=1, events=False, result_ttl=self.RESULT_TTL)
+        )
+        self.is_keeping = self.RESULT_TTL > 0
         self.model = Model()
         self.fairness = Fairness()
         self.payloads = itertools.count()
@@ -96,6 +102,7 @@ class QueueMachine(RuleBasedStateMachine):
             "gweight": ("HGETALL", keys.gweight),
             "active": ("ZRANGE", keys.active, 0, -1, "WITHSCORES"),
             "dead": ("ZRANGE", keys.dead, 0, -1),
+            "done": ("ZRANGE", keys.done, 0, -1),
             "schedule": ("ZRANGE", keys.schedule, 0, -1),
             "meta": ("HGETALL", keys.meta),
             "turn": ("HGETALL", keys.turn),
@@ -120,6 +127,7 @@ class QueueMachine(RuleBasedStateMachine):
             },
             "active": {text_of(i): int(score) for i, score in raw["active"]},
             "dead": {text_of(i) for i in raw["dead"]},
+            "done": {text_of(i) for i in raw["done"]},
             "schedule": {text_of(i) for i in raw["schedule"]},
             "meta": {text_of(k): text_of(v) for k, v in raw["meta"].items()},
             "turn": {text_of(k): text_of(v) for k, v in raw["turn"].items()},
@@ -315,7 +323,7 @@ class QueueMachine(RuleBasedStateMachine):
     def _complete(self, job_id: str, token: int) -> None:
         assert self._run(self.queue.complete(job_id, token)) is True
         self.model.complete(job_id)
-        assert self._run(self.queue.state(job_id)) == "absent"
+        assert self._run(self.queue.state(job_id)) == self._finished_state
 
     def _retry(self, job_id: str, token: int, max_attempts: int) -> None:
         error = f"boom {token}"
@@ -377,21 +385,31 @@ class QueueMachine(RuleBasedStateMachine):
             if verb == "complete"
             else self.queue.retry(job_id, token, delay=0, max_attempts=3)
         )
-        if row is None:
+        expected = self._expected(job_id, token)
+        if expected == "gone":
+            assert row is None
             assert self._run(settle) == (False if verb == "complete" else "gone")
-        elif row.attempts != token:
+        elif expected == "stale":
             with pytest.raises(StaleTokenError):
                 self._run(settle)
-        else:  # this claim settled the job already (retried to its lane, or dead)
+        else:  # this claim settled the job already (retried to its lane, dead, or completed)
             with pytest.raises(StateError):
                 self._run(settle)
         assert self.snapshot() == before
+
+    @property
+    def _finished_state(self) -> str:
+        """What a completed job's state reads: its kept row's, or absent."""
+        return "completed" if self.is_keeping else "absent"
 
     def _expected(self, job_id: str, token: int) -> str:
         """What one settle of ``(job_id, token)`` must answer now, per the model."""
         row = self.model.rows.get(job_id)
         if self.model.holds(job_id, token):
             return "held"
+        if row is None and self.is_keeping and job_id in self.model.completed_tokens:
+            # The kept row of a completed job: as fenced as a live one.
+            return "settled" if self.model.completed_tokens[job_id] == token else "stale"
         if row is None:
             return "gone"
         return "stale" if row.attempts != token else "settled"
@@ -413,7 +431,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert outcome == expected, (job_id, token, outcome)
         for job_id in {job_id for job_id, _ in chosen} - set(self.model.rows):
-            assert self._run(self.queue.state(job_id)) == "absent"
+            assert self._run(self.queue.state(job_id)) == self._finished_state
 
     @precondition(lambda self: self.model.tokens)
     @rule(picks_=st.lists(picks, min_size=1, max_size=6))
@@ -545,7 +563,14 @@ class QueueMachine(RuleBasedStateMachine):
             assert stored.get("last_error") == row.last_error
             assert stored["payload"] == str(row.payload)
         for job_id in model.completed:
-            assert job_id not in raw["rows"], f"completed job {job_id} still has a row"
+            if self.is_keeping:
+                stored = raw["rows"].get(job_id)
+                assert stored is not None, f"the kept row of {job_id} is gone"
+                assert stored["state"] == "completed", (job_id, stored)
+                assert int(stored["attempts"]) == model.completed_tokens[job_id], job_id
+            else:
+                assert job_id not in raw["rows"], f"completed job {job_id} still has a row"
+        assert raw["done"] == (model.completed if self.is_keeping else set())
 
         # Lane settings, and in-flight counts that never pass a ceiling (unless it was lowered
         # under jobs already in flight: a ceiling gates claims, it never evicts leases).
@@ -631,3 +656,18 @@ def test_queue_matches_its_model_through_every_transition(valkey_url: str, queue
         return QueueMachine(valkey_url, f"{queue_name[:100]}.m{next(_examples)}")
 
     run_state_machine_as_test(machine, settings=QueueMachine.TestCase.settings)
+
+
+class KeepingMachine(QueueMachine):
+    """The same machine on a queue that keeps completed rows (``result_ttl``): a kept row is
+    fenced like a live one and in no lane, lease or dead set, only in ``done``."""
+
+    RESULT_TTL = 3600.0
+
+
+@pytest.mark.timeout(600)
+def test_a_queue_keeping_results_matches_its_model(valkey_url: str, queue_name: str) -> None:
+    def machine() -> KeepingMachine:
+        return KeepingMachine(valkey_url, f"{queue_name[:100]}.k{next(_examples)}")
+
+    run_state_machine_as_test(machine, settings=KeepingMachine.TestCase.settings)
