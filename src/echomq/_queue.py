@@ -127,6 +127,8 @@ class Queue(Settles):
         from ._cluster import open_wire  # the router builds on the pool: imported late
 
         Keyspace(name)  # validates before connecting
+        if "result_ttl" in options:
+            ms(options["result_ttl"], "result_ttl", most=MAX_RESULT_TTL)
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
         wire = await open_wire(seeds, pool_size)
         try:
