@@ -34,7 +34,7 @@ async def main() -> None:
             await broken.result(timeout=10)
         except TaskFailed as failed:
             print("1 / 0 failed:", failed.error)
-            print(failed.traceback.splitlines()[-1])
+            print((failed.traceback or "").splitlines()[-1])
         await worker
         status = await total.status()
         assert status is not None
