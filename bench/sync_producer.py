@@ -3,6 +3,7 @@ peer's way (huey: one ``LPUSH`` per job through valkey-py's sync client) on the 
 
 Run: ``.venv/bin/python bench/sync_producer.py [--runs 5] [--jobs 20000]``. Per case, the median
 of ``--runs`` interleaved runs: jobs (or calls) per second and this process's CPU per call.
+The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job there).
 ``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
 ``--no-spin`` turns the reply spin off (:data:`echomq._sync_wire.SPIN`) to show what it buys.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import threading
 import time
 from collections.abc import Callable
 
@@ -29,7 +31,7 @@ def _timed(calls: int, run: Callable[[], None]) -> tuple[float, float]:
     return calls / wall, cpu / calls * 1e6
 
 
-def measure(url: str, runs: int, jobs: int) -> dict[str, list[tuple[float, float]]]:
+def measure(url: str, runs: int, jobs: int, threads: int) -> dict[str, list[tuple[float, float]]]:
     options = ConnectionOptions.from_url(url)
     peer = valkey.Valkey(host=options.host, port=options.port, password=options.password)
     name = f"bench-sync-{time.time_ns()}"
@@ -52,6 +54,17 @@ def measure(url: str, runs: int, jobs: int) -> dict[str, list[tuple[float, float
         def enqueue_many() -> None:
             queue.enqueue_many([payload] * jobs)
 
+        def threaded() -> None:
+            share = jobs // threads
+            workers = [
+                threading.Thread(target=lambda: [queue.enqueue(payload) for _ in range(share)])
+                for _ in range(threads)
+            ]
+            for worker in workers:
+                worker.start()
+            for worker in workers:
+                worker.join()
+
         def floor() -> None:
             call, slot = router.call, None
             for _ in range(jobs):
@@ -61,6 +74,7 @@ def measure(url: str, runs: int, jobs: int) -> dict[str, list[tuple[float, float
             "huey-style LPUSH (valkey-py sync)": lpush,
             "SyncQueue.enqueue": enqueue,
             "SyncQueue.enqueue_many": enqueue_many,
+            f"SyncQueue.enqueue, {threads} threads (a socket each)": threaded,
             "PING on the SyncQueue's socket": floor,
         }
         for run in cases.values():  # warm: scripts loaded, the id node leased, sockets open
@@ -80,17 +94,18 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--threads", type=int, default=4, help="threads of the threaded case")
     parser.add_argument("--url", help="an existing server instead of the embedded one")
     parser.add_argument("--no-spin", action="store_true", help="block at once for each reply")
     args = parser.parse_args()
     if args.no_spin:
         sync_wire.SPIN = 0.0  # read at each call
     if args.url:
-        rows = measure(args.url, args.runs, args.jobs)
+        rows = measure(args.url, args.runs, args.jobs, args.threads)
     else:
         with EmbeddedValkey() as server:
             print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-            rows = measure(server.url, args.runs, args.jobs)
+            rows = measure(server.url, args.runs, args.jobs, args.threads)
     spin = "off" if args.no_spin else f"{sync_wire.SPIN * 1e6:.0f} µs"
     print(f"\n{args.jobs} calls from one thread, median of {args.runs} runs (reply spin {spin})\n")
     print("| case | jobs/s | client CPU µs/call | runs (jobs/s) |")

@@ -190,6 +190,7 @@ class SyncQueue:
             self.keys.root,
             self.keys.gate,
         )
+        self._prefix = b"*11\r\n" + pack(self._head)[len(b"*5\r\n") :]
         self._lane_head = ("EVALSHA", self._lane_limit.sha, 2, self.keys.root, self.keys.gate)
         self._done = self.keys.done  # the shard channel each completion and burial is told on
         self._process = _Process(self.seeds, self.scripts)
@@ -262,7 +263,8 @@ class SyncQueue:
         if process.pid != os.getpid() or self._closed:
             process = self._here()
         item = admission(self.codec, process.mint, payload, group, id, dedup_key, dedup_ttl, run_at)
-        reply = process.router.call(self._slot, pack(self._head + item), self._enqueue)
+        # The call's first five words packed once; the item's six after them ("*6\r\n" cut).
+        reply = process.router.call(self._slot, self._prefix + pack(item)[4:], self._enqueue)
         if type(reply) is not list:
             raise error_of(reply) if type(reply) is ReplyError else WireError(repr(reply))
         admitted = _admitted(*reply)

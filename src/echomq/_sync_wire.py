@@ -195,14 +195,18 @@ class Link:
         if sock is None:
             raise ConnectionResetError("the connection was closed")
         limit = self.options.call_timeout if timeout is None else max(timeout, 0.0)
-        if self._is_tls:
-            sock.settimeout(max(limit, 0.001))
+        if self._is_tls:  # blocks with the call timeout, set once; a wait's own for its read
+            if timeout is not None:
+                sock.settimeout(max(limit, 0.001))
             try:
                 got = sock.recv_into(self._buffer)
             except TimeoutError:
                 if timeout is None:
                     raise
                 return 0
+            finally:
+                if timeout is not None:
+                    sock.settimeout(self.options.call_timeout)
         else:
             got = _recv_now(sock, self._buffer)
             if got < 0 and spin:

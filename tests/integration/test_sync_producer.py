@@ -308,6 +308,7 @@ async def test_rediss_through_a_tls_terminator(
         verdicts = [sq.enqueue(i) for i in range(20)] + sq.enqueue_many(range(300))
         assert {v.kind for v in verdicts} == {"enqueued"}
         assert sq.job(verdicts[0].id) is not None
+        assert sq.wait(verdicts[0].id, timeout=0.05) is None  # a subscription's read times out
     assert (await queue.counts()).pending == 320
 
 
