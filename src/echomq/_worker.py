@@ -24,7 +24,9 @@ def load_target(spec: str) -> Any:
     """``package.module:name`` → the object it names; clear errors when it cannot be found."""
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
-        raise InvalidArgument("handler", spec, "expected package.module:function (or package.module:app)")
+        raise InvalidArgument(
+            "handler", spec, "expected package.module:function (or package.module:app)"
+        )
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
