@@ -46,6 +46,7 @@ _ASKING: Final = pack(("ASKING",))
 _BUFFER = 64 * 1024
 #: Seconds a call polls for its reply before it sleeps in ``poll`` (see :class:`Link`): a
 #: little more than the enqueue script's own time, so a local server's reply is caught awake.
+#: Read when a link opens (bench/sync_producer.py --no-spin sets it to 0 to compare).
 SPIN = 100e-6
 #: MOVED answers followed for one call; TRYAGAIN / CLUSTERDOWN are retried until the timeout.
 MAX_REDIRECTS: Final = 8
@@ -87,16 +88,20 @@ class Link:
     :data:`SPIN` seconds (yielding the core each turn), then waited for with ``poll``. On a
     virtual machine a waiting thread's idle core halts, and waking it costs tens of µs — more
     than the script itself takes — so a short spin doubles the calls per second one thread
-    makes (bench/sync_producer.py). A TLS socket blocks with a timeout instead.
+    makes (bench/sync_producer.py). The link keeps a moving average of how long its replies
+    take and spins only while that is under the spin: a distant server's round trip (hundreds
+    of µs) would burn the spin for nothing. A TLS socket blocks with a timeout instead.
     """
 
     __slots__ = (
         "__weakref__",
         "_buffer",
         "_is_tls",
+        "_latency",
         "_poll",
         "_reader",
         "_sock",
+        "_spin",
         "_view",
         "address",
         "options",
@@ -109,6 +114,8 @@ class Link:
         self._buffer = bytearray(_BUFFER)
         self._view = memoryview(self._buffer)
         self._is_tls = options.tls
+        self._spin = SPIN
+        self._latency = 0.0  # moving average of the seconds a reply took to arrive
         sock = _open_socket(options)
         self._sock: socket.socket | None = sock
         self._poll = select.poll()
@@ -210,19 +217,34 @@ class Link:
         else:
             got = _recv_now(sock, self._buffer)
             if got < 0 and spin:
-                until = time.perf_counter() + SPIN
-                while got < 0 and time.perf_counter() < until:
-                    os.sched_yield()
-                    got = _recv_now(sock, self._buffer)
-            while got < 0:
-                if not self._poll.poll(limit * 1000):
-                    if timeout is None:
-                        raise TimeoutError
-                    return 0
-                got = _recv_now(sock, self._buffer)
+                started = time.perf_counter()
+                if self._latency < self._spin:
+                    until = started + self._spin
+                    while got < 0 and time.perf_counter() < until:
+                        os.sched_yield()
+                        got = _recv_now(sock, self._buffer)
+                if got < 0:
+                    got = self._wait(sock, limit, timeout)
+                self._latency += (time.perf_counter() - started - self._latency) / 8
+            elif got < 0:
+                got = self._wait(sock, limit, timeout)
+            if got < 0:
+                return 0  # nothing within the wait's own timeout
         if not got:
             raise ConnectionResetError("closed by the server")
         return got
+
+    def _wait(self, sock: socket.socket, limit: float, timeout: float | None) -> int:
+        """Sleep in ``poll`` until the socket holds something: its length (0 at EOF), or -1
+        when ``timeout`` passed first (without ``timeout``, passing the call timeout raises)."""
+        while True:
+            if not self._poll.poll(limit * 1000):
+                if timeout is None:
+                    raise TimeoutError
+                return -1
+            got = _recv_now(sock, self._buffer)
+            if got >= 0:
+                return got
 
     def is_idle_and_sound(self) -> bool:
         """Whether nothing waits to be read (a reply, an EOF) on this link with no call in flight:
