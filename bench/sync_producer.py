@@ -99,7 +99,7 @@ def main() -> int:
     parser.add_argument("--no-spin", action="store_true", help="block at once for each reply")
     args = parser.parse_args()
     if args.no_spin:
-        sync_wire.SPIN = 0.0  # read at each call
+        sync_wire.SPIN = 0.0  # read by each link as it opens
     if args.url:
         rows = measure(args.url, args.runs, args.jobs, args.threads)
     else:

@@ -4,7 +4,9 @@ a forked child, through a killed connection and through TLS, against the real se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -174,6 +176,66 @@ async def test_a_killed_connection_reconnects_and_loses_nothing(
     assert sync_queue._process.router.reconnects == 3
     assert {v.kind for v in admitted} == {"enqueued"}
     assert (await queue.counts()).pending == len({v.id for v in admitted}) == 261
+
+
+class ReplyCutter:
+    """A TCP relay in front of the server that, when told, swallows the next reply and cuts
+    the client's connection: a call that ran on the server whose answer was lost in flight."""
+
+    def __init__(self, upstream: ConnectionOptions) -> None:
+        self.upstream = upstream
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.cut_next = threading.Event()
+        self.cuts = 0
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):  # the listener closed: the test is over
+            while True:
+                client, _ = self.listener.accept()
+                server = socket.create_connection((self.upstream.host, self.upstream.port))
+                threading.Thread(
+                    target=self._pump, args=(client, server, False), daemon=True
+                ).start()
+                threading.Thread(
+                    target=self._pump, args=(server, client, True), daemon=True
+                ).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+        with contextlib.suppress(OSError), source, sink:
+            while data := source.recv(65536):
+                if replies and self.cut_next.is_set():
+                    self.cut_next.clear()
+                    self.cuts += 1
+                    sink.shutdown(socket.SHUT_RDWR)  # the reply is dropped, the client cut
+                    return
+                sink.sendall(data)
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+@pytest.mark.parametrize("minted", [True, False], ids=["minted id", "given id"])
+async def test_a_reply_lost_in_flight_is_sent_again_and_admits_once(
+    valkey_url: str, queue_name: str, queue: Queue, minted: bool
+) -> None:
+    cutter = ReplyCutter(ConnectionOptions.from_url(valkey_url))
+    try:
+        with SyncQueue.connect(f"valkey://127.0.0.1:{cutter.port}/0", queue_name) as sq:
+            sq.enqueue("warm")  # the id node leased, the script loaded
+            cutter.cut_next.set()
+            given = None if minted else "JOB0000000000Z"
+            verdict = sq.enqueue("lost reply", id=given)
+            assert cutter.cuts == 1
+            assert sq._process.router.reconnects == 1
+            # Our own first send landed: a minted id is nobody else's, so it is enqueued; a
+            # given id may have been there before, so it stays what the server said.
+            assert verdict.kind == ("enqueued" if minted else "duplicate")
+            assert (await queue.counts()).pending == 2
+            assert sq.job(verdict.id) is not None
+    finally:
+        cutter.close()
 
 
 BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
