@@ -19,9 +19,9 @@ from concurrent.futures import ProcessPoolExecutor
 
 from echomq import Item, Queue
 from echomq._cluster import ClusterRouter
-from echomq.server import ClusterOptions, EmbeddedCluster
 from echomq._keys import Keyspace, slot
 from echomq._url import seeds_from_url
+from echomq.server import ClusterOptions, EmbeddedCluster
 
 QUEUES = 8
 BATCH = 50

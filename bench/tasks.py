@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from _harness import serve
-from echomq import App, AppWorker, Consumer, ConsumerOptions, Job, Queue
+from echomq import App, AppWorker, Consumer, ConsumerOptions, Item, Job, Queue
 from echomq.testing import discard
 
 TTL = 86400.0
@@ -29,7 +29,9 @@ async def _raw(url: str, jobs: int, bulk: bool) -> tuple[float, float]:
     try:
         start = time.perf_counter()
         if bulk:
-            await queue.enqueue_many([{"tenant": f"t{n % 16}", "n": n} for n in range(jobs)])
+            await queue.enqueue_many(
+                [Item({"tenant": f"t{n % 16}", "n": n}, group=f"t{n % 16}") for n in range(jobs)]
+            )
         else:
             for n in range(jobs):
                 await queue.enqueue({"tenant": f"t{n % 16}", "n": n}, group=f"t{n % 16}")

@@ -26,7 +26,7 @@ from ._errors import EchoMQError, InvalidArgument
 from ._keys import Keyspace
 from ._url import ConnectionOptions, seeds_from_url
 from ._worker import WorkerOptions, load_handler, load_target, serve
-from .tasks.runtime import serve_app
+from .tasks.runtime import serve_tasks
 
 if TYPE_CHECKING:
     from .dashboard import DashboardApp
@@ -77,7 +77,7 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     if is_app:
         if args.url_given:
             target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
-        asyncio.run(serve_app(target, args.handler, args.queue, options, burst=args.burst))
+        asyncio.run(serve_tasks(target, args.handler, args.queue, options, burst=args.burst))
         return 0
     assert handler is not None
     if args.burst:

@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator, Callable, Iterator
 import pytest
 
 from echomq._cluster import ClusterRouter
-from echomq.server import EmbeddedCluster
 from echomq._keys import Keyspace, slot
 from echomq._url import seeds_from_url
+from echomq.server import EmbeddedCluster
 
 
 @pytest.fixture

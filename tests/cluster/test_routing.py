@@ -9,13 +9,13 @@ from collections.abc import Callable
 import pytest
 
 from echomq._cluster import ClusterRouter, command_slot
-from echomq.server import EmbeddedCluster
 from echomq._connector import Connector
 from echomq._errors import CrossSlotError, InvalidArgument, ServerError
 from echomq._keys import Keyspace, slot
 from echomq._queue import Queue
 from echomq._results import Job
 from echomq._url import seeds_from_url
+from echomq.server import EmbeddedCluster
 from echomq.testing import discard
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]

@@ -13,7 +13,7 @@ import pytest
 
 from echomq import App, Closed, EchoMQError, InvalidArgument, TaskFailed, context
 from echomq._capacity import Capacity, report
-from echomq.tasks import serve_app
+from echomq.tasks import serve_tasks
 from echomq.tasks.supervisor import child_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -219,7 +219,7 @@ async def test_the_startup_line_names_the_app_and_never_the_password(
     async def send() -> None: ...
 
     with caplog.at_level(logging.INFO, logger="echomq.tasks"), pytest.raises(EchoMQError):
-        await serve_app(app, "mailer:app")  # nothing listens on port 1: it stops at connect
+        await serve_tasks(app, "mailer:app")  # nothing listens on port 1: it stops at connect
     (line,) = [r.getMessage() for r in caplog.records if "echomq worker:" in r.getMessage()]
     assert line == (
         "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "

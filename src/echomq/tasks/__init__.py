@@ -4,7 +4,7 @@
 from .app import App, Hooks
 from .context import Context, TaskOutcome, context
 from .handle import Handle, SyncHandle
-from .runtime import AppWorker, serve_app
+from .runtime import AppWorker, serve_tasks
 from .task import Call, Task
 
 __all__ = [
@@ -18,5 +18,5 @@ __all__ = [
     "Task",
     "TaskOutcome",
     "context",
-    "serve_app",
+    "serve_tasks",
 ]

@@ -285,7 +285,7 @@ def _name(hook: Any) -> str:
     return f"{getattr(hook, '__module__', '?')}:{getattr(hook, '__qualname__', hook)}"
 
 
-async def serve_app(
+async def serve_tasks(
     app: App,
     spec: str,
     queues: Iterable[str] | None = None,
