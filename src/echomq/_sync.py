@@ -406,7 +406,7 @@ class _Waiter:
             if failures and left is not None and left <= 0:
                 return None  # the first pass reads the row whatever the timeout
             try:
-                link = router.dedicated(self.queue._slot)
+                link = router.dedicated(self.queue._slot, "wait")
             except WireError:
                 failures += 1
                 if failures > 3 and left is None:

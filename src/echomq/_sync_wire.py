@@ -365,9 +365,12 @@ class Router:
             self._every.add(link)
         return link
 
-    def dedicated(self, key_slot: int | None) -> Link:
-        """A link of the caller's own (a subscription), not shared with the thread's calls."""
-        return Link(self.options_for(self.address(key_slot)), fence=None)
+    def dedicated(self, key_slot: int | None, role: str) -> Link:
+        """A link of the caller's own (a subscription), not shared with the thread's calls;
+        ``CLIENT LIST`` names it after the client name and ``role`` (``echomq-wait``)."""
+        options = self.options_for(self.address(key_slot))
+        name = f"{options.client_name or 'echomq'}-{role}"
+        return Link(options.replace(client_name=name), fence=None)
 
     def call(self, key_slot: int | None, data: bytes, script: Script | None = None) -> Any:
         """Send one packed command to the owner of ``key_slot``; its reply (an error reply as a

@@ -333,9 +333,10 @@ def test_wait_times_out_and_answers_none_for_no_such_job(sync_queue: SyncQueue) 
 
 
 def _subscribers(admin: SyncQueue) -> list[int]:
-    listing = admin._process.router.call(None, pack(("CLIENT", "LIST", "TYPE", "pubsub")))
-    lines = listing.decode().splitlines()
-    return [int(line.split()[0].split("=")[1]) for line in lines if " ssub=1 " in f" {line} "]
+    listing = admin._process.router.call(None, pack(("CLIENT", "LIST")))
+    lines = [f" {line} " for line in listing.decode().splitlines()]
+    mine = [line for line in lines if " name=echomq-wait " in line and " ssub=1 " in line]
+    return [int(line.split()[0].split("=")[1]) for line in mine]
 
 
 def _until(condition: Callable[[], bool], what: str) -> None:
