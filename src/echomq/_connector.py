@@ -120,7 +120,11 @@ class _Protocol(asyncio.Protocol):
                 continue
             if not pending:
                 # A reply no call waits for: a subscriber's refused SSUBSCRIBE (a MOVED from a
-                # node that no longer owns the slot). Its handler decides; never a crash.
+                # node that no longer owns the slot) goes to its push handler, which decides;
+                # on any other connection it means the replies are out of step: start over.
+                if connector.on_push is None:
+                    connector._protocol_error(self, ValueError("a reply no call waits for"))
+                    return
                 connector._push([UNSOLICITED, reply])
                 continue
             entry = pending[0]
