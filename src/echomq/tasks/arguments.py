@@ -16,6 +16,8 @@ from typing import Any
 from .._errors import InvalidArgument
 
 Convert = Callable[[Any], Any]
+#: Types JSON carries as they are (exact types: a subclass, say an IntEnum, goes through dump).
+_PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
 def dump(value: Any) -> Any:
@@ -192,7 +194,9 @@ class Signature:
         return fn(*bound.args, **bound.kwargs)
 
     def dump(self, arguments: dict[str, Any]) -> dict[str, Any]:
-        """The arguments as JSON-shaped values."""
+        """The arguments as JSON-shaped values (a call of plain values is its own dump)."""
+        if all(type(value) in _PLAIN for value in arguments.values()):
+            return arguments
         return {name: dump(value) for name, value in arguments.items()}
 
     def load(self, arguments: Any) -> tuple[list[Any], dict[str, Any]]:

@@ -9,7 +9,7 @@ import copy
 import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generic, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 from .._backoff import Backoff
 from .._checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, count, ms
@@ -31,9 +31,11 @@ R = TypeVar("R")
 Key = str | Callable[..., Any] | None
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Generic[R]):
-    """One bound call of a task, ready for :meth:`App.enqueue_many` (from ``task.call(...)``)."""
+class Call(NamedTuple, Generic[R]):
+    """One bound call of a task, ready for :meth:`App.enqueue_many` (from ``task.call(...)``).
+
+    A named tuple rather than a frozen dataclass: a batch makes one per item, and the tuple is
+    built in a third of the time."""
 
     task: Task[Any, R]
     args: dict[str, Any]
