@@ -3,7 +3,8 @@ peer's way (huey: one ``LPUSH`` per job through valkey-py's sync client) on the 
 
 Run: ``.venv/bin/python bench/sync_producer.py [--runs 5] [--jobs 20000]``. Per case, the median
 of ``--runs`` interleaved runs: jobs (or calls) per second and this process's CPU per call.
-The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job there).
+The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job there,
+each thread opens its socket in the timing). Each run of each case gets a fresh queue.
 ``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
 ``--no-spin`` turns the reply spin off (:data:`echomq._sync_wire.SPIN`) to show what it buys.
 """
@@ -11,10 +12,11 @@ The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per
 from __future__ import annotations
 
 import argparse
+import functools
 import statistics
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import valkey
 
@@ -31,63 +33,79 @@ def _timed(calls: int, run: Callable[[], None]) -> tuple[float, float]:
     return calls / wall, cpu / calls * 1e6
 
 
+Case = Callable[[SyncQueue], None]
+
+
 def measure(url: str, runs: int, jobs: int, threads: int) -> dict[str, list[tuple[float, float]]]:
+    """Each run of each case on a queue of its own (and an empty list for the peer), so every
+    run starts from an empty lane; the rows are deleted after the run, outside the timing."""
     options = ConnectionOptions.from_url(url)
     peer = valkey.Valkey(host=options.host, port=options.port, password=options.password)
-    name = f"bench-sync-{time.time_ns()}"
-    huey_list = f"huey.{name}"
-    with SyncQueue.connect(url, name) as queue:
-        router = queue._process.router
-        ping = pack(("PING",))
-        payload = {"task": "bench:add", "args": {"a": 1, "b": 2}}
+    ping = pack(("PING",))
+    payload = {"task": "bench:add", "args": {"a": 1, "b": 2}}
+    huey_list = f"huey.bench-{time.time_ns()}"
 
-        def lpush() -> None:
-            push = peer.lpush
-            for _ in range(jobs):
-                push(huey_list, b'{"task":"bench:add","args":{"a":1,"b":2}}')
+    def lpush(_: SyncQueue) -> None:
+        push = peer.lpush
+        for _ in range(jobs):
+            push(huey_list, b'{"task":"bench:add","args":{"a":1,"b":2}}')
 
-        def enqueue() -> None:
-            put = queue.enqueue
-            for _ in range(jobs):
-                put(payload)
+    def enqueue(queue: SyncQueue) -> None:
+        put = queue.enqueue
+        for _ in range(jobs):
+            put(payload)
 
-        def enqueue_many() -> None:
-            queue.enqueue_many([payload] * jobs)
+    def enqueue_many(queue: SyncQueue) -> None:
+        queue.enqueue_many([payload] * jobs)
 
-        def threaded() -> None:
-            share = jobs // threads
-            workers = [
-                threading.Thread(target=lambda: [queue.enqueue(payload) for _ in range(share)])
-                for _ in range(threads)
-            ]
-            for worker in workers:
-                worker.start()
-            for worker in workers:
-                worker.join()
+    def threaded(queue: SyncQueue) -> None:
+        share = jobs // threads
+        workers = [
+            threading.Thread(target=lambda: [queue.enqueue(payload) for _ in range(share)])
+            for _ in range(threads)
+        ]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
 
-        def floor() -> None:
-            call, slot = router.call, None
-            for _ in range(jobs):
-                call(slot, ping)
+    def floor(queue: SyncQueue) -> None:
+        call = queue._process.router.call
+        for _ in range(jobs):
+            call(None, ping)
 
-        cases = {
-            "huey-style LPUSH (valkey-py sync)": lpush,
-            "SyncQueue.enqueue": enqueue,
-            "SyncQueue.enqueue_many": enqueue_many,
-            f"SyncQueue.enqueue, {threads} threads (a socket each)": threaded,
-            "PING on the SyncQueue's socket": floor,
-        }
-        for run in cases.values():  # warm: scripts loaded, the id node leased, sockets open
-            run()
-        rows: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
-        for _ in range(runs):
-            for case, run in cases.items():
-                rows[case].append(_timed(jobs, run))
-        peer.delete(huey_list)
-        for key in peer.scan_iter(f"emq:{{{name}}}:*", count=1000):
-            peer.delete(key)
+    cases: dict[str, Case] = {
+        "huey-style LPUSH (valkey-py sync)": lpush,
+        "SyncQueue.enqueue": enqueue,
+        "SyncQueue.enqueue_many": enqueue_many,
+        f"SyncQueue.enqueue, {threads} threads (a socket each)": threaded,
+        "PING on the SyncQueue's socket": floor,
+    }
+    rows: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    for n in range(runs + 1):  # the first round warms up and is not counted
+        for case, run in cases.items():
+            name = f"bench-sync-{time.time_ns()}"
+            with SyncQueue.connect(url, name) as queue:
+                queue.enqueue("warm")  # the script loaded, the id node leased
+                timed = _timed(jobs, functools.partial(run, queue))
+                if n:
+                    rows[case].append(timed)
+            peer.delete(huey_list)
+            for keys in _batches(peer.scan_iter(f"emq:{{{name}}}:*", count=1000)):
+                peer.unlink(*keys)
     peer.close()
     return rows
+
+
+def _batches(keys: Iterator[bytes], size: int = 1000) -> Iterator[list[bytes]]:
+    batch: list[bytes] = []
+    for key in keys:
+        batch.append(key)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 def main() -> int:

@@ -215,45 +215,45 @@ class Link:
                 if timeout is not None:
                     sock.settimeout(self.options.call_timeout)
         else:
-            got = _recv_now(sock, self._buffer)
-            if got < 0 and spin:
-                started = time.perf_counter()
-                if self._latency < self._spin:
-                    until = started + self._spin
-                    while got < 0 and time.perf_counter() < until:
-                        os.sched_yield()
-                        got = _recv_now(sock, self._buffer)
-                if got < 0:
-                    got = self._wait(sock, limit, timeout)
-                self._latency += (time.perf_counter() - started - self._latency) / 8
-            elif got < 0:
-                got = self._wait(sock, limit, timeout)
+            got = self._poll_and_read(sock, limit, timeout, spin)
             if got < 0:
                 return 0  # nothing within the wait's own timeout
         if not got:
             raise ConnectionResetError("closed by the server")
         return got
 
-    def _wait(self, sock: socket.socket, limit: float, timeout: float | None) -> int:
-        """Sleep in ``poll`` until the socket holds something: its length (0 at EOF), or -1
-        when ``timeout`` passed first (without ``timeout``, passing the call timeout raises)."""
+    def _poll_and_read(
+        self, sock: socket.socket, limit: float, timeout: float | None, spin: bool
+    ) -> int:
+        """A non-blocking socket's next bytes: their length (0 at EOF), or -1 when ``timeout``
+        passed first (without ``timeout``, passing the call timeout raises). ``poll(0)`` asks
+        without the cost of an exception per empty read."""
+        poll = self._poll.poll
+        started = time.perf_counter()
         while True:
-            if not self._poll.poll(limit * 1000):
+            ready = poll(0)
+            if not ready and spin and self._latency < self._spin:
+                until = started + self._spin
+                while not ready and time.perf_counter() < until:
+                    os.sched_yield()  # a server sharing this core runs now
+                    ready = poll(0)
+            if not ready and not poll(limit * 1000):
                 if timeout is None:
                     raise TimeoutError
                 return -1
             got = _recv_now(sock, self._buffer)
             if got >= 0:
-                return got
+                break
+        if spin:
+            self._latency += (time.perf_counter() - started - self._latency) / 8
+        return got
 
     def is_idle_and_sound(self) -> bool:
         """Whether nothing waits to be read (a reply, an EOF) on this link with no call in flight:
         a link the server closed while it sat idle shows as readable and is closed here."""
-        sock = self._sock
-        if sock is None:
+        if self._sock is None:
             return False
-        readable, _, _ = select.select([sock], [], [], 0)
-        if readable:
+        if self._poll.poll(0):
             self.close()
             return False
         return True
