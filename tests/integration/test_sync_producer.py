@@ -238,6 +238,28 @@ async def test_a_reply_lost_in_flight_is_sent_again_and_admits_once(
         cutter.close()
 
 
+async def test_a_batch_whose_replies_are_lost_answers_unknown_and_resends_safely(
+    valkey_url: str, queue_name: str, queue: Queue
+) -> None:
+    cutter = ReplyCutter(ConnectionOptions.from_url(valkey_url))
+    try:
+        with SyncQueue.connect(f"valkey://127.0.0.1:{cutter.port}/0", queue_name) as sq:
+            sq.enqueue("warm")
+            cutter.cut_next.set()
+            lost = sq.enqueue_many([Item("first", group="g"), Item({1}), *range(250)])
+            assert cutter.cuts == 1
+            assert lost[1].kind == "error"  # refused before sending: not unknown
+            unknown = [v for v in lost if v.kind == "unknown"]
+            assert len(unknown) == 251
+            assert all(v.id for v in unknown)  # each keeps the id it was sent with
+            again = sq.enqueue_many([Item(n, id=v.id) for n, v in enumerate(unknown)])
+            assert {v.kind for v in again} <= {"enqueued", "duplicate"}
+            assert [v.id for v in again] == [v.id for v in unknown]
+            assert (await queue.counts()).pending == 1 + 251
+    finally:
+        cutter.close()
+
+
 BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
     ("group", lambda q: q.enqueue(1, group="no spaces")),
     ("job id", lambda q: q.enqueue(1, id="JOB-not-an-id")),
