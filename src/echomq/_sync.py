@@ -51,7 +51,7 @@ from ._producer import (
 from ._queue import Item
 from ._results import JobInfo, JobState, Verdict
 from ._scripts import ScriptRegistry
-from ._sync_wire import NOTHING, Push, ReplyError, Router, error_of, pack
+from ._sync_wire import NOTHING, Link, Push, ReplyError, Router, error_of, pack
 from ._url import ConnectionOptions, seeds_from_url
 
 log = logging.getLogger("echomq.sync")
@@ -423,22 +423,14 @@ class _Waiter:
             if outcome is not _AGAIN:
                 return outcome  # type: ignore[return-value]
 
-    def _listen(self, link: Any) -> JobInfo | object | None:
+    def _listen(self, link: Link) -> JobInfo | object | None:
+        """Subscribe, read the row, then read it again on each message for the job, until it
+        finished (its row), it is gone (None), the time is up (None) or the slot moved."""
         link.send(pack(("SSUBSCRIBE", self.queue._done)) + pack(("HGETALL", self.row_key)))
-        row = self._reply(link)
-        if isinstance(row, ServerError):
-            if row.code in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
-                self._follow(row)
-                return _AGAIN
-            raise row
-        outcome = self._settled(row)
-        if outcome is not _PENDING:
-            return outcome
-        while True:
+        outcome = self._row(link)
+        while outcome is _PENDING:
             left = self._left()
-            if left is not None and left <= 0:
-                return None
-            frame = link.read(left)
+            frame = NOTHING if left is not None and left <= 0 else link.read(left)
             if frame is NOTHING:
                 return None
             if type(frame) is not Push:
@@ -446,29 +438,34 @@ class _Waiter:
             kind = frame[0]
             if kind == b"smessage" and frame[1] == self.channel and text(frame[2]) == self.job_id:
                 link.send(pack(("HGETALL", self.row_key)))
-                outcome = self._settled(self._reply(link))
-                if outcome is not _PENDING:
-                    return outcome
+                outcome = self._row(link)
             elif kind == b"sunsubscribe":
                 return _AGAIN  # the slot moved: subscribe where it went
+        return outcome
 
-    def _reply(self, link: Any) -> Any:
-        """The next reply, past the push frames that come before it."""
+    def _row(self, link: Link) -> JobInfo | object | None:
+        """The reply to the row's HGETALL (push frames before it skipped, a moved slot noted):
+        the finished row, None for no row, :data:`_PENDING`, or :data:`_AGAIN` to follow."""
+        moved = False
         while True:
-            frame = link.read(self.queue.seeds[0].call_timeout)
+            frame = link.read(link.options.call_timeout)
             if frame is NOTHING:
                 raise WireError("no reply to the subscription", address=link.address)
-            if type(frame) is Push:
-                continue
-            return error_of(frame)
-
-    def _settled(self, row: Any) -> JobInfo | object | None:
+            if type(frame) is not Push:
+                break
+            moved = moved or frame[0] == b"sunsubscribe"
+        row = error_of(frame)
         if isinstance(row, ServerError):
-            raise row
+            if row.code not in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
+                raise row
+            self._follow(row)
+            return _AGAIN
         info = job_info(self.job_id, row, self.queue.codec)
         if info is None:
             return None
-        return info if info.state in _TERMINAL else _PENDING
+        if info.state in _TERMINAL:
+            return info
+        return _AGAIN if moved else _PENDING
 
     def _follow(self, error: ServerError) -> None:
         router = self.queue._here().router
@@ -477,7 +474,7 @@ class _Waiter:
             router.owners[int(parts[1])] = parts[2]
             router.is_cluster = True
         else:
-            time.sleep(0.05)
+            time.sleep(0.05)  # a migration or a failover under way: ask again in a moment
 
 
 _PENDING = object()

@@ -95,6 +95,9 @@ async def test_a_slot_migrating_under_the_producer_is_followed_and_loses_nothing
 
             producer = threading.Thread(target=produce)
             producer.start()
+            waited: list[object] = []  # a wait on the first job, through the whole move
+            waiter = threading.Thread(target=lambda: waited.append(sq.wait(admitted[0].id, 60)))
+            waiter.start()
             source = wire.owner(queue_slot)
             target = next(n.options for a, n in wire.nodes.items() if a != source.address)
             others = tuple(n.options for n in wire.nodes.values())
@@ -104,8 +107,15 @@ async def test_a_slot_migrating_under_the_producer_is_followed_and_loses_nothing
                 moving.set()
                 await asyncio.to_thread(producer.join, 60)
             assert errors == []
+            kept = Queue(name, wire, result_ttl=60)
+            job = await claim_job(kept)  # the oldest: the first job admitted
+            assert job.id == admitted[0].id
+            assert await kept.complete(job, result="moved")
+            await asyncio.to_thread(waiter.join, 30)
+            (info,) = waited  # it followed the slot to the target and woke there
+            assert (info.state, info.result) == ("completed", "moved")  # type: ignore[attr-defined]
             router = sq._process.router
             assert router.ask + router.moved > 0  # it met the move and followed it
             assert router.owners[queue_slot] == target.address
         assert {v.kind for v in admitted} == {"enqueued"}
-        assert (await queue.counts()).pending == len({v.id for v in admitted}) == len(admitted)
+        assert (await queue.counts()).pending + 1 == len({v.id for v in admitted}) == len(admitted)
