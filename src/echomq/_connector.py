@@ -33,7 +33,7 @@ from ._errors import (
     WireTimeout,
     server_error,
 )
-from ._handshake import check_handshake, handshake
+from ._handshake import check_handshake, handshake, tls_context
 from ._url import ConnectionOptions
 
 log = logging.getLogger("echomq.wire")
@@ -364,12 +364,7 @@ class Connector:
     async def _open(self) -> None:
         opts = self.options
         loop = asyncio.get_running_loop()
-        tls: ssl.SSLContext | None = None
-        if opts.tls:
-            tls = ssl.create_default_context(cafile=opts.tls_ca_file)
-            if not opts.tls_verify:
-                tls.check_hostname = False
-                tls.verify_mode = ssl.CERT_NONE
+        tls = tls_context(opts)
         try:
             _, proto = await asyncio.wait_for(
                 loop.create_connection(

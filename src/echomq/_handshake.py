@@ -1,12 +1,14 @@
 """The handshake every new connection runs, the same on the asyncio and the blocking wire.
 
-``HELLO 3`` (with ``AUTH`` and ``SETNAME`` as the options say), ``SELECT`` a database other than
-0, and the wire-version fence ``SET {emq}:version <version> NX GET``; then how its replies read:
-an auth refusal, any other refusal, or another version in the fence is a typed error.
+The TLS context a ``rediss://`` URL asks for (its CA, or no verification); then ``HELLO 3``
+(with ``AUTH`` and ``SETNAME`` as the options say), ``SELECT`` a database other than 0, and the
+wire-version fence ``SET {emq}:version <version> NX GET``; then how its replies read: an auth
+refusal, any other refusal, or another version in the fence is a typed error.
 """
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -15,6 +17,18 @@ from ._keys import VERSION_KEY
 from ._url import ConnectionOptions
 
 _AUTH_WORDS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
+
+
+def tls_context(options: ConnectionOptions) -> ssl.SSLContext | None:
+    """The TLS context of ``options``: None for a plain connection; ``tls_ca_file`` trusts a
+    private CA, ``tls_verify=False`` skips the certificate and host name checks."""
+    if not options.tls:
+        return None
+    context = ssl.create_default_context(cafile=options.tls_ca_file)
+    if not options.tls_verify:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
 
 
 def handshake(options: ConnectionOptions, fence: str | None) -> list[tuple[Any, ...]]:

@@ -31,7 +31,7 @@ from ._errors import (
     WireTimeout,
     server_error,
 )
-from ._handshake import check_fence, check_handshake, handshake
+from ._handshake import check_fence, check_handshake, handshake, tls_context
 from ._keys import VERSION_KEY, slot
 from ._scripts import Script
 from ._url import ConnectionOptions
@@ -67,12 +67,9 @@ def _open_socket(options: ConnectionOptions) -> socket.socket:
             f"cannot connect: {exc.strerror or exc}", address=options.address
         ) from exc
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    if not options.tls:
+    context = tls_context(options)
+    if context is None:
         return sock
-    context = ssl.create_default_context(cafile=options.tls_ca_file)
-    if not options.tls_verify:
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE
     try:
         return context.wrap_socket(sock, server_hostname=options.host)
     except (ssl.SSLError, OSError) as exc:
