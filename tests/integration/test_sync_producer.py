@@ -15,8 +15,18 @@ from typing import Any
 import pytest
 from test_tls import tls_port, tls_url  # the stunnel rig in front of the session's server
 
-from echomq import Closed, InvalidArgument, Item, Queue, SyncQueue, Verdict
+from echomq import (
+    WIRE_VERSION,
+    Closed,
+    InvalidArgument,
+    Item,
+    Queue,
+    SyncQueue,
+    Verdict,
+    VersionFenceError,
+)
 from echomq._connector import Connector
+from echomq._keys import VERSION_KEY
 from echomq._sync_wire import pack
 from echomq._url import ConnectionOptions
 from echomq.testing import claim_job, discard
@@ -258,6 +268,36 @@ async def test_a_batch_whose_replies_are_lost_answers_unknown_and_resends_safely
             assert (await queue.counts()).pending == 1 + 251
     finally:
         cutter.close()
+
+
+async def test_the_version_fence_refuses_another_deployment_and_a_new_thread_checks_it(
+    valkey_url: str, queue_name: str
+) -> None:
+    db = 8  # a database of its own, so no other test ever sees the foreign version
+    other = ConnectionOptions.from_url(valkey_url).replace(db=db)
+    url = f"{valkey_url.rsplit('/', 1)[0]}/{db}"
+    with SyncQueue.connect(url, queue_name) as sq:  # sets the fence in that database
+        async with Connector(other, version_fence=None) as setter:
+            assert await setter.call("GET", VERSION_KEY) == WIRE_VERSION.encode()
+            await setter.call("SET", VERSION_KEY, "echomq:0-legacy")
+        try:
+            with pytest.raises(VersionFenceError, match="'echomq:0-legacy'"):
+                SyncQueue.connect(url, queue_name)
+            refused: list[BaseException] = []
+
+            def new_thread() -> None:  # its own socket runs the fence in its handshake
+                try:
+                    sq.state("JOB00000000000")
+                except BaseException as exc:
+                    refused.append(exc)
+
+            thread = threading.Thread(target=new_thread)
+            thread.start()
+            thread.join()
+            assert [type(e) for e in refused] == [VersionFenceError]
+        finally:
+            async with Connector(other, version_fence=None) as cleaner:
+                await cleaner.call("DEL", VERSION_KEY)
 
 
 BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
