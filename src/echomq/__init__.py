@@ -9,7 +9,7 @@ from ._buckets import Bucket, Buckets, Taken, Wait
 from ._cluster import ClusterRouter
 from ._codec import Codec, JsonCodec, RawCodec
 from ._connector import WIRE_VERSION, Connector
-from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, Tally
+from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, RetryPlan, Tally
 from ._errors import (
     ArgumentRefused,
     AuthError,
@@ -123,6 +123,7 @@ __all__ = [
     "ResultTimeout",
     "Retry",
     "RetryOutcome",
+    "RetryPlan",
     "ScriptLoadError",
     "ServerError",
     "StaleTokenError",

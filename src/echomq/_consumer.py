@@ -122,6 +122,22 @@ class Tally:
     deferred: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """What a consumer's failure policy decides for an attempt that raised: the error text the
+    row keeps, the delay before the next attempt (seconds), the attempts allowed in all, and
+    whether the traceback is worth an ERROR record and a place on the row."""
+
+    error: str
+    delay: float
+    max_attempts: int
+    traceback: bool = True
+
+
+#: ``policy(job, exc)`` → the :class:`RetryPlan` of a failed attempt (say, per job type).
+Policy = Callable[[Job, Exception], RetryPlan]
+
+
 def describe(exc: BaseException) -> str:
     text = str(exc)
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
@@ -139,6 +155,7 @@ class Consumer:
         metronome: Metronome | None = None,
         name: str = "consumer",
         observer: Observer | None = None,
+        policy: Policy | None = None,
     ) -> None:
         if not asyncio.iscoroutinefunction(handler) and not asyncio.iscoroutinefunction(
             getattr(handler, "__call__", None)  # noqa: B004
@@ -150,6 +167,8 @@ class Consumer:
         self.metronome = metronome
         self.name = name
         self.observer = observer
+        #: How an unexpected failure goes on; None: the options' backoff and max_attempts.
+        self.policy = policy
         self._lease_ms = ms(self.options.lease, "lease")  # the claim's lease, as the engine got it
         self.tally = Tally()
         # Each job in hand, and when (monotonic) its lease is next due for extension.
@@ -374,19 +393,32 @@ class Consumer:
             self._settler.complete(job, result)
 
     def _crashed(self, job: Job, exc: Exception) -> None:
-        """An unexpected exception: one ERROR record with its traceback, which the job's row
-        keeps too; retried after the backoff, dead at the last attempt."""
-        log.error(
-            "%s: job %s attempt %d failed: %s",
-            self.name,
-            job.id,
-            job.attempts,
-            describe(exc),
-            exc_info=exc,
-        )
-        delay = self.options.backoff.delay(job.attempts)
-        formatted = "".join(traceback.format_exception(exc))
-        self._fail(job, delay, self.options.max_attempts, describe(exc), formatted)
+        """An unexpected exception: retried after the backoff, dead at the last attempt (or as
+        the policy says), with one ERROR record and its traceback, which the row keeps too."""
+        plan = None
+        if self.policy is not None:
+            try:
+                plan = self.policy(job, exc)
+            except Exception:  # a broken policy must not lose the job: the defaults apply
+                log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+        if plan is None:
+            plan = RetryPlan(
+                describe(exc), self.options.backoff.delay(job.attempts), self.options.max_attempts
+            )
+        formatted = None
+        if plan.traceback:
+            log.error(
+                "%s: job %s attempt %d failed: %s",
+                self.name,
+                job.id,
+                job.attempts,
+                plan.error,
+                exc_info=exc,
+            )
+            formatted = "".join(traceback.format_exception(exc))
+        else:
+            log.warning("%s: job %s attempt %d: %s", self.name, job.id, job.attempts, plan.error)
+        self._fail(job, plan.delay, plan.max_attempts, plan.error, formatted)
 
     def _fail(
         self, job: Job, delay: float, max_attempts: int, error: str, formatted: str | None = None

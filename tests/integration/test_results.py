@@ -19,6 +19,7 @@ from echomq import (
     InvalidArgument,
     Job,
     Queue,
+    RetryPlan,
 )
 from echomq._connector import Connector
 from echomq._engine import Failure, Success
@@ -248,6 +249,35 @@ async def test_an_unexpected_exception_is_logged_at_error_with_its_traceback_and
     records = [r for r in caplog.records if verdict.id in r.getMessage()]
     failed = [r for r in records if r.levelno == logging.ERROR and r.exc_info]
     assert len(failed) == 1, [r.getMessage() for r in records]
+
+
+async def test_a_failure_policy_decides_error_delay_attempts_and_traceback(
+    kept: Queue, caplog: pytest.LogCaptureFixture
+) -> None:
+    verdict = await kept.enqueue({"kind": "fragile"})
+    seen: list[tuple[int, str]] = []
+
+    def policy(job: Job, exc: Exception) -> RetryPlan:
+        seen.append((job.attempts, type(exc).__name__))
+        # Fragile jobs get two attempts, no delay, and a short error without a traceback.
+        return RetryPlan(f"fragile: {exc}", 0.0, 2, traceback=False)
+
+    async def broken(job: Job) -> None:
+        raise ValueError("nope")
+
+    options = ConsumerOptions(beat=0.05, max_attempts=10, backoff=Fixed(60.0))
+    consumer = Consumer(kept, broken, options, policy=policy)
+    running = asyncio.ensure_future(consumer.run())
+    with caplog.at_level(logging.WARNING, logger="echomq.consumer"):
+        try:
+            info = await kept.wait(verdict.id, timeout=10)
+        finally:
+            consumer.stop()
+            await running
+    assert seen == [(1, "ValueError"), (2, "ValueError")]  # the policy's 2, not the options' 10
+    assert info is not None
+    assert (info.state, info.last_error, info.traceback) == ("dead", "fragile: nope", None)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
 
 
 # -- wait ----------------------------------------------------------------------------------------

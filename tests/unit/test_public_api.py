@@ -13,7 +13,7 @@ PINNED = {
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
     "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
     "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError", "SyncQueue",
-    "CompleteOutcome", "Failed", "RetryOutcome",
+    "CompleteOutcome", "Failed", "RetryOutcome", "RetryPlan",
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
 }  # fmt: skip

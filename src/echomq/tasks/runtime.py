@@ -9,12 +9,20 @@ import contextlib
 import dataclasses
 import logging
 import signal
-import traceback
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._checks import MAX_ATTEMPTS
-from .._consumer import Consumer, ConsumerOptions, Drop, Observer, Outcome, Retry, Tally
+from .._consumer import (
+    Consumer,
+    ConsumerOptions,
+    Drop,
+    Observer,
+    Outcome,
+    Retry,
+    RetryPlan,
+    Tally,
+)
 from .._consumer import describe as _describe
 from .._errors import HookFailed, InvalidArgument
 from .._keys import Keyspace
@@ -127,44 +135,16 @@ class Dispatcher:
     def _max_attempts(self, task: Task[Any, Any]) -> int:
         return task.max_attempts or self.options.max_attempts
 
-    def policy(self, job: Job, exc: Exception) -> tuple[str, float, int]:
-        """A failed attempt's error text, retry delay and max attempts, from its task."""
+    def policy(self, job: Job, exc: Exception) -> RetryPlan:
+        """A failed attempt's error text, retry delay and max attempts, from its task; a
+        timeout or an unrunnable job keeps no traceback (there is none worth reading)."""
         task = self._task(job)
         if task is None or isinstance(exc, Unrunnable):
-            return error_text(exc), 0.0, 1
+            return RetryPlan(error_text(exc), 0.0, 1, traceback=False)
         backoff = task.backoff or self.options.backoff
-        return error_text(exc), backoff.delay(job.attempts), self._max_attempts(task)
-
-
-class TaskConsumer(Consumer):
-    """A Consumer whose unexpected failures follow the failed job's task (``policy``).
-
-    Overrides the consumer's one failure path until ``Consumer`` takes a failure policy of its
-    own; the record and the traceback kept on the row are the consumer's as for any handler.
-    """
-
-    def __init__(
-        self,
-        queue: Queue,
-        dispatcher: Dispatcher,
-        options: ConsumerOptions,
-        *,
-        observer: Observer | None = None,
-    ) -> None:
-        super().__init__(queue, dispatcher, options, name=queue.name, observer=observer)
-        self.policy = dispatcher.policy
-
-    def _crashed(self, job: Job, exc: Exception) -> None:
-        error, delay, max_attempts = self.policy(job, exc)
-        if isinstance(exc, TaskTimeout | Unrunnable):  # no traceback worth keeping
-            log.warning("%s: job %s attempt %d: %s", self.name, job.id, job.attempts, error)
-            self._fail(job, delay, max_attempts, error)
-            return
-        log.error(
-            "%s: job %s attempt %d failed: %s", self.name, job.id, job.attempts, error,
-            exc_info=exc,
-        )  # fmt: skip
-        self._fail(job, delay, max_attempts, error, "".join(traceback.format_exception(exc)))
+        delay = backoff.delay(job.attempts)
+        kept = not isinstance(exc, TaskTimeout)
+        return RetryPlan(error_text(exc), delay, self._max_attempts(task), traceback=kept)
 
 
 class _Watch:
@@ -206,7 +186,7 @@ class AppWorker:
         self.options = options or ConsumerOptions(concurrency=app.concurrency)
         # Each task's own policy decides when a job is dead: the consumer never buries first.
         self._consumer_options = dataclasses.replace(self.options, max_attempts=MAX_ATTEMPTS)
-        self.consumers: dict[str, TaskConsumer] = {}
+        self.consumers: dict[str, Consumer] = {}
         self._watch = _Watch(observer)
         self._is_stopping = False
 
@@ -236,7 +216,14 @@ class AppWorker:
             queues = [app.queue(name) for name in self.queues]
             dispatcher = Dispatcher(app, self.options, app.state)
             self.consumers = {
-                q.name: TaskConsumer(q, dispatcher, self._consumer_options, observer=self._watch)
+                q.name: Consumer(
+                    q,
+                    dispatcher,
+                    self._consumer_options,
+                    name=q.name,
+                    observer=self._watch,
+                    policy=dispatcher.policy,
+                )
                 for q in queues
             }
             if self._is_stopping:
