@@ -96,7 +96,14 @@ class Batch:
             try:
                 run_at = 0 if item.delay is None else delay_run_at(item.delay)
                 admitted = admission(
-                    codec, mint, item.payload, item.group, item.id, item.dedup_key, None, run_at
+                    codec,
+                    mint,
+                    item.payload,
+                    item.group,
+                    item.id,
+                    item.dedup_key,
+                    item.dedup_ttl,
+                    run_at,
                 )
             except InvalidArgument as exc:
                 batch.verdicts.append(Verdict("error", str(item.id or ""), exc))

@@ -59,13 +59,15 @@ _UNSENT = Verdict("error", "")  # a placeholder until the pipeline answers
 
 @dataclass(frozen=True, slots=True)
 class Item:
-    """One job for :meth:`Queue.enqueue_many`. ``delay`` (seconds) schedules it for later."""
+    """One job for :meth:`Queue.enqueue_many`. ``delay`` (seconds) schedules it for later;
+    ``dedup_ttl`` (seconds) bounds how long its ``dedup_key`` holds, as in ``enqueue``."""
 
     payload: Any
     group: str | None = None
     id: str | None = None
     dedup_key: str | None = None
     delay: float | None = None
+    dedup_ttl: float | None = None
 
 
 class Queue(Settles):
@@ -260,7 +262,7 @@ class Queue(Settles):
             try:
                 run_at = 0 if item.delay is None else -ms(item.delay, "delay")
                 admission = self._admission(
-                    item.payload, item.group, item.id, item.dedup_key, None, run_at
+                    item.payload, item.group, item.id, item.dedup_key, item.dedup_ttl, run_at
                 )
             except InvalidArgument as exc:
                 verdicts.append(Verdict("error", str(item.id or ""), exc))

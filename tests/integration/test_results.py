@@ -17,6 +17,7 @@ from echomq import (
     Failed,
     Fixed,
     InvalidArgument,
+    Item,
     Job,
     Queue,
     RetryPlan,
@@ -110,6 +111,13 @@ async def test_a_dedup_key_with_its_own_ttl_holds_for_it_after_completion(kept: 
     ttl_ms = await kept.wire.call("PTTL", kept.keys.dedup("order-2"))
     assert ttl_ms > TTL * 1000  # its own 600 s, not the row's 60 s
     assert (await kept.enqueue("b", dedup_key="order-2")).id == first.id
+
+
+async def test_a_batch_item_carries_its_dedup_ttl(kept: Queue) -> None:
+    (verdict,) = await kept.enqueue_many([Item("a", dedup_key="order-4", dedup_ttl=600)])
+    ttl_ms = await kept.wire.call("PTTL", kept.keys.dedup("order-4"))
+    assert 0 < ttl_ms <= 600_000
+    assert (await kept.enqueue("b", dedup_key="order-4")).id == verdict.id
 
 
 async def test_without_result_ttl_the_dedup_key_goes_with_the_row(queue: Queue) -> None:

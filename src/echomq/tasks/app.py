@@ -298,8 +298,8 @@ class App:
         batches: dict[str, list[int]] = {}
         singles: list[int] = []
         for index, call in enumerate(calls):
-            # Item carries neither a dedup TTL nor a run-at: those go as single enqueues.
-            alone = call.task.dedup_ttl is not None or call.at is not None
+            # An Item carries no absolute run-at: those go as single enqueues.
+            alone = call.at is not None
             (singles if alone else batches.setdefault(call.task.queue, [])).append(index)
         queues = {name: await self._open_queue(name) for name in {c.task.queue for c in calls}}
         lanes = {(c.task.queue, c.lane, c.task.name): c for c in calls}
@@ -395,7 +395,7 @@ def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
 
 
 def _item(call: Call[Any]) -> Item:
-    return Item(call.payload, call.lane, call.id, call.dedup_key, call.delay)
+    return Item(call.payload, call.lane, call.id, call.dedup_key, call.delay, call.task.dedup_ttl)
 
 
 def _options(call: Call[Any]) -> dict[str, Any]:
