@@ -336,6 +336,16 @@ def test_bad_input_names_the_argument_and_writes_nothing(
     assert router.call(sync_queue._slot, pack(("KEYS", pattern))) == []
 
 
+def test_enqueue_many_bounds_a_dedup_key_by_its_items_ttl(sync_queue: SyncQueue) -> None:
+    first, again = sync_queue.enqueue_many(
+        [Item(1, dedup_key="order-7", dedup_ttl=30), Item(2, dedup_key="order-7")]
+    )
+    assert (first.kind, again.kind, again.id) == ("enqueued", "duplicate", first.id)
+    key = sync_queue.keys.dedup("order-7")
+    ttl = sync_queue._process.router.call(sync_queue._slot, pack(("PTTL", key)))
+    assert 0 < ttl <= 30_000
+
+
 def test_enqueue_many_refuses_bad_items_in_place(sync_queue: SyncQueue) -> None:
     verdicts = sync_queue.enqueue_many([Item(1, group="bad group"), Item(2), {3}])
     assert kinds(verdicts) == ["error", "enqueued", "error"]
