@@ -11,6 +11,7 @@ own node on its own sockets, never touching the parent's.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 import os
@@ -48,6 +49,7 @@ from ._producer import (
     lane_rate_value,
     when_run_at,
 )
+from ._publisher import LISTENER_CHECK_INTERVAL
 from ._queue import Item
 from ._results import JobInfo, JobState, Verdict
 from ._scripts import ScriptRegistry
@@ -192,9 +194,14 @@ class SyncQueue:
         )
         self._prefix = b"*11\r\n" + pack(self._head)[len(b"*5\r\n") :]
         self._lane_head = ("EVALSHA", self._lane_limit.sha, 2, self.keys.root, self.keys.gate)
+        self._events = self.keys.events
         self._done = self.keys.done  # the shard channel each completion and burial is told on
         self._process = _Process(self.seeds, self.scripts)
         self._closed = False
+        # Lifecycle events go out as the async Queue's do: only while someone listens, asked
+        # at most once a second (PUBSUB NUMSUB), fire-and-forget.
+        self._has_listeners = False
+        self._check_listeners_at = -math.inf
 
     @classmethod
     def connect(
@@ -275,7 +282,10 @@ class SyncQueue:
             # An id minted here is nobody else's: this is our own send, which landed before
             # its connection dropped (the router sent it again).
             code = _landed(item)
-        return Verdict(VERDICTS[code], job_id)
+        verdict = Verdict(VERDICTS[code], job_id)
+        if code and self._listened(process):
+            self._emit(process, [{"event": verdict.kind, "job": job_id, "group": item.group}])
+        return verdict
 
     def enqueue(
         self,
@@ -319,7 +329,35 @@ class SyncQueue:
                 replies += [answer] * len(chunk)
             else:
                 replies += [_admitted(answer[i], answer[i + 1]) for i in range(0, len(answer), 2)]
-        return batch.settle(replies)
+        verdicts = batch.settle(replies)
+        if self._listened(process):
+            self._emit(
+                process,
+                [
+                    {"event": v.kind, "job": v.id}
+                    for v in verdicts
+                    if v.kind in ("enqueued", "scheduled")
+                ],
+            )
+        return verdicts
+
+    def _listened(self, process: _Process) -> bool:
+        """Whether events should go out now; asks the server at most once a second."""
+        now = time.monotonic()
+        if now >= self._check_listeners_at:
+            self._check_listeners_at = now + LISTENER_CHECK_INTERVAL
+            numsub = "SHARDNUMSUB" if process.router.is_cluster else "NUMSUB"
+            with contextlib.suppress(WireError):
+                reply = process.router.call(self._slot, pack(("PUBSUB", numsub, self._events)))
+                self._has_listeners = type(reply) is list and int(reply[1]) > 0
+        return self._has_listeners
+
+    def _emit(self, process: _Process, events: list[dict[str, Any]]) -> None:
+        """Publish ``events`` on the queue's event channel, fire-and-forget (at most once)."""
+        publish = "SPUBLISH" if process.router.is_cluster else "PUBLISH"
+        commands = [pack((publish, self._events, _event_json(e))) for e in events]
+        if commands:
+            process.router.call_each(self._slot, commands)  # each failure stays in its place
 
     # -- lane settings -------------------------------------------------------------------------
 
@@ -375,6 +413,9 @@ class SyncQueue:
             ms(timeout, "timeout", most=MAX_DURATION)
         deadline = None if timeout is None else time.monotonic() + timeout
         return _Waiter(self, job_id, deadline).run()
+
+
+_event_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def _landed(item: Admission) -> int:

@@ -425,9 +425,13 @@ class Router:
             return reply
 
     def call_each(
-        self, key_slot: int | None, commands: Sequence[bytes], script: Script, window: int = 16
+        self,
+        key_slot: int | None,
+        commands: Sequence[bytes],
+        script: Script | None = None,
+        window: int = 16,
     ) -> list[Any]:
-        """Send many packed script calls to the owner of ``key_slot``, at most ``window`` in
+        """Send many packed calls (of ``script``, if any) to the owner of ``key_slot``, at most ``window`` in
         flight; one reply per command, in order. A call answered with a redirection or
         ``NOSCRIPT`` (it did not run) goes again alone through :meth:`call`; when the connection
         drops, the place of each call not answered holds that error (it may or may not have run:

@@ -110,6 +110,21 @@ async def test_a_job_enqueued_sync_is_claimed_by_the_async_queue(
     assert sync_queue.job(verdict.id) is None
 
 
+async def test_a_subscriber_of_the_queue_hears_what_the_sync_producer_admits(
+    sync_queue: SyncQueue, queue: Queue
+) -> None:
+    async with queue.subscribe() as events:
+        one = sync_queue.enqueue("hello", group="tenant-3")
+        assert sync_queue.enqueue("again", id=one.id).kind == "duplicate"  # no event
+        later, now = sync_queue.enqueue_many([Item(1, delay=60), Item(2)])
+        heard = [await asyncio.wait_for(events.get(), 5) for _ in range(3)]
+    assert heard == [
+        {"event": "enqueued", "job": one.id, "group": "tenant-3"},
+        {"event": "scheduled", "job": later.id},
+        {"event": "enqueued", "job": now.id},
+    ]
+
+
 async def test_eight_threads_admit_every_job_exactly_once(
     sync_queue: SyncQueue, queue: Queue
 ) -> None:
