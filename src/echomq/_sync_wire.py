@@ -431,11 +431,11 @@ class Router:
         script: Script | None = None,
         window: int = 16,
     ) -> list[Any]:
-        """Send many packed calls (of ``script``, if any) to the owner of ``key_slot``, at most ``window`` in
-        flight; one reply per command, in order. A call answered with a redirection or
-        ``NOSCRIPT`` (it did not run) goes again alone through :meth:`call`; when the connection
-        drops, the place of each call not answered holds that error (it may or may not have run:
-        never replayed here)."""
+        """Send many packed calls (of ``script``, if any) to the owner of ``key_slot``, at most
+        ``window`` in flight; one reply per command, in order. A call answered with a
+        redirection or ``NOSCRIPT`` (it did not run) goes again alone through :meth:`call`;
+        when the connection drops, the place of each call not answered holds that error (it
+        may or may not have run: never replayed here)."""
         address = self.address(key_slot)
         replies: list[Any] = []
         try:
