@@ -42,7 +42,8 @@ from ._ids import Minter
 from ._lanes import Lane
 from ._metronome import Metronome
 from ._pool import Pool, Wire
-from ._queue import Item, Queue
+from ._producer import Item
+from ._queue import Queue
 from ._results import (
     Completed,
     CompleteOutcome,

@@ -12,7 +12,8 @@ import math
 import time
 from dataclasses import dataclass
 
-from ._queue import Item, Queue
+from ._producer import Item
+from ._queue import Queue
 from ._results import Job
 from ._url import ConnectionOptions
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._checks import MAX_CEILING, MAX_RATE, MAX_WEIGHT, count, ms, text
+from ._checks import MAX_WEIGHT, count, text
 from ._engine import Engine
-from ._errors import InvalidArgument
 from ._keys import Keyspace, validate_group
+from ._producer import lane_limit_value, lane_rate_value
 from ._results import LaneInfo
 
 #: Jobs one ``drain`` call deletes at most, so the server never blocks for long.
@@ -71,8 +71,7 @@ class Lane:
 
     async def limit(self, ceiling: int | None) -> None:
         """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
-        value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
-        await self._engine.lane_setting(self.group, "glimit", value)
+        await self._engine.lane_setting(self.group, "glimit", lane_limit_value(ceiling))
 
     async def weight(self, weight: int | None) -> None:
         """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
@@ -85,14 +84,7 @@ class Lane:
         A lane that spends its budget leaves the ring and returns when its window ends; the
         other lanes keep being served meanwhile.
         """
-        if max is None:
-            value = ""
-        else:
-            most = count(max, "max", maximum=MAX_RATE)
-            if window is None:
-                raise InvalidArgument("window", window, "a rate needs a window in seconds")
-            value = f"{most}:{ms(window, 'window', positive=True)}"
-        await self._engine.lane_setting(self.group, "grate", value)
+        await self._engine.lane_setting(self.group, "grate", lane_rate_value(max, window))
 
     async def info(self) -> LaneInfo:
         return lane_info((await self._engine.lanes((self.group,)))[0])

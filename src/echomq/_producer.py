@@ -19,7 +19,6 @@ from ._codec import Codec
 from ._engine import Admission, Admitted
 from ._errors import EchoMQError, InvalidArgument, WireError
 from ._keys import DEFAULT_GROUP, validate_dedup, validate_group
-from ._queue import Item  # defined beside Queue today; its home is here once Queue calls these
 from ._results import JobInfo, JobState, Verdict, VerdictKind
 
 #: An admission's reply code as its verdict (see enqueue.lua).
@@ -28,6 +27,19 @@ VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "schedu
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
 _OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl"})
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One job for ``enqueue_many``. ``delay`` (seconds) schedules it for later; ``dedup_ttl``
+    (seconds) bounds how long its ``dedup_key`` holds, as in ``enqueue``."""
+
+    payload: Any
+    group: str | None = None
+    id: str | None = None
+    dedup_key: str | None = None
+    delay: float | None = None
+    dedup_ttl: float | None = None
 
 
 def admission(

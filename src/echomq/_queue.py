@@ -6,9 +6,7 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from . import _ids
@@ -16,22 +14,30 @@ from ._admin import Admin
 from ._checks import (
     MAX_ATTEMPTS,
     MAX_BATCH,
-    MAX_DURATION,
     MAX_LEASE,
     MAX_LIMIT,
-    MAX_PAYLOAD,
     MAX_RESULT_TTL,
-    MAX_UNIX_SECONDS,
     count,
     ms,
 )
 from ._codec import Codec, JsonCodec
 from ._engine import Admission, Engine
-from ._errors import EchoMQError, InvalidArgument, WireError
+from ._errors import InvalidArgument
 from ._events import Subscription
-from ._keys import DEFAULT_GROUP, Keyspace, validate_dedup, validate_group
+from ._keys import Keyspace
 from ._lanes import Lane
 from ._pool import Wire
+from ._producer import (
+    VERDICTS,
+    Batch,
+    admission,
+    admission_options,
+    delay_run_at,
+    when_run_at,
+)
+from ._producer import (
+    Item as Item,  # re-exported: Item's home is _producer
+)
 from ._publisher import Publisher
 from ._reads import Reads
 from ._results import (
@@ -45,29 +51,13 @@ from ._results import (
     Reaped,
     Upkeep,
     Verdict,
-    VerdictKind,
 )
 from ._scripts import ScriptRegistry
 from ._settles import Settles
 from ._url import ConnectionOptions, seeds_from_url
 from ._waiters import WaiterHub
 
-_VERDICTS: dict[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 DEFAULT_LEASE = 30.0
-_UNSENT = Verdict("error", "")  # a placeholder until the pipeline answers
-
-
-@dataclass(frozen=True, slots=True)
-class Item:
-    """One job for :meth:`Queue.enqueue_many`. ``delay`` (seconds) schedules it for later;
-    ``dedup_ttl`` (seconds) bounds how long its ``dedup_key`` holds, as in ``enqueue``."""
-
-    payload: Any
-    group: str | None = None
-    id: str | None = None
-    dedup_key: str | None = None
-    delay: float | None = None
-    dedup_ttl: float | None = None
 
 
 class Queue(Settles):
@@ -186,16 +176,10 @@ class Queue(Settles):
         dedup_ttl: float | None,
         run_at: int,
     ) -> Admission:
-        data = self.codec.encode(payload)
-        if len(data) > MAX_PAYLOAD:
-            raise InvalidArgument(
-                "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
-            )
-        lane = DEFAULT_GROUP if group is None else validate_group(group)
-        dedup = "" if dedup_key is None else validate_dedup(dedup_key)
-        ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
-        job_id = self.minter.mint("JOB") if id is None else _ids.validate(id, "JOB", "job id")
-        return Admission(job_id, data, lane, run_at, dedup, ttl)
+        return admission(self.codec, self._mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+
+    def _mint(self) -> str:
+        return self.minter.mint("JOB")
 
     async def _admit(
         self,
@@ -210,7 +194,7 @@ class Queue(Settles):
             await self.minter.ready()
         item = self._admission(payload, group, id, dedup_key, dedup_ttl, run_at)
         code, job_id = await self.engine.enqueue_one(item)
-        verdict = Verdict(_VERDICTS[code], job_id)
+        verdict = Verdict(VERDICTS[code], job_id)
         if code and self._listened():
             self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
         return verdict
@@ -233,14 +217,14 @@ class Queue(Settles):
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
-        run_at = -ms(delay, "delay")
-        return await self._admit(payload, **_admission_options(options), run_at=run_at)
+        run_at = delay_run_at(delay)
+        return await self._admit(payload, **admission_options(options), run_at=run_at)
 
     async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
         now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
-        run_at = _run_at(when)
-        return await self._admit(payload, **_admission_options(options), run_at=run_at)
+        run_at = when_run_at(when)
+        return await self._admit(payload, **admission_options(options), run_at=run_at)
 
     async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
         """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
@@ -253,27 +237,9 @@ class Queue(Settles):
         """
         if not self.minter.is_ready:
             await self.minter.ready()
-        verdicts: list[Verdict] = []
-        positions: list[int] = []  # where each admitted item's verdict goes
-        admissions: list[Admission] = []
-        for item in items:
-            if not isinstance(item, Item):
-                item = Item(item)
-            try:
-                run_at = 0 if item.delay is None else -ms(item.delay, "delay")
-                admission = self._admission(
-                    item.payload, item.group, item.id, item.dedup_key, item.dedup_ttl, run_at
-                )
-            except InvalidArgument as exc:
-                verdicts.append(Verdict("error", str(item.id or ""), exc))
-                continue
-            positions.append(len(verdicts))
-            admissions.append(admission)
-            verdicts.append(_UNSENT)
-        if admissions:
-            replies = await self.engine.enqueue(admissions)
-            for position, admission, reply in zip(positions, admissions, replies, strict=True):
-                verdicts[position] = _verdict(reply, admission.id)
+        batch = Batch.plan(items, self.codec, self._mint)
+        replies = await self.engine.enqueue(batch.admissions) if batch.admissions else []
+        verdicts = batch.settle(replies)
         if self._listened():
             self._emit(
                 {"event": v.kind, "job": v.id}
@@ -445,30 +411,3 @@ class Queue(Settles):
     async def dead(self, limit: int = 100) -> list[JobInfo]:
         """Dead-lettered jobs, oldest death first."""
         return await self._reads.dead(limit)
-
-
-def _verdict(reply: tuple[int, str] | EchoMQError, job_id: str) -> Verdict:
-    if isinstance(reply, WireError):
-        return Verdict("unknown", job_id, reply)
-    if isinstance(reply, EchoMQError):
-        return Verdict("error", job_id, reply)
-    return Verdict(_VERDICTS[reply[0]], reply[1])
-
-
-def _run_at(when: float) -> int:
-    """``enqueue_at``'s Unix seconds as engine ms, refusing milliseconds and the far future."""
-    if isinstance(when, int | float) and not isinstance(when, bool) and when > MAX_UNIX_SECONDS:
-        raise InvalidArgument(
-            "when", when, "looks like milliseconds: enqueue_at takes Unix seconds (time.time())"
-        )
-    return ms(when, "when", positive=True, most=time.time() + MAX_DURATION)
-
-
-def _admission_options(options: dict[str, Any]) -> dict[str, Any]:
-    allowed = {"group", "id", "dedup_key", "dedup_ttl"}
-    unknown = set(options) - allowed
-    if unknown:
-        raise InvalidArgument(
-            "option", sorted(unknown)[0], f"allowed: {', '.join(sorted(allowed))}"
-        )
-    return {name: options.get(name) for name in allowed}

@@ -13,9 +13,8 @@ from ._codec import Codec
 from ._engine import Engine
 from ._keys import Keyspace, validate_group
 from ._lanes import lane_info
+from ._producer import job_info, job_state
 from ._results import Counts, JobInfo, JobState, LaneInfo
-
-_STATES = frozenset({"pending", "active", "scheduled", "completed", "dead"})
 
 
 class Reads:
@@ -53,28 +52,11 @@ class Reads:
         return self._job_info(id, await self._engine.wire.call("HGETALL", key))
 
     def _job_info(self, id: str, row: dict[bytes, bytes]) -> JobInfo | None:
-        if not row:
-            return None
-        fields = {text(k): v for k, v in row.items()}
-        return JobInfo(
-            id=id,
-            state=text(fields["state"]),  # type: ignore[arg-type]
-            attempts=int(fields["attempts"]),
-            payload=self._codec.decode(fields["payload"]),
-            group=text(fields.get("group", b"_")),
-            last_error=text(fields["last_error"]) if "last_error" in fields else None,
-            stalled=int(fields.get("stalled", 0)),
-            progress=text(fields["progress"]) if "progress" in fields else None,
-            result=self._codec.decode(fields["result"]) if "result" in fields else None,
-            finished=int(fields["finished"]) / 1000 if "finished" in fields else None,
-            traceback=text(fields["traceback"]) if "traceback" in fields else None,
-        )
+        return job_info(id, row, self._codec)
 
     async def state(self, id: str) -> JobState:
         key = self._keys.job(_ids.validate(id, argument="job id"))
-        state = await self._engine.wire.call("HGET", key, "state")
-        name = text(state) if state is not None else "absent"
-        return name if name in _STATES else "absent"  # type: ignore[return-value]
+        return job_state(await self._engine.wire.call("HGET", key, "state"))
 
     async def dead(self, limit: int) -> list[JobInfo]:
         count(limit, "limit", maximum=MAX_LIMIT)

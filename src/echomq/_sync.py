@@ -40,6 +40,7 @@ from ._nodes import HEADROOM_MS, NODES_KEY, SAFETY
 from ._producer import (
     VERDICTS,
     Batch,
+    Item,
     admission,
     admission_options,
     delay_run_at,
@@ -50,7 +51,6 @@ from ._producer import (
     when_run_at,
 )
 from ._publisher import LISTENER_CHECK_INTERVAL
-from ._queue import Item
 from ._results import JobInfo, JobState, Verdict
 from ._scripts import ScriptRegistry
 from ._sync_wire import NOTHING, Link, Push, ReplyError, Router, error_of, pack

@@ -19,7 +19,8 @@ from .._codec import Codec, JsonCodec
 from .._errors import Closed, InvalidArgument
 from .._ids import Minter
 from .._keys import DEFAULT_GROUP, Keyspace
-from .._queue import Item, Queue
+from .._producer import Item
+from .._queue import Queue
 from .._results import Verdict
 from .._url import seeds_from_url
 from .context import Context, TaskOutcome
