@@ -107,23 +107,42 @@ class Batch:
                 item = Item(item)
             try:
                 run_at = 0 if item.delay is None else delay_run_at(item.delay)
-                admitted = admission(
-                    codec,
-                    mint,
-                    item.payload,
-                    item.group,
-                    item.id,
-                    item.dedup_key,
-                    item.dedup_ttl,
-                    run_at,
-                )
             except InvalidArgument as exc:
                 batch.verdicts.append(Verdict("error", str(item.id or ""), exc))
                 continue
-            batch.positions.append(len(batch.verdicts))
-            batch.admissions.append(admitted)
-            batch.verdicts.append(_UNSENT)
+            batch.add(
+                codec,
+                mint,
+                item.payload,
+                item.group,
+                item.id,
+                item.dedup_key,
+                item.dedup_ttl,
+                run_at,
+            )
         return batch
+
+    def add(
+        self,
+        codec: Codec,
+        mint: Callable[[], str],
+        payload: Any,
+        group: str | None,
+        id: str | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        run_at: int,
+    ) -> None:
+        """One more job, checked as :func:`admission` checks it: refused, it holds its
+        ``error`` verdict in place and is not sent."""
+        try:
+            admitted = admission(codec, mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+        except InvalidArgument as exc:
+            self.verdicts.append(Verdict("error", str(id or ""), exc))
+            return
+        self.positions.append(len(self.verdicts))
+        self.admissions.append(admitted)
+        self.verdicts.append(_UNSENT)
 
     def settle(self, replies: Sequence[Admitted]) -> list[Verdict]:
         """Put each admission's reply in its place; the verdicts in input order."""

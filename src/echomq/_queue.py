@@ -237,7 +237,11 @@ class Queue(Settles):
         """
         if not self.minter.is_ready:
             await self.minter.ready()
-        batch = Batch.plan(items, self.codec, self._mint)
+        return await self._send(Batch.plan(items, self.codec, self._mint))
+
+    async def _send(self, batch: Batch) -> list[Verdict]:
+        """A planned batch sent (the task layer plans its own, without an ``Item`` per call):
+        its verdicts in input order. The minter must be ready when the batch is planned."""
         replies = await self.engine.enqueue(batch.admissions) if batch.admissions else []
         verdicts = batch.settle(replies)
         if self._listened():

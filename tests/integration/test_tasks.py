@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -213,6 +214,25 @@ async def test_enqueue_many_sends_one_batch_per_queue_with_handles_in_input_orde
         "here a",
         "there zen",
     ]
+
+
+async def test_enqueue_many_schedules_at_a_time_and_refuses_a_bad_one_alone(app: App) -> None:
+    @app.task()
+    async def tick(n: int) -> int:
+        return n
+
+    soon = time.time() + 3600
+    handles = await app.enqueue_many(
+        [
+            tick.using(at=soon).call(1),
+            tick.using(at=soon * 1000).call(2),  # milliseconds: refused, nothing written
+            tick.using(at=time.time() - 60).call(3),  # in the past: runs now
+        ]
+    )
+    assert [h.verdict.kind for h in handles] == ["scheduled", "error", "enqueued"]
+    assert "milliseconds" in str(handles[1].verdict.error)
+    counts = await app.queue().counts()
+    assert (counts.scheduled, counts.pending) == (1, 1)
 
 
 async def test_lane_settings_are_applied_the_first_time_a_lane_is_used(app: App) -> None:

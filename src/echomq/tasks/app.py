@@ -19,7 +19,7 @@ from .._codec import Codec, JsonCodec
 from .._errors import Closed, InvalidArgument
 from .._ids import Minter
 from .._keys import DEFAULT_GROUP, Keyspace
-from .._producer import Item
+from .._producer import Batch, delay_run_at, when_run_at
 from .._queue import Queue
 from .._results import Verdict
 from .._url import seeds_from_url
@@ -295,39 +295,50 @@ class App:
                 raise InvalidArgument("calls", call, "expected task.call(...) values")
         if self.eager:
             return [await self._run_eager(call) for call in calls]
-        handles: list[Handle[Any] | None] = [None] * len(calls)
-        batches: dict[str, list[int]] = {}
-        singles: list[int] = []
-        for index, call in enumerate(calls):
-            # An Item carries no absolute run-at: those go as single enqueues.
-            alone = call.at is not None
-            (singles if alone else batches.setdefault(call.task.queue, [])).append(index)
         queues = {name: await self._open_queue(name) for name in {c.task.queue for c in calls}}
-        lanes = {(c.task.queue, c.lane, c.task.name): c for c in calls}
-        await asyncio.gather(
-            *(self._configure_lane(queues[c.task.queue], c, batch=True) for c in lanes.values())
-        )
-
-        async def batch(name: str, indexes: list[int]) -> None:
-            items = [_item(calls[i]) for i in indexes]
-            verdicts = await queues[name].enqueue_many(items)
+        configured = {
+            (c.task.queue, c.lane, c.task.name): c
+            for c in calls
+            if c.task.lane_limit is not None or c.task.lane_rate is not None
+        }
+        if configured:
+            await asyncio.gather(
+                *(
+                    self._configure_lane(queues[c.task.queue], c, batch=True)
+                    for c in configured.values()
+                )
+            )
+        # One planned batch per queue (no Item per call: each call's checks run once, here).
+        plans: dict[str, tuple[Batch, list[int]]] = {}
+        for name, queue in queues.items():
+            if not queue.minter.is_ready:
+                await queue.minter.ready()
+            plans[name] = (Batch(), [])
+        for index, call in enumerate(calls):
+            queue = queues[call.task.queue]
+            batch, indexes = plans[call.task.queue]
+            indexes.append(index)
+            try:
+                run_at = _run_at(call)
+            except InvalidArgument as exc:
+                batch.verdicts.append(Verdict("error", call.id or "", exc))
+                continue
+            batch.add(
+                queue.codec,
+                queue._mint,
+                call.payload,
+                call.lane,
+                call.id,
+                call.dedup_key,
+                call.task.dedup_ttl,
+                run_at,
+            )
+        sent = await asyncio.gather(*(queues[name]._send(plan[0]) for name, plan in plans.items()))
+        handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
+        for (name, (_, indexes)), verdicts in zip(plans.items(), sent, strict=True):
             for index, verdict in zip(indexes, verdicts, strict=True):
                 handles[index] = Handle(calls[index].task, verdict, queues[name])
-
-        async def single(index: int) -> None:
-            call = calls[index]
-            queue = queues[call.task.queue]
-            try:
-                verdict = await _admit(queue, call)
-            except InvalidArgument as exc:
-                verdict = Verdict("error", call.id or "", exc)
-            handles[index] = Handle(call.task, verdict, queue)
-
-        await asyncio.gather(
-            *(batch(name, indexes) for name, indexes in batches.items()),
-            *(single(index) for index in singles),
-        )
-        return [handle for handle in handles if handle is not None]
+        return handles
 
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""
@@ -395,8 +406,11 @@ def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
     return (queue, group, call.task.lane_limit, call.task.lane_rate)
 
 
-def _item(call: Call[Any]) -> Item:
-    return Item(call.payload, call.lane, call.id, call.dedup_key, call.delay, call.task.dedup_ttl)
+def _run_at(call: Call[Any]) -> int:
+    """A call's ``delay`` (seconds from now) or ``at`` (Unix seconds) as the engine's run_at."""
+    if call.delay is not None:
+        return delay_run_at(call.delay)
+    return 0 if call.at is None else when_run_at(call.at)
 
 
 def _options(call: Call[Any]) -> dict[str, Any]:
