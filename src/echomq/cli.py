@@ -51,7 +51,10 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
         raise InvalidArgument("log-level", args.log_level, "DEBUG, INFO, WARNING or ERROR")
-    concurrency = args.concurrency or (target.concurrency if is_app else 10)
+    if args.concurrency is not None:
+        concurrency = args.concurrency  # checked by ConsumerOptions: 0 is refused, not ignored
+    else:
+        concurrency = target.concurrency if is_app else 10
     options = ConsumerOptions(
         concurrency=concurrency,
         lease=args.lease,
@@ -73,7 +76,9 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     if args.processes > 1:
         from .tasks.supervisor import supervise
 
-        return supervise(argv, args.processes, args.stop_timeout)
+        return supervise(
+            argv, args.processes, args.stop_timeout, args.url if args.url_given else None
+        )
     if is_app:
         if args.url_given:
             target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
@@ -143,13 +148,19 @@ def _dashboard(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="echomq", description=__doc__)
+    # No abbreviations: `--proc 2` must not pass for `--processes 2` (the supervisor strips the
+    # spelled-out options from its children's arguments, and a child that kept one would
+    # supervise children of its own).
+    parser = argparse.ArgumentParser(prog="echomq", description=__doc__, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"echomq {__version__}")
     parser.add_argument("--url", default=None, help="default: $ECHOMQ_URL or the local server")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
     _cli_admin.add_verbs(commands)
-    run = commands.add_parser("worker", help="run an App's tasks (or a handler) until SIGTERM")
+    run = commands.add_parser(
+        "worker", help="run an App's tasks (or a handler) until SIGTERM", allow_abbrev=False
+    )
+    run.add_argument("--url", default=argparse.SUPPRESS, help="as before the verb")
     run.add_argument("handler", help="package.module:app (an echomq App) or :async_function")
     run.add_argument(
         "--queue", action="append", help="serve this queue (repeat; default: the app's queues)"
@@ -196,8 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
-    # Whether --url named the server: an App connects where it says unless --url is given.
-    args.url_given = args.url is not None
+    # Whether --url or ECHOMQ_URL named the server: an App connects where it says otherwise.
+    args.url_given = args.url is not None or "ECHOMQ_URL" in os.environ
     if args.url is None:
         args.url = os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379")
     if args.command == "dashboard":

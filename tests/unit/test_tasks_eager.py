@@ -1,9 +1,8 @@
 """The task layer without a server: registration, argument checks, eager mode (context, hooks,
-the JSON round trip, failures), the supervisor's child command, and what mypy sees."""
+the JSON round trip, failures), and what mypy sees."""
 
 from __future__ import annotations
 
-import logging
 import subprocess
 import sys
 from pathlib import Path
@@ -11,10 +10,7 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from echomq import App, Closed, EchoMQError, InvalidArgument, TaskFailed, context
-from echomq._capacity import Capacity, report
-from echomq.tasks import serve_tasks
-from echomq.tasks.supervisor import child_arguments
+from echomq import App, Closed, InvalidArgument, TaskFailed, context
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -127,12 +123,6 @@ def test_eager_mode_serves_blocking_producers_too() -> None:
     assert square.enqueue_sync(1.5).result() == 2.25
 
 
-def test_the_supervisor_starts_children_without_its_processes_flag() -> None:
-    argv = ["--url", "valkey://h", "worker", "app:app", "--processes", "4", "--burst"]
-    assert child_arguments(argv) == ["--url", "valkey://h", "worker", "app:app", "--burst"]
-    assert child_arguments(["worker", "a:b", "--processes=2"]) == ["worker", "a:b"]
-
-
 SNIPPET = """
 from echomq import App
 
@@ -168,14 +158,6 @@ def test_mypy_sees_a_wrong_argument_type_and_the_result_type(tmp_path: Path) -> 
     ], done.stdout
 
 
-def test_capacity_sizes_the_worker_processes_for_the_target() -> None:
-    found = Capacity(0.001, 0.00005, 8000, target=20_000, handler=0, concurrency=10)
-    assert found.processes == 3  # 20,000 / 8,000 a process, rounded up
-    assert dict(report(found))["worker processes for the target"] == (
-        "3 (one process sustained 8,000 jobs/s)"
-    )
-
-
 async def test_every_kind_of_parameter_travels_and_lanes_see_the_defaults() -> None:
     app = App()
 
@@ -208,23 +190,6 @@ async def test_a_failing_job_hook_fails_the_attempt() -> None:
         handle = await never.enqueue()
     with pytest.raises(TaskFailed, match="PermissionError: not today"):
         await handle.result()
-
-
-async def test_the_startup_line_names_the_app_and_never_the_password(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    app = App("valkey://user:sekrit@127.0.0.1:1", queue="mail")
-
-    @app.task(name="send")
-    async def send() -> None: ...
-
-    with caplog.at_level(logging.INFO, logger="echomq.tasks"), pytest.raises(EchoMQError):
-        await serve_tasks(app, "mailer:app")  # nothing listens on port 1: it stops at connect
-    (line,) = [r.getMessage() for r in caplog.records if "echomq worker:" in r.getMessage()]
-    assert line == (
-        "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "
-        "tasks send; concurrency 10"
-    )
 
 
 class Point(msgspec.Struct):

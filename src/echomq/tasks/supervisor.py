@@ -1,9 +1,13 @@
 """``echomq worker --processes N``: one event loop is one core, so N cores need N processes.
 
 The supervisor starts N ``python -m echomq ... worker ...`` children (the same arguments minus
-``--processes``), restarts one that crashes (a non-zero exit while not stopping) after a capped
-backoff, forwards SIGTERM/SIGINT to every child, waits up to the stop timeout, then kills the
-stragglers; it exits non-zero when a child failed to stop cleanly.
+``--processes`` and ``--url``: the URL, which may hold a password, travels in the children's
+``ECHOMQ_URL``, never on a command line another user can read), restarts one that crashes (a
+non-zero exit while not stopping) after a capped backoff, forwards SIGTERM/SIGINT to every
+child, waits up to the stop timeout, then kills the stragglers (a second signal kills them at
+once); it exits non-zero when a child failed to stop cleanly. A child that exits with 2 (its
+arguments or its App are wrong) is not restarted: every child would fail the same way. The
+children die with the supervisor, even when it is killed (Linux: PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
@@ -11,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import time
 from collections.abc import Sequence
+
+from .._server import _die_with_parent
 
 log = logging.getLogger("echomq.supervisor")
 
@@ -26,18 +33,23 @@ RESTART_RESET = 60.0
 #: Beyond the stop timeout (which the children spend finishing their jobs), how long the
 #: supervisor lets them close their connections before it kills them.
 GRACE = 2.0
+#: A child's exit status for refused arguments (argparse's, and ``echomq worker``'s own).
+USAGE_ERROR = 2
+#: What a child must not inherit from the supervisor's command line (each takes a value).
+_STRIPPED = ("--processes", "--url")
 
 
 def child_arguments(argv: Sequence[str]) -> list[str]:
-    """``argv`` without ``--processes N`` / ``--processes=N``."""
+    """``argv`` without ``--processes N`` and ``--url URL`` (either spelled ``--x=value``).
+    The parser refuses abbreviations (``allow_abbrev=False``), so these are the only forms."""
     out: list[str] = []
     skip = False
     for arg in argv:
         if skip:
             skip = False
-        elif arg == "--processes":
+        elif arg in _STRIPPED:
             skip = True
-        elif not arg.startswith("--processes="):
+        elif not arg.startswith(tuple(f"{name}=" for name in _STRIPPED)):
             out.append(arg)
     return out
 
@@ -45,8 +57,12 @@ def child_arguments(argv: Sequence[str]) -> list[str]:
 class Supervisor:
     """Keeps ``processes`` workers running ``argv`` (the ``echomq`` arguments) until stopped."""
 
-    def __init__(self, argv: Sequence[str], processes: int, stop_timeout: float) -> None:
+    def __init__(
+        self, argv: Sequence[str], processes: int, stop_timeout: float, url: str | None = None
+    ) -> None:
         self.command = [sys.executable, "-m", "echomq", *child_arguments(argv)]
+        self.env = None if url is None else {**os.environ, "ECHOMQ_URL": url}
+        self._preexec = _die_with_parent()  # resolved here, in the thread that forks
         self.processes = processes
         self.stop_timeout = stop_timeout
         self.children: dict[int, asyncio.subprocess.Process] = {}
@@ -55,8 +71,12 @@ class Supervisor:
         self._failed = False
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
-        """Forward ``sig`` to every child and let none restart."""
-        if not self._stopping.is_set():
+        """Forward ``sig`` to every child and let none restart; a second signal kills them."""
+        if self._stopping.is_set():
+            log.warning("supervisor: %s again, killing the workers", signal.Signals(sig).name)
+            sig = signal.SIGKILL
+            self._failed = True
+        else:
             log.info(
                 "supervisor: %s, stopping %d workers", signal.Signals(sig).name, len(self.children)
             )
@@ -70,12 +90,23 @@ class Supervisor:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self.stop, sig)
         log.info("supervisor: starting %d worker processes", self.processes)
+        slots = [asyncio.ensure_future(self._keep(slot)) for slot in range(self.processes)]
+        killer = asyncio.ensure_future(self._kill_late())
         try:
-            slots = [asyncio.ensure_future(self._keep(slot)) for slot in range(self.processes)]
-            killer = asyncio.ensure_future(self._kill_late())
             await asyncio.gather(*slots)
-            killer.cancel()
+        except BaseException:
+            # A slot failed to start its child (say, no memory): stop the others, never leave
+            # them running unattended.
+            log.exception("supervisor: a worker slot failed; stopping the others")
+            self._failed = True
+            self.stop()
+            for slot in slots:
+                slot.cancel()
+            await asyncio.gather(*slots, return_exceptions=True)
+            await self._reap()
+            raise
         finally:
+            killer.cancel()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 with contextlib.suppress(Exception):
                     loop.remove_signal_handler(sig)
@@ -86,7 +117,9 @@ class Supervisor:
         crashes = 0
         while not self._stopping.is_set():
             started = time.monotonic()
-            child = await asyncio.create_subprocess_exec(*self.command)
+            child = await asyncio.create_subprocess_exec(
+                *self.command, env=self.env, preexec_fn=self._preexec
+            )
             self.children[slot] = child
             if self._stopping.is_set():  # a signal arrived while it was starting
                 with contextlib.suppress(ProcessLookupError):
@@ -102,6 +135,16 @@ class Supervisor:
             if code == 0:
                 log.info("supervisor: worker %d (pid %d) finished", slot, child.pid)
                 break  # --burst: its queues drained; nothing to restart
+            if code == USAGE_ERROR:
+                log.error(
+                    "supervisor: worker %d (pid %d) refused its arguments (exit 2): not "
+                    "restarting; stopping the others",
+                    slot,
+                    child.pid,
+                )
+                self._failed = True
+                self.stop()
+                break
             crashes = 1 if time.monotonic() - started >= RESTART_RESET else crashes + 1
             delay = min(RESTART_CAP, RESTART_BASE * 2 ** (crashes - 1))
             log.warning(
@@ -112,6 +155,14 @@ class Supervisor:
                 await asyncio.wait_for(self._stopping.wait(), delay)
             self.restarts += 1
         self.children.pop(slot, None)
+
+    async def _reap(self) -> None:
+        """Kill what still runs and wait for it (the supervisor never leaves orphans)."""
+        for child in list(self.children.values()):
+            if child.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    child.kill()
+                await child.wait()
 
     async def _kill_late(self) -> None:
         await self._stopping.wait()
@@ -126,6 +177,9 @@ class Supervisor:
                     child.kill()
 
 
-def supervise(argv: Sequence[str], processes: int, stop_timeout: float) -> int:
-    """Run the supervisor to its end; its exit status."""
-    return asyncio.run(Supervisor(argv, processes, stop_timeout).run())
+def supervise(
+    argv: Sequence[str], processes: int, stop_timeout: float, url: str | None = None
+) -> int:
+    """Run the supervisor to its end; its exit status. ``url``: the server the children serve
+    (handed over in their environment)."""
+    return asyncio.run(Supervisor(argv, processes, stop_timeout, url).run())

@@ -1,0 +1,71 @@
+"""``echomq worker`` without a server: the supervisor's children's command and environment,
+refused abbreviations, the startup line, and capacity's worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+
+import pytest
+
+from echomq import App, EchoMQError
+from echomq._capacity import Capacity, report
+from echomq.cli import main
+from echomq.tasks import serve_tasks
+from echomq.tasks.supervisor import Supervisor, child_arguments
+
+
+def test_the_supervisor_starts_children_without_its_processes_flag_or_the_url() -> None:
+    argv = ["--url", "valkey://:pw@h", "worker", "app:app", "--processes", "4", "--burst"]
+    assert child_arguments(argv) == ["worker", "app:app", "--burst"]
+    assert child_arguments(["worker", "a:b", "--processes=2", "--url=valkey://h"]) == [
+        "worker",
+        "a:b",
+    ]
+    supervisor = Supervisor(argv, 4, 1.0, "valkey://:pw@h")
+    assert supervisor.env is not None
+    assert supervisor.env["ECHOMQ_URL"] == "valkey://:pw@h"  # in the environment, not argv
+    assert not [arg for arg in supervisor.command if "pw" in arg]
+
+
+def test_an_abbreviated_option_is_refused_not_taken_for_processes(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exited:
+        main(["worker", "x:app", "--proc", "2"])
+    assert exited.value.code == 2
+    assert "unrecognized arguments: --proc" in capsys.readouterr().err
+
+
+def test_a_child_refusing_its_arguments_is_not_restarted() -> None:
+    # `python -m echomq worker` without a target exits 2, as every child would: stop, fail.
+    supervisor = Supervisor(["worker"], 2, 1.0)
+    assert asyncio.run(asyncio.wait_for(supervisor.run(), 30)) == 1
+    assert supervisor.restarts == 0
+    assert sys.executable in supervisor.command
+
+
+def test_capacity_sizes_the_worker_processes_for_the_target() -> None:
+    found = Capacity(0.001, 0.00005, 8000, target=20_000, handler=0, concurrency=10)
+    assert found.processes == 3  # 20,000 / 8,000 a process, rounded up
+    assert dict(report(found))["worker processes for the target"] == (
+        "3 (one process sustained 8,000 jobs/s)"
+    )
+
+
+async def test_the_startup_line_names_the_app_and_never_the_password(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    app = App("valkey://user:sekrit@127.0.0.1:1", queue="mail")
+
+    @app.task(name="send")
+    async def send() -> None: ...
+
+    with caplog.at_level(logging.INFO, logger="echomq.tasks"), pytest.raises(EchoMQError):
+        await serve_tasks(app, "mailer:app")  # nothing listens on port 1: it stops at connect
+    (line,) = [r.getMessage() for r in caplog.records if "echomq worker:" in r.getMessage()]
+    assert line == (
+        "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "
+        "tasks send; concurrency 10"
+    )
