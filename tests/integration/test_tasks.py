@@ -4,6 +4,7 @@ per-attempt timeout, hooks and context, unknown tasks, batches, lanes, and the s
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import AsyncIterator
@@ -61,7 +62,7 @@ async def test_two_tasks_on_one_queue_are_routed_by_name_and_their_results_read(
     assert total.verdict.kind == loud.verdict.kind == "enqueued"
     info = await app.queue().job(total.id)
     assert info is not None
-    assert info.payload == {"task": f"{__name__}:{add.fn.__qualname__}", "args": {"a": 2, "b": 3}}
+    assert info.payload == {"task": add.fn.__qualname__, "args": {"a": 2, "b": 3}}
     tallies = await AppWorker(app, options=FAST).run_until_idle()
     assert tallies[app.default_queue].completed == 2
     assert await total.result(timeout=5) == 5
@@ -163,15 +164,26 @@ async def test_a_failing_startup_hook_stops_the_worker_with_a_clear_error(app: A
     assert isinstance(failed.value.error, RuntimeError)
 
 
-async def test_an_unknown_task_is_dead_at_once(app: App) -> None:
+async def test_an_unknown_task_is_retried_then_dead_and_a_payload_no_task_dead_at_once(
+    app: App, caplog: pytest.LogCaptureFixture
+) -> None:
     @app.task
     async def known() -> None: ...
 
-    verdict = await app.queue().enqueue({"task": "gone:away", "args": {}})
-    await AppWorker(app, options=FAST).run_until_idle()
-    info = await app.queue().job(verdict.id)
+    unknown = await app.queue().enqueue({"task": "gone", "args": {}})
+    garbage = await app.queue().enqueue(["not", "a", "task"])
+    options = dataclasses.replace(FAST, max_attempts=2, backoff=Fixed(0.0))
+    with caplog.at_level(logging.ERROR, logger="echomq.tasks"):
+        await AppWorker(app, options=options).run_until_idle()
+    info = await app.queue().job(unknown.id)
     assert info is not None
-    assert (info.state, info.attempts, info.last_error) == ("dead", 1, "unknown task gone:away")
+    # A rolling deploy: an older worker meets a newer task and leaves it to a later attempt.
+    assert (info.state, info.attempts, info.last_error) == ("dead", 2, "unknown task gone")
+    assert any("this worker has: " in r.getMessage() and "known" in r.getMessage()
+               for r in caplog.records)  # fmt: skip
+    info = await app.queue().job(garbage.id)
+    assert info is not None
+    assert (info.state, info.attempts, info.last_error) == ("dead", 1, "not a task")
 
 
 async def test_wrong_arguments_are_refused_before_any_write(app: App) -> None:

@@ -46,8 +46,8 @@ async def test_a_burst_worker_serves_both_queues_of_the_app_and_exits_when_drain
     main = await Queue.connect(valkey_url, queue_name)
     other = await Queue.connect(valkey_url, f"{queue_name}-other")
     try:
-        summed = await main.enqueue({"task": "task_app:add", "args": {"a": 2, "b": 3}})
-        asked = await other.enqueue({"task": "task_app:whoami", "args": {}})
+        summed = await main.enqueue({"task": "add", "args": {"a": 2, "b": 3}})
+        asked = await other.enqueue({"task": "whoami", "args": {}})
         process = await asyncio.create_subprocess_exec(
             *worker(valkey_url, "--burst", "--beat", "0.1"),
             env=environment(queue_name, tmp_path),
@@ -57,7 +57,7 @@ async def test_a_burst_worker_serves_both_queues_of_the_app_and_exits_when_drain
         assert process.returncode == 0, err.decode()
         log = err.decode()
         assert f"queues {queue_name}, {queue_name}-other" in log
-        assert "tasks task_app:add, task_app:whoami; concurrency 4; burst" in log
+        assert "tasks add, whoami; concurrency 4; burst" in log
         (pid,) = await announced(tmp_path, 1)
         done = await main.wait(summed.id, 5)
         assert done is not None
@@ -85,7 +85,7 @@ async def test_processes_restart_a_killed_child_and_all_stop_on_sigterm(
         os.kill(first, signal.SIGKILL)
         pids = await announced(tmp_path, 3)  # the supervisor started a replacement
         (replacement,) = set(pids) - {first, second}
-        asked = await other.enqueue({"task": "task_app:whoami", "args": {}})
+        asked = await other.enqueue({"task": "whoami", "args": {}})
         done = await other.wait(asked.id, 10)
         assert done is not None
         assert done.state == "completed"

@@ -50,10 +50,7 @@ async def test_a_task_called_directly_is_the_plain_function() -> None:
         return 2 * x
 
     assert await double(21) == 42
-    assert (
-        double.name
-        == f"{__name__}:test_a_task_called_directly_is_the_plain_function.<locals>.double"
-    )
+    assert double.name == "test_a_task_called_directly_is_the_plain_function.<locals>.double"
     with pytest.raises(Closed, match="not connected"):
         app.queue()
 

@@ -156,11 +156,16 @@ class App:
         self, fn: Callable[P, Awaitable[R]], name: str | None, options: dict[str, Any]
     ) -> Task[P, R]:
         if name is None:
-            name = f"{getattr(fn, '__module__', '?')}:{getattr(fn, '__qualname__', fn)}"
+            # The function's qualified name, not its module's: a producer that imports
+            # `proj.tasks` and a worker started as `tasks:app` from inside `proj/` see one
+            # function under two module names, and every job would meet an unknown task.
+            name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", "")
         if not isinstance(name, str) or not name:
             raise InvalidArgument("name", name, "a task's name is a non-empty string")
         if name in self.tasks:
-            raise InvalidArgument("name", name, "another task of this app has that name")
+            raise InvalidArgument(
+                "name", name, "another task of this app has that name (give one a name=)"
+            )
         queue = options.pop("queue", None) or self.default_queue
         task = Task(self, fn, name=name, queue=queue, **options)
         self.tasks[name] = task

@@ -48,8 +48,14 @@ class TaskTimeout(Exception):
 
 
 class Unrunnable(Exception):
-    """A job no attempt can run here (an unknown task, arguments that do not bind): dead at
-    once, its ``last_error`` the reason alone."""
+    """A job no attempt can run (arguments that do not bind, a payload that is no task): dead
+    at once, its ``last_error`` the reason alone."""
+
+
+class UnknownTask(Unrunnable):
+    """A job of a task this worker does not have. Retried with the backoff up to the worker's
+    attempts, not dead at once: in a rolling deploy an older worker meets a newer task, and a
+    newer worker takes the job on a later attempt."""
 
 
 def error_text(exc: BaseException) -> str:
@@ -114,7 +120,11 @@ class Dispatcher:
         task = self._task(job)
         if task is None:
             name = job.payload.get("task") if isinstance(job.payload, dict) else None
-            raise Unrunnable(f"unknown task {name}" if isinstance(name, str) else "not a task")
+            if not isinstance(name, str):
+                raise Unrunnable("not a task")
+            known = ", ".join(sorted(self.app.tasks)) or "none"
+            log.error("job %s: unknown task %s (this worker has: %s)", job.id, name, known)
+            raise UnknownTask(f"unknown task {name}")
         try:
             args, kwargs = task.signature.load(job.payload.get("args", {}))
         except InvalidArgument as exc:
@@ -139,6 +149,9 @@ class Dispatcher:
         """A failed attempt's error text, retry delay and max attempts, from its task; a
         timeout or an unrunnable job keeps no traceback (there is none worth reading)."""
         task = self._task(job)
+        if isinstance(exc, UnknownTask):
+            delay = self.options.backoff.delay(job.attempts)
+            return RetryPlan(error_text(exc), delay, self.options.max_attempts, traceback=False)
         if task is None or isinstance(exc, Unrunnable):
             return RetryPlan(error_text(exc), 0.0, 1, traceback=False)
         backoff = task.backoff or self.options.backoff
