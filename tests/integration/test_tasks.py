@@ -228,6 +228,25 @@ async def test_enqueue_many_sends_one_batch_per_queue_with_handles_in_input_orde
     ]
 
 
+async def test_run_until_idle_leaves_paused_lanes_and_far_schedules_behind(app: App) -> None:
+    @app.task(lane="tenant")
+    async def note(tenant: str) -> str:
+        return tenant
+
+    await app.connect()
+    await app.queue().lane("held").pause()
+    held = await note.enqueue("held")
+    later = await note.using(delay=3600).enqueue("later")
+    soon = await note.using(delay=0.2).enqueue("soon")  # within the horizon: waited for
+    now = await note.enqueue("now")
+    await asyncio.wait_for(AppWorker(app, options=FAST).run_until_idle(), 20)
+    assert [await h.result(timeout=1) for h in (now, soon)] == ["now", "soon"]
+    assert await app.queue().state(held.id) == "pending"
+    assert await app.queue().state(later.id) == "scheduled"
+    with pytest.raises(InvalidArgument, match="scheduled_within"):
+        await AppWorker(app).run_until_idle(scheduled_within=-1)
+
+
 async def test_enqueue_many_schedules_at_a_time_and_refuses_a_bad_one_alone(app: App) -> None:
     @app.task()
     async def tick(n: int) -> int:

@@ -12,7 +12,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import MAX_ATTEMPTS
+from .._checks import MAX_ATTEMPTS, ms, text
 from .._consumer import (
     Consumer,
     ConsumerOptions,
@@ -202,6 +202,7 @@ class AppWorker:
         self.consumers: dict[str, Consumer] = {}
         self._watch = _Watch(observer)
         self._is_stopping = False
+        self._scheduled_within = 60.0
 
     def stop(self) -> None:
         """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
@@ -213,8 +214,12 @@ class AppWorker:
         """Serve until :meth:`stop`; the tally of each queue."""
         return await self._serve(until_idle=False)
 
-    async def run_until_idle(self) -> dict[str, Tally]:
-        """Serve until every served queue has nothing pending, active or scheduled."""
+    async def run_until_idle(self, *, scheduled_within: float = 60.0) -> dict[str, Tally]:
+        """Serve until no served queue has work left to get to: nothing in flight, nothing
+        pending in a lane that is not paused, nothing scheduled to fall due within
+        ``scheduled_within`` seconds (a retry's backoff is waited for; tomorrow's job is not)."""
+        ms(scheduled_within, "scheduled_within")
+        self._scheduled_within = float(scheduled_within)
         return await self._serve(until_idle=True)
 
     async def _serve(self, *, until_idle: bool) -> dict[str, Tally]:
@@ -269,16 +274,47 @@ class AppWorker:
         event = self._watch.settled_event
         while not self._is_stopping:
             event.clear()
-            if all(c.in_flight == 0 for c in self.consumers.values()) and await _drained(queues):
+            idle = all(c.in_flight == 0 for c in self.consumers.values())
+            if idle and await _drained(queues, self._scheduled_within):
                 self.stop()
                 return
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(event.wait(), self.options.beat)
 
 
-async def _drained(queues: list[Queue]) -> bool:
-    counts = await asyncio.gather(*(queue.counts() for queue in queues))
-    return all(c.pending == 0 and c.active == 0 and c.scheduled == 0 for c in counts)
+async def _drained(queues: list[Queue], scheduled_within: float) -> bool:
+    found = await asyncio.gather(*(_has_work(queue, scheduled_within) for queue in queues))
+    return not any(found)
+
+
+#: Paused lanes read per idle check; past this many, their depths are not subtracted (the
+#: check errs on the side of waiting).
+_PAUSED_READ = 1000
+
+
+async def _has_work(queue: Queue, scheduled_within: float) -> bool:
+    """Whether ``queue`` holds work a worker can still get to: a job in flight, one pending in
+    a lane that is not paused (on a queue that is not paused), or one scheduled to fall due
+    within ``scheduled_within`` seconds (server clock). Paused work and work far in the future
+    do not keep a ``--burst`` worker alive."""
+    keys, wire = queue.keys, queue.wire
+    counts = await queue.counts()
+    if counts.active:
+        return True
+    if counts.pending and not await queue.is_paused():
+        paused = [text(g) for g in await wire.call("SRANDMEMBER", keys.paused, _PAUSED_READ)]
+        held = 0
+        if paused and len(paused) < _PAUSED_READ:
+            depths = await wire.call_many([("ZCARD", keys.lane(g)) for g in paused])
+            held = sum(int(d) for d in depths)
+        if counts.pending > held:
+            return True
+    if counts.scheduled:
+        seconds, micros = await wire.call("TIME")
+        horizon = int(seconds) * 1000 + int(micros) // 1000 + int(scheduled_within * 1000)
+        if int(await wire.call("ZCOUNT", keys.schedule, "-inf", horizon)):
+            return True
+    return False
 
 
 def _name(hook: Any) -> str:
