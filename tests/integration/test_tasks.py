@@ -155,13 +155,24 @@ async def test_startup_state_context_and_job_hooks_are_seen_by_tasks(app: App) -
 
 
 async def test_a_failing_startup_hook_stops_the_worker_with_a_clear_error(app: App) -> None:
+    closed: list[str] = []
+
+    @app.on_startup
+    async def opens(state: dict[str, object]) -> None:
+        state["pool"] = "open"
+
     @app.on_startup
     async def broken(state: dict[str, object]) -> None:
         raise RuntimeError("no database")
 
+    @app.on_shutdown
+    async def closes(state: dict[str, object]) -> None:
+        closed.append(str(state.get("pool")))
+
     with pytest.raises(HookFailed, match="broken failed: RuntimeError: no database") as failed:
         await AppWorker(app, options=FAST).run_until_idle()
     assert isinstance(failed.value.error, RuntimeError)
+    assert closed == ["open"]  # what the first hook opened is closed
 
 
 async def test_an_unknown_task_is_retried_then_dead_and_a_payload_no_task_dead_at_once(

@@ -225,12 +225,14 @@ class AppWorker:
     async def _serve(self, *, until_idle: bool) -> dict[str, Tally]:
         app = self.app
         await app.connect()
-        for hook in app.hooks.startup:
-            try:
-                await hook(app.state)
-            except Exception as exc:
-                raise HookFailed(_name(hook), exc) from exc
         try:
+            # Inside the try: when startup hook 2 fails, the shutdown hooks still run, so what
+            # hook 1 opened (a pool, a client) is closed.
+            for hook in app.hooks.startup:
+                try:
+                    await hook(app.state)
+                except Exception as exc:
+                    raise HookFailed(_name(hook), exc) from exc
             queues = [app.queue(name) for name in self.queues]
             dispatcher = Dispatcher(app, self.options, app.state)
             self.consumers = {
