@@ -28,8 +28,15 @@ def view(tenant: str, to: str) -> str:
     return handle.id
 
 
+def status_view(job_id: str) -> str:
+    """And a view that reads a job's state by its id, as a status page would."""
+    status = send_email.handle_sync(job_id).status()
+    return "unknown" if status is None else status.state
+
+
 def main() -> None:
     first = view("acme", "boss@acme.test")  # the parent uses the producer before forking
+    assert status_view(first) == "pending"
     children = []
     for worker in range(WORKERS):
         pid = os.fork()

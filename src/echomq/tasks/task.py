@@ -168,6 +168,15 @@ class Task(Generic[P, R]):
         verdict = Verdict("unknown", validate(id, "JOB", "job id"))
         return Handle(self, verdict, None if self.app.eager else self.app.queue(self.queue))
 
+    def handle_sync(self, id: str) -> SyncHandle[R]:
+        """:meth:`handle` for blocking code (a Django view reading a job's status by id)."""
+        from .handle import SyncHandle
+
+        verdict = Verdict("unknown", validate(id, "JOB", "job id"))
+        return SyncHandle(
+            self, verdict, None if self.app.eager else self.app.sync_queue(self.queue)
+        )
+
     def enqueue_sync(self, *args: P.args, **kwargs: P.kwargs) -> SyncHandle[R]:
         """:meth:`enqueue` from blocking code (a thread, a WSGI view), on a blocking socket."""
         return self.app.enqueue_call_sync(self.call(*args, **kwargs))
