@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 from ._connector import UNSOLICITED, Connector
@@ -41,6 +41,9 @@ class Subscription:
         #: Subscriptions confirmed so far: 1 after the first, +1 after each re-subscription.
         self.generation = 0
         self.dropped = 0
+        #: The tasks it started and that have not ended: the loop holds tasks weakly, so a
+        #: task nothing else references could be collected mid-flight.
+        self._tasks: set[asyncio.Task[None]] = set()
         self.connector = (connect or functools.partial(Connector, options))(
             version_fence=None, on_push=self._on_push, on_connect=self._on_connect
         )
@@ -55,14 +58,20 @@ class Subscription:
         elif kind == self._kinds[1]:
             self.generation += 1
             self._confirmed()
-            asyncio.get_running_loop().create_task(self._notify())
+            self._start(self._notify())
         elif (kind == b"sunsubscribe" or kind == UNSOLICITED) and self.sharded:
             # The server let go of us (sunsubscribe), or refused the SSUBSCRIBE (a MOVED from a
             # node that no longer owns the slot, on a stale map): the channel's slot is
             # elsewhere. Follow it; the reconnect subscribes there.
             retarget = getattr(self.connector, "retarget", None)
             if retarget is not None:
-                asyncio.get_running_loop().create_task(retarget(moved=True))
+                self._start(retarget(moved=True))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a task held until it ends (or :meth:`close` cancels it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     def _deliver(self, message: bytes) -> None:
         """One message of the channel (a subclass may read it otherwise: see _waiters.py)."""
@@ -97,7 +106,16 @@ class Subscription:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection and end the tasks the subscription started (a retarget, a
+        notification), so none is left pending when the loop closes."""
         await self.connector.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
 
     async def get(self) -> dict[str, Any]:
         return await self._inbox.get()

@@ -222,9 +222,10 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "done",
         "ZSET",
         "Keyspace.done",
-        "completed job ids whose rows are kept as results (result_ttl > 0), scored by the ms they "
-        "finished; also the name of the shard channel each completion and burial is announced on "
-        "(SPUBLISH <id>, from the script)",
+        "completed job ids whose rows are kept as results (result_ttl > 0), scored by the ms "
+        "their rows expire (members below now are trimmed); also the name of the shard channel "
+        "each completion, burial and deleted row is announced on (SPUBLISH <id>, or * for every "
+        "waited row, from the script)",
     ),
     KeyShape(
         QUEUE_ROOT + "wake",
@@ -289,7 +290,11 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "the lane's fixed-window rate counter; its PTTL is the window left",
     ),
     KeyShape(
-        QUEUE_ROOT + "de:<key>", "STRING", "Keyspace.dedup", "a producer dedup key -> its job id"
+        QUEUE_ROOT + "de:<key>",
+        "STRING",
+        "Keyspace.dedup",
+        "a producer dedup key -> its job id; lives for its own TTL (dedup_ttl) from enqueue, "
+        "else as long as the job's row",
     ),
     KeyShape(
         "{emq}:version",

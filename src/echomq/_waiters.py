@@ -1,10 +1,12 @@
 """The waiter hub: what :meth:`Queue.wait` waits on — one sharded subscription to the queue's
 ``done`` channel, shared by every wait of the queue, on a connection of its own.
 
-The scripts announce each completion and burial there (``SPUBLISH emq:{q}:done <id>``); a wait
-reads the job's row after the subscription is confirmed, and again on each message for its id
-and after every re-subscription (a lost socket, a slot that moved), so a job that finished
-before the wait, or while the socket was down, is never missed. Nothing polls.
+The scripts announce each completion, burial and deleted row there (``SPUBLISH emq:{q}:done
+<id>``; the wildcard ``*`` from obliterate and large drains: every waited row); a wait reads the
+job's row after the subscription is confirmed, and again on each message for its id or the
+wildcard and after every re-subscription (a lost socket, a slot that moved), so a job that
+finished or was deleted before the wait, or while the socket was down, is never missed. Nothing
+polls.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 from ._checks import text
 from ._errors import Closed, WireTimeout
@@ -21,6 +24,8 @@ from ._results import JobInfo
 
 #: The states a wait ends on.
 FINISHED = frozenset({"completed", "dead"})
+#: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
+WILDCARD: Final = b"*"
 
 Read = Callable[[str], Awaitable[JobInfo | None]]
 
@@ -39,7 +44,10 @@ class _DoneChannel(Subscription):
         )
 
     def _deliver(self, message: bytes) -> None:
-        self._hub.finished(text(message))
+        if message == WILDCARD:
+            self._hub.wake_all()  # rows were deleted in bulk: every wait reads its row again
+        else:
+            self._hub.finished(text(message))
 
     def _confirmed(self) -> None:
         self._hub.wake_all()  # messages may have been missed while unsubscribed: read again
@@ -69,11 +77,12 @@ class WaiterHub:
         return self._subscription
 
     def finished(self, job_id: str) -> None:
-        """A message: ``job_id`` completed or went dead."""
+        """A message: ``job_id`` completed, went dead or its row was deleted."""
         for event in self._waiters.get(job_id, ()):
             event.set()
 
     def wake_all(self) -> None:
+        """Every wait reads its row again (a re-subscription, the wildcard, the close)."""
         for events in self._waiters.values():
             for event in events:
                 event.set()
@@ -137,10 +146,10 @@ class WaiterHub:
                     f"SSUBSCRIBE {self.channel} was not confirmed", address=connector.address
                 ) from None
         except BaseException:
-            await connector.close()
+            await subscription.close()
             raise
         if self._is_closed:
-            await connector.close()
+            await subscription.close()
             raise Closed("the queue is closed")
         self._subscription = subscription
         return subscription
@@ -151,6 +160,6 @@ class WaiterHub:
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
         if self._subscription is not None:
-            await self._subscription.connector.close()
+            await self._subscription.close()
             self._subscription = None
         self.wake_all()

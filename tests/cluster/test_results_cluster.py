@@ -97,3 +97,39 @@ async def test_a_wait_follows_a_moved_answer_to_its_ssubscribe(router: ClusterRo
         assert subscription.connector.address == owner
     finally:
         await discard(queue)
+
+
+async def test_waits_end_when_remove_drain_or_obliterate_delete_their_rows_on_a_cluster(
+    router: ClusterRouter, spread: Spread
+) -> None:
+    # remove and a small drain announce each id, a drain of many rows and obliterate the one
+    # wildcard `*`: each is an SPUBLISH on the queue's slot, legal inside the script.
+    queues = [Queue(name, router, result_ttl=60) for name in spread(router, 3, "results-gone")]
+
+    async def gone(queue: Queue) -> None:
+        removed = await queue.enqueue("x")
+        waiting = asyncio.ensure_future(queue.wait(removed.id))
+        while queue._waiters.subscription is None or queue._waiters.waits == 0:
+            await asyncio.sleep(0.001)
+        assert await queue.remove(removed.id)
+        assert await asyncio.wait_for(waiting, 10) is None
+        for count in (3, 150):
+            ids = [v.id for v in await queue.enqueue_many(range(count))]
+            waits = [asyncio.ensure_future(queue.wait(i)) for i in ids]
+            while queue._waiters.waits < count:
+                await asyncio.sleep(0.001)
+            assert await queue.drain() == count
+            assert await asyncio.wait_for(asyncio.gather(*waits), 10) == [None] * count
+        last = await queue.enqueue("y")
+        waiting = asyncio.ensure_future(queue.wait(last.id))
+        while queue._waiters.waits == 0:
+            await asyncio.sleep(0.001)
+        await queue.pause()
+        await queue.obliterate()
+        assert await asyncio.wait_for(waiting, 10) is None
+
+    try:
+        await asyncio.gather(*(gone(q) for q in queues))
+    finally:
+        for queue in queues:
+            await discard(queue)

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import pytest
 
 from echomq._cluster import ClusterRouter, command_slot
-from echomq._connector import Connector
+from echomq._connector import WIRE_VERSION, Connector
 from echomq._errors import CrossSlotError, InvalidArgument, ServerError
 from echomq._keys import Keyspace, slot
 from echomq._queue import Queue
@@ -115,12 +115,12 @@ async def test_the_version_fence_lives_on_the_node_owning_its_slot(
     router: ClusterRouter,
 ) -> None:
     owner = router.nodes[router.address_of()]
-    assert await owner.call("GET", "{emq}:version") == b"echomq:1"
+    assert await owner.call("GET", "{emq}:version") == WIRE_VERSION.encode()
     others = [n for a, n in router.nodes.items() if a != router.address_of()]
     # Why the router checks the fence once, on the owner, and not in every node's handshake:
     async with Connector(others[0].options, version_fence=None) as other:
         with pytest.raises(ServerError, match="MOVED"):
-            await other.call("SET", "{emq}:version", "echomq:1", "NX", "GET")
+            await other.call("SET", "{emq}:version", WIRE_VERSION, "NX", "GET")
 
 
 def test_a_seed_list_names_every_node_and_refuses_an_empty_host() -> None:

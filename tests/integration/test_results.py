@@ -5,6 +5,7 @@ wakes on the script's own announcement on the ``done`` channel, without polling.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 from collections.abc import AsyncIterator
 
@@ -24,7 +25,10 @@ from echomq import (
 )
 from echomq._connector import Connector
 from echomq._engine import Failure, Success
-from echomq._errors import ArgumentRefused, EchoMQError
+from echomq._errors import ArgumentRefused, EchoMQError, VersionFenceError
+from echomq._events import Subscription
+from echomq._keys import VERSION_KEY
+from echomq._url import ConnectionOptions
 from echomq.testing import claim_job, discard, server_ms, wait_for_server_ms
 
 TTL = 60.0
@@ -96,6 +100,36 @@ async def test_a_kept_row_expires_after_the_ttl_and_the_index_forgets_it(
         await discard(q)
 
 
+async def test_a_shorter_ttl_does_not_drop_longer_kept_rows_from_the_index(
+    valkey_url: str, queue_name: str
+) -> None:
+    # Two consumers of one queue keep results for 60 s and 50 ms: the index is scored by each
+    # row's expiry, so trimming after the short rows expired leaves the long one findable.
+    long = await Queue.connect(valkey_url, queue_name, result_ttl=60)
+    short = Queue(queue_name, long.wire, result_ttl=0.05)
+    try:
+        first = await long.enqueue(1)
+        await long.complete(await claim_job(long))
+        info = await long.job(first.id)
+        assert info is not None
+        assert info.finished is not None
+        score = float(await long.wire.call("ZSCORE", long.keys.done, first.id))
+        assert score == int(info.finished * 1000) + 60_000  # the row's expiry
+        second = await short.enqueue(2)
+        await short.complete(await claim_job(short))
+        await wait_for_server_ms(short, await server_ms(short) + 60)
+        third = await short.enqueue(3)
+        await short.complete(await claim_job(short))  # trims the expired second
+        members = await long.wire.call("ZRANGE", long.keys.done, 0, -1)
+        assert sorted(m.decode() for m in members) == sorted([first.id, third.id])
+        assert second.id not in [m.decode() for m in members]
+        assert await long.drain(results=True) == 2  # the index's two: the first is found
+        assert await long.job(first.id) is None
+    finally:
+        await short.close()
+        await discard(long)
+
+
 async def test_a_dedup_key_lives_as_long_as_the_kept_row(kept: Queue) -> None:
     first = await kept.enqueue("a", dedup_key="order-1")
     await kept.complete(await claim_job(kept))
@@ -124,6 +158,38 @@ async def test_without_result_ttl_the_dedup_key_goes_with_the_row(queue: Queue) 
     await queue.enqueue("a", dedup_key="order-3")
     await queue.complete(await claim_job(queue))
     assert await queue.wire.call("EXISTS", queue.keys.dedup("order-3")) == 0
+
+
+async def test_a_dedup_key_with_its_own_ttl_outlives_a_completion_that_deletes_the_row(
+    queue: Queue,
+) -> None:
+    # result_ttl 0: the row goes at completion; the key's own hour counts from enqueue.
+    first = await queue.enqueue("a", dedup_key="welcome-u1", dedup_ttl=3600)
+    await queue.complete(await claim_job(queue))
+    assert await queue.job(first.id) is None
+    again = await queue.enqueue("b", dedup_key="welcome-u1")
+    assert (again.kind, again.id) == ("duplicate", first.id)
+    assert 3_590_000 < await queue.wire.call("PTTL", queue.keys.dedup("welcome-u1")) <= 3_600_000
+
+
+async def test_remove_and_drain_leave_a_dedup_key_with_its_own_ttl_alone(kept: Queue) -> None:
+    own = (await kept.enqueue("a", dedup_key="own-1", dedup_ttl=600)).id
+    plain = (await kept.enqueue("b", dedup_key="plain-1")).id
+    assert await kept.remove(own)
+    assert await kept.remove(plain)
+    await kept.enqueue("c", dedup_key="own-2", dedup_ttl=600)
+    await kept.enqueue("d", dedup_key="plain-2")
+    assert await kept.drain() == 2
+    # A key without a TTL lives as long as its row, the kept completed row included.
+    await kept.enqueue("e", dedup_key="plain-3")
+    await kept.complete(await claim_job(kept))
+    assert await kept.drain(results=True) == 1
+    exists = [
+        await kept.wire.call("EXISTS", kept.keys.dedup(key))
+        for key in ("own-1", "plain-1", "own-2", "plain-2", "plain-3")
+    ]
+    assert exists == [1, 0, 1, 0, 0]
+    assert (await kept.enqueue("f", dedup_key="own-1")).id == own  # still a duplicate
 
 
 @pytest.mark.parametrize("ttl", [-1, 30 * 86_400 + 1, float("nan"), "60", True])
@@ -419,6 +485,132 @@ async def test_close_ends_waits_in_progress(valkey_url: str, queue_name: str) ->
         await discard(other)
 
 
+# -- a wait ends when the row is deleted --------------------------------------------------------
+
+
+async def test_wait_answers_none_once_remove_deletes_the_row(kept: Queue) -> None:
+    verdict = await kept.enqueue("x")
+    waiting = asyncio.ensure_future(kept.wait(verdict.id))
+    await _until_waiting(kept, 1)
+    assert await kept.remove(verdict.id)
+    assert await asyncio.wait_for(waiting, 5) is None
+
+
+async def test_wait_answers_none_once_a_lane_drain_deletes_the_row(kept: Queue) -> None:
+    verdict = await kept.enqueue("x", group="acme")
+    waiting = asyncio.ensure_future(kept.wait(verdict.id))
+    await _until_waiting(kept, 1)
+    assert await kept.lane("acme").drain() == 1
+    assert await asyncio.wait_for(waiting, 5) is None
+
+
+async def test_wait_answers_none_once_a_drain_deletes_the_scheduled_row(kept: Queue) -> None:
+    verdict = await kept.enqueue_in(600, "x")
+    waiting = asyncio.ensure_future(kept.wait(verdict.id))
+    await _until_waiting(kept, 1)
+    assert await kept.drain(schedule=True) == 1
+    assert await asyncio.wait_for(waiting, 5) is None
+
+
+async def test_a_drain_of_many_rows_wakes_every_wait_with_one_wildcard(kept: Queue) -> None:
+    leased = await kept.enqueue("leased")
+    job = await claim_job(kept)
+    ids = [v.id for v in await kept.enqueue_many(range(150))]
+    async with _Messages(kept) as channel:
+        waits = [asyncio.ensure_future(kept.wait(i)) for i in ids]
+        held = asyncio.ensure_future(kept.wait(leased.id))
+        await _until_waiting(kept, len(ids) + 1)
+        assert await kept.drain() == 150
+        assert await asyncio.wait_for(asyncio.gather(*waits), 5) == [None] * 150
+        await channel.connector.call("PING")  # the channel's messages arrived before the pong
+        assert channel.messages == [b"*"]
+    # The leased job's wait re-read its row, found it active and waits on.
+    assert not held.done()
+    await kept.complete(job, result="still mine")
+    info = await asyncio.wait_for(held, 5)
+    assert info is not None
+    assert info.result == "still mine"
+
+
+async def test_wait_answers_none_once_obliterate_deletes_the_row(kept: Queue) -> None:
+    verdict = await kept.enqueue("x")
+    async with _Messages(kept) as channel:
+        waiting = asyncio.ensure_future(kept.wait(verdict.id))
+        await _until_waiting(kept, 1)
+        await kept.pause()
+        await kept.obliterate()
+        assert await asyncio.wait_for(waiting, 5) is None
+        await channel.connector.call("PING")
+        assert channel.messages == [b"*"]
+
+
+class _Messages(Subscription):
+    """Every raw message of a queue's ``done`` channel, in order."""
+
+    def __init__(self, queue: Queue) -> None:
+        super().__init__(queue.wire.options, queue.keys.done, sharded=True)
+        self.messages: list[bytes] = []
+
+    def _deliver(self, message: bytes) -> None:
+        self.messages.append(message)
+
+
+# -- the subscription's own tasks -------------------------------------------------------------
+
+
+async def test_a_retarget_the_subscription_starts_is_held_until_it_ends(
+    kept: Queue, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The loop keeps only weak references to tasks: one nothing else holds, parked on a
+    # future nothing else holds, is collected mid-flight ("Task was destroyed but it is
+    # pending!"). The subscription holds its own, and its close ends them.
+    verdict = await kept.enqueue("x")
+    waiting = asyncio.ensure_future(kept.wait(verdict.id, timeout=20))
+    await _until_waiting(kept, 1)
+    subscription = kept._waiters.subscription
+    assert subscription is not None
+    started, ended = asyncio.Event(), asyncio.Event()
+
+    async def retarget(*, moved: bool = False) -> None:
+        started.set()
+        try:
+            await asyncio.get_running_loop().create_future()  # referenced by this frame alone
+        finally:
+            ended.set()
+
+    monkeypatch.setattr(subscription.connector, "retarget", retarget, raising=False)
+    subscription._on_push([b"sunsubscribe", subscription.channel.encode(), 0])
+    await asyncio.wait_for(started.wait(), 5)
+    with caplog.at_level(logging.ERROR, logger="asyncio"):
+        gc.collect()
+        await asyncio.sleep(0)
+        await kept._waiters.close()
+        await asyncio.wait_for(ended.wait(), 5)  # cancelled by the close, not collected
+    assert "Task was destroyed" not in caplog.text
+    with pytest.raises(EchoMQError):
+        await waiting
+
+
+# -- the wire version -----------------------------------------------------------------------
+
+
+async def test_a_process_of_wire_version_1_is_refused_by_a_deployment_of_this_one(
+    valkey_url: str,
+) -> None:
+    db = 9  # a database of its own, so no other test ever sees the fence move
+    options = ConnectionOptions.from_url(valkey_url).replace(db=db)
+    async with Connector(options, version_fence=None) as cleaner:
+        await cleaner.call("DEL", VERSION_KEY)
+    try:
+        async with Connector(options) as new:
+            assert await new.call("GET", VERSION_KEY) == b"echomq:2"
+        with pytest.raises(VersionFenceError, match="'echomq:2'"):
+            await Connector(options, version_fence="echomq:1").connect()
+    finally:
+        async with Connector(options, version_fence=None) as cleaner:
+            await cleaner.call("DEL", VERSION_KEY)
+
+
 # -- the admin verbs find kept rows -----------------------------------------------------------
 
 
@@ -434,9 +626,11 @@ async def test_remove_drain_and_obliterate_delete_kept_rows(kept: Queue) -> None
     assert [await kept.job(i) for i in ids[1:]] == [None, None]
     last = await kept.enqueue("y", dedup_key="d")
     await kept.complete(await claim_job(kept))
+    own = await kept.enqueue("z", dedup_key="own", dedup_ttl=600)
     await kept.pause()
-    await kept.obliterate()
-    for key in (kept.keys.done, kept.keys.dedup("d"), kept.keys.job(last.id)):
+    await kept.obliterate()  # deletes everything, a dedup key with its own TTL included
+    keys = (kept.keys.done, kept.keys.dedup("d"), kept.keys.job(last.id), kept.keys.dedup("own"))
+    for key in (*keys, kept.keys.job(own.id)):
         assert await kept.wire.call("EXISTS", key) == 0
 
 

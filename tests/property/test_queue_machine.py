@@ -102,7 +102,7 @@ class QueueMachine(RuleBasedStateMachine):
             "gweight": ("HGETALL", keys.gweight),
             "active": ("ZRANGE", keys.active, 0, -1, "WITHSCORES"),
             "dead": ("ZRANGE", keys.dead, 0, -1),
-            "done": ("ZRANGE", keys.done, 0, -1),
+            "done": ("ZRANGE", keys.done, 0, -1, "WITHSCORES"),
             "schedule": ("ZRANGE", keys.schedule, 0, -1),
             "meta": ("HGETALL", keys.meta),
             "turn": ("HGETALL", keys.turn),
@@ -113,10 +113,12 @@ class QueueMachine(RuleBasedStateMachine):
             *fixed.values(),
             *[("ZRANGE", keys.lane(g), 0, -1) for g in GROUPS],
             *[("HGETALL", keys.job(i)) for i in ids],
+            *[("PEXPIRETIME", keys.job(i)) for i in sorted(self.model.completed)],
         ]
         replies = await self.queue.wire.call_many(commands)
         raw = dict(zip(fixed, replies, strict=False))
         rest = replies[len(fixed) :]
+        expiries = rest[len(GROUPS) + len(ids) :]
         return {
             "ring": [text_of(g) for g in raw["ring"]],
             "lanes": {text_of(g) for g in raw["lanes"]},
@@ -127,7 +129,13 @@ class QueueMachine(RuleBasedStateMachine):
             },
             "active": {text_of(i): int(score) for i, score in raw["active"]},
             "dead": {text_of(i) for i in raw["dead"]},
-            "done": {text_of(i) for i in raw["done"]},
+            "done": {text_of(i) for i, _ in raw["done"]},
+            "done_scores": {text_of(i): int(score) for i, score in raw["done"]},
+            "expiries": {
+                i: int(ms)
+                for i, ms in zip(sorted(self.model.completed), expiries, strict=True)
+                if int(ms) > 0
+            },
             "schedule": {text_of(i) for i in raw["schedule"]},
             "meta": {text_of(k): text_of(v) for k, v in raw["meta"].items()},
             "turn": {text_of(k): text_of(v) for k, v in raw["turn"].items()},
@@ -136,7 +144,7 @@ class QueueMachine(RuleBasedStateMachine):
             "lane": {g: [text_of(i) for i in rest[n]] for n, g in enumerate(GROUPS)},
             "rows": {
                 i: {text_of(k): text_of(v) for k, v in row.items()}
-                for i, row in zip(ids, rest[len(GROUPS) :], strict=True)
+                for i, row in zip(ids, rest[len(GROUPS) : len(GROUPS) + len(ids)], strict=True)
                 if row
             },
         }
@@ -571,6 +579,8 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert job_id not in raw["rows"], f"completed job {job_id} still has a row"
         assert raw["done"] == (model.completed if self.is_keeping else set())
+        # The index is scored by each kept row's expiry, so a trim never drops a live row.
+        assert raw["done_scores"] == raw["expiries"]
 
         # Lane settings, and in-flight counts that never pass a ceiling (unless it was lowered
         # under jobs already in flight: a ceiling gates claims, it never evicts leases).

@@ -205,11 +205,17 @@ local function detach(root, id, fields)
   return g
 end
 
--- Delete a job's row and release its producer dedup key if that still points at it.
-local function delete_row(root, id, row, dedup)
+-- Delete a job's row and release its producer dedup key if that still points at it and lives
+-- as long as the row. A key with a TTL of its own (the row has `dedup_ttl`, from enqueue) lives
+-- for that TTL, counted from enqueue, whatever happens to its job; `everything` (obliterate)
+-- releases it too.
+local function delete_row(root, id, row, dedup, everything)
   if dedup then
     local key = root .. 'de:' .. dedup
-    if redis.call('GET', key) == id then redis.call('DEL', key) end
+    if redis.call('GET', key) == id
+        and (everything or redis.call('HEXISTS', row, 'dedup_ttl') == 0) then
+      redis.call('DEL', key)
+    end
   end
   redis.call('DEL', row)
 end
@@ -228,8 +234,9 @@ local function bury(root, id, row, err, now, traceback)
   redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
 end
 
--- Tell waiters (Queue.wait) that jobs finished, completed or dead: one `SPUBLISH done <id>`
--- each, on the shard channel named like the `done` index (same slot, so cluster-legal). For
+-- Tell waiters (Queue.wait) that jobs finished, completed or dead, or that their rows were
+-- deleted: one `SPUBLISH done <id>` each, on the shard channel named like the `done` index
+-- (same slot, so cluster-legal); a waiter re-reads its row on its id. For
 -- several ids it asks first whether anyone subscribes: nobody waiting then costs one call per
 -- script, not one per job; one id is published at once (a publish costs less than the
 -- question). Race-free: a waiter subscribes before it reads the row.
@@ -238,6 +245,19 @@ local function announce(root, ids)
   local channel = root .. 'done'
   if #ids > 1 and redis.call('PUBSUB', 'SHARDNUMSUB', channel)[2] == 0 then return end
   for _, id in ipairs(ids) do redis.call('SPUBLISH', channel, id) end
+end
+
+-- Tell every waiter of the queue to re-read its row: the wildcard message `*` on the `done`
+-- channel (no job id is one character), one publish however many rows went (obliterate).
+local function announce_all(root)
+  redis.call('SPUBLISH', root .. 'done', '*')
+end
+
+-- Tell waiters that the rows of `ids` were deleted (remove, drain): one message per id, as
+-- `announce`, or past 100 ids the one wildcard (announce_all). A waiter finding no row answers
+-- None, so no wait outlives its row.
+local function announce_deleted(root, ids)
+  if #ids > 100 then announce_all(root) else announce(root, ids) end
 end
 
 -- Move due scheduled jobs back to their own lanes; return benched lanes whose rate window

@@ -6,9 +6,11 @@
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
 --                result (the codec's bytes; "" and unused when ttl is 0) of job i
 -- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
--- its id is in `done` (score = finished ms) until then, so the admin verbs find it; each call
--- trims a bounded number of expired members. A dedup key pointing at the job is deleted with
--- the row (ttl 0), else kept: for its own TTL if it has one, else as long as the row.
+-- its id is in `done` until then, scored by the ms the row expires (finished + ttl), so the
+-- admin verbs find it whatever ttl other consumers of the queue keep rows for; each call trims
+-- a bounded number of members whose rows expired (score < now). A dedup key pointing at the
+-- job lives as long as the row (deleted with it at ttl 0, else given the row's ttl), unless it
+-- has a TTL of its own: then it lives for that, counted from enqueue (delete_row in _lib.lua).
 -- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
 -- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
@@ -36,7 +38,7 @@ for i = 2, #ARGV, 3 do
     else
       redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
       redis.call('PEXPIRE', row, ttl)
-      redis.call('ZADD', root .. 'done', now, id)
+      redis.call('ZADD', root .. 'done', now + ttl, id)
       if fields[4] then
         -- NX: a key with a TTL of its own keeps it, the others live as long as the row.
         local key = root .. 'de:' .. fields[4]
@@ -56,10 +58,11 @@ end
 if #finished > 0 then
   redis.call('HINCRBY', root .. 'metrics:completed', 'count', #finished)
   if ttl > 0 then
-    -- Rows older than the ttl expired by themselves; forget their ids, a bounded number per
-    -- call (more than a chunk adds, so the index cannot outgrow the kept rows for long).
+    -- Rows whose expiry passed are gone by themselves; forget their ids, a bounded number per
+    -- call (more than a chunk adds, so the index cannot outgrow the kept rows for long). A row
+    -- is still readable in the ms it expires at, hence the exclusive bound.
     local done = root .. 'done'
-    local old = redis.call('ZRANGE', done, '-inf', now - ttl, 'BYSCORE', 'LIMIT', 0, 200)
+    local old = redis.call('ZRANGE', done, '-inf', '(' .. now, 'BYSCORE', 'LIMIT', 0, 200)
     if #old > 0 then redis.call('ZREM', done, unpack(old)) end
   end
   announce(root, finished)

@@ -8,13 +8,25 @@
 --   group     lane name (`_` = the default lane)
 --   run_at    0 = now; > 0 = absolute run-at ms; < 0 = run in -run_at ms (server clock)
 --   dedup     producer dedup key, or "" for none
---   dedup_ttl ms the dedup key lives at most, 0 = until the job's row is deleted
+--   dedup_ttl ms the dedup key lives, counted from now, whatever happens to the job (the row
+--             records it as `dedup_ttl`); 0 = as long as the job's row (a kept result too)
 -- Returns two values per item, in order: {1, id} enqueued, {2, id} scheduled, {0, existing_id}
 -- duplicate, {-1, "EMQKIND …" | "EMQARG …"} refused (nothing of that item written).
 local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
+
+-- The row's dedup fields: the key, and its own TTL when it has one (delete_row leaves such a
+-- key to expire by itself).
+local function record_dedup(row, dedup, dedup_ttl)
+  if dedup == '' then return end
+  if dedup_ttl > 0 then
+    redis.call('HSET', row, 'dedup', dedup, 'dedup_ttl', dedup_ttl)
+  else
+    redis.call('HSET', row, 'dedup', dedup)
+  end
+end
 
 local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
   -- Policy before existence before write: every check comes before the item's first write.
@@ -47,7 +59,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
     if run_at < 0 then at = now - run_at end
     if at > now then
       redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
-      if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
+      record_dedup(row, dedup, dedup_ttl)
       redis.call('ZADD', root .. 'schedule', at, id)
       due_changed = true
       return 2, id
@@ -55,7 +67,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
   end
 
   redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
-  if dedup ~= '' then redis.call('HSET', row, 'dedup', dedup) end
+  record_dedup(row, dedup, dedup_ttl)
   -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
   if push_lane(root, g, id) == 1 then
     if serviceable(root, g) then

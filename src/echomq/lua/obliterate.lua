@@ -4,8 +4,11 @@
 -- ARGV[2] budget  most job rows to delete in this call; > 0
 -- Returns 1 more to do, 0 done.
 -- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
--- Dedup keys go with their rows; none can outlive the queue except those with a TTL. Kept
--- results (completed rows, found by the `done` index) go too.
+-- Dedup keys go with their rows, a key with a TTL of its own too (delete_row's `everything`);
+-- only a key whose row was gone before (it outlives its job for its TTL) outlives the queue.
+-- Kept results (completed rows, found by the `done` index) go too. Each call that deleted rows
+-- publishes the wildcard `*` on the shard channel `done` (announce_all in _lib.lua): every
+-- wait re-reads its row and answers None for a deleted one.
 local root, force = KEYS[1], ARGV[1] == '1'
 local budget = int_arg(ARGV[2], 'budget', 1, 10000)
 if not redis.call('HGET', root .. 'meta', 'paused') then
@@ -24,17 +27,22 @@ local function sweep(set)
   local ids = redis.call('ZRANGE', set, 0, left - 1)
   for _, id in ipairs(ids) do
     local row = root .. 'job:' .. id
-    delete_row(root, id, row, redis.call('HGET', row, 'dedup'))
+    delete_row(root, id, row, redis.call('HGET', row, 'dedup'), true)
     redis.call('ZREM', set, id)
   end
   left = left - #ids
   return redis.call('EXISTS', set) == 0
 end
+-- Every answer goes through here: waiters hear of this call's deletions before it returns.
+local function answer(more)
+  if left < budget then announce_all(root) end
+  return more
+end
 for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead', root .. 'done'}) do
-  if not sweep(set) then return 1 end
+  if not sweep(set) then return answer(1) end
 end
 for _, g in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do
-  if not sweep(lane_of(root, g)) then return 1 end
+  if not sweep(lane_of(root, g)) then return answer(1) end
   redis.call('SREM', root .. 'lanes', g)
 end
 for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
@@ -44,4 +52,4 @@ for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grat
     'turn', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed', 'meta'}) do
   redis.call('DEL', root .. suffix)
 end
-return 0
+return answer(0)
