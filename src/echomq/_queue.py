@@ -211,7 +211,8 @@ class Queue(Settles):
         """Admit a job to its lane (``group``; default lane ``_``). Idempotent by id and dedup key.
 
         ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
-        job until its row is deleted (or for ``dedup_ttl`` seconds at most).
+        job for ``dedup_ttl`` seconds from now, whatever becomes of the job (completed, removed,
+        drained); without ``dedup_ttl``, for as long as the job's row lives (a kept result too).
         """
         return await self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
 
