@@ -290,6 +290,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "the lane's fixed-window rate counter; its PTTL is the window left",
     ),
     KeyShape(
+        QUEUE_ROOT + "dedups",
+        "ZSET",
+        "Keyspace.dedups",
+        "the dedup keys that have a TTL of their own (they outlive their jobs), scored by the ms "
+        "they expire; trimmed as enqueues pass, swept by obliterate",
+    ),
+    KeyShape(
         QUEUE_ROOT + "de:<key>",
         "STRING",
         "Keyspace.dedup",
@@ -349,6 +356,7 @@ class Keyspace:
     schedule: str = field(init=False, repr=False)
     dead: str = field(init=False, repr=False)
     done: str = field(init=False, repr=False)
+    dedups: str = field(init=False, repr=False)
     wake: str = field(init=False, repr=False)
     meta: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)

@@ -172,6 +172,15 @@ async def test_a_dedup_key_with_its_own_ttl_outlives_a_completion_that_deletes_t
     assert 3_590_000 < await queue.wire.call("PTTL", queue.keys.dedup("welcome-u1")) <= 3_600_000
 
 
+async def test_obliterate_deletes_a_dedup_key_that_outlived_its_row(queue: Queue) -> None:
+    await queue.enqueue("a", dedup_key="welcome-u2", dedup_ttl=3600)
+    await queue.complete(await claim_job(queue))  # the row is gone, the key lives on
+    await queue.pause()
+    await queue.obliterate(force=True)
+    assert await queue.wire.call("EXISTS", queue.keys.dedup("welcome-u2")) == 0
+    assert await queue.wire.call("KEYS", f"{queue.keys.root}*") == []
+
+
 async def test_remove_and_drain_leave_a_dedup_key_with_its_own_ttl_alone(kept: Queue) -> None:
     own = (await kept.enqueue("a", dedup_key="own-1", dedup_ttl=600)).id
     plain = (await kept.enqueue("b", dedup_key="plain-1")).id

@@ -9,7 +9,8 @@
 --   run_at    0 = now; > 0 = absolute run-at ms; < 0 = run in -run_at ms (server clock)
 --   dedup     producer dedup key, or "" for none
 --   dedup_ttl ms the dedup key lives, counted from now, whatever happens to the job (the row
---             records it as `dedup_ttl`); 0 = as long as the job's row (a kept result too)
+--             records it as `dedup_ttl`, the `dedups` index by its expiry); 0 = as long as the
+--             job's row (a kept result too)
 -- Returns two values per item, in order: {1, id} enqueued, {2, id} scheduled, {0, existing_id}
 -- duplicate, {-1, "EMQKIND …" | "EMQARG …"} refused (nothing of that item written).
 local root = KEYS[1]
@@ -48,6 +49,10 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
   if dedup ~= '' then
     if dedup_ttl > 0 then
       redis.call('SET', root .. 'de:' .. dedup, id, 'PX', dedup_ttl)
+      -- Indexed by expiry, so obliterate finds a key that outlived its row; expired ones go.
+      now = now or now_ms()
+      redis.call('ZADD', root .. 'dedups', now + dedup_ttl, dedup)
+      redis.call('ZREMRANGEBYSCORE', root .. 'dedups', '-inf', now - 1)
     else
       redis.call('SET', root .. 'de:' .. dedup, id)
     end

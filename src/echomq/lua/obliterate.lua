@@ -4,8 +4,8 @@
 -- ARGV[2] budget  most job rows to delete in this call; > 0
 -- Returns 1 more to do, 0 done.
 -- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
--- Dedup keys go with their rows, a key with a TTL of its own too (delete_row's `everything`);
--- only a key whose row was gone before (it outlives its job for its TTL) outlives the queue.
+-- Dedup keys go with their rows, a key with a TTL of its own too (delete_row's `everything`),
+-- and so does a key whose row was gone before (it outlived its job): the `dedups` index.
 -- Kept results (completed rows, found by the `done` index) go too. Each call that deleted rows
 -- publishes the wildcard `*` on the shard channel `done` (announce_all in _lib.lua): every
 -- wait re-reads its row and answers None for a deleted one.
@@ -14,7 +14,7 @@ local budget = int_arg(ARGV[2], 'budget', 1, 10000)
 if not redis.call('HGET', root .. 'meta', 'paused') then
   -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
   local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',
-    root .. 'dead', root .. 'done', root .. 'lanes', root .. 'ring')
+    root .. 'dead', root .. 'done', root .. 'dedups', root .. 'lanes', root .. 'ring')
   if left_over == 0 then return 0 end
   return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
 end
@@ -45,6 +45,15 @@ for _, g in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do
   if not sweep(lane_of(root, g)) then return answer(1) end
   redis.call('SREM', root .. 'lanes', g)
 end
+-- The dedup keys that outlived their rows, budget by budget like the rows.
+if left <= 0 then return answer(1) end
+local outlived = redis.call('ZRANGE', root .. 'dedups', 0, left - 1)
+for _, key in ipairs(outlived) do
+  redis.call('DEL', root .. 'de:' .. key)
+  redis.call('ZREM', root .. 'dedups', key)
+end
+left = left - #outlived
+if redis.call('EXISTS', root .. 'dedups') == 1 then return answer(1) end
 for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
   redis.call('DEL', lane_limiter_of(root, g))
 end
