@@ -113,8 +113,8 @@ class Link:
         self._is_tls = options.tls
         self._spin = SPIN
         self._latency = 0.0  # moving average of the seconds a reply took to arrive
-        sock = _open_socket(options)
-        self._sock: socket.socket | None = sock
+        self._sock: socket.socket | None = None  # set before a refused connect: __del__ closes
+        sock = self._sock = _open_socket(options)
         self._poll = select.poll()
         self._poll.register(sock, select.POLLIN)
         try:

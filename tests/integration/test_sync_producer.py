@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import socket
 import threading
@@ -18,6 +19,7 @@ from test_tls import tls_port, tls_url  # the stunnel rig in front of the sessio
 from echomq import (
     WIRE_VERSION,
     Closed,
+    ConnectError,
     InvalidArgument,
     Item,
     Queue,
@@ -447,6 +449,14 @@ def test_wait_survives_a_kill_of_its_subscription(sync_queue: SyncQueue, valkey_
     assert len(found) == 1
     assert found[0] is not None
     assert found[0].state == "completed"
+
+
+def test_a_refused_connect_raises_connect_error_and_nothing_from_a_finalizer() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as probe:
+        port = probe.getsockname()[1]  # a free port, closed again: nothing listens there
+    with pytest.raises(ConnectError):
+        SyncQueue.connect(f"valkey://127.0.0.1:{port}/0", "nobody-there")
+    gc.collect()  # the half-made links are finalized now, inside this test (warnings are errors)
 
 
 async def test_rediss_through_a_tls_terminator(
