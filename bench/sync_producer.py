@@ -1,17 +1,21 @@
 """The blocking producer from one thread: ``SyncQueue.enqueue`` one job per call, against the
 peer's way (huey: one ``LPUSH`` per job through valkey-py's sync client) on the same server.
 
-Run: ``.venv/bin/python bench/sync_producer.py [--runs 5] [--jobs 20000]``. Per case, the median
-of ``--runs`` interleaved runs: jobs (or calls) per second and this process's CPU per call.
-The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job there,
-each thread opens its socket in the timing). Each run of each case gets a fresh queue.
+Run: ``.venv/bin/python bench/sync_producer.py [--runs 5] [--jobs 20000] [--listener]``. Per
+case, the median of ``--runs`` interleaved runs: jobs (or calls) per second and this process's CPU
+per call. The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job
+there, each thread opens its socket in the timing). Each run of each case gets a fresh queue.
 ``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
 ``--no-spin`` turns the reply spin off (:data:`echomq._sync_wire.SPIN`) to show what it buys.
+``--listener`` adds ``enqueue`` and ``enqueue_many`` with a subscriber on the queue's events
+channel, so every admission publishes its event (a subscriber that never reads: the server
+buffers its messages, and the producer alone pays for them).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import statistics
 import threading
@@ -36,7 +40,9 @@ def _timed(calls: int, run: Callable[[], None]) -> tuple[float, float]:
 Case = Callable[[SyncQueue], None]
 
 
-def measure(url: str, runs: int, jobs: int, threads: int) -> dict[str, list[tuple[float, float]]]:
+def measure(
+    url: str, runs: int, jobs: int, threads: int, listener: bool = False
+) -> dict[str, list[tuple[float, float]]]:
     """Each run of each case on a queue of its own (and an empty list for the peer), so every
     run starts from an empty lane; the rows are deleted after the run, outside the timing."""
     options = ConnectionOptions.from_url(url)
@@ -81,12 +87,19 @@ def measure(url: str, runs: int, jobs: int, threads: int) -> dict[str, list[tupl
         f"SyncQueue.enqueue, {threads} threads (a socket each)": threaded,
         "PING on the SyncQueue's socket": floor,
     }
+    heard: dict[str, Case] = {
+        "SyncQueue.enqueue, a subscriber listening": enqueue,
+        "SyncQueue.enqueue_many, a subscriber listening": enqueue_many,
+    }
+    listened = set(heard) if listener else set()
+    if listener:
+        cases.update(heard)
     rows: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
     for n in range(runs + 1):  # the first round warms up and is not counted
         for case, run in cases.items():
             name = f"bench-sync-{time.time_ns()}"
-            with SyncQueue.connect(url, name) as queue:
-                queue.enqueue("warm")  # the script loaded, the id node leased
+            with SyncQueue.connect(url, name) as queue, _subscriber(peer, queue, case in listened):
+                queue.enqueue("warm")  # the script loaded, the id node leased, listeners asked
                 timed = _timed(jobs, functools.partial(run, queue))
                 if n:
                     rows[case].append(timed)
@@ -95,6 +108,21 @@ def measure(url: str, runs: int, jobs: int, threads: int) -> dict[str, list[tupl
                 peer.unlink(*keys)
     peer.close()
     return rows
+
+
+@contextlib.contextmanager
+def _subscriber(peer: valkey.Valkey, queue: SyncQueue, listens: bool) -> Iterator[None]:
+    """A subscriber of ``queue``'s events channel, confirmed before the queue asks for one."""
+    if not listens:
+        yield
+        return
+    pubsub = peer.pubsub()
+    try:
+        pubsub.subscribe(queue.keys.events)
+        assert pubsub.get_message(timeout=5) is not None  # the confirmation: it is counted
+        yield
+    finally:
+        pubsub.close()
 
 
 def _batches(keys: Iterator[bytes], size: int = 1000) -> Iterator[list[bytes]]:
@@ -115,15 +143,16 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=4, help="threads of the threaded case")
     parser.add_argument("--url", help="an existing server instead of the embedded one")
     parser.add_argument("--no-spin", action="store_true", help="block at once for each reply")
+    parser.add_argument("--listener", action="store_true", help="add cases with a subscriber")
     args = parser.parse_args()
     if args.no_spin:
         sync_wire.SPIN = 0.0  # read by each link as it opens
     if args.url:
-        rows = measure(args.url, args.runs, args.jobs, args.threads)
+        rows = measure(args.url, args.runs, args.jobs, args.threads, args.listener)
     else:
         with EmbeddedValkey() as server:
             print(f"embedded valkey {server.version} on {server.host}:{server.port}")
-            rows = measure(server.url, args.runs, args.jobs, args.threads)
+            rows = measure(server.url, args.runs, args.jobs, args.threads, args.listener)
     spin = "off" if args.no_spin else f"{sync_wire.SPIN * 1e6:.0f} µs"
     print(f"\n{args.jobs} calls from one thread, median of {args.runs} runs (reply spin {spin})\n")
     print("| case | jobs/s | client CPU µs/call | runs (jobs/s) |")

@@ -88,6 +88,9 @@ class Link:
     makes (bench/sync_producer.py). The link keeps a moving average of how long its replies
     take and spins only while that is under the spin: a distant server's round trip (hundreds
     of µs) would burn the spin for nothing. A TLS socket blocks with a timeout instead.
+
+    :meth:`post` sends commands nobody waits for (fire-and-forget events): their replies are
+    owed, and read and dropped ahead of the next reply anyone asks for.
     """
 
     __slots__ = (
@@ -95,6 +98,7 @@ class Link:
         "_buffer",
         "_is_tls",
         "_latency",
+        "_owed",
         "_poll",
         "_reader",
         "_sock",
@@ -113,6 +117,7 @@ class Link:
         self._is_tls = options.tls
         self._spin = SPIN
         self._latency = 0.0  # moving average of the seconds a reply took to arrive
+        self._owed = 0  # replies to posts, not read yet
         self._sock: socket.socket | None = None  # set before a refused connect: __del__ closes
         sock = self._sock = _open_socket(options)
         self._poll = select.poll()
@@ -135,6 +140,8 @@ class Link:
         reader = self._reader
         try:
             self._send(data)
+            if self._owed:
+                self._drop_owed()
             reply = reader.gets()
             while reply is _NEED_MORE:
                 reader.feed(self._view, 0, self._fill(None, True))  # type: ignore[arg-type]
@@ -155,11 +162,31 @@ class Link:
         except OSError as exc:
             raise self._failed(exc) from None
 
+    def post(self, data: bytes, n: int) -> None:
+        """Write ``n`` packed commands whose replies nobody waits for: a write, no round trip.
+        Their replies (errors too) are dropped unread ahead of the next call's."""
+        self.send(data)
+        self._owed += n
+
+    def _drop_owed(self) -> None:
+        """Read the replies owed to posts (they come before any other) and drop them."""
+        reader, latency = self._reader, self._latency
+        while self._owed:
+            reply = reader.gets()
+            while reply is _NEED_MORE:
+                reader.feed(self._view, 0, self._fill(None, True))  # type: ignore[arg-type]
+                reply = reader.gets()
+            self._owed -= 1
+        # Usually there already: their timing would understate the round trip the spin follows.
+        self._latency = latency
+
     def read(self, timeout: float | None = None) -> Any:
         """The next frame (a reply or a push); with ``timeout`` (seconds), :data:`NOTHING` when
         none arrived by then (the connection stays usable)."""
         reader = self._reader
         try:
+            if self._owed:
+                self._drop_owed()
             reply = reader.gets()
             while reply is _NEED_MORE:
                 got = self._fill(timeout, False)
@@ -250,6 +277,12 @@ class Link:
         a link the server closed while it sat idle shows as readable and is closed here."""
         if self._sock is None:
             return False
+        if self._owed:  # what waits to be read may be those replies: read them first
+            try:
+                self._drop_owed()
+            except (OSError, hiredis.ProtocolError):
+                self.close()
+                return False
         if self._poll.poll(0):
             self.close()
             return False
@@ -423,6 +456,12 @@ class Router:
                 self._load(link, script)
                 continue
             return reply
+
+    def post(self, key_slot: int | None, data: bytes, n: int) -> None:
+        """Send ``n`` packed commands to the owner of ``key_slot`` on this thread's link without
+        waiting for their replies (see :meth:`Link.post`): at most once, never sent again. A
+        refusal (a slot that moved) is dropped with the reply."""
+        self.link(self.address(key_slot)).post(data, n)
 
     def call_each(
         self,

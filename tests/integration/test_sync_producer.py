@@ -205,41 +205,79 @@ async def test_a_killed_connection_reconnects_and_loses_nothing(
     assert (await queue.counts()).pending == len({v.id for v in admitted}) == 261
 
 
-class ReplyCutter:
-    """A TCP relay in front of the server that, when told, swallows the next reply and cuts
-    the client's connection: a call that ran on the server whose answer was lost in flight."""
+class Relay:
+    """A TCP relay in front of the server that, when told, cuts a connection, refuses new ones
+    or holds a publish back:
+
+    * ``cut_next``: the next reply is swallowed and the client's connection cut (a call that
+      ran on the server whose answer was lost in flight);
+    * ``refuse_next``: that many new connections are closed as soon as they are accepted;
+    * ``hold_publish``: the first write of a client carrying a ``PUBLISH`` (and all it sends
+      after) waits in the relay until ``release`` is set; ``holding`` says it is held;
+    * :meth:`silence`: the connections open now drop all they carry, both ways, and stay open
+      (a partition, or a server gone without a word).
+    """
 
     def __init__(self, upstream: ConnectionOptions) -> None:
         self.upstream = upstream
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
+        self.url = f"valkey://127.0.0.1:{self.port}/0"
         self.cut_next = threading.Event()
         self.cuts = 0
+        self.refuse_next = 0
+        self.refused = 0
+        self.hold_publish, self.holding, self.release = (threading.Event() for _ in range(3))
+        self.accepted = 0
+        self.silenced: set[int] = set()
         threading.Thread(target=self._accept, daemon=True).start()
+
+    def silence(self) -> None:
+        self.silenced.update(range(self.accepted))
 
     def _accept(self) -> None:
         with contextlib.suppress(OSError):  # the listener closed: the test is over
             while True:
                 client, _ = self.listener.accept()
+                if self.refuse_next > 0:
+                    self.refuse_next -= 1
+                    self.refused += 1
+                    client.close()
+                    continue
                 server = socket.create_connection((self.upstream.host, self.upstream.port))
+                number, self.accepted = self.accepted, self.accepted + 1
                 threading.Thread(
-                    target=self._pump, args=(client, server, False), daemon=True
+                    target=self._pump, args=(client, server, False, number), daemon=True
                 ).start()
                 threading.Thread(
-                    target=self._pump, args=(server, client, True), daemon=True
+                    target=self._pump, args=(server, client, True, number), daemon=True
                 ).start()
 
-    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool) -> None:
+    def _pump(self, source: socket.socket, sink: socket.socket, replies: bool, number: int) -> None:
         with contextlib.suppress(OSError), source, sink:
-            while data := source.recv(65536):
-                if replies and self.cut_next.is_set():
-                    self.cut_next.clear()
-                    self.cuts += 1
-                    sink.shutdown(socket.SHUT_RDWR)  # the reply is dropped, the client cut
-                    return
-                sink.sendall(data)
+            try:
+                while data := source.recv(65536):
+                    if number in self.silenced:
+                        continue
+                    if replies and self.cut_next.is_set():
+                        self.cut_next.clear()
+                        self.cuts += 1
+                        return  # the reply is dropped, the client cut
+                    if not replies and self.hold_publish.is_set() and b"PUBLISH" in data:
+                        self.hold_publish.clear()
+                        self.holding.set()
+                        self.release.wait(30)
+                        self.holding.clear()
+                    sink.sendall(data)
+            finally:
+                # Both ends hang up at once, as a server does: closing alone would leave the
+                # other direction's pump blocked in recv, holding the connection open.
+                for end in (source, sink):
+                    with contextlib.suppress(OSError):
+                        end.shutdown(socket.SHUT_RDWR)
 
     def close(self) -> None:
+        self.release.set()
         self.listener.close()
 
 
@@ -247,14 +285,14 @@ class ReplyCutter:
 async def test_a_reply_lost_in_flight_is_sent_again_and_admits_once(
     valkey_url: str, queue_name: str, queue: Queue, minted: bool
 ) -> None:
-    cutter = ReplyCutter(ConnectionOptions.from_url(valkey_url))
+    relay = Relay(ConnectionOptions.from_url(valkey_url))
     try:
-        with SyncQueue.connect(f"valkey://127.0.0.1:{cutter.port}/0", queue_name) as sq:
+        with SyncQueue.connect(relay.url, queue_name) as sq:
             sq.enqueue("warm")  # the id node leased, the script loaded
-            cutter.cut_next.set()
+            relay.cut_next.set()
             given = None if minted else "JOB0000000000Z"
             verdict = sq.enqueue("lost reply", id=given)
-            assert cutter.cuts == 1
+            assert relay.cuts == 1
             assert sq._process.router.reconnects == 1
             # Our own first send landed: a minted id is nobody else's, so it is enqueued; a
             # given id may have been there before, so it stays what the server said.
@@ -262,19 +300,19 @@ async def test_a_reply_lost_in_flight_is_sent_again_and_admits_once(
             assert (await queue.counts()).pending == 2
             assert sq.job(verdict.id) is not None
     finally:
-        cutter.close()
+        relay.close()
 
 
 async def test_a_batch_whose_replies_are_lost_answers_unknown_and_resends_safely(
     valkey_url: str, queue_name: str, queue: Queue
 ) -> None:
-    cutter = ReplyCutter(ConnectionOptions.from_url(valkey_url))
+    relay = Relay(ConnectionOptions.from_url(valkey_url))
     try:
-        with SyncQueue.connect(f"valkey://127.0.0.1:{cutter.port}/0", queue_name) as sq:
+        with SyncQueue.connect(relay.url, queue_name) as sq:
             sq.enqueue("warm")
-            cutter.cut_next.set()
+            relay.cut_next.set()
             lost = sq.enqueue_many([Item("first", group="g"), Item({1}), *range(250)])
-            assert cutter.cuts == 1
+            assert relay.cuts == 1
             assert lost[1].kind == "error"  # refused before sending: not unknown
             unknown = [v for v in lost if v.kind == "unknown"]
             assert len(unknown) == 251
@@ -284,7 +322,41 @@ async def test_a_batch_whose_replies_are_lost_answers_unknown_and_resends_safely
             assert [v.id for v in again] == [v.id for v in unknown]
             assert (await queue.counts()).pending == 1 + 251
     finally:
-        cutter.close()
+        relay.close()
+
+
+async def test_an_event_costs_its_enqueue_no_round_trip(
+    valkey_url: str, queue_name: str, queue: Queue
+) -> None:
+    relay = Relay(ConnectionOptions.from_url(valkey_url))
+    try:
+        with SyncQueue.connect(relay.url, queue_name) as sq:
+            async with queue.subscribe() as events:
+                warm = sq.enqueue("warm")  # asks for listeners: there is one, events go out
+                assert (await asyncio.wait_for(events.get(), 5))["job"] == warm.id
+                relay.hold_publish.set()
+                verdicts: list[Verdict] = []
+                producer = threading.Thread(target=lambda: verdicts.append(sq.enqueue("heard")))
+                producer.start()
+                # It answers while its event's PUBLISH is still held in the relay: nothing waits
+                # for the publish's reply (that cost a round trip, or a call timeout here).
+                assert await asyncio.to_thread(relay.holding.wait, 5)
+                await asyncio.to_thread(producer.join, 2.5)
+                assert not producer.is_alive(), "the enqueue waited for its event's publish"
+                relay.release.set()
+                (heard,) = verdicts
+                assert (await asyncio.wait_for(events.get(), 5))["job"] == heard.id
+                # The publish's reply, read and dropped by the next calls, is nobody's answer.
+                assert sq.state(heard.id) == "pending"
+                one = sq.enqueue("one")
+                many = sq.enqueue_many(range(3))  # a pipeline right behind an unread reply
+                assert kinds([one, *many]) == ["enqueued"] * 4
+                assert sq.state(many[-1].id) == "pending"
+                got = [(await asyncio.wait_for(events.get(), 5))["job"] for _ in range(4)]
+                assert got == [v.id for v in [one, *many]]
+            assert sq._process.router.reconnects == 0
+    finally:
+        relay.close()
 
 
 async def test_the_version_fence_refuses_another_deployment_and_a_new_thread_checks_it(
