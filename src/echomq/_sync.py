@@ -34,6 +34,7 @@ from ._errors import (
     Refusal,
     ServerError,
     WireError,
+    WireTimeout,
 )
 from ._keys import Keyspace, slot, validate_group
 from ._nodes import HEADROOM_MS, NODES_KEY, SAFETY
@@ -430,7 +431,14 @@ def _landed(item: Admission) -> int:
 
 
 class _Waiter:
-    """One :meth:`SyncQueue.wait`: a subscription of its own on the node owning the queue."""
+    """One :meth:`SyncQueue.wait`: a subscription of its own on the node owning the queue.
+
+    The subscription is kept however long nothing is said on it: after a call timeout of
+    silence it is asked a ``PING``, and only a link silent for another one counts as lost (a
+    server gone without a word); then it subscribes again and reads the row again. Failed
+    reconnects are counted from the last subscription the server confirmed, so a wait that
+    lived through many reconnects still retries a failover's.
+    """
 
     def __init__(self, queue: SyncQueue, job_id: str, deadline: float | None) -> None:
         self.queue = queue
@@ -438,29 +446,34 @@ class _Waiter:
         self.row_key = queue.keys.job(job_id)
         self.deadline = deadline
         self.channel = queue._done.encode()
+        # The messages that make it read the row again: its job's id, and "*" (every waited
+        # row: obliterate and large drains say so in one message instead of one per id).
+        self.ids = (job_id, _EVERY_ROW)
+        self.failures = 0  # failed tries in a row since the last confirmed subscription
+        self._pings = 0  # PINGs sent on the current subscription, not answered yet
 
     def _left(self) -> float | None:
         return None if self.deadline is None else self.deadline - time.monotonic()
 
     def run(self) -> JobInfo | None:
         router = self.queue._here().router
-        failures = 0
         while True:
             left = self._left()
-            if failures and left is not None and left <= 0:
+            if self.failures and left is not None and left <= 0:
                 return None  # the first pass reads the row whatever the timeout
             try:
                 link = router.dedicated(self.queue._slot, "wait")
             except WireError:
-                failures += 1
-                if failures > 3 and left is None:
+                self.failures += 1
+                if self.failures > 3 and left is None:
                     raise
-                time.sleep(min(0.1 * failures, 1.0, left or 1.0))
+                pause = min(0.1 * self.failures, 1.0)
+                time.sleep(pause if left is None else max(min(pause, left), 0.0))
                 continue
             try:
                 outcome = self._listen(link)
             except WireError:
-                failures += 1  # lost mid-wait: subscribe again and read the row again
+                self.failures += 1  # lost mid-wait: subscribe again and read the row again
                 continue
             finally:
                 link.close()
@@ -468,19 +481,35 @@ class _Waiter:
                 return outcome  # type: ignore[return-value]
 
     def _listen(self, link: Link) -> JobInfo | object | None:
-        """Subscribe, read the row, then read it again on each message for the job, until it
-        finished (its row), it is gone (None), the time is up (None) or the slot moved."""
+        """Subscribe, read the row, then read it again on each message for the job (its id, or
+        ``*``: every waited row), until it finished (its row), it is gone (None), the time is up
+        (None) or the slot moved."""
+        self._pings = 0
         link.send(pack(("SSUBSCRIBE", self.queue._done)) + pack(("HGETALL", self.row_key)))
         outcome = self._row(link)
+        quiet = link.options.call_timeout
+        heard = time.monotonic()
         while outcome is _PENDING:
             left = self._left()
-            frame = NOTHING if left is not None and left <= 0 else link.read(left)
-            if frame is NOTHING:
+            if left is not None and left <= 0:
                 return None
+            silent = time.monotonic() - heard
+            if silent >= quiet:
+                if self._pings:
+                    raise WireTimeout(f"no PONG within {quiet}s", address=link.address)
+                link.send(_PING)
+                self._pings += 1
+                heard = time.monotonic()
+                continue
+            frame = link.read(quiet - silent if left is None else min(left, quiet - silent))
+            if frame is NOTHING:
+                continue
+            heard = time.monotonic()
             if type(frame) is not Push:
+                self._pings = max(self._pings - 1, 0)  # a PONG: no other reply is asked for
                 continue
             kind = frame[0]
-            if kind == b"smessage" and frame[1] == self.channel and text(frame[2]) == self.job_id:
+            if kind == b"smessage" and frame[1] == self.channel and text(frame[2]) in self.ids:
                 link.send(pack(("HGETALL", self.row_key)))
                 outcome = self._row(link)
             elif kind == b"sunsubscribe":
@@ -488,16 +517,23 @@ class _Waiter:
         return outcome
 
     def _row(self, link: Link) -> JobInfo | object | None:
-        """The reply to the row's HGETALL (push frames before it skipped, a moved slot noted):
-        the finished row, None for no row, :data:`_PENDING`, or :data:`_AGAIN` to follow."""
+        """The reply to the row's HGETALL (push frames and PONGs before it skipped, a confirmed
+        subscription and a moved slot noted): the finished row, None for no row,
+        :data:`_PENDING`, or :data:`_AGAIN` to follow."""
         moved = False
         while True:
             frame = link.read(link.options.call_timeout)
             if frame is NOTHING:
                 raise WireError("no reply to the subscription", address=link.address)
-            if type(frame) is not Push:
-                break
-            moved = moved or frame[0] == b"sunsubscribe"
+            if type(frame) is Push:
+                if frame[0] == b"ssubscribe":
+                    self.failures = 0  # the server holds the subscription: a fresh start
+                moved = moved or frame[0] == b"sunsubscribe"
+                continue
+            if self._pings > 0:  # a PONG asked for before the row
+                self._pings -= 1
+                continue
+            break
         row = error_of(frame)
         if isinstance(row, ServerError):
             if row.code not in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
@@ -523,3 +559,6 @@ class _Waiter:
 
 _PENDING = object()
 _AGAIN = object()
+_PING = pack(("PING",))
+#: The done channel's message for "every waited row": read yours again (absent: None).
+_EVERY_ROW = "*"

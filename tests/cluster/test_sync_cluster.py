@@ -73,6 +73,35 @@ async def test_wait_on_a_cluster_wakes_on_the_owning_node(
         await discard(queue)
 
 
+async def test_events_and_a_wildcard_on_the_done_channel_reach_each_queues_own_node(
+    router: ClusterRouter, spread: Spread, valkey_cluster: EmbeddedCluster
+) -> None:
+    first = valkey_cluster.primaries[0]
+    url = f"valkey://{first.host}:{first.port}/0"  # one seed: each owner learnt from MOVED
+    for name in spread(router, 3, "sync-events"):
+        queue = Queue(name, router)
+        owner = router.nodes[router.owner(slot(queue.keys.root)).address]
+        with SyncQueue.connect(url, name) as sq:
+            async with queue.subscribe() as events:
+                one = sq.enqueue("one")  # its SPUBLISH is posted after the reply, not awaited
+                many = sq.enqueue_many(range(3))
+                heard = [(await asyncio.wait_for(events.get(), 5))["job"] for _ in range(4)]
+                assert heard == [one.id, *(v.id for v in many)]
+            assert sq.state(one.id) == "pending"  # the publishes' replies were nobody's answer
+            found: list[object] = []
+            waiter = threading.Thread(
+                target=lambda sq=sq, job=one.id, f=found: f.append(sq.wait(job, 20))
+            )
+            waiter.start()
+            while (await owner.call("PUBSUB", "SHARDNUMSUB", queue.keys.done))[1] != 1:
+                await asyncio.sleep(0.01)
+            await owner.call("DEL", queue.keys.job(one.id))  # as obliterate does, without its id
+            assert await owner.call("SPUBLISH", queue.keys.done, "*") == 1
+            await asyncio.to_thread(waiter.join, 10)
+            assert found == [None]
+        await discard(queue)
+
+
 async def test_a_slot_migrating_under_the_producer_is_followed_and_loses_nothing(
     own_cluster: EmbeddedCluster,
 ) -> None:

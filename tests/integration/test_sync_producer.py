@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import gc
 import os
 import socket
@@ -151,6 +152,10 @@ async def test_eight_threads_admit_every_job_exactly_once(
     assert (await queue.counts()).pending == len(verdicts)
 
 
+def _client_id(sync_queue: SyncQueue) -> int:
+    return int(sync_queue._process.router.call(sync_queue._slot, pack(("CLIENT", "ID"))))
+
+
 async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
     sync_queue: SyncQueue, queue: Queue
 ) -> None:
@@ -183,10 +188,6 @@ async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
     every = [before.id, *parent_ids, *child_ids]
     assert len(set(every)) == len(every) == 1 + 51 + 100
     assert (await queue.counts()).pending == len(every)
-
-
-def _client_id(sync_queue: SyncQueue) -> int:
-    return int(sync_queue._process.router.call(sync_queue._slot, pack(("CLIENT", "ID"))))
 
 
 async def test_a_killed_connection_reconnects_and_loses_nothing(
@@ -493,10 +494,14 @@ def test_wait_times_out_and_answers_none_for_no_such_job(sync_queue: SyncQueue) 
     assert sync_queue.wait("JOB00000000000", timeout=30) is None
 
 
-def _subscribers(admin: SyncQueue) -> list[int]:
+def _waits(admin: SyncQueue, client_name: str, *, subscribed: bool = True) -> list[int]:
+    """The ids of the connections of waits (named ``<client name>-wait``) the server holds now:
+    only those subscribed to a channel, unless ``subscribed`` is False."""
     listing = admin._process.router.call(None, pack(("CLIENT", "LIST")))
     lines = [f" {line} " for line in listing.decode().splitlines()]
-    mine = [line for line in lines if " name=echomq-wait " in line and " ssub=1 " in line]
+    mine = [line for line in lines if f" name={client_name}-wait " in line]
+    if subscribed:
+        mine = [line for line in mine if " ssub=1 " in line]
     return [int(line.split()[0].split("=")[1]) for line in mine]
 
 
@@ -507,20 +512,127 @@ def _until(condition: Callable[[], bool], what: str) -> None:
         time.sleep(0.01)  # the server is asked again: there is no event for a new client
 
 
-def test_wait_survives_a_kill_of_its_subscription(sync_queue: SyncQueue, valkey_url: str) -> None:
-    verdict = sync_queue.enqueue("work")
-    found: list[Any] = []
-    waiter = threading.Thread(target=lambda: found.append(sync_queue.wait(verdict.id, 20)))
-    waiter.start()
-    _until(lambda: len(_subscribers(sync_queue)) == 1, "the wait never subscribed")
-    (first,) = _subscribers(sync_queue)
-    sync_queue._process.router.call(None, pack(("CLIENT", "KILL", "ID", first)))
-    _until(lambda: _subscribers(sync_queue) not in ([], [first]), "the wait never came back")
-    _complete_later(valkey_url, sync_queue.name, 60.0, "complete")
-    waiter.join(20)
+def _next_subscriber(admin: SyncQueue, client_name: str, previous: int | None) -> int:
+    """The id of the one wait subscription there is, once it is not ``previous``."""
+    _until(lambda: _waits(admin, client_name) not in ([], [previous]), "the wait did not subscribe")
+    (subscriber,) = _waits(admin, client_name)
+    return subscriber
+
+
+def test_wait_survives_a_kill_of_its_subscription(valkey_url: str, queue_name: str) -> None:
+    with SyncQueue.connect(f"{valkey_url}?name={queue_name}", queue_name) as sq:
+        verdict = sq.enqueue("work")
+        found: list[Any] = []
+        waiter = threading.Thread(target=lambda: found.append(sq.wait(verdict.id, 20)))
+        waiter.start()
+        first = _next_subscriber(sq, queue_name, None)
+        sq._process.router.call(None, pack(("CLIENT", "KILL", "ID", first)))
+        _next_subscriber(sq, queue_name, first)
+        _complete_later(valkey_url, queue_name, 60.0, "complete")
+        waiter.join(20)
     assert len(found) == 1
     assert found[0] is not None
     assert found[0].state == "completed"
+
+
+def test_a_wait_without_timeout_keeps_one_subscription_while_nothing_happens(
+    valkey_url: str, queue_name: str
+) -> None:
+    url = f"{valkey_url}?name={queue_name}&call_timeout=0.5"
+    with SyncQueue.connect(url, queue_name) as sq:
+        verdict = sq.enqueue("slow")
+        found: list[Any] = []
+        waiter = threading.Thread(target=lambda: found.append(sq.wait(verdict.id)))
+        waiter.start()
+        seen: set[int] = set()
+        quiet_until = time.monotonic() + 3  # six call timeouts with nothing on the channel
+        while time.monotonic() < quiet_until:
+            seen.update(_waits(sq, queue_name, subscribed=False))
+            time.sleep(0.05)
+        _complete_later(valkey_url, queue_name, 60.0, "complete")
+        waiter.join(20)
+    assert len(seen) == 1, f"the wait connected {len(seen)} times"
+    (info,) = found
+    assert info is not None
+    assert info.state == "completed"
+
+
+def test_a_wait_retries_a_refused_reconnect_however_often_it_was_cut_before(
+    valkey_url: str, queue_name: str
+) -> None:
+    relay = Relay(ConnectionOptions.from_url(valkey_url))
+    try:
+        with SyncQueue.connect(f"{relay.url}?name={queue_name}", queue_name) as sq:
+            verdict = sq.enqueue("work")
+            found: list[Any] = []
+
+            def wait() -> None:
+                try:
+                    found.append(sq.wait(verdict.id))
+                except Exception as exc:  # surfaced below
+                    found.append(exc)
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            subscriber = None
+            for cut in range(5):  # each cut is followed by a subscription the server confirms
+                subscriber = _next_subscriber(sq, queue_name, subscriber)
+                if cut == 4:
+                    relay.refuse_next = 1  # a failover: the first reconnect finds nobody there
+                sq._process.router.call(None, pack(("CLIENT", "KILL", "ID", subscriber)))
+            _next_subscriber(sq, queue_name, subscriber)
+            assert relay.refused == 1
+            _complete_later(valkey_url, queue_name, 60.0, "complete")
+            waiter.join(20)
+    finally:
+        relay.close()
+    (info,) = found
+    assert not isinstance(info, BaseException), repr(info)
+    assert info.state == "completed"
+
+
+def test_a_wait_whose_server_falls_silent_subscribes_again_and_sees_the_job_finish(
+    sync_queue: SyncQueue, valkey_url: str, queue_name: str
+) -> None:
+    relay = Relay(ConnectionOptions.from_url(valkey_url))
+    try:
+        url = f"{relay.url}?name={queue_name}&call_timeout=0.3"
+        with SyncQueue.connect(url, queue_name) as sq:
+            verdict = sq.enqueue("work")
+            found: list[Any] = []
+            waiter = threading.Thread(target=lambda: found.append(sq.wait(verdict.id, 30)))
+            waiter.start()
+            _next_subscriber(sync_queue, queue_name, None)
+            relay.silence()  # its subscription hears nothing more, and nothing says it is lost
+            _complete_later(valkey_url, queue_name, 60.0, "complete")  # the message is lost
+            waiter.join(10)
+            assert not waiter.is_alive(), "the wait never noticed its link fell silent"
+            assert relay.accepted == 3  # the queue's link, the silent one, and the wait's next
+    finally:
+        relay.close()
+    (info,) = found
+    assert info is not None
+    assert info.state == "completed"
+
+
+def test_a_wildcard_on_the_done_channel_makes_a_wait_read_its_row_again(
+    sync_queue: SyncQueue,
+) -> None:
+    verdict = sync_queue.enqueue("obliterated")
+    found: list[Any] = []
+    waiter = threading.Thread(target=lambda: found.append(sync_queue.wait(verdict.id, 20)))
+    waiter.start()
+    call = functools.partial(sync_queue._process.router.call, sync_queue._slot)
+    done = sync_queue.keys.done
+    _until(lambda: call(pack(("PUBSUB", "SHARDNUMSUB", done)))[1] == 1, "the wait never subscribed")
+    assert call(pack(("SPUBLISH", done, "*"))) == 1  # its row is still pending: it waits on
+    waiter.join(0.3)
+    assert waiter.is_alive()
+    call(pack(("DEL", sync_queue.keys.job(verdict.id))))  # as obliterate does, without its id
+    assert call(pack(("SPUBLISH", done, "*"))) == 1
+    waiter.join(10)
+    assert not waiter.is_alive(), "the wait did not read its row again on '*'"
+    assert found == [None]
 
 
 def test_a_refused_connect_raises_connect_error_and_nothing_from_a_finalizer() -> None:
