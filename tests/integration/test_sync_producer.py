@@ -161,6 +161,7 @@ async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
 ) -> None:
     before = sync_queue.enqueue("before")
     parent_node = sync_queue._process.lease.minter.node
+    parent_client = _client_id(sync_queue)
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: report its ids (or its error) and leave without cleanup
@@ -168,7 +169,8 @@ async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
             ids = [sync_queue.enqueue(f"child-{i}").id for i in range(50)]
             ids += [v.id for v in sync_queue.enqueue_many(range(50))]
             node = sync_queue._process.lease.minter.node
-            os.write(write, (f"{node} " + " ".join(ids)).encode())
+            client = _client_id(sync_queue)  # the connection the server sees the child on
+            os.write(write, (f"{node} {client} " + " ".join(ids)).encode())
             sync_queue.close()
         except BaseException as exc:
             os.write(write, f"error {exc!r}".encode())
@@ -181,10 +183,15 @@ async def test_a_fork_child_mints_its_own_ids_on_its_own_socket(
     _, status = os.waitpid(pid, 0)  # noqa: ASYNC222  # the child has written: it is leaving
     assert status == 0
     assert report[0] != "error", " ".join(report)
-    child_node, child_ids = int(report[0]), report[1:]
+    child_node, child_client, child_ids = int(report[0]), int(report[1]), report[2:]
     assert child_node != parent_node
     parent_ids.append(sync_queue.enqueue("after").id)  # the parent's socket still speaks
     assert sync_queue._process.lease.minter.node == parent_node
+    # The child spoke on a connection of its own; the parent's is the one it had before the
+    # fork, never reopened (nothing the child did reached it).
+    assert child_client != parent_client
+    assert _client_id(sync_queue) == parent_client
+    assert sync_queue._process.router.reconnects == 0
     every = [before.id, *parent_ids, *child_ids]
     assert len(set(every)) == len(every) == 1 + 51 + 100
     assert (await queue.counts()).pending == len(every)
