@@ -435,9 +435,11 @@ class _Waiter:
 
     The subscription is kept however long nothing is said on it: after a call timeout of
     silence it is asked a ``PING``, and only a link silent for another one counts as lost (a
-    server gone without a word); then it subscribes again and reads the row again. Failed
-    reconnects are counted from the last subscription the server confirmed, so a wait that
-    lived through many reconnects still retries a failover's.
+    server gone without a word); then it subscribes again and reads the row again. Reconnects
+    that fail are retried (on a cluster, through the next seed, which names the slot's new
+    owner) for a call timeout counted from the first failure since the last subscription the
+    server confirmed, as a call is: a wait without a limit lives through any failover a call
+    lives through, however many reconnects it made before.
     """
 
     def __init__(self, queue: SyncQueue, job_id: str, deadline: float | None) -> None:
@@ -450,6 +452,7 @@ class _Waiter:
         # row: obliterate and large drains say so in one message instead of one per id).
         self.ids = (job_id, _EVERY_ROW)
         self.failures = 0  # failed tries in a row since the last confirmed subscription
+        self.failing_since: float | None = None  # when the first of them failed
         self._pings = 0  # PINGs sent on the current subscription, not answered yet
 
     def _left(self) -> float | None:
@@ -457,19 +460,25 @@ class _Waiter:
 
     def run(self) -> JobInfo | None:
         router = self.queue._here().router
+        address: str | None = None  # the slot's owner, unless a seed is to be asked instead
         while True:
             left = self._left()
             if self.failures and left is not None and left <= 0:
                 return None  # the first pass reads the row whatever the timeout
             try:
-                link = router.dedicated(self.queue._slot, "wait")
-            except WireError:
+                link = router.dedicated(self.queue._slot, "wait", address)
+            except WireError as exc:
+                now = time.monotonic()
                 self.failures += 1
-                if self.failures > 3 and left is None:
+                self.failing_since = self.failing_since or now
+                if left is None and now - self.failing_since >= router.seed.call_timeout:
                     raise
+                if router.is_cluster:  # the owner may be gone: a seed names the new one
+                    address = router.next_seed(exc.address or router.address(self.queue._slot))
                 pause = min(0.1 * self.failures, 1.0)
                 time.sleep(pause if left is None else max(min(pause, left), 0.0))
                 continue
+            address = None
             try:
                 outcome = self._listen(link)
             except WireError:
@@ -527,7 +536,7 @@ class _Waiter:
                 raise WireError("no reply to the subscription", address=link.address)
             if type(frame) is Push:
                 if frame[0] == b"ssubscribe":
-                    self.failures = 0  # the server holds the subscription: a fresh start
+                    self.failures, self.failing_since = 0, None  # held there: a fresh start
                 moved = moved or frame[0] == b"sunsubscribe"
                 continue
             if self._pings > 0:  # a PONG asked for before the row

@@ -395,10 +395,11 @@ class Router:
             self._every.add(link)
         return link
 
-    def dedicated(self, key_slot: int | None, role: str) -> Link:
-        """A link of the caller's own (a subscription), not shared with the thread's calls;
-        ``CLIENT LIST`` names it after the client name and ``role`` (``echomq-wait``)."""
-        options = self.options_for(self.address(key_slot))
+    def dedicated(self, key_slot: int | None, role: str, address: str | None = None) -> Link:
+        """A link of the caller's own (a subscription), not shared with the thread's calls, to
+        the owner of ``key_slot`` (or to ``address``); ``CLIENT LIST`` names it after the
+        client name and ``role`` (``echomq-wait``)."""
+        options = self.options_for(address or self.address(key_slot))
         name = f"{options.client_name or 'echomq'}-{role}"
         return Link(options.replace(client_name=name), fence=None)
 
@@ -423,7 +424,7 @@ class Router:
                     if time.monotonic() >= deadline:
                         raise
                     time.sleep(_RETRY_PAUSE)
-                    address = self._next_seed(address)
+                    address = self.next_seed(address)
                     asking = False
                     continue
                 replayed = True
@@ -498,7 +499,7 @@ class Router:
                     replies[i] = exc
         return replies
 
-    def _next_seed(self, failed: str) -> str:
+    def next_seed(self, failed: str) -> str:
         """Where to ask after ``failed`` stopped answering: the next seed (it answers MOVED)."""
         for owner_slot in [s for s, a in self.owners.items() if a == failed]:
             del self.owners[owner_slot]

@@ -1,18 +1,23 @@
 """The blocking producer on a real cluster: each queue's calls reach the primary that owns its
 slot (learnt from MOVED when only one seed is named), results are waited on there, and a slot
-that migrates while the producer works is followed through ASK and MOVED, losing nothing."""
+that migrates while the producer works is followed through ASK and MOVED, losing nothing. Events
+and the done channel's wildcard ride each queue's own node; a wait outlives a failover."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
+import signal
 import threading
 from collections.abc import Callable
 
 import pytest
+from test_failover import name_on
 
-from echomq import Queue, SyncQueue
+from echomq import Queue, SyncQueue, WireError
 from echomq._cluster import ClusterRouter
-from echomq._cluster_server import migrate_slot
+from echomq._cluster_server import admin, migrate_slot
 from echomq._keys import slot
 from echomq._url import seeds_from_url
 from echomq.server import EmbeddedCluster
@@ -148,3 +153,43 @@ async def test_a_slot_migrating_under_the_producer_is_followed_and_loses_nothing
             assert router.owners[queue_slot] == target.address
         assert {v.kind for v in admitted} == {"enqueued"}
         assert (await queue.counts()).pending + 1 == len({v.id for v in admitted}) == len(admitted)
+
+
+async def test_a_wait_without_timeout_follows_its_queue_through_a_failover(
+    own_cluster: EmbeddedCluster,
+) -> None:
+    victim, heir = own_cluster.primaries[0], own_cluster.replicas[0]  # heir replicates victim
+    async with ClusterRouter(seeds_from_url(own_cluster.url)) as wire:
+        name = name_on(wire, victim.port)
+        with SyncQueue.connect(own_cluster.url, name) as sq:
+            verdict = sq.enqueue("survives")
+            assert await wire.wait_replicas(Queue(name, wire).keys.root, 1, timeout=5.0) == 1
+            found: list[object] = []
+
+            def wait() -> None:
+                try:
+                    found.append(sq.wait(verdict.id))
+                except Exception as exc:  # surfaced below
+                    found.append(exc)
+
+            waiter = threading.Thread(target=wait)
+            waiter.start()
+            queue = Queue(name, wire, result_ttl=60)
+            node = wire.nodes[f"{victim.host}:{victim.port}"]
+            while (await node.call("PUBSUB", "SHARDNUMSUB", queue.keys.done))[1] != 1:
+                await asyncio.sleep(0.01)  # the wait subscribed on the victim
+            assert victim.pid is not None
+            os.kill(victim.pid, signal.SIGKILL)  # its reconnects are refused until a seed knows
+            assert admin(heir.host, heir.port, "CLUSTER", "FAILOVER", "TAKEOVER") == "+OK"
+            for _ in range(100):  # the async side's first calls to the dead node are lost
+                with contextlib.suppress(WireError):
+                    job = await claim_job(queue)  # on the heir, once the router found it
+                    break
+                await asyncio.sleep(0.1)
+            else:
+                raise AssertionError("the heir never served the queue")
+            assert await queue.complete(job, result="after the failover")
+            await asyncio.to_thread(waiter.join, 30)
+        (info,) = found
+        assert not isinstance(info, BaseException), repr(info)
+        assert (info.state, info.result) == ("completed", "after the failover")  # type: ignore[attr-defined]
