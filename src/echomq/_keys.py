@@ -65,6 +65,10 @@ def validate_group(name: object) -> str:
     return _check_name("group", name, _GROUP_RE, _GROUP_CHARS, _GROUP_MAX)
 
 
+#: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
+DONE_WILDCARD: Final = "*"
+
+
 def validate_dedup(key: object) -> str:
     """Return ``key`` if it is a legal producer dedup key: ``[A-Za-z0-9._:@-]{1,255}``."""
     return _check_name("dedup key", key, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)

@@ -12,6 +12,8 @@ from ._errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
 JobState = Literal["pending", "active", "scheduled", "completed", "dead", "absent"]
+#: The states a job ends in: what ``Queue.wait`` (and a handle's ``result``) waits for.
+FINISHED: frozenset[JobState] = frozenset({"completed", "dead"})
 #: One job's answer to :meth:`Queue.complete_each`.
 CompleteOutcome = Literal["completed", "gone", "stale", "settled", "unknown"]
 #: One job's answer to :meth:`Queue.retry_each`.

@@ -36,7 +36,7 @@ from ._errors import (
     WireError,
     WireTimeout,
 )
-from ._keys import Keyspace, slot, validate_group
+from ._keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from ._nodes import HEADROOM_MS, NODES_KEY, SAFETY
 from ._producer import (
     VERDICTS,
@@ -52,7 +52,7 @@ from ._producer import (
     when_run_at,
 )
 from ._publisher import LISTENER_CHECK_INTERVAL
-from ._results import JobInfo, JobState, Verdict
+from ._results import FINISHED, JobInfo, JobState, Verdict
 from ._scripts import ScriptRegistry
 from ._sync_wire import NOTHING, Link, Push, ReplyError, Router, error_of, pack
 from ._url import ConnectionOptions, seeds_from_url
@@ -60,7 +60,6 @@ from ._url import ConnectionOptions, seeds_from_url
 log = logging.getLogger("echomq.sync")
 
 _LEASE_TTL = 30.0
-_TERMINAL = frozenset({"completed", "dead"})
 
 
 class _Lease:
@@ -450,7 +449,7 @@ class _Waiter:
         self.channel = queue._done.encode()
         # The messages that make it read the row again: its job's id, and "*" (every waited
         # row: obliterate and large drains say so in one message instead of one per id).
-        self.ids = (job_id, _EVERY_ROW)
+        self.ids = (job_id, DONE_WILDCARD)
         self.failures = 0  # failed tries in a row since the last confirmed subscription
         self.failing_since: float | None = None  # when the first of them failed
         self._pings = 0  # PINGs sent on the current subscription, not answered yet
@@ -552,7 +551,7 @@ class _Waiter:
         info = job_info(self.job_id, row, self.queue.codec)
         if info is None:
             return None
-        if info.state in _TERMINAL:
+        if info.state in FINISHED:
             return info
         return _AGAIN if moved else _PENDING
 
@@ -569,5 +568,3 @@ class _Waiter:
 _PENDING = object()
 _AGAIN = object()
 _PING = pack(("PING",))
-#: The done channel's message for "every waited row": read yours again (absent: None).
-_EVERY_ROW = "*"

@@ -19,13 +19,11 @@ from typing import Final
 from ._checks import text
 from ._errors import Closed, WireTimeout
 from ._events import Subscription
+from ._keys import DONE_WILDCARD
 from ._pool import Wire, dedicated
-from ._results import JobInfo
+from ._results import FINISHED, JobInfo
 
-#: The states a wait ends on.
-FINISHED = frozenset({"completed", "dead"})
-#: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
-WILDCARD: Final = b"*"
+WILDCARD: Final = DONE_WILDCARD.encode()
 
 Read = Callable[[str], Awaitable[JobInfo | None]]
 

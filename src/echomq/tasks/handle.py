@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from .._errors import ResultMissing, ResultTimeout, TaskFailed
-from .._results import JobInfo, Verdict
+from .._results import FINISHED, JobInfo, Verdict
 
 if TYPE_CHECKING:
     from .._queue import Queue
@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from .task import Task
 
 R = TypeVar("R")
-
-_FINISHED = ("completed", "dead")
 
 
 class _Base(Generic[R]):
@@ -72,7 +70,7 @@ class Handle(_Base[R]):
             return self._resolve(self._info, timeout)
         self._refused()
         info = await self._queue.wait(self.id, timeout)
-        if info is None or info.state not in _FINISHED:
+        if info is None or info.state not in FINISHED:
             # Why there was none: still running (a timeout), or no row at all; a finish just
             # after the timeout is read here too.
             info = await self._queue.job(self.id)
@@ -104,7 +102,7 @@ class SyncHandle(_Base[R]):
             return self._resolve(self._info, timeout)
         self._refused()
         info = self._queue.wait(self.id, timeout)
-        if info is None or info.state not in _FINISHED:
+        if info is None or info.state not in FINISHED:
             info = self._queue.job(self.id)
         return self._resolve(info, timeout)
 
