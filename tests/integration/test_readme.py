@@ -30,8 +30,7 @@ def test_readme_first_block_is_the_task_api_and_runs_with_a_worker(
     assert "@app.task(" in code
     assert len(code.strip().splitlines()) <= 20
     code = code.replace("valkey://127.0.0.1:6379", valkey_url).replace('"email"', repr(queue_name))
-    (tmp_path / "emailapp.py").write_text(code.replace("asyncio.run(main())", ""))
-    (tmp_path / "produce.py").write_text("import asyncio, emailapp\nasyncio.run(emailapp.main())\n")
+    (tmp_path / "emailapp.py").write_text(code)  # the worker imports it as written
     env = {**os.environ, "PYTHONPATH": ""}
     worker = subprocess.Popen(
         [sys.executable, "-m", "echomq", "worker", "emailapp:app"],
@@ -42,7 +41,7 @@ def test_readme_first_block_is_the_task_api_and_runs_with_a_worker(
     )
     try:
         out = subprocess.run(
-            [sys.executable, "produce.py"],
+            [sys.executable, "emailapp.py"],
             cwd=tmp_path,
             env=env,
             capture_output=True,
