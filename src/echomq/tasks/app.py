@@ -323,11 +323,13 @@ class App:
             queue = queues[call.task.queue]
             batch, indexes = plans[call.task.queue]
             indexes.append(index)
-            try:
-                run_at = _run_at(call)
-            except InvalidArgument as exc:
-                batch.verdicts.append(Verdict("error", call.id or "", exc))
-                continue
+            run_at = 0
+            if call.delay is not None or call.at is not None:
+                try:
+                    run_at = _run_at(call)
+                except InvalidArgument as exc:
+                    batch.verdicts.append(Verdict("error", call.id or "", exc))
+                    continue
             batch.add(
                 queue.codec,
                 queue._mint,

@@ -18,6 +18,8 @@ R = TypeVar("R")
 
 
 class _Base(Generic[R]):
+    __slots__ = ("_info", "task", "verdict")
+
     def __init__(self, task: Task[Any, R], verdict: Verdict, info: JobInfo | None = None) -> None:
         self.task = task
         self.verdict = verdict
@@ -49,6 +51,8 @@ class _Base(Generic[R]):
 
 class Handle(_Base[R]):
     """An enqueued task, seen from asyncio code."""
+
+    __slots__ = ("_queue",)
 
     def __init__(
         self,
@@ -85,6 +89,8 @@ class Handle(_Base[R]):
 
 class SyncHandle(_Base[R]):
     """An enqueued task, seen from blocking code (``task.enqueue_sync``)."""
+
+    __slots__ = ("_queue",)
 
     def __init__(
         self,
