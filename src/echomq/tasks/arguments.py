@@ -171,7 +171,8 @@ class Signature:
                 raise InvalidArgument(
                     "args", _preview(args, kwargs), f"{self.name}: {exc}"
                 ) from None
-        self.hints()
+        if self._hints is None:
+            self.hints()
         for name, classes in self._checks:
             if name in arguments and not isinstance(value := arguments[name], classes):
                 expected = " | ".join(

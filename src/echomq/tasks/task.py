@@ -60,6 +60,9 @@ class _Overrides:
     at: float | None = None
 
 
+_NO_OVERRIDES = _Overrides()
+
+
 class Task(Generic[P, R]):
     """An ``async def`` registered with an :class:`App`. ``await task(...)`` runs it here;
     ``await task.enqueue(...)`` runs it on a worker and returns a :class:`Handle`."""
@@ -103,7 +106,7 @@ class Task(Generic[P, R]):
             None if lane_limit is None else count(lane_limit, "lane_limit", maximum=MAX_CEILING)
         )
         self.lane_rate = None if lane_rate is None else _rate(lane_rate)
-        self._overrides = _Overrides()
+        self._overrides = _NO_OVERRIDES
         self.__name__ = getattr(fn, "__name__", name)
         self.__doc__ = fn.__doc__
 
@@ -142,6 +145,11 @@ class Task(Generic[P, R]):
         """The call bound and checked, for :meth:`App.enqueue_many`; nothing is sent."""
         arguments = self.signature.bind(args, kwargs)
         extra = self._overrides
+        if extra is _NO_OVERRIDES and self.dedup is None and type(self.lane) is str:
+            # The common shape (a lane named by a parameter, no options): the short way.
+            lane = arguments.get(self.lane, self.signature.defaults.get(self.lane))
+            lane = None if lane is None else str(lane)
+            return Call(self, self.signature.dump(arguments), lane)
         lane = extra.lane if extra.lane is not None else self._key(self.lane, arguments)
         dedup = extra.dedup_key if extra.dedup_key is not None else self._key(self.dedup, arguments)
         return Call(
