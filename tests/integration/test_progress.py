@@ -185,8 +185,10 @@ async def test_a_task_reports_through_its_context_and_the_handle_reads_it(
         assert await handle.result(timeout=5) == 3
         assert await handle.progress() == {"done": 3, "of": 3}
         assert await handle.logs() == ["step 0", "step 1", "step 2"]
-        sync = app.sync_queue()
-        assert sync.logs(handle.id, limit=2) == ["step 1", "step 2"]
+        assert app.sync_queue().logs(handle.id, limit=2) == ["step 1", "step 2"]
+        blocking = crunch.handle_sync(handle.id)
+        assert blocking.progress() == {"done": 3, "of": 3}
+        assert blocking.logs(limit=1) == ["step 2"]
         with app.eager_mode():
             eager = await crunch.enqueue(2)
         assert await eager.progress() == {"done": 2, "of": 2}
