@@ -123,7 +123,7 @@ async def test_a_reaped_holder_may_still_report_and_then_complete(kept: Queue) -
     assert await kept.logs(job.id) == ["still here"]
 
 
-async def test_the_log_is_deleted_with_its_row(valkey_url: str, queue: Queue) -> None:
+async def test_the_log_is_deleted_with_its_row(queue: Queue) -> None:
     await queue.enqueue_many(["completed", "removed", "drained"])
     done = await claim_job(queue)
     assert await queue.progress(done, log=["a"])
