@@ -46,6 +46,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_consumer_defer.py",
         "test_admin.py",
         "test_weighted_share.py",
+        "test_progress.py",
     }
 )
 

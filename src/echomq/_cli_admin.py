@@ -1,4 +1,4 @@
-"""The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, pause,
+"""The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
 resume, weight, limit, reprocess, remove, drain. Tables for people (rich), ``--json`` for scripts.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
@@ -52,6 +52,10 @@ def add_verbs(commands: Any) -> None:
     dead = commands.add_parser("dead", help="dead-lettered jobs with their last error")
     dead.add_argument("queue")
     dead.add_argument("--limit", type=int, default=100, help="at most this many (oldest first)")
+    job = commands.add_parser("job", help="one job: state, progress and its last log lines")
+    job.add_argument("queue")
+    job.add_argument("job")
+    job.add_argument("--lines", type=int, default=10, help="log lines to show (newest)")
     for name, text in (("pause", "stop serving"), ("resume", "serve again")):
         verb = commands.add_parser(name, help=f"{text} a lane, or the whole queue")
         verb.add_argument("queue")
@@ -103,6 +107,21 @@ async def _dead(queue: Queue, args: argparse.Namespace) -> Any:
     ]
 
 
+async def _job(queue: Queue, args: argparse.Namespace) -> Any:
+    info = await queue.job(args.job)
+    if info is None:
+        raise NotFound(f"no job {args.job} in queue {queue.name}")
+    return {
+        "id": info.id,
+        "state": info.state,
+        "attempts": info.attempts,
+        "group": info.group,
+        "progress": info.progress,
+        "last_error": info.last_error,
+        "log": await queue.logs(info.id, count(args.lines, "lines")),
+    }
+
+
 async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
     wanted = args.command == "pause"
     if args.group is None:
@@ -152,6 +171,7 @@ VERBS: dict[str, Verb] = {
     "lanes": _lanes,
     "ring": _ring,
     "dead": _dead,
+    "job": _job,
     "pause": _pause,
     "resume": _pause,
     "weight": _setting,
@@ -190,6 +210,13 @@ def show(command: str, data: Any, as_json: bool) -> None:
     elif command == "stats":
         rows = [[k, json.dumps(v) if isinstance(v, dict) else str(v)] for k, v in data.items()]
         _table(["state", "value"], rows)
+    elif command == "job":
+        for key, value in data.items():
+            if key != "log" and value is not None:
+                print(f"{key}: {json.dumps(value) if key == 'progress' else value}")
+        print("log:" if data["log"] else "log: (none)")
+        for line in data["log"]:
+            print(f"  {line}")
     elif command == "ring":
         print(" -> ".join(data) if data else "(the ring is empty)")
     else:

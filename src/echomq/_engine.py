@@ -105,6 +105,7 @@ class Engine:
         )
         self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
+        self._progress = get("progress")
 
     async def _batched(
         self,
@@ -189,6 +190,14 @@ class Engine:
         for pair in jobs:
             args += pair
         return [int(code) for code in await self._run(self._extend, args)]
+
+    async def progress(
+        self, job_id: str, token: int, value: str | None, lines: Sequence[str], keep: int
+    ) -> bool:
+        """Set a held job's progress (JSON text; None leaves it) and append ``lines`` to its
+        log, keeping the newest ``keep``; False when gone (a stale token raises)."""
+        args: list[Arg] = [job_id, token, 0 if value is None else 1, value or "", keep, *lines]
+        return bool(await self._run(self._progress, args))
 
     # -- time ----------------------------------------------------------------------------------
 

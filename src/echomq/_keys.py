@@ -282,6 +282,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "a job's row: state, attempts (the fencing token), payload, group, and the optional rest",
     ),
     KeyShape(
+        QUEUE_ROOT + "log:<id>",
+        "LIST",
+        "Keyspace.log",
+        "a job's log: its newest lines (at most the keep its reporter asked, ≤ 1000), oldest "
+        "first; deleted with the row, given a kept row's expiry",
+    ),
+    KeyShape(
         QUEUE_ROOT + "g:<group>:pending",
         "ZSET",
         "Keyspace.lane",
@@ -384,6 +391,10 @@ class Keyspace:
     def job(self, id: str) -> str:
         """The job row ``job:<id>``; ``id`` must be a well-formed branded id (any namespace)."""
         return self.root + "job:" + _ids.validate(id, argument="job id")
+
+    def log(self, id: str) -> str:
+        """The job's log ``log:<id>`` (a LIST, oldest line first), alive as long as its row."""
+        return self.root + "log:" + _ids.validate(id, argument="job id")
 
     def lane(self, group: str) -> str:
         """The lane of ``group``: ``g:<group>:pending``, its pending job ids in mint order."""

@@ -7,6 +7,7 @@ engine stores them, and a job row as :class:`JobInfo`. No I/O: both wires call t
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -195,7 +196,7 @@ def job_info(id: str, row: Mapping[bytes, bytes], codec: Codec) -> JobInfo | Non
         group=_text(fields.get("group", b"_")),
         last_error=_text(fields["last_error"]) if "last_error" in fields else None,
         stalled=int(fields.get("stalled", 0)),
-        progress=_text(fields["progress"]) if "progress" in fields else None,
+        progress=json.loads(fields["progress"]) if "progress" in fields else None,
         result=codec.decode(fields["result"]) if "result" in fields else None,
         finished=int(fields["finished"]) / 1000 if "finished" in fields else None,
         traceback=_text(fields["traceback"]) if "traceback" in fields else None,

@@ -38,6 +38,7 @@ from ._producer import (
 from ._producer import (
     Item as Item,  # re-exported: Item's home is _producer
 )
+from ._progress import Reports
 from ._publisher import Publisher
 from ._reads import Reads
 from ._results import (
@@ -60,11 +61,12 @@ from ._waiters import WaiterHub
 DEFAULT_LEASE = 30.0
 
 
-class Queue(Settles):
+class Queue(Settles, Reports):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
-    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py);
+    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
+    progress and logs in :class:`Reports` (_progress.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
 

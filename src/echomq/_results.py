@@ -102,7 +102,9 @@ class JobInfo:
 
     ``result`` (decoded with the queue's codec) is a completed job's, kept while the queue's
     ``result_ttl`` lasts; ``finished`` is when it completed or went dead (Unix seconds, server
-    clock); ``traceback`` is the latest failed attempt's."""
+    clock); ``traceback`` is the latest failed attempt's. ``progress`` is the latest value its
+    holder reported (:meth:`Queue.progress`, ``context().progress``), decoded from its JSON:
+    a number, a str, a list or a dict; None when none was reported."""
 
     id: str
     state: JobState
@@ -111,7 +113,7 @@ class JobInfo:
     group: str
     last_error: str | None = None
     stalled: int = 0
-    progress: str | None = None
+    progress: Any = None
     result: Any = None
     finished: float | None = None
     traceback: str | None = None

@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from . import _ids
-from ._checks import MAX_DURATION, ms, text
+from ._checks import MAX_DURATION, MAX_LIMIT, count, ms, text
 from ._codec import Codec, JsonCodec
 from ._connector import WIRE_VERSION
 from ._engine import ADMIT_CHUNK, Admission, _admitted
@@ -51,6 +51,7 @@ from ._producer import (
     lane_rate_value,
     when_run_at,
 )
+from ._progress import LOG_KEEP
 from ._publisher import LISTENER_CHECK_INTERVAL
 from ._results import FINISHED, JobInfo, JobState, Verdict
 from ._scripts import ScriptRegistry
@@ -398,6 +399,12 @@ class SyncQueue:
         """A job's row, or None when no such job exists."""
         job_id = _ids.validate(id, argument="job id")
         return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
+
+    def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
+        """The newest ``limit`` lines of a job's log, oldest first (:meth:`Queue.logs`)."""
+        job_id = _ids.validate(id, "JOB", "job id")
+        most = count(limit, "limit", maximum=MAX_LIMIT)
+        return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
 
     def state(self, id: str) -> JobState:
         """``pending``, ``active``, ``scheduled``, ``dead``, ``completed`` or ``absent``."""

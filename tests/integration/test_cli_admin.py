@@ -218,3 +218,31 @@ async def test_drain_yes_skips_the_question(queue: Queue, cli: Cli) -> None:
     assert ran.json() == {"queue": queue.name, "drained": 5, "confirmed": True}
     counts = await queue.counts()
     assert (counts.pending, counts.scheduled) == (0, 0)
+
+
+async def test_job_shows_state_progress_and_the_last_log_lines(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue({"n": 1}, group="a")
+    job = await claim_job(queue)
+    assert await queue.progress(job, value={"done": 2}, log=[f"step {n}" for n in range(12)])
+    ran = await cli("--json", "job", queue.name, job.id, "--lines", "3")
+    assert ran.code == 0, ran.err
+    assert ran.json() == {
+        "id": job.id,
+        "state": "active",
+        "attempts": 1,
+        "group": "a",
+        "progress": {"done": 2},
+        "last_error": None,
+        "log": ["step 9", "step 10", "step 11"],
+    }
+    ran = await cli("job", queue.name, job.id)
+    assert ran.code == 0
+    assert 'progress: {"done": 2}' in ran.out
+    assert "  step 2\n" in ran.out
+    assert "  step 1\n" not in ran.out  # the newest 10 lines
+    assert await queue.complete(job)
+    gone = await cli("job", queue.name, job.id)
+    assert (gone.code, gone.err.strip()) == (
+        1,
+        f"echomq job: no job {job.id} in queue {queue.name}",
+    )

@@ -43,6 +43,11 @@ local function lane_of(root, g)
   return root .. 'g:' .. g .. ':pending'
 end
 
+-- A job's log: its newest lines, oldest first (progress.lua); it lives as long as the row.
+local function log_of(root, id)
+  return root .. 'log:' .. id
+end
+
 -- The fixed-window rate counter of one lane.
 local function lane_limiter_of(root, g)
   return root .. 'g:' .. g .. ':limiter'
@@ -150,13 +155,15 @@ end
 -- and not claimed since (`pending` with `reaped` = token; the next claim moves the token on).
 -- Returns the row's fields (read_row) when `token` holds the job; else nil and why: nil (no
 -- row), 'stale' (another claim holds it now) or 'settled' (this claim settled it already).
--- Accepting a reaped job takes its stall back: its holder was alive, so no crash happened.
-local function holding(row, token)
+-- Accepting a reaped job takes its stall back: its holder was alive, so no crash happened;
+-- `peek` (a report that settles nothing: progress) accepts it and leaves the row as it is.
+local function holding(row, token, peek)
   local fields = read_row(row)
   if not fields[1] then return nil, nil end
   if fields[1] ~= token then return nil, 'stale', fields end
   if fields[2] == 'active' then return fields end
   if fields[2] == 'pending' and fields[5] == token then
+    if peek then return fields end
     redis.call('HDEL', row, 'reaped')
     if redis.call('HINCRBY', row, 'stalled', -1) <= 0 then redis.call('HDEL', row, 'stalled') end
     return fields
@@ -217,7 +224,7 @@ local function delete_row(root, id, row, dedup, everything)
       redis.call('DEL', key)
     end
   end
-  redis.call('DEL', row)
+  redis.call('DEL', row, log_of(root, id)) -- the job's log lives as long as its row
 end
 
 -- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and

@@ -11,6 +11,7 @@
 -- a bounded number of members whose rows expired (score < now). A dedup key pointing at the
 -- job lives as long as the row (deleted with it at ttl 0, else given the row's ttl), unless it
 -- has a TTL of its own: then it lives for that, counted from enqueue (delete_row in _lib.lua).
+-- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry.
 -- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
 -- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
@@ -38,6 +39,7 @@ for i = 2, #ARGV, 3 do
     else
       redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
       redis.call('PEXPIRE', row, ttl)
+      redis.call('PEXPIRE', log_of(root, id), ttl) -- the log goes with the row (if it has one)
       redis.call('ZADD', root .. 'done', now + ttl, id)
       if fields[4] then
         -- NX: a key with a TTL of its own keeps it, the others live as long as the row.

@@ -353,7 +353,7 @@ class App:
             from .eager import blocking
 
             handle = blocking(self._run_eager(call))
-            return SyncHandle(call.task, handle.verdict, None, handle._info)
+            return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
         queue = self.sync_queue(call.task.queue)
         task = call.task
         if task.lane_limit is not None or task.lane_rate is not None:

@@ -1,13 +1,15 @@
-"""What a running task can ask about itself: ``echomq.context()`` inside a task returns its
-:class:`Context` (the job, its attempt, the worker's shared state, the app); and the outcome
-that ``after_job`` hooks are given."""
+"""What a running task can ask about itself and tell: ``echomq.context()`` inside a task returns
+its :class:`Context` (the job, its attempt, the worker's shared state, the app; its progress and
+log lines reported through it); and the outcome that ``after_job`` hooks are given."""
 
 from __future__ import annotations
 
+import json
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._progress import LOG_KEEP, log_lines, progress_json
 from .._results import Job
 
 if TYPE_CHECKING:
@@ -15,6 +17,14 @@ if TYPE_CHECKING:
 
 # A context variable, not module state: each running task sees its own value.
 _current: ContextVar[Context] = ContextVar("echomq.context")
+
+
+@dataclass(slots=True)
+class Trail:
+    """What an eager run reported, kept here (there is no row): its progress and its log."""
+
+    progress: Any = None
+    lines: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,11 +36,32 @@ class Context:
     task: str
     state: dict[str, Any] = field(repr=False)
     app: App = field(repr=False)
+    #: An eager run's record (None on a worker: reports go to the job's row and log).
+    trail: Trail | None = field(default=None, repr=False, compare=False)
 
     @property
     def attempt(self) -> int:
         """1 on the first run, 2 on the first retry, ... (the job's fencing token)."""
         return self.job.attempts
+
+    async def progress(self, value: Any) -> bool:
+        """Report the job's progress: a small JSON value (a number, or a dict such as
+        ``{"done": 3, "of": 10}``; at most 1 KiB encoded), kept on its row and published as a
+        ``progress`` event (:meth:`Queue.progress`, fenced by this attempt's token). False when
+        this attempt no longer holds the job."""
+        if self.trail is not None:
+            self.trail.progress = json.loads(progress_json(value))
+            return True
+        return await self.app.queue(self.job.queue).progress(self.job, value=value)
+
+    async def log(self, line: str) -> bool:
+        """Append a line (at most 1 KiB) to the job's log, which keeps its newest 100 lines
+        (:meth:`Queue.logs`, a handle's ``logs()``), and publish it as a ``log`` event."""
+        lines = log_lines(line)
+        if self.trail is not None:
+            self.trail.lines = (self.trail.lines + lines)[-LOG_KEEP:]
+            return True
+        return await self.app.queue(self.job.queue).progress(self.job, log=lines)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._keys import DEFAULT_GROUP
 from .._results import Job, JobInfo, Verdict
+from .context import Trail
 from .handle import Handle
 from .runtime import error_text, execute
 
@@ -31,8 +32,9 @@ async def run(app: App, call: Call[R]) -> Handle[R]:
     job_id = call.id or app._eager_ids.mint("JOB")
     job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)
     args, kwargs = task.signature.load(payload["args"])
+    trail = Trail()
     try:
-        result = await execute(app, task, job, args, kwargs, app.state)
+        result = await execute(app, task, job, args, kwargs, app.state, trail)
         kept = None if result is None else app.codec.decode(app.codec.encode(result))
     except Exception as exc:
         if app.eager_propagate:
@@ -43,15 +45,23 @@ async def run(app: App, call: Call[R]) -> Handle[R]:
             1,
             payload,
             job.group,
+            progress=trail.progress,
             last_error=error_text(exc),
             finished=time.time(),
             traceback="".join(traceback.format_exception(exc)),
         )
     else:
         info = JobInfo(
-            job_id, "completed", 1, payload, job.group, result=kept, finished=time.time()
+            job_id,
+            "completed",
+            1,
+            payload,
+            job.group,
+            progress=trail.progress,
+            result=kept,
+            finished=time.time(),
         )
-    return Handle(task, Verdict("enqueued", job_id), None, info)
+    return Handle(task, Verdict("enqueued", job_id), None, info, trail.lines)
 
 
 def blocking(work: Coroutine[Any, Any, R]) -> R:

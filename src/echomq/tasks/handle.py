@@ -1,6 +1,6 @@
-"""Handles on enqueued tasks: the job's id and verdict, its status, and its result once it is
-kept (the queue's ``wait`` on the done channel: no polling), rebuilt from the task's return
-annotation. :class:`Handle` awaits; :class:`SyncHandle` blocks."""
+"""Handles on enqueued tasks: the job's id and verdict, its status, progress and log, and its
+result once it is kept (the queue's ``wait`` on the done channel: no polling), rebuilt from the
+task's return annotation. :class:`Handle` awaits; :class:`SyncHandle` blocks."""
 
 from __future__ import annotations
 
@@ -18,13 +18,20 @@ R = TypeVar("R")
 
 
 class _Base(Generic[R]):
-    __slots__ = ("_info", "task", "verdict")
+    __slots__ = ("_info", "_lines", "task", "verdict")
 
-    def __init__(self, task: Task[Any, R], verdict: Verdict, info: JobInfo | None = None) -> None:
+    def __init__(
+        self,
+        task: Task[Any, R],
+        verdict: Verdict,
+        info: JobInfo | None = None,
+        lines: list[str] | None = None,
+    ) -> None:
         self.task = task
         self.verdict = verdict
-        # An eager run's row, known at once; a worker's is read from the queue.
+        # An eager run's row and log, known at once; a worker's are read from the queue.
         self._info = info
+        self._lines = lines or []
 
     @property
     def id(self) -> str:
@@ -60,8 +67,9 @@ class Handle(_Base[R]):
         verdict: Verdict,
         queue: Queue | None,
         info: JobInfo | None = None,
+        lines: list[str] | None = None,
     ) -> None:
-        super().__init__(task, verdict, info)
+        super().__init__(task, verdict, info, lines)
         self._queue = queue
 
     async def result(self, timeout: float | None = None) -> R:
@@ -86,6 +94,18 @@ class Handle(_Base[R]):
             return self._info
         return await self._queue.job(self.id)
 
+    async def progress(self) -> Any:
+        """The latest progress the task reported (``context().progress``), decoded; None when
+        it reported none, or the job has no row."""
+        info = await self.status()
+        return None if info is None else info.progress
+
+    async def logs(self, limit: int = 100) -> list[str]:
+        """The newest ``limit`` lines the task logged (``context().log``), oldest first."""
+        if self._info is not None or self._queue is None:
+            return self._lines[-limit:]
+        return await self._queue.logs(self.id, limit)
+
 
 class SyncHandle(_Base[R]):
     """An enqueued task, seen from blocking code (``task.enqueue_sync``)."""
@@ -98,8 +118,9 @@ class SyncHandle(_Base[R]):
         verdict: Verdict,
         queue: SyncQueue | None,
         info: JobInfo | None = None,
+        lines: list[str] | None = None,
     ) -> None:
-        super().__init__(task, verdict, info)
+        super().__init__(task, verdict, info, lines)
         self._queue = queue
 
     def result(self, timeout: float | None = None) -> R:
@@ -117,3 +138,14 @@ class SyncHandle(_Base[R]):
         if self._info is not None or self._queue is None:
             return self._info
         return self._queue.job(self.id)
+
+    def progress(self) -> Any:
+        """:meth:`Handle.progress`, blocking."""
+        info = self.status()
+        return None if info is None else info.progress
+
+    def logs(self, limit: int = 100) -> list[str]:
+        """:meth:`Handle.logs`, blocking."""
+        if self._info is not None or self._queue is None:
+            return self._lines[-limit:]
+        return self._queue.logs(self.id, limit)

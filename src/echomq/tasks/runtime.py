@@ -29,7 +29,7 @@ from .._keys import Keyspace
 from .._results import Job
 from .._url import redact_url
 from .arguments import dump
-from .context import Context, TaskOutcome, _current
+from .context import Context, TaskOutcome, Trail, _current
 
 if TYPE_CHECKING:
     from .._queue import Queue
@@ -73,9 +73,11 @@ async def execute(
     args: list[Any],
     kwargs: dict[str, Any],
     state: dict[str, Any],
+    trail: Trail | None = None,
 ) -> Any:
-    """Run one attempt in its context, between the app's job hooks; the result as JSON values."""
-    ctx = Context(job, task.name, state, app)
+    """Run one attempt in its context, between the app's job hooks; the result as JSON values.
+    ``trail`` keeps an eager run's reports (a worker's go to the job's row and log)."""
+    ctx = Context(job, task.name, state, app, trail)
     token = _current.set(ctx)
     try:
         for before in app.hooks.before_job:
