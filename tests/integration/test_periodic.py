@@ -1,11 +1,16 @@
 """Periodic tasks against a real Valkey: three schedulers (three AppWorkers, three Apps) on one
 1 s schedule enqueue each tick exactly once, and a restart of all of them follows each policy;
-an occurrence stays a duplicate after it completed; colliding name hashes are told apart."""
+three ``echomq worker`` processes do too; an occurrence stays a duplicate after it completed;
+colliding name hashes are told apart."""
 
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +22,7 @@ from echomq.tasks.scheduler import Scheduler
 from echomq.testing import server_ms
 
 FAST = ConsumerOptions(beat=0.1)
+HERE = Path(__file__).resolve().parent
 
 
 def scheduling_app(url: str, queue: str, seen: dict[str, list[str]]) -> App:
@@ -139,3 +145,38 @@ async def test_schedules_whose_name_hashes_meet_get_an_occurrence_each(
         assert (again.kind, again.id) == ("duplicate", b.id)
         await queue.pause()
         await queue.obliterate(force=True)
+
+
+async def test_three_worker_processes_enqueue_each_tick_once(
+    valkey_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    marker = tmp_path / "up"
+    marker.mkdir()
+    env = dict(os.environ, ECHOMQ_TEST_QUEUE=queue_name, ECHOMQ_TEST_MARKER=str(marker))
+    env["PYTHONPATH"] = os.pathsep.join([str(HERE), env.get("PYTHONPATH", "")])
+    command = [sys.executable, "-m", "echomq", "--url", valkey_url, "worker", "periodic_app:app"]
+    queue = await Queue.connect(valkey_url, queue_name)
+    workers = [
+        await asyncio.create_subprocess_exec(*command, "--beat", "0.1", env=env) for _ in range(3)
+    ]
+    try:
+        while len(os.listdir(marker)) < 3:  # another process's start has no event: polled
+            await asyncio.sleep(0.05)
+        up = await server_ms(queue)
+        await asyncio.sleep(3.0)
+        stop = await at_ms_of_second(queue, 500)
+    finally:
+        for process in workers:
+            process.send_signal(signal.SIGTERM)
+        codes = [await asyncio.wait_for(process.wait(), 15) for process in workers]
+    assert codes == [0, 0, 0]
+    ids = (tmp_path / "ran.log").read_text().split()
+    assert len(ids) == len(set(ids)), "an occurrence ran twice"
+    ticks = sorted(unix_ms(id) for id in ids)
+    assert ticks == list(range(ticks[0], ticks[-1] + 1, 1_000)), "a tick is missing"
+    assert ticks[0] <= up // 1000 * 1000 + 1_000  # from the first tick all three were up
+    assert ticks[-1] == stop // 1000 * 1000  # to the last before SIGTERM
+    assert all(id == occurrence_id("beat", unix_ms(id)) for id in ids)
+    await queue.pause()
+    await queue.obliterate(force=True)
+    await queue.close()
