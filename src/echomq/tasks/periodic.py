@@ -15,6 +15,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .._checks import ms
 from .._errors import InvalidArgument
+from .._extras import missing
 from .._ids import EPOCH_MS, NODE_SHIFT, TS_SHIFT, encode
 from .._keys import validate_dedup, validate_group
 from .task import Call, Task
@@ -189,8 +190,7 @@ def _cron(expression: object) -> str:
     try:
         from cronsim import CronSim, CronSimError
     except ImportError:
-        reason = "cron schedules need the echomq[cron] extra (pip install 'echomq[cron]')"
-        raise InvalidArgument("cron", expression, reason) from None
+        raise InvalidArgument("cron", expression, missing("cron", "a cron schedule")) from None
     if not isinstance(expression, str):
         raise InvalidArgument("cron", expression, "must be a cron expression (str)")
     try:
