@@ -102,7 +102,8 @@ async def test_an_occurrence_is_a_duplicate_after_it_completed(
 ) -> None:
     app = App(valkey_url, queue=queue_name, result_ttl=result_ttl)
 
-    @app.periodic(every=3_600.0, name="hourly")
+    @app.periodic(every=3_600.0, name="hourly", lane="reports")
+    @app.task(lane_limit=1)
     async def hourly() -> str:
         return "ran"
 
@@ -114,6 +115,10 @@ async def test_an_occurrence_is_a_duplicate_after_it_completed(
         first = await scheduler.enqueue(queue, schedule, tick)
         assert (first.kind, first.id) == ("enqueued", schedule.id_at(tick))
         assert (await scheduler.enqueue(queue, schedule, tick)).kind == "duplicate"
+        info = await queue.job(first.id)
+        assert info is not None
+        assert info.group == "reports"  # an ordinary job on its lane, with the lane's gates
+        assert (await queue.lane("reports").info()).limit == 1
         await AppWorker(app, options=FAST).run_until_idle()  # the hourly tick is no pending work
         assert bool(await queue.job(first.id)) is (result_ttl > 0)
         again = await scheduler.enqueue(queue, schedule, tick)

@@ -133,7 +133,7 @@ def test_a_task_needs_its_arguments_at_declaration_and_schedule_names_are_unique
     assert refused.value.argument == "name"
     app.periodic(every=86_400.0, name="daily", args=("d",), lane="reports")(report)
     assert app.schedules["daily"].call.payload == {"task": "report", "args": {"kind": "d"}}
-    assert app.schedules["daily"].lane == "reports"
+    assert app.schedules["daily"].lane == app.schedules["daily"].call.lane == "reports"
     with pytest.raises(InvalidArgument, match="another schedule") as refused:
         app.periodic(every=60.0, name="hourly", kwargs={"kind": "h"})(report)
     assert refused.value.argument == "name"

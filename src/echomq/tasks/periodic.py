@@ -17,7 +17,7 @@ from .._checks import ms
 from .._errors import InvalidArgument
 from .._extras import missing
 from .._ids import EPOCH_MS, NODE_SHIFT, TS_SHIFT, encode
-from .._keys import validate_dedup, validate_group
+from .._keys import validate_group
 from .task import Call, Task
 
 if TYPE_CHECKING:
@@ -27,8 +27,9 @@ Missed = Literal["skip", "once"]
 #: The hash bits of an occurrence id: its 10-bit node and 12-bit seq fields, less the seq's top
 #: bit, which is always set. A leased minter reaches a seq of 2048 only past its 2048th id in
 #: one ms, so a minted id meets an occurrence id only in such a burst, on that node, at the tick.
-HASH_BITS = (1 << (NODE_SHIFT + 10)) - 1 - (1 << (NODE_SHIFT - 1))
 _SEQ_TOP = 1 << (NODE_SHIFT - 1)
+HASH_BITS = (1 << TS_SHIFT) - 1 - _SEQ_TOP
+_NAME = re.compile(r"[A-Za-z0-9._:@-]+")
 #: An ``every=`` schedule ticks at least a second apart, at most a year.
 MIN_EVERY, MAX_EVERY = 1.0, 366 * 86_400.0
 #: A tick's dedup key lives at least a day, and at least two periods: longer than any
@@ -65,7 +66,8 @@ def missed_tick(
 @dataclass(frozen=True, slots=True)
 class Schedule:
     """One periodic schedule of a task: every ``every`` seconds (ticks at multiples of it since
-    the Unix epoch) or at each match of ``cron`` in ``tz``; each tick enqueues ``call``."""
+    the Unix epoch) or at each match of ``cron`` in ``tz``; each tick enqueues ``call`` (on
+    its lane: ``lane``, else the task's lane of the arguments)."""
 
     name: str
     call: Call[Any]
@@ -137,15 +139,12 @@ def declare(
         raise InvalidArgument("missed", missed, "must be 'skip' or 'once'")
     if name is None:
         # The task's name, made a legal key ("f.<locals>.beat" -> "f._locals_.beat").
-        name = re.sub(r"[^A-Za-z0-9._:@-]", "_", task.name)[:200]
-    try:
-        validate_dedup(f"periodic:{name}:{10**12}")
-    except InvalidArgument:
+        name = re.sub(r"[^A-Za-z0-9._:@-]", "_", task.name)[-200:]
+    if not isinstance(name, str) or not 1 <= len(name) <= 200 or not _NAME.fullmatch(name):
+        # It goes into each tick's dedup key, whose characters these are.
         raise InvalidArgument(
-            "name", name, "a schedule's name is up to 200 of A-Z a-z 0-9 . _ : @ - (give name=)"
-        ) from None
-    if len(name) > 200:
-        raise InvalidArgument("name", name, "a schedule's name is up to 200 characters")
+            "name", name, "a schedule's name is 1 to 200 of A-Z a-z 0-9 . _ : @ - (give name=)"
+        )
     if lane is not None:
         validate_group(lane)
     if not isinstance(args, tuple | list):
@@ -153,6 +152,8 @@ def declare(
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidArgument("kwargs", kwargs, "must be a dict of keyword arguments")
     call = task.call(*args, **(kwargs or {}))  # a missing argument is refused here, as "args"
+    if lane is not None:
+        call = call._replace(lane=lane)  # and the task's lane_limit / lane_rate go to it
     policy = cast(Missed, missed)
     if every is not None:
         if tz is not None:

@@ -82,11 +82,11 @@ class Scheduler:
     async def enqueue(self, queue: Queue, schedule: Schedule, tick: int) -> Verdict:
         """Admit the occurrence at ``tick``: an ordinary enqueue (its lane's gates apply), with
         the derived id and the tick's dedup key; then record the tick as the last enqueued."""
-        call = schedule.call
+        call = schedule.call  # its lane is the schedule's
         await self.app._configure_lane(queue, call)
         id, key = schedule.id_at(tick), schedule.dedup_key(tick)
-        lane = schedule.lane if schedule.lane is not None else call.lane
-        options: dict[str, Any] = {"group": lane, "dedup_key": key, "dedup_ttl": schedule.dedup_ttl}
+        options: dict[str, Any] = {"group": call.lane, "dedup_key": key}
+        options["dedup_ttl"] = schedule.dedup_ttl
         verdict = await queue.enqueue(call.payload, id=id, **options)
         if (
             verdict.kind == "duplicate"
