@@ -62,7 +62,18 @@ from ._results import (
 from ._sync import SyncQueue
 from ._url import ConnectionOptions
 from ._worker import Worker, WorkerOptions, serve
-from .tasks import App, AppWorker, Call, Context, Handle, SyncHandle, Task, TaskOutcome, context
+from .tasks import (
+    App,
+    AppWorker,
+    Call,
+    Context,
+    Handle,
+    Schedule,
+    SyncHandle,
+    Task,
+    TaskOutcome,
+    context,
+)
 
 __version__ = "0.1.0"
 
@@ -125,6 +136,7 @@ __all__ = [
     "Retry",
     "RetryOutcome",
     "RetryPlan",
+    "Schedule",
     "ScriptLoadError",
     "ServerError",
     "StaleTokenError",

@@ -1,8 +1,9 @@
 """What an optional part of echomq needs, said clearly when it is missing.
 
-The core install needs only ``hiredis``; the embedded server, the dashboard, /metrics and the
-CLI's tables are extras. Importing a part whose extra is absent raises an ``ImportError`` that
-names the extra and the command that installs it.
+The core install needs only ``hiredis``; the embedded server, the dashboard, /metrics, the
+CLI's tables and cron schedules are extras. Importing a part whose extra is absent raises an
+``ImportError`` that names the extra and the command that installs it (a cron schedule is
+refused at declaration instead, with the same words).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "dashboard": ("starlette", "uvicorn"),
     "metrics": ("prometheus_client", "starlette"),
     "cli": ("rich",),
+    "cron": ("cronsim",),
 }
 
 

@@ -276,6 +276,12 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         host_only=True,
     ),
     KeyShape(
+        QUEUE_ROOT + "periodic",
+        "HASH",
+        "Keyspace.periodic",
+        "schedule name -> the Unix ms of its last enqueued tick (the task layer's schedulers)",
+    ),
+    KeyShape(
         QUEUE_ROOT + "job:<id>",
         "HASH",
         "Keyspace.job",
@@ -375,6 +381,7 @@ class Keyspace:
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)
     gate: str = field(init=False, repr=False)
+    periodic: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)

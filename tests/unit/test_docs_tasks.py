@@ -12,8 +12,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "tasks.md").read_text()
 ADDED = [
     "App", "AppWorker", "Call", "Completed", "Context", "Handle", "HookFailed", "ResultMissing",
-    "ResultTimeout", "RetryPlan", "SyncHandle", "SyncQueue", "Task", "TaskFailed", "TaskOutcome",
-    "context",
+    "ResultTimeout", "RetryPlan", "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed",
+    "TaskOutcome", "context",
 ]  # fmt: skip
 
 

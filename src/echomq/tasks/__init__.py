@@ -4,6 +4,7 @@
 from .app import App, Hooks
 from .context import Context, TaskOutcome, context
 from .handle import Handle, SyncHandle
+from .periodic import Schedule
 from .runtime import AppWorker, serve_tasks
 from .task import Call, Task
 
@@ -14,6 +15,7 @@ __all__ = [
     "Context",
     "Handle",
     "Hooks",
+    "Schedule",
     "SyncHandle",
     "Task",
     "TaskOutcome",

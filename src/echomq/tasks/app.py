@@ -25,6 +25,7 @@ from .._results import Verdict
 from .._url import seeds_from_url
 from .context import Context, TaskOutcome
 from .handle import Handle, SyncHandle
+from .periodic import Schedule, register
 from .task import Call, Key, Task
 
 if TYPE_CHECKING:
@@ -97,6 +98,8 @@ class App:
         self.codec = codec or JsonCodec()
         self.concurrency = count(concurrency, "concurrency")
         self.tasks: dict[str, Task[Any, Any]] = {}
+        #: The periodic schedules (``@app.periodic``) by name; every AppWorker runs them.
+        self.schedules: dict[str, Schedule] = {}
         self.hooks = Hooks()
         #: Shared by the tasks of a worker process; its startup hooks fill it.
         self.state: dict[str, Any] = {}
@@ -170,6 +173,34 @@ class App:
         task = Task(self, fn, name=name, queue=queue, **options)
         self.tasks[name] = task
         return task
+
+    def periodic(
+        self,
+        *,
+        cron: str | None = None,
+        every: float | None = None,
+        tz: str | None = None,
+        name: str | None = None,
+        missed: str = "skip",
+        queue: str | None = None,
+        lane: str | None = None,
+        args: tuple[Any, ...] = (),
+        kwargs: dict[str, Any] | None = None,
+    ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]:
+        """Run a task on a schedule: ``cron`` (an expression, in ``tz``; the ``echomq[cron]``
+        extra) or ``every`` seconds. Decorates an ``async def`` (registered as a task on
+        ``queue``) or a task; ``args`` / ``kwargs`` are each occurrence's arguments, ``lane``
+        the lane it rides, ``missed`` what a scheduler back from downtime does with the ticks
+        it missed (``skip`` them, or enqueue ``once`` for them). ``name``: the schedule's,
+        unique per app (default the task's)."""
+
+        def decorate(fn: Callable[P, Awaitable[R]]) -> Task[P, R]:
+            return register(
+                self, fn, queue, cron=cron, every=every, tz=tz, name=name, missed=missed,
+                lane=lane, args=args, kwargs=kwargs,
+            )  # fmt: skip
+
+        return decorate
 
     def queue_names(self) -> list[str]:
         """The queues this app's tasks use (the default queue when it has none)."""

@@ -30,6 +30,7 @@ from .._results import Job
 from .._url import redact_url
 from .arguments import dump
 from .context import Context, TaskOutcome, Trail, _current
+from .scheduler import Scheduler
 
 if TYPE_CHECKING:
     from .._queue import Queue
@@ -208,10 +209,13 @@ class AppWorker:
         self._watch = _Watch(observer)
         self._is_stopping = False
         self._scheduled_within = 60.0
+        self._scheduler: Scheduler | None = None
 
     def stop(self) -> None:
         """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
         self._is_stopping = True
+        if self._scheduler is not None:
+            self._scheduler.stop()
         for consumer in self.consumers.values():
             consumer.stop()
 
@@ -254,6 +258,15 @@ class AppWorker:
             if self._is_stopping:
                 self.stop()
             runs = [asyncio.ensure_future(c.run()) for c in self.consumers.values()]
+            # Every worker process schedules (no leader): a tick's occurrence id is derived,
+            # so the other schedulers' attempts are duplicates. Never pending work to the
+            # idle check: run_until_idle does not wait for tomorrow's tick.
+            scheduler = Scheduler(
+                app, [s for s in app.schedules.values() if s.queue in self.queues]
+            )
+            self._scheduler = scheduler
+            if not self._is_stopping:
+                scheduler.start()
             idle = asyncio.ensure_future(self._stop_when_idle(queues)) if until_idle else None
             try:
                 await asyncio.gather(*runs)
@@ -262,6 +275,7 @@ class AppWorker:
                 await asyncio.gather(*runs, return_exceptions=True)
                 raise
             finally:
+                await scheduler.close()
                 if idle is not None:
                     idle.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
@@ -324,6 +338,11 @@ async def _has_work(queue: Queue, scheduled_within: float) -> bool:
     return False
 
 
+def _schedules(app: App, queues: list[str]) -> str:
+    names = sorted(s.name for s in app.schedules.values() if s.queue in queues)
+    return f"; schedules {', '.join(names)}" if names else ""
+
+
 def _name(hook: Any) -> str:
     return f"{getattr(hook, '__module__', '?')}:{getattr(hook, '__qualname__', hook)}"
 
@@ -339,11 +358,12 @@ async def serve_tasks(
     """Run an AppWorker until SIGTERM/SIGINT (or, with ``burst``, until its queues drain)."""
     worker = AppWorker(app, queues, options)
     log.info(
-        "echomq worker: app %s on %s; queues %s; tasks %s; concurrency %d%s",
+        "echomq worker: app %s on %s; queues %s; tasks %s%s; concurrency %d%s",
         spec,
         redact_url(app.url),
         ", ".join(worker.queues),
         ", ".join(sorted(t.name for t in app.tasks.values() if t.queue in worker.queues)),
+        _schedules(app, worker.queues),
         worker.options.concurrency,
         "; burst" if burst else "",
     )
