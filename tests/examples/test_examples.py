@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-and the dashboard mounted in an ASGI app."""
+progress and logs, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture
 async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
-    await forget(valkey_url, "email", "rates-demo", "results-demo")
+    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo")
 
 
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
@@ -106,6 +106,18 @@ async def test_results_example_reads_a_result_and_a_failure(valkey_url: str, cle
     assert "1 / 0 failed: ZeroDivisionError: division by zero" in out
     assert "ZeroDivisionError: division by zero" in out.splitlines()[2]
     assert "status: completed attempts 1" in out
+
+
+async def test_progress_example_reports_to_a_subscriber_and_the_handle(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("progress.py", valkey_url).splitlines()
+    assert out == [
+        "result: 3",
+        "progress: {'done': 3, 'of': 3}",
+        "logs: ['imported 3 rows']",
+        "events: ['progress', 'progress', 'progress', 'log']",
+    ]
 
 
 async def test_dashboard_mounts_in_an_asgi_app(
