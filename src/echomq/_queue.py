@@ -21,7 +21,7 @@ from ._checks import (
     ms,
 )
 from ._codec import Codec, JsonCodec
-from ._engine import Admission, Engine
+from ._engine import Engine
 from ._errors import InvalidArgument
 from ._events import Subscription
 from ._keys import Keyspace
@@ -169,17 +169,6 @@ class Queue(Settles, Reports):
 
     # -- admission -----------------------------------------------------------------------------
 
-    def _admission(
-        self,
-        payload: Any,
-        group: str | None,
-        id: str | None,
-        dedup_key: str | None,
-        dedup_ttl: float | None,
-        run_at: int,
-    ) -> Admission:
-        return admission(self.codec, self._mint, payload, group, id, dedup_key, dedup_ttl, run_at)
-
     def _mint(self) -> str:
         return self.minter.mint("JOB")
 
@@ -194,7 +183,7 @@ class Queue(Settles, Reports):
     ) -> Verdict:
         if id is None and not self.minter.is_ready:
             await self.minter.ready()
-        item = self._admission(payload, group, id, dedup_key, dedup_ttl, run_at)
+        item = admission(self.codec, self._mint, payload, group, id, dedup_key, dedup_ttl, run_at)
         code, job_id = await self.engine.enqueue_one(item)
         verdict = Verdict(VERDICTS[code], job_id)
         if code and self._listened():

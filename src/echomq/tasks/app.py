@@ -320,7 +320,7 @@ class App:
             return await self._run_eager(call)
         queue = await self._open_queue(call.task.queue)
         await self._configure_lane(queue, call)
-        return Handle(call.task, await _admit(queue, call), queue)
+        return Handle(call.task, await queue._admit(*_admission(call)), queue)
 
     async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
@@ -387,26 +387,24 @@ class App:
             return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
         queue = self.sync_queue(call.task.queue)
         task = call.task
-        if task.lane_limit is not None or task.lane_rate is not None:
-            key = _lane_key(queue.name, call)
-            if self._lanes.is_new(key):
-                queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
-                self._lanes.add(key)
-        options = _options(call)
-        if call.delay is not None:
-            verdict = queue.enqueue_in(call.delay, call.payload, **options)
-        elif call.at is not None:
-            verdict = queue.enqueue_at(call.at, call.payload, **options)
-        else:
-            verdict = queue.enqueue(call.payload, **options)
-        return SyncHandle(task, verdict, queue)
+        key = self._lane_due(queue.name, call)
+        if key is not None:
+            queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
+            self._lanes.add(key)
+        return SyncHandle(task, queue._admit(*_admission(call)), queue)
+
+    def _lane_due(self, queue: str, call: Call[Any]) -> tuple[Any, ...] | None:
+        """The lane key whose settings this process has yet to apply for ``call``, else None."""
+        task = call.task
+        if task.lane_limit is None and task.lane_rate is None:
+            return None
+        key = _lane_key(queue, call)
+        return key if self._lanes.is_new(key) else None
 
     async def _configure_lane(self, queue: Queue, call: Call[Any], *, batch: bool = False) -> None:
         task = call.task
-        if task.lane_limit is None and task.lane_rate is None:
-            return
-        key = _lane_key(queue.name, call)
-        if not self._lanes.is_new(key):
+        key = self._lane_due(queue.name, call)
+        if key is None:
             return
         try:
             lane = queue.lane(key[1])
@@ -451,19 +449,9 @@ def _run_at(call: Call[Any]) -> int:
     return 0 if call.at is None else when_run_at(call.at)
 
 
-def _options(call: Call[Any]) -> dict[str, Any]:
-    return {
-        "group": call.lane,
-        "id": call.id,
-        "dedup_key": call.dedup_key,
-        "dedup_ttl": call.task.dedup_ttl,
-    }
-
-
-async def _admit(queue: Queue, call: Call[Any]) -> Verdict:
-    options = _options(call)
-    if call.delay is not None:
-        return await queue.enqueue_in(call.delay, call.payload, **options)
-    if call.at is not None:
-        return await queue.enqueue_at(call.at, call.payload, **options)
-    return await queue.enqueue(call.payload, **options)
+def _admission(
+    call: Call[Any],
+) -> tuple[Any, str | None, str | None, str | None, float | None, int]:
+    """A call as the arguments of a queue's one admission path (``Queue._admit`` and
+    ``SyncQueue._admit`` take the same): payload, lane, id, dedup key, its TTL, run-at."""
+    return call.payload, call.lane, call.id, call.dedup_key, call.task.dedup_ttl, _run_at(call)
