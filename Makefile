@@ -46,7 +46,7 @@ fmt: $(STAMP)
 
 # A local Valkey Cluster (3 primaries + 1 replica each) on loopback: prints the seed URL, Ctrl-C stops it.
 cluster: $(STAMP)
-	$(BIN)/python -m echomq._cluster_server
+	$(BIN)/python -m echomq.server.cluster
 
 bench: $(STAMP)
 	$(BIN)/python bench/wire.py

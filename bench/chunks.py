@@ -15,7 +15,8 @@ import sys
 import time
 
 from _harness import engine_usec_per_script, serve
-from echomq import Item, Queue, _engine
+from echomq import Item, Queue
+from echomq.engine import transitions as _engine
 from echomq.testing import discard
 
 SIZES = (1, 10, 25, 50, 100, 200, 500)

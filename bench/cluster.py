@@ -18,10 +18,10 @@ import uuid
 from concurrent.futures import ProcessPoolExecutor
 
 from echomq import Item, Queue
-from echomq._cluster import ClusterRouter
-from echomq._keys import Keyspace, slot
-from echomq._url import seeds_from_url
+from echomq.engine.keys import Keyspace, slot
 from echomq.server import ClusterOptions, EmbeddedCluster
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.url import seeds_from_url
 
 QUEUES = 8
 BATCH = 50

@@ -25,11 +25,11 @@ from typing import Any
 
 from _harness import engine_usec_per_script
 from echomq import Connector, Job, Queue
-from echomq._scripts import Script, _helpers, _link
+from echomq.engine.scripts import Script, _helpers, _link
 from echomq.server import EmbeddedValkey
 from echomq.testing import discard
 
-LUA = Path(__file__).resolve().parents[1] / "src" / "echomq" / "lua"
+LUA = Path(__file__).resolve().parents[1] / "src" / "echomq" / "engine" / "lua"
 
 #: (label, result_ttl seconds, jobs per complete call, a waiter subscribed)
 CASES = [
@@ -164,7 +164,7 @@ def main() -> int:
             before = f"{statistics.median(old[label]):.2f}" if label in old else "—"
             print(f"| {label} | {statistics.median(values):.2f} | {before} |")
         if args.old:
-            old_script = _linked(Path(args.old) / "echomq" / "lua", "complete")
+            old_script = _linked(Path(args.old) / "echomq" / "engine" / "lua", "complete")
             new_script = _linked(LUA, "complete")
             asyncio.run(
                 _scripts_side_by_side(server.url, old_script, new_script, args.runs, args.jobs)

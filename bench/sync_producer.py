@@ -6,7 +6,7 @@ case, the median of ``--runs`` interleaved runs: jobs (or calls) per second and 
 per call. The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job
 there, each thread opens its socket in the timing). Each run of each case gets a fresh queue.
 ``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
-``--no-spin`` turns the reply spin off (:data:`echomq._sync_wire.SPIN`) to show what it buys.
+``--no-spin`` turns the reply spin off (:data:`echomq.wire.blocking.SPIN`) to show what it buys.
 ``--listener`` adds ``enqueue`` and ``enqueue_many`` with a subscriber on the queue's events
 channel, so every admission publishes its event (a subscriber that never reads: the server
 buffers its messages, and the producer alone pays for them).
@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterator
 import valkey
 
 from echomq import ConnectionOptions, SyncQueue
-from echomq import _sync_wire as sync_wire
-from echomq._sync_wire import pack
 from echomq.server import EmbeddedValkey
+from echomq.wire import blocking as sync_wire
+from echomq.wire.blocking import pack
 
 
 def _timed(calls: int, run: Callable[[], None]) -> tuple[float, float]:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 import valkey.asyncio as valkey_asyncio
 
 from _harness import serve
-from echomq._connector import Connector
-from echomq._url import ConnectionOptions
+from echomq.wire.connector import Connector
+from echomq.wire.url import ConnectionOptions
 
 SCRIPT = "return redis.call('INCR', KEYS[1])"
 

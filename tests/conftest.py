@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from echomq._queue import Queue
+from echomq.engine.queue import Queue
 from echomq.server import EmbeddedCluster, EmbeddedValkey
 from echomq.testing import discard
 

@@ -4,13 +4,41 @@ Fair lanes per tenant rotated by a ring, engine-side limits shared by every work
 and pipelined admission, leases with fencing tokens. See README.md and docs/.
 """
 
-from ._backoff import Backoff, Exponential, Fixed, Jitter
-from ._buckets import Bucket, Buckets, Taken, Wait
-from ._cluster import ClusterRouter
-from ._codec import Codec, JsonCodec, RawCodec
-from ._connector import WIRE_VERSION, Connector
-from ._consumer import Consumer, ConsumerOptions, Defer, Drop, Retry, RetryPlan, Tally
-from ._errors import (
+from echomq.consumers.consumer import (
+    Consumer,
+    ConsumerOptions,
+    Defer,
+    Drop,
+    Retry,
+    RetryPlan,
+    Tally,
+)
+from echomq.consumers.metronome import Metronome
+from echomq.consumers.worker import Worker, WorkerOptions, serve
+from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
+from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
+from echomq.engine.events import Subscription
+from echomq.engine.ids import Minter
+from echomq.engine.lanes import Lane
+from echomq.engine.producer import Item
+from echomq.engine.queue import Queue
+from echomq.engine.results import (
+    Completed,
+    CompleteOutcome,
+    Counts,
+    Empty,
+    Failed,
+    Job,
+    JobInfo,
+    LaneInfo,
+    RateLimited,
+    Reaped,
+    RetryOutcome,
+    Upkeep,
+    Verdict,
+)
+from echomq.engine.sync_queue import SyncQueue
+from echomq.errors import (
     ArgumentRefused,
     AuthError,
     Closed,
@@ -37,32 +65,7 @@ from ._errors import (
     WireError,
     WireTimeout,
 )
-from ._events import Subscription
-from ._ids import Minter
-from ._lanes import Lane
-from ._metronome import Metronome
-from ._pool import Pool, Wire
-from ._producer import Item
-from ._queue import Queue
-from ._results import (
-    Completed,
-    CompleteOutcome,
-    Counts,
-    Empty,
-    Failed,
-    Job,
-    JobInfo,
-    LaneInfo,
-    RateLimited,
-    Reaped,
-    RetryOutcome,
-    Upkeep,
-    Verdict,
-)
-from ._sync import SyncQueue
-from ._url import ConnectionOptions
-from ._worker import Worker, WorkerOptions, serve
-from .tasks import (
+from echomq.tasks import (
     App,
     AppWorker,
     Call,
@@ -74,6 +77,11 @@ from .tasks import (
     TaskOutcome,
     context,
 )
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.codec import Codec, JsonCodec, RawCodec
+from echomq.wire.connector import WIRE_VERSION, Connector
+from echomq.wire.pool import Pool, Wire
+from echomq.wire.url import ConnectionOptions
 
 __version__ = "0.1.0"
 

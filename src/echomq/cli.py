@@ -1,5 +1,5 @@
 """The ``echomq`` command: run workers (``worker``), size a pool (``capacity``), serve the
-dashboard (``dashboard``), and read and steer a live queue (the verbs of ``_cli_admin``).
+dashboard (``dashboard``), and read and steer a live queue (``echomq.ops.admin_verbs``).
 
 The server is named by ``--url`` or the ``ECHOMQ_URL`` environment variable; the dashboard's
 token by ``ECHOMQ_DASHBOARD_TOKEN`` (generated and printed once when unset).
@@ -17,19 +17,20 @@ import signal
 import sys
 from typing import TYPE_CHECKING
 
-from . import __version__, _cli_admin
-from ._backoff import Exponential, Jitter
-from ._capacity import measure, report
-from ._checks import count
-from ._consumer import ConsumerOptions
-from ._errors import EchoMQError, InvalidArgument
-from ._keys import Keyspace
-from ._url import ConnectionOptions, seeds_from_url
-from ._worker import WorkerOptions, load_handler, load_target, serve
-from .tasks.runtime import serve_tasks
+from echomq import __version__
+from echomq.consumers.consumer import ConsumerOptions
+from echomq.consumers.worker import WorkerOptions, load_handler, load_target, serve
+from echomq.engine.backoff import Exponential, Jitter
+from echomq.engine.checks import count
+from echomq.engine.keys import Keyspace
+from echomq.errors import EchoMQError, InvalidArgument
+from echomq.ops import admin_verbs
+from echomq.ops.capacity import measure, report
+from echomq.tasks.runtime import serve_tasks
+from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 if TYPE_CHECKING:
-    from .dashboard import DashboardApp
+    from echomq.dashboard import DashboardApp
 
 
 def _worker(args: argparse.Namespace, argv: list[str]) -> int:
@@ -37,7 +38,7 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     # arq and celery do): that folder comes first on the import path.
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
-    from .tasks import App
+    from echomq.tasks import App
 
     # Everything is validated before any connection is made (and before any child starts).
     target = load_target(args.handler)
@@ -74,7 +75,7 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     seeds_from_url(args.url)  # a bad URL fails here, before logging starts
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     if args.processes > 1:
-        from .tasks.supervisor import supervise
+        from echomq.tasks.supervisor import supervise
 
         return supervise(
             argv, args.processes, args.stop_timeout, args.url if args.url_given else None
@@ -116,7 +117,7 @@ def _capacity(args: argparse.Namespace) -> int:
 
 
 async def _serve_dashboard(app: DashboardApp, host: str, port: int) -> None:
-    from .dashboard import serving
+    from echomq.dashboard import serving
 
     # SIGINT and SIGTERM end the block; leaving it closes the event streams, then the server.
     stop = asyncio.Event()
@@ -128,7 +129,7 @@ async def _serve_dashboard(app: DashboardApp, host: str, port: int) -> None:
 
 
 def _dashboard(args: argparse.Namespace) -> int:
-    from .dashboard import create_app
+    from echomq.dashboard import create_app
 
     token = os.environ.get("ECHOMQ_DASHBOARD_TOKEN") or secrets.token_urlsafe(24)
     try:
@@ -156,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--url", default=None, help="default: $ECHOMQ_URL or the local server")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
-    _cli_admin.add_verbs(commands)
+    admin_verbs.add_verbs(commands)
     run = commands.add_parser(
         "worker", help="run an App's tasks (or a handler) until SIGTERM", allow_abbrev=False
     )
@@ -222,14 +223,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"echomq worker: {exc}", file=sys.stderr)
             return 2
     try:
-        data = asyncio.run(_cli_admin.run(args.url, args))
+        data = asyncio.run(admin_verbs.run(args.url, args))
     except InvalidArgument as exc:
         print(f"echomq {args.command}: {exc}", file=sys.stderr)
         return 2
-    except (EchoMQError, _cli_admin.NotFound) as exc:
+    except (EchoMQError, admin_verbs.NotFound) as exc:
         print(f"echomq {args.command}: {exc}", file=sys.stderr)
         return 1
-    _cli_admin.show(args.command, data, args.json)
+    admin_verbs.show(args.command, data, args.json)
     return 0
 
 

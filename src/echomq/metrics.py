@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Sequence
 
-from ._extras import missing
+from echomq._extras import missing
 
 try:
     from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
@@ -24,12 +24,12 @@ try:
 except ImportError as exc:  # /metrics is an extra
     raise ImportError(missing("metrics", "echomq.metrics")) from exc
 
-from ._checks import count
-from ._consumer import Observer, Outcome
-from ._observations import OTHER_LANE, Observations
-from ._queue import Queue
-from ._results import Job
-from ._snapshot import QueueSnapshot, read_snapshot
+from echomq.consumers.consumer import Observer, Outcome
+from echomq.engine.checks import count
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job
+from echomq.engine.snapshot import QueueSnapshot, read_snapshot
+from echomq.ops.observations import OTHER_LANE, Observations
 
 __all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics", "Observer", "Outcome"]
 

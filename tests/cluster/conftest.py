@@ -7,10 +7,10 @@ from collections.abc import AsyncIterator, Callable, Iterator
 
 import pytest
 
-from echomq._cluster import ClusterRouter
-from echomq._keys import Keyspace, slot
-from echomq._url import seeds_from_url
+from echomq.engine.keys import Keyspace, slot
 from echomq.server import EmbeddedCluster
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.url import seeds_from_url
 
 
 @pytest.fixture

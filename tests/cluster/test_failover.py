@@ -8,14 +8,14 @@ import os
 import signal
 import uuid
 
-from echomq._cluster import ClusterRouter
-from echomq._cluster_server import EmbeddedCluster, admin
-from echomq._consumer import Consumer, ConsumerOptions
-from echomq._keys import Keyspace, slot
-from echomq._queue import Queue
-from echomq._results import Job
-from echomq._url import seeds_from_url
+from echomq.consumers.consumer import Consumer, ConsumerOptions
+from echomq.engine.keys import Keyspace, slot
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job
+from echomq.server.cluster import EmbeddedCluster, admin
 from echomq.testing import claim_job
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.url import seeds_from_url
 
 
 def name_on(router: ClusterRouter, port: int) -> str:

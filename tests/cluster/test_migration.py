@@ -10,14 +10,14 @@ from collections import Counter
 
 import pytest
 
-from echomq._cluster import ClusterRouter
-from echomq._cluster_server import EmbeddedCluster, migrate_slot
-from echomq._connector import Connector
-from echomq._consumer import Consumer, ConsumerOptions
-from echomq._keys import Keyspace, slot
-from echomq._queue import Queue
-from echomq._results import Job
-from echomq._url import seeds_from_url
+from echomq.consumers.consumer import Consumer, ConsumerOptions
+from echomq.engine.keys import Keyspace, slot
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job
+from echomq.server.cluster import EmbeddedCluster, migrate_slot
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.connector import Connector
+from echomq.wire.url import seeds_from_url
 
 PER_QUEUE = 300
 

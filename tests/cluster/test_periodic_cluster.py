@@ -8,10 +8,10 @@ import asyncio
 from collections.abc import Callable
 
 from echomq import App, AppWorker, ConsumerOptions, Queue, context
-from echomq._cluster import ClusterRouter
-from echomq._ids import unix_ms
+from echomq.engine.ids import unix_ms
 from echomq.server import EmbeddedCluster
 from echomq.testing import server_ms
+from echomq.wire.cluster import ClusterRouter
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]
 

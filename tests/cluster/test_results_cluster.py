@@ -8,10 +8,10 @@ import uuid
 from collections.abc import Callable
 
 from echomq import Completed, Queue
-from echomq._cluster import ClusterRouter
-from echomq._connector import Connector
-from echomq._keys import slot
+from echomq.engine.keys import slot
 from echomq.testing import claim_job, discard
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.connector import Connector
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]
 

@@ -8,15 +8,15 @@ from collections.abc import Callable
 
 import pytest
 
-from echomq._cluster import ClusterRouter, command_slot
-from echomq._connector import WIRE_VERSION, Connector
-from echomq._errors import CrossSlotError, InvalidArgument, ServerError
-from echomq._keys import Keyspace, slot
-from echomq._queue import Queue
-from echomq._results import Job
-from echomq._url import seeds_from_url
+from echomq.engine.keys import Keyspace, slot
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job
+from echomq.errors import CrossSlotError, InvalidArgument, ServerError
 from echomq.server import EmbeddedCluster
 from echomq.testing import discard
+from echomq.wire.cluster import ClusterRouter, command_slot
+from echomq.wire.connector import WIRE_VERSION, Connector
+from echomq.wire.url import seeds_from_url
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]
 

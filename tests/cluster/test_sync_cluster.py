@@ -16,12 +16,12 @@ import pytest
 from test_failover import name_on
 
 from echomq import Queue, SyncQueue, WireError
-from echomq._cluster import ClusterRouter
-from echomq._cluster_server import admin, migrate_slot
-from echomq._keys import slot
-from echomq._url import seeds_from_url
+from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
+from echomq.server.cluster import admin, migrate_slot
 from echomq.testing import claim_job, discard
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.url import seeds_from_url
 
 Spread = Callable[[ClusterRouter, int, str], list[str]]
 

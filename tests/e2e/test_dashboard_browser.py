@@ -10,8 +10,8 @@ import aiohttp
 import pytest
 from playwright.async_api import Browser, Page, expect
 
-from echomq._queue import Item, Queue
 from echomq.dashboard import TOKEN_HEADER, create_app
+from echomq.engine.queue import Item, Queue
 from echomq.testing import serve_app
 
 TOKEN = "browser-test-token-0123456789abcdef"

@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from echomq._errors import StaleTokenError
-from echomq._queue import Item, Queue
+from echomq.engine.queue import Item, Queue
+from echomq.errors import StaleTokenError
 from echomq.testing import claim_job, server_ms
 
 

@@ -6,10 +6,10 @@ from typing import Any
 
 import pytest
 
-from echomq._errors import InvalidArgument, LockedError, StateError
-from echomq._queue import Item, Queue
-from echomq._results import Job
-from echomq._url import ConnectionOptions
+from echomq.engine.queue import Item, Queue
+from echomq.engine.results import Job
+from echomq.errors import InvalidArgument, LockedError, StateError
+from echomq.wire.url import ConnectionOptions
 
 
 async def keys_of(queue: Queue) -> list[bytes]:

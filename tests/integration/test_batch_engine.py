@@ -9,8 +9,8 @@ from collections.abc import Awaitable, Sequence
 from typing import Any
 
 from echomq import Consumer, ConsumerOptions, Failed, Item, Job, KindError, Queue, Wire
-from echomq._connector import Arg, Command
-from echomq._engine import ADMIT_CHUNK, SETTLE_CHUNK, Admission
+from echomq.engine.transitions import ADMIT_CHUNK, SETTLE_CHUNK, Admission
+from echomq.wire.connector import Arg, Command
 
 
 class Counted:

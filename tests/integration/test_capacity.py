@@ -6,9 +6,9 @@ import math
 import subprocess
 import sys
 
-from echomq._capacity import Capacity, measure, report
-from echomq._connector import Connector
-from echomq._url import ConnectionOptions
+from echomq.ops.capacity import Capacity, measure, report
+from echomq.wire.connector import Connector
+from echomq.wire.url import ConnectionOptions
 
 
 async def test_capacity_probe_measures_and_cleans_up(valkey_url: str, queue_name: str) -> None:

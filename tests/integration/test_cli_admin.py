@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from echomq._queue import Item, Queue
 from echomq.cli import main
+from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
 
 

@@ -11,7 +11,7 @@ import sys
 
 import aiohttp
 
-from echomq._queue import Queue
+from echomq.engine.queue import Queue
 
 
 def _free_port() -> int:

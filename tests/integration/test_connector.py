@@ -9,8 +9,9 @@ import uuid
 
 import pytest
 
-from echomq._connector import WIRE_VERSION, Connector
-from echomq._errors import (
+from echomq.engine.keys import VERSION_KEY
+from echomq.engine.scripts import Script, ScriptRegistry
+from echomq.errors import (
     AuthError,
     ConnectError,
     Disconnected,
@@ -18,10 +19,9 @@ from echomq._errors import (
     VersionFenceError,
     WireTimeout,
 )
-from echomq._keys import VERSION_KEY
-from echomq._pool import Pool
-from echomq._scripts import Script, ScriptRegistry
-from echomq._url import ConnectionOptions
+from echomq.wire.connector import WIRE_VERSION, Connector
+from echomq.wire.pool import Pool
+from echomq.wire.url import ConnectionOptions
 
 
 @pytest.fixture

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from echomq import Exponential, Fixed, InvalidArgument, Job, Queue
-from echomq._connector import Connector
-from echomq._consumer import Consumer, ConsumerOptions, Drop, Retry
-from echomq._metronome import Metronome
-from echomq._url import seeds_from_url
+from echomq.consumers.consumer import Consumer, ConsumerOptions, Drop, Retry
+from echomq.consumers.metronome import Metronome
+from echomq.wire.connector import Connector
+from echomq.wire.url import seeds_from_url
 
 HERE = Path(__file__).resolve().parent
 
@@ -233,7 +233,7 @@ async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
 
 
 def test_bad_handler_and_options_are_refused_before_connecting() -> None:
-    from echomq._worker import load_handler
+    from echomq.consumers.worker import load_handler
 
     with pytest.raises(InvalidArgument, match=r"expected package\.module:function"):
         load_handler("no_colon")

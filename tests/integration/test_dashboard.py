@@ -16,13 +16,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from echomq._errors import InvalidArgument
-from echomq._pool import Pool
-from echomq._queue import Item, Queue
-from echomq._url import ConnectionOptions
 from echomq.dashboard import MAX_BODY, TOKEN_HEADER, create_app
+from echomq.engine.queue import Item, Queue
+from echomq.errors import InvalidArgument
 from echomq.metrics import Metrics
 from echomq.testing import claim_job, serve_app
+from echomq.wire.pool import Pool
+from echomq.wire.url import ConnectionOptions
 
 TOKEN = "dashboard-token-for-tests-0123456789"
 

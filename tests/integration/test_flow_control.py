@@ -8,10 +8,10 @@ from collections import Counter
 
 import pytest
 
-from echomq._buckets import Bucket, Buckets, Taken, Wait
-from echomq._errors import InvalidArgument
-from echomq._queue import Item, Queue
-from echomq._results import Empty, Job, RateLimited
+from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
+from echomq.engine.queue import Item, Queue
+from echomq.engine.results import Empty, Job, RateLimited
+from echomq.errors import InvalidArgument
 from echomq.testing import claim_job, wait_for_server_ms
 
 LEASE = 60.0

@@ -15,8 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from echomq import ConnectionOptions, Connector, Item, Minter, NodeLeaseError, Queue
-from echomq._ids import TS_SHIFT, parse
-from echomq._nodes import NODES_KEY
+from echomq.engine.ids import TS_SHIFT, parse
+from echomq.engine.nodes import NODES_KEY
 from echomq.server import EmbeddedValkey
 
 FULL = os.environ.get("ECHOMQ_TEST_FULL_SCALE") == "1"

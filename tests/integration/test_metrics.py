@@ -9,9 +9,9 @@ import pytest
 from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.parser import text_string_to_metric_families
 
-from echomq._consumer import Consumer, ConsumerOptions, Defer, Drop
-from echomq._queue import Item, Queue
-from echomq._results import Job
+from echomq.consumers.consumer import Consumer, ConsumerOptions, Defer, Drop
+from echomq.engine.queue import Item, Queue
+from echomq.engine.results import Job
 from echomq.metrics import OTHER_LANE, Metrics
 from echomq.testing import claim_job
 

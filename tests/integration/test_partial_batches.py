@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from echomq import ConnectionOptions, Connector, Item, Queue, Verdict, Wire
-from echomq._connector import Arg, Command
+from echomq.wire.connector import Arg, Command
 
 ITEMS = 4000  # about 31 pipelined chunks: the server is still busy when the kill lands
 

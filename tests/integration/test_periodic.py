@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from echomq import App, AppWorker, ConsumerOptions, Queue, context
-from echomq._ids import unix_ms
+from echomq.engine.ids import unix_ms
 from echomq.tasks import periodic
 from echomq.tasks.periodic import occurrence_id
 from echomq.tasks.scheduler import Scheduler

@@ -18,7 +18,7 @@ from echomq import (
     StaleTokenError,
     context,
 )
-from echomq._queue import Queue
+from echomq.engine.queue import Queue
 from echomq.testing import claim_job, discard
 
 

@@ -23,13 +23,13 @@ from echomq import (
     Queue,
     RetryPlan,
 )
-from echomq._connector import Connector
-from echomq._engine import Failure, Success
-from echomq._errors import ArgumentRefused, EchoMQError, VersionFenceError
-from echomq._events import Subscription
-from echomq._keys import VERSION_KEY
-from echomq._url import ConnectionOptions
+from echomq.engine.events import Subscription
+from echomq.engine.keys import VERSION_KEY
+from echomq.engine.transitions import Failure, Success
+from echomq.errors import ArgumentRefused, EchoMQError, VersionFenceError
 from echomq.testing import claim_job, discard, server_ms, wait_for_server_ms
+from echomq.wire.connector import Connector
+from echomq.wire.url import ConnectionOptions
 
 TTL = 60.0
 

@@ -6,13 +6,13 @@ import asyncio
 
 import pytest
 
-from echomq._backoff import Exponential
-from echomq._connector import Connector
-from echomq._engine import Admission
-from echomq._errors import KindError, StaleTokenError
-from echomq._queue import Queue
-from echomq._results import Empty, Job
+from echomq.engine.backoff import Exponential
+from echomq.engine.queue import Queue
+from echomq.engine.results import Empty, Job
+from echomq.engine.transitions import Admission
+from echomq.errors import KindError, StaleTokenError
 from echomq.testing import claim_job, server_ms, wait_for_server_ms
+from echomq.wire.connector import Connector
 
 
 async def test_mint(queue: Queue) -> None:

@@ -101,7 +101,7 @@ def test_version_is_valkey_9() -> None:
 
 
 def test_session_fixture_server_answers_ping(valkey_url: str) -> None:
-    from echomq._url import ConnectionOptions
+    from echomq.wire.url import ConnectionOptions
 
     options = ConnectionOptions.from_url(valkey_url)
     commands: list[tuple[str, ...]] = [("PING",)]
@@ -111,7 +111,7 @@ def test_session_fixture_server_answers_ping(valkey_url: str) -> None:
 
 
 def test_queue_name_is_unique_and_legal(queue_name: str) -> None:
-    from echomq._keys import validate_queue
+    from echomq.engine.keys import validate_queue
 
     assert validate_queue(queue_name) == queue_name
     assert queue_name.startswith("t-test_queue_name_is_unique_and_legal-")

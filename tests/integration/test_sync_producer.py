@@ -28,11 +28,11 @@ from echomq import (
     Verdict,
     VersionFenceError,
 )
-from echomq._connector import Connector
-from echomq._keys import VERSION_KEY
-from echomq._sync_wire import pack
-from echomq._url import ConnectionOptions
+from echomq.engine.keys import VERSION_KEY
 from echomq.testing import claim_job, discard
+from echomq.wire.blocking import pack
+from echomq.wire.connector import Connector
+from echomq.wire.url import ConnectionOptions
 
 __all__ = ["tls_port", "tls_url"]  # fixtures, imported for this module's TLS test
 

@@ -26,7 +26,7 @@ from echomq import (
     TaskFailed,
     context,
 )
-from echomq._cluster_server import EmbeddedCluster
+from echomq.server.cluster import EmbeddedCluster
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
 

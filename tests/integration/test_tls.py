@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from echomq._connector import Connector
-from echomq._errors import ConnectError
-from echomq._url import ConnectionOptions
+from echomq.errors import ConnectError
+from echomq.wire.connector import Connector
+from echomq.wire.url import ConnectionOptions
 
 
 def _openssl(*args: str, cwd: Path) -> None:

@@ -6,8 +6,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq._queue import Item, Queue
-from echomq._results import Job
+from echomq.engine.queue import Item, Queue
+from echomq.engine.results import Job
 
 CLAIMS = 4000
 CHUNK = 500

@@ -26,7 +26,7 @@ from echomq import (
     StaleTokenError,
     StateError,
 )
-from echomq._errors import server_error
+from echomq.errors import server_error
 
 Call = Callable[[Queue, Job, Any], Coroutine[Any, Any, object]]
 

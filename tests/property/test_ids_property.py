@@ -7,7 +7,7 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from echomq import _ids
+from echomq.engine import ids as _ids
 
 numbers = st.integers(min_value=0, max_value=2**63 - 1)
 namespaces = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ", min_size=3, max_size=3)

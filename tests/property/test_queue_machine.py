@@ -26,9 +26,9 @@ from hypothesis.stateful import (
 )
 from queue_model import GROUPS, Fairness, Model, text_of
 
-from echomq._errors import StaleTokenError, StateError
-from echomq._queue import Item, Queue
-from echomq._results import Empty, Failed, Job
+from echomq.engine.queue import Item, Queue
+from echomq.engine.results import Empty, Failed, Job
+from echomq.errors import StaleTokenError, StateError
 
 T = TypeVar("T")
 

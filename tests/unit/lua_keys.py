@@ -17,8 +17,8 @@ from pathlib import Path
 from lua_lex import CONTINUES, KEYWORDS, OPEN
 from lua_syntax import Binding, Func, LuaFile, Scope, Src, read
 
-from echomq import _keys
-from echomq._keys import LAYOUT, QUEUE_ROOT
+from echomq.engine import keys as _keys
+from echomq.engine.keys import LAYOUT, QUEUE_ROOT
 
 LUA_DIR = Path(_keys.__file__).parent / "lua"
 

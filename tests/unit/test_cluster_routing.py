@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from echomq._cluster import command_keys, command_slot
-from echomq._errors import CrossSlotError, InvalidArgument
-from echomq._keys import Keyspace, slot
+from echomq.engine.keys import Keyspace, slot
+from echomq.errors import CrossSlotError, InvalidArgument
+from echomq.wire.cluster import command_keys, command_slot
 
 
 def test_scripts_route_by_their_declared_keys_only() -> None:

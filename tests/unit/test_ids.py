@@ -6,8 +6,8 @@ import threading
 
 import pytest
 
-from echomq import _ids
-from echomq._errors import EchoMQError, InvalidArgument
+from echomq.engine import ids as _ids
+from echomq.errors import EchoMQError, InvalidArgument
 
 USR_N = 274_557_032_793_636_864
 USR_ID = "USR0KHTOWnGLuC"

@@ -6,8 +6,9 @@ import dataclasses
 
 import pytest
 
-from echomq import _ids, _keys
-from echomq._errors import InvalidArgument
+from echomq.engine import ids as _ids
+from echomq.engine import keys as _keys
+from echomq.errors import InvalidArgument
 
 JOB_ID = _ids.encode("JOB", 274_557_032_793_636_864)
 

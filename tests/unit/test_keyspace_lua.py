@@ -1,4 +1,4 @@
-"""The key layout, held together: every key the Lua scripts under src/echomq/lua touch (as
+"""The key layout, held together: every key the Lua scripts under src/echomq/engine/lua touch (as
 ``lua_keys`` reads them) must be a ``_keys.LAYOUT`` shape, traced to a declared ``KEYS`` entry and
 of the type its command needs, and every shape is touched by a script or marked ``host_only`` and
 used by the Python code. ``Keyspace`` and docs/reference.md are held to ``LAYOUT`` as well, and
@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from lua_keys import KEYS_ROLES, SHAPES, Analysis, analysis, lua_sources
 
-from echomq import _ids, _keys
-from echomq._keys import LAYOUT, QUEUE_ROOT, Keyspace
+from echomq.engine import ids as _ids
+from echomq.engine import keys as _keys
+from echomq.engine.keys import LAYOUT, QUEUE_ROOT, Keyspace
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 SRC_DIR = Path(_keys.__file__).parents[1]
@@ -80,7 +81,7 @@ def _python_reference(source: str) -> re.Pattern[str]:
 
 def _defined_in(source: str) -> Path:
     module = source.rpartition(".")[0]
-    module = "echomq._keys" if module in ("", "Keyspace") else module
+    module = "echomq.engine.keys" if module in ("", "Keyspace") else module
     return SRC_DIR / (module.replace(".", "/") + ".py")
 
 
@@ -188,7 +189,7 @@ def _build(source: str) -> str:
         owner, name = Keyspace(SAMPLES["q"]), source.removeprefix("Keyspace.")
     else:
         module, _, name = source.rpartition(".")
-        owner = importlib.import_module(module or "echomq._keys")
+        owner = importlib.import_module(module or "echomq.engine.keys")
     built: Callable[..., str] | str = getattr(owner, name)
     if isinstance(built, str):
         return built

@@ -7,10 +7,10 @@ import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from echomq._errors import InvalidArgument
-from echomq._ids import Minter, unix_ms
-from echomq._observations import OTHER_LANE, Observations
-from echomq._results import Job
+from echomq.engine.ids import Minter, unix_ms
+from echomq.engine.results import Job
+from echomq.errors import InvalidArgument
+from echomq.ops.observations import OTHER_LANE, Observations
 
 LEASE_MS = 30_000
 

@@ -38,7 +38,7 @@ def test_every_error_descends_from_the_one_root() -> None:
 
 
 def test_refusal_codes_map_to_their_classes() -> None:
-    from echomq._errors import server_error
+    from echomq.errors import server_error
 
     assert isinstance(server_error("EMQSTALE complete token mismatch"), echomq.StaleTokenError)
     assert isinstance(server_error("EMQKIND job id must be JOB"), echomq.KindError)

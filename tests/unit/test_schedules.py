@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from echomq import App, InvalidArgument, Schedule
-from echomq._ids import MAX_SEQ, NODE_SHIFT, parse, unix_ms, validate
+from echomq.engine.ids import MAX_SEQ, NODE_SHIFT, parse, unix_ms, validate
 from echomq.tasks.periodic import missed_tick, name_hash, occurrence_id
 
 TICK = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from echomq._errors import InvalidArgument
-from echomq._url import ConnectionOptions
+from echomq.errors import InvalidArgument
+from echomq.wire.url import ConnectionOptions
 
 
 @pytest.mark.parametrize(

@@ -10,8 +10,8 @@ import sys
 import pytest
 
 from echomq import App, EchoMQError
-from echomq._capacity import Capacity, report
 from echomq.cli import main
+from echomq.ops.capacity import Capacity, report
 from echomq.tasks import serve_tasks
 from echomq.tasks.supervisor import Supervisor, child_arguments
 

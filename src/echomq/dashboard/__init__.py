@@ -15,7 +15,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from .._extras import missing
+from echomq._extras import missing
 
 try:
     from starlette.applications import Starlette
@@ -26,17 +26,17 @@ try:
 except ImportError as exc:  # the dashboard is an extra
     raise ImportError(missing("dashboard", "echomq.dashboard")) from exc
 
-from .._checks import count, ms
-from .._errors import InvalidArgument
-from .._pool import Pool, Wire
-from .._queue import Queue
-from .._url import ConnectionOptions
-from ..metrics import Metrics
-from . import _app
-from ._app import TOKEN_HEADER, Dashboard
-from ._guard import MAX_BODY
-from ._hosts import Hosts
-from ._serve import serving
+from echomq.dashboard import _app
+from echomq.dashboard._app import TOKEN_HEADER, Dashboard
+from echomq.dashboard._guard import MAX_BODY
+from echomq.dashboard._hosts import Hosts
+from echomq.dashboard._serve import serving
+from echomq.engine.checks import count, ms
+from echomq.engine.queue import Queue
+from echomq.errors import InvalidArgument
+from echomq.metrics import Metrics
+from echomq.wire.pool import Pool, Wire
+from echomq.wire.url import ConnectionOptions
 
 __all__ = [
     "MAX_BODY",

@@ -28,11 +28,11 @@ from starlette.responses import (
     StreamingResponse,
 )
 
-from .._errors import EchoMQError, InvalidArgument, LockedError, StateError
-from .._queue import Queue
-from .._snapshot import read_snapshot
-from ..metrics import Metrics
-from ._guard import MAX_BODY, BodyTooLarge, json_object
+from echomq.dashboard._guard import MAX_BODY, BodyTooLarge, json_object
+from echomq.engine.queue import Queue
+from echomq.engine.snapshot import read_snapshot
+from echomq.errors import EchoMQError, InvalidArgument, LockedError, StateError
+from echomq.metrics import Metrics
 
 TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
 

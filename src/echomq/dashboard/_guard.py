@@ -8,7 +8,7 @@ from typing import Any
 
 from starlette.requests import Request
 
-from .._errors import InvalidArgument
+from echomq.errors import InvalidArgument
 
 #: Bytes an action's body may hold. The largest one an action takes is ``{"value": <integer>}``,
 #: a few dozen bytes; 16 KiB leaves room for any client's padding and still bounds what one

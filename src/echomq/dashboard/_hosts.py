@@ -12,7 +12,7 @@ import ipaddress
 import string
 from collections.abc import Iterable
 
-from .._errors import InvalidArgument
+from echomq.errors import InvalidArgument
 
 #: The names a browser on this machine uses; IP literals are allowed besides (see Hosts).
 LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1")

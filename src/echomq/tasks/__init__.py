@@ -1,12 +1,12 @@
 """Tasks: typed functions registered with an :class:`App`, enqueued as JSON jobs and run by an
 :class:`AppWorker` (``echomq worker myapp:app``), with results read through handles."""
 
-from .app import App, Hooks
-from .context import Context, TaskOutcome, context
-from .handle import Handle, SyncHandle
-from .periodic import Schedule
-from .runtime import AppWorker, serve_tasks
-from .task import Call, Task
+from echomq.tasks.app import App, Hooks
+from echomq.tasks.context import Context, TaskOutcome, context
+from echomq.tasks.handle import Handle, SyncHandle
+from echomq.tasks.periodic import Schedule
+from echomq.tasks.runtime import AppWorker, serve_tasks
+from echomq.tasks.task import Call, Task
 
 __all__ = [
     "App",

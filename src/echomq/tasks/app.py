@@ -13,24 +13,24 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
-from .._backoff import Backoff
-from .._checks import count, ms
-from .._codec import Codec, JsonCodec
-from .._errors import Closed, InvalidArgument
-from .._ids import Minter
-from .._keys import DEFAULT_GROUP, Keyspace
-from .._producer import Batch, delay_run_at, when_run_at
-from .._queue import Queue
-from .._results import Verdict
-from .._url import seeds_from_url
-from .context import Context, TaskOutcome
-from .handle import Handle, SyncHandle
-from .periodic import Schedule, register
-from .task import Call, Key, Task
+from echomq.engine.backoff import Backoff
+from echomq.engine.checks import count, ms
+from echomq.engine.ids import Minter
+from echomq.engine.keys import DEFAULT_GROUP, Keyspace
+from echomq.engine.producer import Batch, delay_run_at, when_run_at
+from echomq.engine.queue import Queue
+from echomq.engine.results import Verdict
+from echomq.errors import Closed, InvalidArgument
+from echomq.tasks.context import Context, TaskOutcome
+from echomq.tasks.handle import Handle, SyncHandle
+from echomq.tasks.periodic import Schedule, register
+from echomq.tasks.task import Call, Key, Task
+from echomq.wire.codec import Codec, JsonCodec
+from echomq.wire.url import seeds_from_url
 
 if TYPE_CHECKING:
-    from .._pool import Wire
-    from .._sync import SyncQueue
+    from echomq.engine.sync_queue import SyncQueue
+    from echomq.wire.pool import Wire
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -246,7 +246,7 @@ class App:
             raise
 
     async def _open(self) -> Wire:
-        from .._cluster import open_wire  # the router builds on the pool: imported late
+        from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
 
         wire: Wire = await open_wire(seeds_from_url(self.url), 1)
         self._minter = Minter.leased(wire)  # one id node for every queue of the app
@@ -280,7 +280,7 @@ class App:
 
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
-        from .._sync import SyncQueue
+        from echomq.engine.sync_queue import SyncQueue
 
         name = self.default_queue if name is None else name
         with self._sync_lock:
@@ -381,7 +381,7 @@ class App:
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""
         if self.eager:
-            from .eager import blocking
+            from echomq.tasks.eager import blocking
 
             handle = blocking(self._run_eager(call))
             return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
@@ -432,7 +432,7 @@ class App:
             self.eager, self.eager_propagate = saved
 
     async def _run_eager(self, call: Call[R]) -> Handle[R]:
-        from .eager import run  # the runtime imports the app: imported late
+        from echomq.tasks.eager import run  # the runtime imports the app: imported late
 
         return await run(self, call)
 

@@ -13,7 +13,7 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .._errors import InvalidArgument
+from echomq.errors import InvalidArgument
 
 Convert = Callable[[Any], Any]
 #: Types JSON carries as they are (exact types: a subclass, say an IntEnum, goes through dump).

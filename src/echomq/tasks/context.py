@@ -9,11 +9,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .._progress import LOG_KEEP, log_lines, progress_json
-from .._results import Job
+from echomq.engine.progress import LOG_KEEP, log_lines, progress_json
+from echomq.engine.results import Job
 
 if TYPE_CHECKING:
-    from .app import App
+    from echomq.tasks.app import App
 
 # A context variable, not module state: each running task sees its own value.
 _current: ContextVar[Context] = ContextVar("echomq.context")

@@ -11,15 +11,15 @@ import traceback
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from .._keys import DEFAULT_GROUP
-from .._results import Job, JobInfo, Verdict
-from .context import Trail
-from .handle import Handle
-from .runtime import error_text, execute
+from echomq.engine.keys import DEFAULT_GROUP
+from echomq.engine.results import Job, JobInfo, Verdict
+from echomq.tasks.context import Trail
+from echomq.tasks.handle import Handle
+from echomq.tasks.runtime import error_text, execute
 
 if TYPE_CHECKING:
-    from .app import App
-    from .task import Call
+    from echomq.tasks.app import App
+    from echomq.tasks.task import Call
 
 R = TypeVar("R")
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from .._errors import ResultMissing, ResultTimeout, TaskFailed
-from .._results import FINISHED, JobInfo, Verdict
+from echomq.engine.results import FINISHED, JobInfo, Verdict
+from echomq.errors import ResultMissing, ResultTimeout, TaskFailed
 
 if TYPE_CHECKING:
-    from .._queue import Queue
-    from .._sync import SyncQueue
-    from .task import Task
+    from echomq.engine.queue import Queue
+    from echomq.engine.sync_queue import SyncQueue
+    from echomq.tasks.task import Task
 
 R = TypeVar("R")
 

@@ -13,15 +13,15 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, cast
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from .._checks import ms
-from .._errors import InvalidArgument
-from .._extras import missing
-from .._ids import EPOCH_MS, NODE_SHIFT, TS_SHIFT, encode
-from .._keys import validate_group
-from .task import Call, Task
+from echomq._extras import missing
+from echomq.engine.checks import ms
+from echomq.engine.ids import EPOCH_MS, NODE_SHIFT, TS_SHIFT, encode
+from echomq.engine.keys import validate_group
+from echomq.errors import InvalidArgument
+from echomq.tasks.task import Call, Task
 
 if TYPE_CHECKING:
-    from .app import App
+    from echomq.tasks.app import App
 
 Missed = Literal["skip", "once"]
 #: The hash bits of an occurrence id: its 10-bit node and 12-bit seq fields, less the seq's top

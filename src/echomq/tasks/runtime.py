@@ -12,8 +12,7 @@ import signal
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._checks import MAX_ATTEMPTS, ms, text
-from .._consumer import (
+from echomq.consumers.consumer import (
     Consumer,
     ConsumerOptions,
     Drop,
@@ -23,19 +22,20 @@ from .._consumer import (
     RetryPlan,
     Tally,
 )
-from .._consumer import describe as _describe
-from .._errors import HookFailed, InvalidArgument
-from .._keys import Keyspace
-from .._results import Job
-from .._url import redact_url
-from .arguments import dump
-from .context import Context, TaskOutcome, Trail, _current
-from .scheduler import Scheduler
+from echomq.consumers.consumer import describe as _describe
+from echomq.engine.checks import MAX_ATTEMPTS, ms, text
+from echomq.engine.keys import Keyspace
+from echomq.engine.results import Job
+from echomq.errors import HookFailed, InvalidArgument
+from echomq.tasks.arguments import dump
+from echomq.tasks.context import Context, TaskOutcome, Trail, _current
+from echomq.tasks.scheduler import Scheduler
+from echomq.wire.url import redact_url
 
 if TYPE_CHECKING:
-    from .._queue import Queue
-    from .app import App
-    from .task import Task
+    from echomq.engine.queue import Queue
+    from echomq.tasks.app import App
+    from echomq.tasks.task import Task
 
 log = logging.getLogger("echomq.tasks")
 

@@ -10,12 +10,12 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from .._results import Verdict
-from .periodic import Schedule, missed_tick
+from echomq.engine.results import Verdict
+from echomq.tasks.periodic import Schedule, missed_tick
 
 if TYPE_CHECKING:
-    from .._queue import Queue
-    from .app import App
+    from echomq.engine.queue import Queue
+    from echomq.tasks.app import App
 
 log = logging.getLogger("echomq.tasks")
 

@@ -21,7 +21,7 @@ import sys
 import time
 from collections.abc import Sequence
 
-from .._server import _die_with_parent
+from echomq.server.embedded import _die_with_parent
 
 log = logging.getLogger("echomq.supervisor")
 

@@ -11,17 +11,17 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
-from .._backoff import Backoff
-from .._checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, count, ms
-from .._errors import InvalidArgument
-from .._ids import validate
-from .._keys import Keyspace
-from .._results import Verdict
-from .arguments import Signature
+from echomq.engine.backoff import Backoff
+from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, count, ms
+from echomq.engine.ids import validate
+from echomq.engine.keys import Keyspace
+from echomq.engine.results import Verdict
+from echomq.errors import InvalidArgument
+from echomq.tasks.arguments import Signature
 
 if TYPE_CHECKING:
-    from .app import App
-    from .handle import Handle, SyncHandle
+    from echomq.tasks.app import App
+    from echomq.tasks.handle import Handle, SyncHandle
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -171,14 +171,14 @@ class Task(Generic[P, R]):
 
     def handle(self, id: str) -> Handle[R]:
         """A handle on a job of this task enqueued earlier (say, by another process)."""
-        from .handle import Handle
+        from echomq.tasks.handle import Handle
 
         verdict = Verdict("unknown", validate(id, "JOB", "job id"))
         return Handle(self, verdict, None if self.app.eager else self.app.queue(self.queue))
 
     def handle_sync(self, id: str) -> SyncHandle[R]:
         """:meth:`handle` for blocking code (a Django view reading a job's status by id)."""
-        from .handle import SyncHandle
+        from echomq.tasks.handle import SyncHandle
 
         verdict = Verdict("unknown", validate(id, "JOB", "job id"))
         return SyncHandle(

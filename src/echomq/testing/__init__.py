@@ -12,8 +12,8 @@ import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
-from .._queue import Queue
-from .._results import Job
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job
 
 
 async def server_ms(queue: Queue) -> int:
@@ -47,7 +47,7 @@ async def discard(queue: Queue) -> None:
 async def serve_app(app: Any, *, startup_timeout: float = 10.0) -> AsyncIterator[str]:
     """Serve an ASGI ``app`` with uvicorn on ``127.0.0.1`` and a free port; yields its base URL
     (``http://127.0.0.1:<port>``). Close your clients (event streams too) before leaving."""
-    from ..dashboard import serving
+    from echomq.dashboard import serving
 
     async with serving(app, startup_timeout=startup_timeout) as base:
         yield base

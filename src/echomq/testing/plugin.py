@@ -17,8 +17,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from .. import Queue
-from . import discard
+from echomq import Queue
+from echomq.testing import discard
 
 try:  # async fixtures under pytest-asyncio's strict mode too; plain pytest otherwise
     from pytest_asyncio import fixture as _async_fixture
@@ -40,7 +40,7 @@ def echomq_url(request: pytest.FixtureRequest) -> Iterator[str]:
     if given:
         yield str(given)
         return
-    from ..server import EmbeddedValkey  # the echomq[server] extra
+    from echomq.server import EmbeddedValkey  # the echomq[server] extra
 
     with EmbeddedValkey() as server:
         yield server.url

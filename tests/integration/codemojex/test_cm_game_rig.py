@@ -28,8 +28,8 @@ from codemojex.store import (
 from codemojex.store.models import GuessRow, LedgerRow
 from codemojex.workers import Pipeline
 from echomq import Minter, Pool
-from echomq._url import ConnectionOptions
 from echomq.testing import discard
+from echomq.wire.url import ConnectionOptions
 
 SECRET = ("🍎", "🍌", "🍒", "🍇", "🐶", "🐱")
 """The secret of every test game, on the ``classic`` keyboard."""

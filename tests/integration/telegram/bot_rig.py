@@ -24,8 +24,8 @@ from codemojex.telegram.gateway import PollingOptions
 from codemojex.telegram.sandbox import Sandbox, SentMessage
 from codemojex.telegram.transport import TelegramConfig
 from echomq import Pool, Queue
-from echomq._url import ConnectionOptions
 from echomq.testing import discard
+from echomq.wire.url import ConnectionOptions
 
 ADA, BOB, CY, DEE = 1001, 1002, 1003, 1004
 LOUNGE = -1001

@@ -24,7 +24,7 @@ from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
 from echomq import EchoMQError, Pool, Queue
-from echomq._url import ConnectionOptions
+from echomq.wire.url import ConnectionOptions
 
 
 async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(

@@ -13,7 +13,7 @@ from codemojex.domain import EconomyError
 from codemojex.store.errors import InvalidId
 from codemojex.store.models import Base
 from echomq import InvalidArgument
-from echomq._ids import validate
+from echomq.engine.ids import validate
 
 
 def checked_id(value: object, namespace: str, argument: str) -> str:

@@ -1,0 +1,524 @@
+"""The consumer: claims, runs an async handler, settles, and parks when there is nothing to do.
+
+Parking is a ``BLPOP`` on the queue's wake list with the beat as its timeout, on a connection
+of the consumer's own (never the pool's); a ``rate_limited`` answer parks it for exactly the
+wait. Each beat runs the queue's upkeep (promote + reap) unless a metronome does it for a pool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import traceback
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
+from echomq.engine.backoff import Backoff, Exponential, Jitter
+from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
+from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RateLimited, RetryOutcome
+from echomq.engine.settler import Settler
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    Refusal,
+    ServerError,
+    StaleTokenError,
+    WireError,
+)
+from echomq.wire.connector import Connector
+from echomq.wire.pool import dedicated
+
+if TYPE_CHECKING:
+    from echomq.consumers.metronome import Metronome
+    from echomq.engine.queue import Queue
+
+log = logging.getLogger("echomq.consumer")
+
+Handler = Callable[[Job], Awaitable[Any]]
+Outcome = Literal["completed", "retried", "deferred", "dead", "lost"]
+
+
+class Observer(Protocol):
+    """Told what a consumer claimed and how each job settled (``echomq.metrics.Metrics`` is
+    one). Called on the consumer's hot path: implementations must be quick and never raise."""
+
+    def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None: ...
+
+    def settled(self, queue: str, job: Job, outcome: Outcome) -> None: ...
+
+
+class Retry(Exception):
+    """Raise from a handler to retry the job after ``after`` seconds (counts as an attempt)."""
+
+    def __init__(self, after: float, reason: str = "retry requested") -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+class Defer(Exception):
+    """Raise from a handler to run the job again after ``after`` seconds without counting an
+    attempt: the work was not tried (a budget said later), so it is no failure."""
+
+    def __init__(self, after: float, reason: str = "deferred") -> None:
+        super().__init__(reason)
+        self.after = after
+
+
+class Drop(Exception):
+    """Raise from a handler to dead-letter the job at once with ``reason``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerOptions:
+    """How a consumer works. Durations are seconds."""
+
+    concurrency: int = 10
+    lease: float = 30.0
+    beat: float = 1.0
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=lambda: Jitter(Exponential(1.0, 60.0)))
+    #: Most jobs per claim. ``None`` (the default) claims as many as there are free slots, in
+    #: one call that walks the ring turn by turn (weights and ceilings hold as for single
+    #: claims); 1 claims one job per call.
+    batch: int | None = None
+    max_stalled: int = 3
+    stop_timeout: float = 30.0
+    upkeep: bool = True
+    #: Longest an idle consumer goes without upkeep (bounds how late a crashed peer's expired
+    #: lease is reaped); otherwise upkeep runs when the engine says something falls due.
+    idle_upkeep: float = 10.0
+    #: Most claims one consumer keeps in flight at once (pipelined on its connection).
+    claims_in_flight: int = 16
+
+    def __post_init__(self) -> None:
+        count(self.concurrency, "concurrency")
+        count(self.claims_in_flight, "claims_in_flight", maximum=MAX_BATCH)
+        if self.batch is not None:
+            count(self.batch, "batch", maximum=MAX_BATCH)
+        for name in ("max_attempts", "max_stalled"):
+            count(getattr(self, name), name, maximum=MAX_ATTEMPTS)
+        ms(self.lease, "lease", positive=True, most=MAX_LEASE)
+        for name in ("beat", "stop_timeout", "idle_upkeep"):
+            ms(getattr(self, name), name, positive=True)
+
+
+@dataclass(slots=True)
+class Tally:
+    """What a consumer did since it started."""
+
+    completed: int = 0
+    retried: int = 0
+    dead: int = 0
+    lost: int = 0  # settles refused because the lease had moved on (the job is not lost)
+    claims: int = 0
+    deferred: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class RetryPlan:
+    """What a consumer's failure policy decides for an attempt that raised: the error text the
+    row keeps, the delay before the next attempt (seconds), the attempts allowed in all, and
+    whether the traceback is worth an ERROR record and a place on the row."""
+
+    error: str
+    delay: float
+    max_attempts: int
+    traceback: bool = True
+
+
+#: ``policy(job, exc)`` → the :class:`RetryPlan` of a failed attempt (say, per job type).
+Policy = Callable[[Job, Exception], RetryPlan]
+
+
+def describe(exc: BaseException) -> str:
+    text = str(exc)
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+class Consumer:
+    """Runs ``handler`` on the jobs of ``queue``, up to ``concurrency`` at once."""
+
+    def __init__(
+        self,
+        queue: Queue,
+        handler: Handler,
+        options: ConsumerOptions | None = None,
+        *,
+        metronome: Metronome | None = None,
+        name: str = "consumer",
+        observer: Observer | None = None,
+        policy: Policy | None = None,
+    ) -> None:
+        if not asyncio.iscoroutinefunction(handler) and not asyncio.iscoroutinefunction(
+            getattr(handler, "__call__", None)  # noqa: B004
+        ):
+            raise InvalidArgument("handler", handler, "must be an async function (async def)")
+        self.queue = queue
+        self.handler = handler
+        self.options = options or ConsumerOptions()
+        self.metronome = metronome
+        self.name = name
+        self.observer = observer
+        #: How an unexpected failure goes on; None: the options' backoff and max_attempts.
+        self.policy = policy
+        self._lease_ms = ms(self.options.lease, "lease")  # the claim's lease, as the engine got it
+        self.tally = Tally()
+        # Each job in hand, and when (monotonic) its lease is next due for extension.
+        self._running: dict[asyncio.Task[None], tuple[Job, float]] = {}
+        self._stopping = asyncio.Event()
+        self._slot_freed = asyncio.Event()
+        self._poked = asyncio.Event()
+        self._blocker: Connector | None = None
+        self._closing: asyncio.Future[None] | None = None
+        # Under a metronome, the metronome runs the upkeep: share its cadence.
+        self.cadence = (
+            metronome.cadence
+            if metronome is not None
+            else Cadence(self.options.beat, self.options.idle_upkeep)
+        )
+        self._seen = 0  # the metronome's poke generation before the last claim
+        # A finished handler hands its settle over and frees its slot; the settles of one
+        # tick go out together, pipelined with the claim that fills the freed slots.
+        self._settler = Settler(queue, self._completed, self._retried)
+
+    # -- control -------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
+        self._stopping.set()
+        self._poked.set()
+        if self._blocker is not None:
+            # Abort a parked BLPOP now rather than at the end of its beat.
+            self._closing = asyncio.ensure_future(self._blocker.close())
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._running)
+
+    def poke(self) -> None:
+        """The metronome's go-ahead: claim once."""
+        self._poked.set()
+
+    # -- the loop ------------------------------------------------------------------------------
+
+    async def run(self) -> Tally:
+        """Work until :meth:`stop`; returns the tally."""
+        options = self.options
+        if self.metronome is None:
+            self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
+            await self._blocker.connect()
+        extender = asyncio.ensure_future(self._keep_leased())
+        # Whether a claim may find work. After an empty claim only a wake token, the beat's
+        # upkeep finding work, or a freed slot makes claiming worth a round trip: no polling.
+        hint = True
+        empty = Empty()
+        # Claims in flight per round: doubles while every claim brings work and lanes remain,
+        # back to one at the first empty answer (so a drained queue costs one wasted claim).
+        window = 1
+        try:
+            while not self._stopping.is_set():
+                if options.upkeep and self.metronome is None and await self._beat_if_due():
+                    hint = True
+                free = options.concurrency - len(self._running)
+                if free <= 0:
+                    await self._wait_for_slot()
+                    hint = True
+                    continue
+                if not hint:
+                    hint = await self._park(empty)
+                    continue
+                size = min(options.batch or free, free, MAX_BATCH)
+                rounds = min(window, free // size, options.claims_in_flight)
+                outcomes = await asyncio.gather(
+                    *(self._claim(size) for _ in range(max(1, rounds))), return_exceptions=True
+                )
+                limited: RateLimited | None = None
+                full = True  # every claim of the round brought work and lanes remain
+                failed: BaseException | None = None
+                for outcome in outcomes:
+                    if isinstance(outcome, BaseException):
+                        failed, full = outcome, False
+                    elif isinstance(outcome, tuple):
+                        jobs, more = outcome
+                        for job in jobs:
+                            self._start(job)
+                        if self.observer is not None and jobs:
+                            self.observer.claimed(self.queue.name, jobs, self._lease_ms)
+                        full = full and more
+                    elif isinstance(outcome, RateLimited):
+                        limited, full = outcome, False
+                    else:
+                        empty, full = outcome, False
+                if full:
+                    window *= 2
+                    continue
+                window = 1
+                if failed is not None:
+                    # A lost connection or a failover: the jobs other claims brought are in
+                    # hand; try again after a pause (a claim that ran unseen is reaped later).
+                    if not isinstance(failed, WireError | ServerError) or isinstance(
+                        failed, Refusal
+                    ):
+                        raise failed
+                    log.warning("%s: claim on %s failed: %s", self.name, self.queue.name, failed)
+                    await self._sleep(min(options.beat, 1.0))
+                elif limited is not None:
+                    await self._sleep(limited.wait)
+                else:
+                    hint = False
+        finally:
+            extender.cancel()
+            await self._finish()
+        return self.tally
+
+    async def _claim(self, size: int) -> tuple[list[Job], bool] | Empty | RateLimited:
+        self.tally.claims += 1
+        if self.metronome is not None:
+            self._seen = self.metronome.generation
+        return await self.queue.claim_some(size, self.options.lease)
+
+    async def _beat_if_due(self) -> bool:
+        """Run the upkeep when something may be due; True when it made something claimable."""
+        now = time.monotonic()
+        if not self.cadence.is_due(now):
+            return False
+        self.cadence.begin()
+        try:
+            done = await self.queue.upkeep(max_stalled=self.options.max_stalled)
+        except EchoMQError as exc:
+            log.warning("%s: upkeep of %s failed: %s", self.name, self.queue.name, exc)
+            self.cadence.soon(now, self.options.beat)
+            return False
+        self.cadence.ran(now, done)
+        return done.found_work
+
+    async def _park(self, empty: Empty) -> bool:
+        """Nothing claimable: wait for a wake token (or the metronome's poke), at most a beat.
+
+        True when woken (worth a claim), False when the wait ran out.
+        """
+        if self.metronome is not None:
+            self._poked.clear()
+            self.metronome.register(self, self._seen)
+            await self._poked.wait()
+            return True
+        now = time.monotonic()
+        timeout = self.cadence.park_for(now) if self.options.upkeep else self.options.beat
+        if empty.retry_in is not None:
+            # A benched lane rejoins the ring by an upkeep (promote): run one as its window
+            # ends, or claims find the ring empty until the next idle upkeep.
+            self.cadence.soon(now, empty.retry_in)
+            timeout = min(timeout, empty.retry_in)
+        timeout = max(timeout, 0.001)
+        assert self._blocker is not None
+        try:
+            token = await self._blocker.call_blocking(
+                timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
+            )
+        except EchoMQError as exc:
+            if not self._stopping.is_set():
+                log.warning("%s: parking on %s failed: %s", self.name, self.queue.name, exc)
+                await self._sleep(min(timeout, 1.0))
+            return True
+        if token is not None and token[1] == SCHEDULED_TOKEN:
+            self.cadence.soon(time.monotonic())  # a job was scheduled: learn when it falls due
+        # A benched lane's window ending (retry_in) is worth a claim even without a token.
+        return token is not None or empty.retry_in is not None
+
+    async def _sleep(self, seconds: float) -> None:
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._stopping.wait(), seconds)
+
+    async def _wait_for_slot(self) -> None:
+        self._slot_freed.clear()
+        stop = asyncio.ensure_future(self._stopping.wait())
+        slot = asyncio.ensure_future(self._slot_freed.wait())
+        try:
+            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            slot.cancel()
+
+    # -- one job -------------------------------------------------------------------------------
+
+    def _start(self, job: Job) -> None:
+        task = asyncio.ensure_future(self._execute(job))
+        self._running[task] = (job, time.monotonic() + self.options.lease / 3)
+        task.add_done_callback(self._done)
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        held = self._running.pop(task, None)
+        self._slot_freed.set()
+        if not task.cancelled() and (exc := task.exception()) is not None:
+            # A bug in settling itself: the job's lease will expire and it will be reaped.
+            job_id = held[0].id if held else "?"
+            log.error("%s: settling job %s failed: %s", self.name, job_id, describe(exc))
+
+    async def _execute(self, job: Job) -> None:
+        try:
+            value = await self.handler(job)
+        except Retry as signal:
+            self._fail(job, signal.after, self.options.max_attempts, describe(signal))
+        except Drop as signal:
+            self._fail(job, 0.0, 1, f"dropped: {signal.reason}")
+        except Defer as signal:
+            # Queue.delay: rescheduled in one atomic step that adds grace, not a failure.
+            after = max(signal.after, 0.001)
+            moved = await self._settle(self.queue.delay(job, delay=after), "deferred")
+            # Asked only once the job is on the schedule: an upkeep that began before the
+            # write would answer without it and the request would be lost.
+            self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
+            if self.observer is not None:
+                self.observer.settled(self.queue.name, job, "lost" if moved is None else "deferred")
+        except asyncio.CancelledError:
+            raise  # stop's deadline passed: the lease is left to expire and be reaped
+        except Exception as exc:
+            self._crashed(job, exc)
+        else:
+            # The return value is the job's result (kept while the queue's result_ttl lasts);
+            # encoded here, so a result the codec refuses fails this attempt alone.
+            try:
+                result = self.queue._result_data(value)
+            except InvalidArgument as exc:
+                self._crashed(job, exc)
+                return
+            self._settler.complete(job, result)
+
+    def _crashed(self, job: Job, exc: Exception) -> None:
+        """An unexpected exception: retried after the backoff, dead at the last attempt (or as
+        the policy says), with one ERROR record and its traceback, which the row keeps too."""
+        plan = None
+        if self.policy is not None:
+            try:
+                plan = self.policy(job, exc)
+            except Exception:  # a broken policy must not lose the job: the defaults apply
+                log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+        if plan is None:
+            plan = RetryPlan(
+                describe(exc), self.options.backoff.delay(job.attempts), self.options.max_attempts
+            )
+        formatted = None
+        if plan.traceback:
+            log.error(
+                "%s: job %s attempt %d failed: %s",
+                self.name,
+                job.id,
+                job.attempts,
+                plan.error,
+                exc_info=exc,
+            )
+            formatted = "".join(traceback.format_exception(exc))
+        else:
+            log.warning("%s: job %s attempt %d: %s", self.name, job.id, job.attempts, plan.error)
+        self._fail(job, plan.delay, plan.max_attempts, plan.error, formatted)
+
+    def _fail(
+        self, job: Job, delay: float, max_attempts: int, error: str, formatted: str | None = None
+    ) -> None:
+        failed = Failed(job, error[:2000], delay, max_attempts, traceback_text(formatted))
+        try:
+            ms(delay, "delay")  # checked here, so a bad delay costs this job alone
+        except InvalidArgument as exc:
+            self._retried(failed, exc)  # lost: its lease expires and it is run again
+            return
+        self._settler.retry(failed)
+
+    def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
+        """The settler's answer for one completed job ("gone" counts: nothing to redo)."""
+        is_lost = not isinstance(outcome, str) or outcome not in ("completed", "gone")
+        if is_lost:
+            self._lost(job, "complete", outcome)
+        else:
+            self.tally.completed += 1
+        if self.observer is not None:
+            self.observer.settled(self.queue.name, job, "lost" if is_lost else "completed")
+
+    def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
+        """The settler's answer for one failed job."""
+        job = failed.job
+        settled: Outcome
+        if not isinstance(outcome, str) or outcome not in ("scheduled", "dead", "gone"):
+            self._lost(job, "retry", outcome)
+            settled = "lost"
+        elif outcome == "dead":
+            self.tally.dead += 1
+            settled = "dead"
+            log.warning(
+                "%s: job %s is dead at attempt %d: %s",
+                self.name,
+                job.id,
+                job.attempts,
+                failed.error,
+            )
+        else:
+            self.tally.retried += 1
+            settled = "retried"
+            if outcome == "scheduled" and failed.delay > 0:
+                # Asked once the job is on the schedule, never before its write: an upkeep that
+                # began in between would answer without it, and this request would be lost.
+                self.cadence.soon(time.monotonic(), failed.delay)
+        if self.observer is not None:
+            self.observer.settled(self.queue.name, job, settled)
+
+    def _lost(self, job: Job, verb: str, outcome: str | EchoMQError) -> None:
+        # The lease decides: it expires and the job is reaped and run again, nothing is lost.
+        self.tally.lost += 1
+        log.warning("%s: could not %s job %s: %s", self.name, verb, job.id, outcome)
+
+    async def _settle(self, call: Awaitable[Any], counter: str) -> Any:
+        try:
+            outcome = await call
+        except StaleTokenError as exc:
+            self.tally.lost += 1
+            log.warning("%s: lease lost before settling: %s", self.name, exc)
+            return None
+        except EchoMQError as exc:
+            # The lease will expire and the job will be reaped and run again: nothing is lost.
+            self.tally.lost += 1
+            log.warning("%s: could not settle: %s", self.name, exc)
+            return None
+        setattr(self.tally, counter, getattr(self.tally, counter) + 1)
+        return outcome
+
+    # -- leases and stopping -------------------------------------------------------------------
+
+    async def _keep_leased(self) -> None:
+        """Extend, in one call, the leases of the jobs whose handler outlived a third of it.
+
+        Measured on this host's monotonic clock from the claim: no host/server clock mixing.
+        """
+        third = self.options.lease / 3
+        while True:
+            await asyncio.sleep(min(third, self.options.beat))
+            now = time.monotonic()
+            due = {task: job for task, (job, at) in self._running.items() if at <= now}
+            if not due:
+                continue
+            try:
+                lost = set(await self.queue.extend_many(due.values(), lease=self.options.lease))
+            except EchoMQError as exc:
+                log.warning("%s: extending leases failed: %s", self.name, exc)
+                continue
+            for task, job in due.items():
+                if task in self._running and job.id not in lost:
+                    self._running[task] = (job, now + third)
+
+    async def _finish(self) -> None:
+        if self._running:
+            tasks = list(self._running)
+            _, late = await asyncio.wait(tasks, timeout=self.options.stop_timeout)
+            for task in late:
+                task.cancel()  # its lease expires and the job is reaped: not lost
+            if late:
+                await asyncio.wait(late)
+        await self._settler.drain()
+        if self._blocker is not None:
+            await self._blocker.close()

@@ -1,0 +1,63 @@
+"""The queue's admin plane: lane handles, queue-wide settings and cleanup.
+
+Each verb is one Lua transition and refuses what would lose a leased job. :class:`echomq.Queue`
+holds one and exposes its verbs; the plane knows the engine and the keyspace, not the queue.
+"""
+
+from __future__ import annotations
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import MAX_CEILING, MAX_RATE, count, ms
+from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.lanes import DRAIN_BUDGET, Lane, drain_lanes
+from echomq.engine.transitions import Engine
+from echomq.errors import InvalidArgument
+
+
+class Admin:
+    """Queue-wide settings and cleanup of one queue (see :class:`echomq.Queue` for each verb)."""
+
+    def __init__(self, engine: Engine, keys: Keyspace) -> None:
+        self._engine = engine
+        self._keys = keys
+
+    def lane(self, group: str) -> Lane:
+        return Lane(self._engine, self._keys, group)
+
+    async def pause(self) -> None:
+        await self._engine.configure(("paused", 1))
+
+    async def resume(self) -> None:
+        await self._engine.configure(("paused", ""))
+
+    async def concurrency(self, ceiling: int | None) -> None:
+        value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
+        await self._engine.configure(("concurrency", value))
+
+    async def rate_limit(self, max: int | None, window: float | None) -> None:
+        if max is None:
+            await self._engine.configure(("max", "", "window", ""))
+            return
+        count(max, "max", maximum=MAX_RATE)
+        if window is None:
+            raise InvalidArgument("window", window, "a rate limit needs a window in seconds")
+        settings = ("max", max, "window", ms(window, "window", positive=True))
+        await self._engine.configure(settings)
+
+    async def drain(self, schedule: bool, results: bool = False) -> int:
+        return await drain_lanes(self._engine, "", schedule, results)
+
+    async def obliterate(self, force: bool) -> None:
+        while await self._engine.obliterate(force, DRAIN_BUDGET):
+            pass
+
+    async def remove(self, id: str) -> bool:
+        return await self._engine.remove(_ids.validate(id, "JOB", "job id"))
+
+    async def reassign(self, id: str, group: str) -> bool:
+        return await self._engine.reassign(
+            _ids.validate(id, "JOB", "job id"), validate_group(group)
+        )
+
+    async def reprocess(self, id: str) -> bool:
+        return await self._engine.reprocess(_ids.validate(id, "JOB", "job id"))

@@ -1,0 +1,128 @@
+"""Lifecycle events: a subscriber of a queue's ``emq:{q}:events`` channel.
+
+Events are published host-side after a transition, fire-and-forget and at most once: a
+subscriber that is disconnected at publish time misses them. The subscriber re-subscribes by
+itself after its socket is lost. On a cluster it is a sharded subscriber (``SSUBSCRIBE``) on the
+node owning the channel's slot, and follows the slot when it moves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+from echomq.wire.connector import UNSOLICITED, Connector
+from echomq.wire.url import ConnectionOptions
+
+
+class Subscription:
+    """``async with queue.subscribe() as events: async for event in events: …``
+
+    Each event is a dict with at least ``event`` and ``job``.
+    """
+
+    def __init__(
+        self,
+        options: ConnectionOptions,
+        channel: str,
+        *,
+        maxsize: int = 10_000,
+        sharded: bool = False,
+        connect: Callable[..., Connector] | None = None,
+    ) -> None:
+        self.channel = channel
+        self.sharded = sharded
+        self._kinds = (b"smessage", b"ssubscribe") if sharded else (b"message", b"subscribe")
+        self._inbox: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize)
+        self._subscribed = asyncio.Condition()
+        #: Subscriptions confirmed so far: 1 after the first, +1 after each re-subscription.
+        self.generation = 0
+        self.dropped = 0
+        #: The tasks it started and that have not ended: the loop holds tasks weakly, so a
+        #: task nothing else references could be collected mid-flight.
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.connector = (connect or functools.partial(Connector, options))(
+            version_fence=None, on_push=self._on_push, on_connect=self._on_connect
+        )
+
+    async def _on_connect(self, connector: Connector) -> None:
+        connector.send_no_reply("SSUBSCRIBE" if self.sharded else "SUBSCRIBE", self.channel)
+
+    def _on_push(self, frame: list[Any]) -> None:
+        kind = frame[0]
+        if kind == self._kinds[0] and frame[1].decode() == self.channel:
+            self._deliver(frame[2])
+        elif kind == self._kinds[1]:
+            self.generation += 1
+            self._confirmed()
+            self._start(self._notify())
+        elif (kind == b"sunsubscribe" or kind == UNSOLICITED) and self.sharded:
+            # The server let go of us (sunsubscribe), or refused the SSUBSCRIBE (a MOVED from a
+            # node that no longer owns the slot, on a stale map): the channel's slot is
+            # elsewhere. Follow it; the reconnect subscribes there.
+            retarget = getattr(self.connector, "retarget", None)
+            if retarget is not None:
+                self._start(retarget(moved=True))
+
+    def _start(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` in a task held until it ends (or :meth:`close` cancels it)."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _deliver(self, message: bytes) -> None:
+        """One message of the channel (a subclass may read it otherwise: see _waiters.py)."""
+        try:
+            event = json.loads(message)
+        except ValueError:
+            return
+        try:
+            self._inbox.put_nowait(event)
+        except asyncio.QueueFull:
+            self.dropped += 1  # a slow reader loses events, never the queue's work
+
+    def _confirmed(self) -> None:
+        """The server confirmed a (re-)subscription: ``generation`` was just counted up."""
+
+    async def _notify(self) -> None:
+        async with self._subscribed:
+            self._subscribed.notify_all()
+
+    async def wait_subscribed(self, after: int = 0, timeout: float = 5.0) -> None:
+        """Until a subscription newer than generation ``after`` is confirmed by the server."""
+
+        async def newer() -> None:
+            async with self._subscribed:
+                await self._subscribed.wait_for(lambda: self.generation > after)
+
+        await asyncio.wait_for(newer(), timeout)
+
+    async def __aenter__(self) -> Subscription:
+        await self.connector.connect()
+        await self.wait_subscribed(0, self.connector.options.connect_timeout)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the connection and end the tasks the subscription started (a retarget, a
+        notification), so none is left pending when the loop closes."""
+        await self.connector.close()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def get(self) -> dict[str, Any]:
+        return await self._inbox.get()
+
+    def __aiter__(self) -> AsyncIterator[dict[str, Any]]:
+        return self._iterate()
+
+    async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
+        while True:
+            yield await self._inbox.get()

@@ -1,0 +1,420 @@
+"""The keyspace: the only place that builds key strings, and the names that go into them.
+
+Every key of queue ``q`` is ``emq:{q}:<suffix>`` so the whole queue shares one cluster slot;
+names and ids are validated here, before any wire traffic. Also the client-side slot function.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from echomq.engine import ids as _ids
+from echomq.errors import InvalidArgument
+
+#: The deployment-wide wire-version fence; its own hash tag keeps it apart from every queue.
+VERSION_KEY: Final = "{emq}:version"
+#: A queue may not be named this: its hash tag would collide with the deployment reserve.
+RESERVED_QUEUE: Final = "emq"
+#: The lane a job rides when enqueued without a group.
+DEFAULT_GROUP: Final = "_"
+
+SLOTS: Final = 16384
+
+_QUEUE_CHARS: Final = "A-Za-z0-9._-"
+_GROUP_CHARS: Final = "A-Za-z0-9._:@-"
+_QUEUE_RE: Final = re.compile(f"[{_QUEUE_CHARS}]+")
+_GROUP_RE: Final = re.compile(f"[{_GROUP_CHARS}]+")
+_QUEUE_MAX: Final = 128
+_GROUP_MAX: Final = 128
+_DEDUP_MAX: Final = 255
+
+
+def _check_name(
+    argument: str, value: object, pattern: re.Pattern[str], chars: str, max_length: int
+) -> str:
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, value, f"must be a str, got {type(value).__name__}")
+    if not 1 <= len(value) <= max_length:
+        raise InvalidArgument(
+            argument, value, f"must be 1 to {max_length} characters, got {len(value)}"
+        )
+    if pattern.fullmatch(value) is None:
+        position, char = next((i, c) for i, c in enumerate(value) if pattern.fullmatch(c) is None)
+        raise InvalidArgument(
+            argument,
+            value,
+            f"character {char!r} at position {position} is not allowed (allowed: {chars})",
+        )
+    return value
+
+
+def validate_queue(name: object) -> str:
+    """Return ``name`` if it is a legal queue name: ``[A-Za-z0-9._-]{1,128}`` and not ``emq``."""
+    queue = _check_name("queue name", name, _QUEUE_RE, _QUEUE_CHARS, _QUEUE_MAX)
+    if queue == RESERVED_QUEUE:
+        raise InvalidArgument(
+            "queue name", queue, "'emq' is reserved for the deployment-wide {emq}: keys"
+        )
+    return queue
+
+
+def validate_group(name: object) -> str:
+    """Return ``name`` if it is a legal group (lane) name: ``[A-Za-z0-9._:@-]{1,128}``."""
+    return _check_name("group", name, _GROUP_RE, _GROUP_CHARS, _GROUP_MAX)
+
+
+#: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
+DONE_WILDCARD: Final = "*"
+
+
+def validate_dedup(key: object) -> str:
+    """Return ``key`` if it is a legal producer dedup key: ``[A-Za-z0-9._:@-]{1,255}``."""
+    return _check_name("dedup key", key, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)
+
+
+def _crc16_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte << 8
+        for _ in range(8):
+            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
+        table.append(crc & 0xFFFF)
+    return tuple(table)
+
+
+_CRC16_TABLE: Final = _crc16_table()
+
+
+def validate_bucket(name: object) -> str:
+    """Return ``name`` if it is a legal token bucket name: ``[A-Za-z0-9._:@-]{1,255}``."""
+    return _check_name("bucket name", name, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)
+
+
+def bucket_key(tag: str, name: str) -> str:
+    """A token bucket: ``emqb:{tag}:<name>``; buckets taken together must share ``tag``."""
+    return "emqb:{" + validate_queue(tag) + "}:" + validate_bucket(name)
+
+
+def crc16(data: bytes) -> int:
+    """CRC16-XMODEM (poly 0x1021, init 0), the checksum behind Valkey Cluster slots."""
+    crc = 0
+    table = _CRC16_TABLE
+    for byte in data:
+        crc = ((crc << 8) & 0xFFFF) ^ table[(crc >> 8) ^ byte]
+    return crc
+
+
+def slot(key: str | bytes) -> int:
+    """The cluster slot of ``key``: CRC16 of its hash tag (the first non-empty ``{…}``) mod 16384.
+
+    As in Valkey, only the first ``{`` counts; an empty ``{}`` or an unclosed ``{`` means the
+    whole key is hashed.
+    """
+    data = key.encode() if isinstance(key, str) else key
+    start = data.find(b"{")
+    if start != -1:
+        end = data.find(b"}", start + 1)
+        if end > start + 1:
+            data = data[start + 1 : end]
+    return crc16(data) % SLOTS
+
+
+KeyType = Literal["STRING", "HASH", "LIST", "SET", "ZSET", "channel"]
+
+_PLACEHOLDER: Final = re.compile(r"<(\w+)>")
+
+
+@dataclass(frozen=True, slots=True)
+class KeyShape:
+    """One kind of key: its pattern, its Valkey type, what builds it and what it holds.
+
+    ``pattern`` is the whole key. ``<name>`` stands for a variable part, named as the builder's
+    parameter (``<q>`` is the queue); everything else is literal, braces included: they are the
+    hash tag. ``source`` names the builder: ``Keyspace.<member>`` or a module-level name
+    (dotted when it lives outside this module). ``host_only`` marks a key no script names: only
+    the host touches it (tests/unit/test_keyspace_lua.py holds the scripts to the layout).
+    """
+
+    pattern: str
+    type: KeyType
+    source: str
+    meaning: str
+    host_only: bool = False
+
+    @property
+    def placeholders(self) -> tuple[str, ...]:
+        """The names of the variable parts, in order."""
+        return tuple(_PLACEHOLDER.findall(self.pattern))
+
+    def fill(self, **parts: str) -> str:
+        """The key with every ``<name>`` replaced by ``parts[name]`` (no validation)."""
+        return _PLACEHOLDER.sub(lambda m: parts[m.group(1)], self.pattern)
+
+
+#: The root every key of queue ``q`` starts with; each script gets it as ``KEYS[1]``.
+QUEUE_ROOT: Final = "emq:{<q>}:"
+
+#: Every key echomq builds, one shape each: the one declared layout. ``Keyspace`` derives its
+#: fixed keys (and their order in ``all_fixed``) from it. tests/unit/test_keyspace_lua.py holds
+#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``_nodes.NODES_KEY``,
+#: every key the Lua scripts build, and the keyspace table of docs/reference.md.
+LAYOUT: Final[tuple[KeyShape, ...]] = (
+    KeyShape(
+        QUEUE_ROOT,
+        "STRING",
+        "Keyspace.root",
+        "the prefix of every key of the queue (KEYS[1] of its scripts); as a key, absent except "
+        "while a slot migration lets the queue's scripts run on a node (docs/cluster.md)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "ring",
+        "LIST",
+        "Keyspace.ring",
+        "exactly the serviceable lanes, each once; the head is served next",
+    ),
+    KeyShape(QUEUE_ROOT + "paused", "SET", "Keyspace.paused", "paused lanes"),
+    KeyShape(QUEUE_ROOT + "glimit", "HASH", "Keyspace.glimit", "group -> its lane's ceiling"),
+    KeyShape(QUEUE_ROOT + "gactive", "HASH", "Keyspace.gactive", "group -> its lane's leased jobs"),
+    KeyShape(
+        QUEUE_ROOT + "gweight",
+        "HASH",
+        "Keyspace.gweight",
+        "group -> claims per ring visit (absent = 1)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "grate",
+        "HASH",
+        "Keyspace.grate",
+        'group -> "max:window" (jobs per window ms), its lane\'s rate budget',
+    ),
+    KeyShape(
+        QUEUE_ROOT + "turn",
+        "HASH",
+        "Keyspace.turn",
+        "the lane at the head of the ring (group) and its claims this visit (served)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "lanes",
+        "SET",
+        "Keyspace.lanes",
+        "groups whose lane is non-empty (the read plane and drain enumerate lanes by it)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "rdue",
+        "ZSET",
+        "Keyspace.rdue",
+        "lanes benched by their rate limit, scored by the ms their window ends",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "active",
+        "ZSET",
+        "Keyspace.active",
+        "leased job ids, scored by their lease deadline (ms, server clock)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "schedule",
+        "ZSET",
+        "Keyspace.schedule",
+        "delayed and retrying job ids, scored by their run-at ms",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "dead", "ZSET", "Keyspace.dead", "dead-lettered job ids, scored by ms of death"
+    ),
+    KeyShape(
+        QUEUE_ROOT + "done",
+        "ZSET",
+        "Keyspace.done",
+        "completed job ids whose rows are kept as results (result_ttl > 0), scored by the ms "
+        "their rows expire (members below now are trimmed); also the name of the shard channel "
+        "each completion, burial and deleted row is announced on (SPUBLISH <id>, or * for every "
+        "waited row, from the script)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "wake",
+        "LIST",
+        "Keyspace.wake",
+        "wake tokens (at most 64); parked consumers BLPOP it",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "meta",
+        "HASH",
+        "Keyspace.meta",
+        "queue settings: paused, concurrency, max, window",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "limiter",
+        "STRING",
+        "Keyspace.limiter",
+        "the queue's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "events",
+        "channel",
+        "Keyspace.events",
+        "lifecycle events as JSON, published host-side after a transition",
+        host_only=True,
+    ),
+    KeyShape(
+        QUEUE_ROOT + "metrics:completed",
+        "HASH",
+        "Keyspace.completed",
+        "field count: jobs completed",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "metrics:failed", "HASH", "Keyspace.failed", "field count: jobs dead-lettered"
+    ),
+    # Declared by every script call with the root: while a cluster migrates the queue's slot,
+    # the root (as a key) and the gate exist only where the scripts may run, so a node holding
+    # one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
+    KeyShape(
+        QUEUE_ROOT + "gate",
+        "STRING",
+        "Keyspace.gate",
+        "KEYS[2] of every script call, never read by one; set with the root by a slot migration",
+        host_only=True,
+    ),
+    KeyShape(
+        QUEUE_ROOT + "periodic",
+        "HASH",
+        "Keyspace.periodic",
+        "schedule name -> the Unix ms of its last enqueued tick (the task layer's schedulers)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "job:<id>",
+        "HASH",
+        "Keyspace.job",
+        "a job's row: state, attempts (the fencing token), payload, group, and the optional rest",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "log:<id>",
+        "LIST",
+        "Keyspace.log",
+        "a job's log: its newest lines (at most the keep its reporter asked, ≤ 1000), oldest "
+        "first; deleted with the row, given a kept row's expiry",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "g:<group>:pending",
+        "ZSET",
+        "Keyspace.lane",
+        "a lane: its pending job ids, score 0 (byte order = mint order)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "g:<group>:limiter",
+        "STRING",
+        "Keyspace.lane_limiter",
+        "the lane's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "dedups",
+        "ZSET",
+        "Keyspace.dedups",
+        "the dedup keys that have a TTL of their own (they outlive their jobs), scored by the ms "
+        "they expire; trimmed as enqueues pass, swept by obliterate",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "de:<key>",
+        "STRING",
+        "Keyspace.dedup",
+        "a producer dedup key -> its job id; lives for its own TTL (dedup_ttl) from enqueue, "
+        "else as long as the job's row",
+    ),
+    KeyShape(
+        "{emq}:version",
+        "STRING",
+        "VERSION_KEY",
+        "the deployment's wire-version fence, set NX on connect",
+        host_only=True,
+    ),
+    KeyShape(
+        "{emq}:nodes",
+        "HASH",
+        "echomq.engine.nodes.NODES_KEY",
+        'node leases of the id space: node -> "owner:expires_ms:ceiling"',
+    ),
+    KeyShape(
+        "emqb:{<tag>}:<name>",
+        "HASH",
+        "bucket_key",
+        "a token bucket (tokens, at); the buckets of one take share the tag",
+    ),
+)
+
+#: ``Keyspace``'s fixed keys: (attribute, suffix after the root), in ``LAYOUT`` order.
+_FIXED: Final[tuple[tuple[str, str], ...]] = tuple(
+    (shape.source.removeprefix("Keyspace."), shape.pattern.removeprefix(QUEUE_ROOT))
+    for shape in LAYOUT
+    if shape.source.startswith("Keyspace.")
+    and shape.pattern != QUEUE_ROOT
+    and shape.placeholders == ("q",)
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Keyspace:
+    """Every key of one queue. Construction validates the queue name.
+
+    Fixed keys are attributes; keys with a variable part are methods that validate it first.
+    """
+
+    queue: str
+    root: str = field(init=False, repr=False)
+    ring: str = field(init=False, repr=False)
+    paused: str = field(init=False, repr=False)
+    glimit: str = field(init=False, repr=False)
+    gactive: str = field(init=False, repr=False)
+    gweight: str = field(init=False, repr=False)
+    grate: str = field(init=False, repr=False)
+    turn: str = field(init=False, repr=False)
+    lanes: str = field(init=False, repr=False)
+    rdue: str = field(init=False, repr=False)
+    active: str = field(init=False, repr=False)
+    schedule: str = field(init=False, repr=False)
+    dead: str = field(init=False, repr=False)
+    done: str = field(init=False, repr=False)
+    dedups: str = field(init=False, repr=False)
+    wake: str = field(init=False, repr=False)
+    meta: str = field(init=False, repr=False)
+    limiter: str = field(init=False, repr=False)
+    events: str = field(init=False, repr=False)
+    completed: str = field(init=False, repr=False)
+    failed: str = field(init=False, repr=False)
+    gate: str = field(init=False, repr=False)
+    periodic: str = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        validate_queue(self.queue)
+        root = QUEUE_ROOT.replace("<q>", self.queue)
+        object.__setattr__(self, "root", root)
+        for name, suffix in _FIXED:
+            object.__setattr__(self, name, root + suffix)
+
+    @classmethod
+    def for_queue(cls, queue: str) -> Keyspace:
+        """The keyspace of ``queue``; raises ``InvalidArgument`` for an illegal name."""
+        return cls(queue)
+
+    def job(self, id: str) -> str:
+        """The job row ``job:<id>``; ``id`` must be a well-formed branded id (any namespace)."""
+        return self.root + "job:" + _ids.validate(id, argument="job id")
+
+    def log(self, id: str) -> str:
+        """The job's log ``log:<id>`` (a LIST, oldest line first), alive as long as its row."""
+        return self.root + "log:" + _ids.validate(id, argument="job id")
+
+    def lane(self, group: str) -> str:
+        """The lane of ``group``: ``g:<group>:pending``, its pending job ids in mint order."""
+        return self.root + "g:" + validate_group(group) + ":pending"
+
+    def lane_limiter(self, group: str) -> str:
+        """The fixed-window rate counter of ``group``'s lane: ``g:<group>:limiter``."""
+        return self.root + "g:" + validate_group(group) + ":limiter"
+
+    def dedup(self, key: str) -> str:
+        """The producer dedup key ``de:<key>`` that maps to a job id."""
+        return self.root + "de:" + validate_dedup(key)
+
+    def all_fixed(self) -> tuple[str, ...]:
+        """Every fixed key of the queue (not the per-job, per-lane or dedup keys)."""
+        return tuple(getattr(self, name) for name, _ in _FIXED)

@@ -1,0 +1,94 @@
+"""Per-lane control: one tenant's pause, resume, depth, ceiling, weight and rate budget.
+
+Each verb touches that lane's settings and ring membership and nothing else in the queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from echomq.engine.checks import MAX_WEIGHT, count, text
+from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.producer import lane_limit_value, lane_rate_value
+from echomq.engine.results import LaneInfo
+from echomq.engine.transitions import Engine
+
+#: Jobs one ``drain`` call deletes at most, so the server never blocks for long.
+DRAIN_BUDGET = 1000
+
+
+def lane_info(row: list[Any]) -> LaneInfo:
+    """One lane's 8 fields as ``lanes.lua`` answers them."""
+    group, depth, active, limit, weight, rate, paused, wait = row
+    budget = None
+    if rate_text := text(rate):
+        most, window = rate_text.split(":")
+        budget = (int(most), int(window) / 1000)
+    return LaneInfo(
+        group=text(group),
+        depth=int(depth),
+        active=int(active),
+        limit=int(limit),
+        weight=int(weight),
+        rate=budget,
+        paused=bool(paused),
+        rate_wait=int(wait) / 1000,
+    )
+
+
+async def drain_lanes(engine: Engine, group: str, schedule: bool, results: bool = False) -> int:
+    """Delete pending jobs of ``group`` ("" = every lane), in bounded steps; the count."""
+    total = 0
+    while True:
+        deleted, more = await engine.drain(group, schedule, DRAIN_BUDGET, results)
+        total += deleted
+        if not more:
+            return total
+
+
+class Lane:
+    """A handle on one lane of a queue: ``queue.lane("PLR0KHTOWnGLuC")``."""
+
+    def __init__(self, engine: Engine, keys: Keyspace, group: str) -> None:
+        self._engine = engine
+        self._keys = keys
+        self.group = validate_group(group)
+
+    def __repr__(self) -> str:
+        return f"Lane({self._keys.queue!r}, {self.group!r})"
+
+    async def pause(self) -> bool:
+        """Stop serving this lane; its backlog and in-flight jobs are kept. False if paused."""
+        return await self._engine.pause_lane(self.group)
+
+    async def resume(self) -> bool:
+        """Serve this lane again (it rejoins the ring if it has work). False if not paused."""
+        return await self._engine.resume_lane(self.group)
+
+    async def depth(self) -> int:
+        """Pending jobs waiting in this lane."""
+        return int(await self._engine.wire.call("ZCARD", self._keys.lane(self.group)))
+
+    async def limit(self, ceiling: int | None) -> None:
+        """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
+        await self._engine.lane_setting(self.group, "glimit", lane_limit_value(ceiling))
+
+    async def weight(self, weight: int | None) -> None:
+        """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
+        value = "" if weight is None else count(weight, "weight", maximum=MAX_WEIGHT)
+        await self._engine.lane_setting(self.group, "gweight", value)
+
+    async def rate(self, max: int | None, window: float | None = None) -> None:
+        """At most ``max`` claims per ``window`` seconds from this lane; ``None`` removes it.
+
+        A lane that spends its budget leaves the ring and returns when its window ends; the
+        other lanes keep being served meanwhile.
+        """
+        await self._engine.lane_setting(self.group, "grate", lane_rate_value(max, window))
+
+    async def info(self) -> LaneInfo:
+        return lane_info((await self._engine.lanes((self.group,)))[0])
+
+    async def drain(self) -> int:
+        """Delete this lane's pending jobs; leased ones and the lane's settings survive."""
+        return await drain_lanes(self._engine, self.group, False)

@@ -1,0 +1,409 @@
+"""The queue: admission, claim, settle and time — each a call of one Lua transition.
+
+Every public call validates its arguments before any wire traffic and says what was wrong;
+normal outcomes (duplicate, empty, rate-limited) are values. Durations are seconds (``float``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from echomq.engine import ids as _ids
+from echomq.engine.admin import Admin
+from echomq.engine.checks import (
+    MAX_ATTEMPTS,
+    MAX_BATCH,
+    MAX_LEASE,
+    MAX_LIMIT,
+    MAX_RESULT_TTL,
+    count,
+    ms,
+)
+from echomq.engine.events import Subscription
+from echomq.engine.keys import Keyspace
+from echomq.engine.lanes import Lane
+from echomq.engine.producer import (
+    VERDICTS,
+    Batch,
+    admission,
+    admission_options,
+    delay_run_at,
+    when_run_at,
+)
+from echomq.engine.producer import (
+    Item as Item,  # re-exported: Item's home is _producer
+)
+from echomq.engine.progress import Reports
+from echomq.engine.publisher import Publisher
+from echomq.engine.reads import Reads
+from echomq.engine.results import (
+    Counts,
+    Empty,
+    Job,
+    JobInfo,
+    JobState,
+    LaneInfo,
+    RateLimited,
+    Reaped,
+    Upkeep,
+    Verdict,
+)
+from echomq.engine.scripts import ScriptRegistry
+from echomq.engine.settles import Settles
+from echomq.engine.transitions import Engine
+from echomq.engine.waiters import WaiterHub
+from echomq.errors import InvalidArgument
+from echomq.wire.codec import Codec, JsonCodec
+from echomq.wire.pool import Wire
+from echomq.wire.url import ConnectionOptions, seeds_from_url
+
+DEFAULT_LEASE = 30.0
+
+
+class Queue(Settles, Reports):
+    """One named queue on a wire (a connector, a pool, or a cluster router).
+
+    ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
+    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
+    progress and logs in :class:`Reports` (_progress.py);
+    the admin verbs and reads are those of the admin and read planes the queue holds, on the
+    same typed engine.
+
+    ``result_ttl`` (seconds, 0 … 30 days): how long a completed job's row is kept, with its
+    result, for :meth:`job` and :meth:`wait`; 0 (the default) deletes it at completion.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        wire: Wire,
+        *,
+        codec: Codec | None = None,
+        minter: _ids.Minter | None = None,
+        scripts: ScriptRegistry | None = None,
+        events: bool = True,
+        result_ttl: float = 0.0,
+    ) -> None:
+        self.keys = Keyspace(name)
+        #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
+        self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        self.result_ttl = self.result_ttl_ms / 1000
+        self.name = name
+        self.wire = wire
+        self.codec = codec or JsonCodec()
+        # No minter given: one whose node is leased from the engine at the first mint, so
+        # producers in many processes never mint the same id (docs/reference.md, "Ids").
+        self.minter = minter if minter is not None else _ids.Minter.leased(wire)
+        self._owns_minter = minter is None
+        self.scripts = scripts or ScriptRegistry.from_package()
+        #: The queue's transitions, one typed method per script.
+        self.engine = Engine(wire, self.keys, self.scripts)
+        self._admin = Admin(self.engine, self.keys)
+        self._reads = Reads(self.engine, self.keys, self.codec)
+        self.publishes_events = events
+        self._events = Publisher(wire, self.keys, enabled=events)
+        self._listened = self._events.listened
+        self._emit = self._events.emit
+        self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)
+        self._owns_wire = False
+
+    @classmethod
+    async def connect(
+        cls, url: str | ConnectionOptions, name: str, *, pool_size: int = 1, **options: Any
+    ) -> Queue:
+        """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
+
+        One connector is the default: it pipelines without bound, and a wider pool measured
+        slower within one process (docs/consumers.md, "The pool"). A cluster (several seeds
+        in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
+        """
+        from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
+
+        Keyspace(name)  # validates before connecting
+        if "result_ttl" in options:
+            ms(options["result_ttl"], "result_ttl", most=MAX_RESULT_TTL)
+        seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
+        wire = await open_wire(seeds, pool_size)
+        try:
+            queue = cls(name, wire, **options)
+        except BaseException:
+            await wire.close()
+            raise
+        queue._owns_wire = True
+        return queue
+
+    async def close(self) -> None:
+        """Give back the minter's node lease (when the queue made its minter) and close the
+        wire (when :meth:`connect` opened it). Waits in progress raise :class:`Closed`."""
+        await self._waiters.close()
+        if self._owns_minter:
+            await self.minter.release()
+        if self._owns_wire:
+            await self.wire.close()
+
+    async def __aenter__(self) -> Queue:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    def __repr__(self) -> str:
+        return f"Queue({self.name!r})"
+
+    def publish(self, event: str, job: str, **extra: str | int | float | bool | None) -> None:
+        """Publish an application event (say ``scored``) on this queue's event channel.
+
+        Fire-and-forget and at most once, like the lifecycle events: it goes out only while
+        someone subscribes (checked at most once a second), and a failure is not raised.
+        """
+        if not isinstance(event, str) or not event:
+            raise InvalidArgument("event", event, "must be a non-empty name")
+        job_id = _ids.validate(job, argument="job id")
+        if self._listened():
+            self._emit([{"event": event, "job": job_id, **extra}])
+
+    def subscribe(self) -> Subscription:
+        """A subscriber of this queue's lifecycle events, on a connection of its own."""
+        return self._events.subscribe()
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def _mint(self) -> str:
+        return self.minter.mint("JOB")
+
+    async def _admit(
+        self,
+        payload: Any,
+        group: str | None,
+        id: str | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        run_at: int,
+    ) -> Verdict:
+        if id is None and not self.minter.is_ready:
+            await self.minter.ready()
+        item = admission(self.codec, self._mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+        code, job_id = await self.engine.enqueue_one(item)
+        verdict = Verdict(VERDICTS[code], job_id)
+        if code and self._listened():
+            self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
+        return verdict
+
+    async def enqueue(
+        self,
+        payload: Any,
+        *,
+        group: str | None = None,
+        id: str | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
+    ) -> Verdict:
+        """Admit a job to its lane (``group``; default lane ``_``). Idempotent by id and dedup key.
+
+        ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
+        job for ``dedup_ttl`` seconds from now, whatever becomes of the job (completed, removed,
+        drained); without ``dedup_ttl``, for as long as the job's row lives (a kept result too).
+        """
+        return await self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
+
+    async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
+        run_at = delay_run_at(delay)
+        return await self._admit(payload, **admission_options(options), run_at=run_at)
+
+    async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
+        now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
+        run_at = when_run_at(when)
+        return await self._admit(payload, **admission_options(options), run_at=run_at)
+
+    async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
+        """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
+        per item, in input order.
+
+        Each item is atomic and idempotent; the batch is not a transaction. An item that fails
+        validation gets an ``error`` verdict and is not sent; the others are. When the
+        connection drops mid-batch, the answered chunks keep their verdicts and the rest answer
+        ``unknown`` (nothing is raised): send those again with their verdict's ``id``.
+        """
+        if not self.minter.is_ready:
+            await self.minter.ready()
+        return await self._send(Batch.plan(items, self.codec, self._mint))
+
+    async def _send(self, batch: Batch) -> list[Verdict]:
+        """A planned batch sent (the task layer plans its own, without an ``Item`` per call):
+        its verdicts in input order. The minter must be ready when the batch is planned."""
+        replies = await self.engine.enqueue(batch.admissions) if batch.admissions else []
+        verdicts = batch.settle(replies)
+        if self._listened():
+            self._emit(
+                {"event": v.kind, "job": v.id}
+                for v in verdicts
+                if v.kind in ("enqueued", "scheduled")
+            )
+        return verdicts
+
+    # -- claim ---------------------------------------------------------------------------------
+
+    async def claim_some(
+        self, n: int, lease: float = DEFAULT_LEASE
+    ) -> tuple[list[Job], bool] | Empty | RateLimited:
+        """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
+        consumer that sees ``False`` parks instead of spending a claim to learn it)."""
+        lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
+        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH))
+        if claimed is None:
+            return Empty()
+        if isinstance(claimed, int):
+            return RateLimited(claimed / 1000) if claimed > 0 else Empty(-claimed / 1000)
+        deadline, decode, name = claimed.deadline_ms, self.codec.decode, self.name
+        jobs = [
+            Job(job_id, decode(payload), attempts, group, deadline, name)
+            for job_id, payload, attempts, group in claimed.rows
+        ]
+        if self._listened():
+            self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
+        return jobs, claimed.more
+
+    async def claim(self, lease: float = DEFAULT_LEASE) -> Job | Empty | RateLimited:
+        """Lease the next job by fair rotation of the lanes, or say why there is none."""
+        outcome = await self.claim_some(1, lease)
+        return outcome[0][0] if isinstance(outcome, tuple) else outcome
+
+    async def claim_batch(
+        self, n: int, lease: float = DEFAULT_LEASE
+    ) -> list[Job] | Empty | RateLimited:
+        """Lease up to ``n`` jobs on one lease, walking the ring as ``n`` single claims would:
+        each lane gives what is left of its turn (weights hold), clamped to every headroom."""
+        outcome = await self.claim_some(n, lease)
+        return outcome[0] if isinstance(outcome, tuple) else outcome
+
+    # -- time ----------------------------------------------------------------------------------
+
+    async def promote(self, limit: int = 1000) -> int:
+        """Move due scheduled jobs back to their own lanes; return rate-limited lanes whose
+        window ended to the ring. Returns the number of jobs moved."""
+        moved, _lanes = await self.engine.promote(count(limit, "limit", maximum=MAX_LIMIT))
+        return moved
+
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
+        """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
+        tick = await self.engine.tick(
+            count(limit, "limit", maximum=MAX_LIMIT),
+            min(limit, 100),
+            count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
+        )
+        result = Upkeep(
+            tick.moved,
+            tick.lanes,
+            Reaped(tick.recovered, tick.dead),
+            None if tick.next_due_ms < 0 else tick.next_due_ms / 1000,
+        )
+        if result.reaped.recovered or result.reaped.dead:
+            self._emit_reaped(result.reaped)
+        return result
+
+    async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
+        """Return expired leases to their lanes; dead-letter jobs that stalled ``max_stalled``
+        times (``last_error`` = ``stalled``)."""
+        recovered, dead = await self.engine.reap(
+            count(limit, "limit", maximum=MAX_LIMIT),
+            count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
+        )
+        result = Reaped(recovered, dead)
+        self._emit_reaped(result)
+        return result
+
+    def _emit_reaped(self, reaped: Reaped) -> None:
+        if self._listened():
+            self._emit(
+                [{"event": "stalled", "job": i} for i in reaped.recovered]
+                + [{"event": "dead", "job": i, "error": "stalled"} for i in reaped.dead]
+            )
+
+    # -- lanes, settings and cleanup (the admin plane) -----------------------------------------
+
+    def lane(self, group: str) -> Lane:
+        """The control handle of one lane (validates the group name)."""
+        return self._admin.lane(group)
+
+    async def pause(self) -> None:
+        """Pause the whole queue: claims answer empty, admission continues."""
+        await self._admin.pause()
+
+    async def resume(self) -> None:
+        """Resume a paused queue."""
+        await self._admin.resume()
+
+    async def concurrency(self, ceiling: int | None) -> None:
+        """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
+        await self._admin.concurrency(ceiling)
+
+    async def rate_limit(self, max: int | None, window: float | None = None) -> None:
+        """At most ``max`` claims per ``window`` seconds across every worker; ``None`` removes it.
+
+        The check and the spend happen inside the claim script, so every worker on every host
+        shares the one budget. Takes effect at once, without restarting workers.
+        """
+        await self._admin.rate_limit(max, window)
+
+    async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
+        """Delete every pending job (and scheduled ones with ``schedule``, kept results of
+        completed jobs with ``results``); leased and dead jobs survive."""
+        return await self._admin.drain(schedule, results)
+
+    async def obliterate(self, *, force: bool = False) -> None:
+        """Delete every key of the queue. Refuses unless paused, and with leased jobs unless
+        ``force``. Runs in bounded steps so the server never blocks for long."""
+        await self._admin.obliterate(force)
+
+    async def remove(self, id: str) -> bool:
+        """Delete a job that is not leased; False when it does not exist. Raises
+        :class:`LockedError` for a leased job."""
+        return await self._admin.remove(id)
+
+    async def reassign(self, id: str, group: str) -> bool:
+        """Move a pending job to another lane. False when the job does not exist."""
+        return await self._admin.reassign(id, group)
+
+    async def reprocess(self, id: str) -> bool:
+        """Return a dead job to its lane with a fresh failure budget. False when it is gone;
+        :class:`StateError` when it is not dead."""
+        return await self._admin.reprocess(id)
+
+    # -- reads (the read plane) ----------------------------------------------------------------
+
+    async def counts(self) -> Counts:
+        """Jobs per state, the terminal counters, and the lanes that exist / are on the ring."""
+        return await self._reads.counts()
+
+    async def lanes(self, groups: Sequence[str] = ()) -> list[LaneInfo]:
+        """State of the given lanes, or of every lane that holds work or settings."""
+        return await self._reads.lanes(groups)
+
+    async def ring(self) -> list[str]:
+        """The rota: serviceable lanes in the order they will be served."""
+        return await self._reads.ring()
+
+    async def is_paused(self) -> bool:
+        """Whether the whole queue is paused."""
+        return await self._reads.is_paused()
+
+    async def rate_limit_ttl(self) -> float:
+        """Seconds until the queue's rate window admits claims again (0 = it admits now)."""
+        return await self._reads.rate_limit_ttl()
+
+    async def job(self, id: str) -> JobInfo | None:
+        """A job's row, or None when no such job exists (a completed job's row exists only
+        while the queue's ``result_ttl`` keeps it)."""
+        return await self._reads.job(id)
+
+    async def state(self, id: str) -> JobState:
+        """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``completed`` (a kept
+        result), ``dead`` or ``absent``."""
+        return await self._reads.state(id)
+
+    async def dead(self, limit: int = 100) -> list[JobInfo]:
+        """Dead-lettered jobs, oldest death first."""
+        return await self._reads.dead(limit)

@@ -1,0 +1,69 @@
+"""The queue's read plane: counts, job rows and states, dead letters, lanes and the ring.
+
+Reads are pure: nothing here writes. :class:`echomq.Queue` holds one and exposes its reads.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import MAX_LIMIT, count, text
+from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.lanes import lane_info
+from echomq.engine.producer import job_info, job_state
+from echomq.engine.results import Counts, JobInfo, JobState, LaneInfo
+from echomq.engine.transitions import Engine
+from echomq.wire.codec import Codec
+
+
+class Reads:
+    """What one queue holds (see :class:`echomq.Queue` for each read)."""
+
+    def __init__(self, engine: Engine, keys: Keyspace, codec: Codec) -> None:
+        self._engine = engine
+        self._keys = keys
+        self._codec = codec
+
+    async def counts(self) -> Counts:
+        return Counts(*await self._engine.counts())
+
+    async def lanes(self, groups: Sequence[str]) -> list[LaneInfo]:
+        names = [validate_group(g) for g in groups]
+        return [lane_info(row) for row in await self._engine.lanes(names)]
+
+    async def ring(self) -> list[str]:
+        return [text(g) for g in await self._engine.wire.call("LRANGE", self._keys.ring, 0, -1)]
+
+    async def is_paused(self) -> bool:
+        return bool(await self._engine.wire.call("HEXISTS", self._keys.meta, "paused"))
+
+    async def rate_limit_ttl(self) -> float:
+        keys = self._keys
+        meta, spent, ttl = await self._engine.wire.call_many(
+            [("HGET", keys.meta, "max"), ("GET", keys.limiter), ("PTTL", keys.limiter)]
+        )
+        if meta is None or spent is None or int(spent) < int(meta) or ttl <= 0:
+            return 0.0
+        return int(ttl) / 1000
+
+    async def job(self, id: str) -> JobInfo | None:
+        key = self._keys.job(_ids.validate(id, argument="job id"))
+        return self._job_info(id, await self._engine.wire.call("HGETALL", key))
+
+    def _job_info(self, id: str, row: dict[bytes, bytes]) -> JobInfo | None:
+        return job_info(id, row, self._codec)
+
+    async def state(self, id: str) -> JobState:
+        key = self._keys.job(_ids.validate(id, argument="job id"))
+        return job_state(await self._engine.wire.call("HGET", key, "state"))
+
+    async def dead(self, limit: int) -> list[JobInfo]:
+        count(limit, "limit", maximum=MAX_LIMIT)
+        wire = self._engine.wire
+        ids = [text(i) for i in await wire.call("ZRANGE", self._keys.dead, 0, limit - 1)]
+        if not ids:
+            return []
+        rows = await wire.call_many([("HGETALL", self._keys.job(i)) for i in ids])
+        jobs = (self._job_info(i, row) for i, row in zip(ids, rows, strict=True))
+        return [job for job in jobs if job is not None]

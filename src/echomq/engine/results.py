@@ -1,0 +1,171 @@
+"""The values echomq calls return: jobs, verdicts, and the normal outcomes that are not errors.
+
+Durations are seconds (``float``); ``*_ms`` fields are the engine's raw server-clock integers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from echomq.errors import EchoMQError
+
+VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
+JobState = Literal["pending", "active", "scheduled", "completed", "dead", "absent"]
+#: The states a job ends in: what ``Queue.wait`` (and a handle's ``result``) waits for.
+FINISHED: frozenset[JobState] = frozenset({"completed", "dead"})
+#: One job's answer to :meth:`Queue.complete_each`.
+CompleteOutcome = Literal["completed", "gone", "stale", "settled", "unknown"]
+#: One job's answer to :meth:`Queue.retry_each`.
+RetryOutcome = Literal["scheduled", "dead", "gone", "stale", "settled", "unknown"]
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate``, ``error`` or
+    ``unknown``.
+
+    ``id`` is the job that holds the work: for a duplicate, the job that was there first.
+    ``error`` means refused, nothing written (``error`` says why). ``unknown`` (batches only)
+    means the connection dropped with the item in flight: it may or may not have been admitted,
+    and sending it again with the same ``id`` is safe (admission is idempotent by id).
+    """
+
+    kind: VerdictKind
+    id: str
+    error: EchoMQError | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the work is admitted: a duplicate is a success shape; ``error`` and
+        ``unknown`` are not."""
+        return self.kind not in ("error", "unknown")
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A leased job. ``attempts`` is its fencing token: pass it back to settle the job."""
+
+    id: str
+    payload: Any
+    attempts: int
+    group: str
+    deadline_ms: int
+    queue: str = field(default="", repr=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Completed:
+    """One succeeded job for :meth:`Queue.complete_each`: ``result`` is kept on its row (encoded
+    with the queue's codec) when the queue keeps results (``result_ttl`` > 0)."""
+
+    job: Job
+    result: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Failed:
+    """One failed attempt for :meth:`Queue.retry_each`: retry ``job`` after ``delay`` seconds,
+    or dead-letter it once it failed ``max_attempts`` times; ``error`` is kept as
+    ``last_error``, and ``traceback`` (the formatted one, its last 8 KiB) as ``traceback``."""
+
+    job: Job
+    error: str = ""
+    delay: float = 0.0
+    max_attempts: int = 3
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Empty:
+    """Nothing is claimable now. ``retry_in`` (seconds): a rate-limited lane returns then."""
+
+    retry_in: float | None = None
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class RateLimited:
+    """The queue's rate window is spent; claims succeed again after ``wait`` seconds."""
+
+    wait: float
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True, slots=True)
+class JobInfo:
+    """A job's row as stored: state, token, payload and the optional fields.
+
+    ``result`` (decoded with the queue's codec) is a completed job's, kept while the queue's
+    ``result_ttl`` lasts; ``finished`` is when it completed or went dead (Unix seconds, server
+    clock); ``traceback`` is the latest failed attempt's. ``progress`` is the latest value its
+    holder reported (:meth:`Queue.progress`, ``context().progress``), decoded from its JSON:
+    a number, a str, a list or a dict; None when none was reported."""
+
+    id: str
+    state: JobState
+    attempts: int
+    payload: Any
+    group: str
+    last_error: str | None = None
+    stalled: int = 0
+    progress: Any = None
+    result: Any = None
+    finished: float | None = None
+    traceback: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Counts:
+    """Jobs per state, the terminal counters, and how many lanes exist / are on the ring."""
+
+    pending: int
+    active: int
+    scheduled: int
+    dead: int
+    completed: int
+    failed: int
+    lanes: int
+    ringed: int
+
+
+@dataclass(frozen=True, slots=True)
+class LaneInfo:
+    """One lane's state. ``limit`` 0 = no ceiling; ``rate`` None = unlimited."""
+
+    group: str
+    depth: int
+    active: int
+    limit: int
+    weight: int
+    rate: tuple[int, float] | None
+    paused: bool
+    rate_wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class Reaped:
+    """What one reap did: leases returned to their lanes, and jobs dead after too many stalls."""
+
+    recovered: list[str]
+    dead: list[str]
+
+
+@dataclass(frozen=True, slots=True)
+class Upkeep:
+    """One beat's upkeep: scheduled jobs moved, benched lanes returned, and what reap did."""
+
+    moved: int
+    lanes: int
+    reaped: Reaped
+    #: Seconds until the next scheduled job, lease deadline or benched lane falls due (None:
+    #: nothing is waiting on time), so an idle consumer skips upkeep that could find nothing.
+    next_due: float | None = None
+
+    @property
+    def found_work(self) -> bool:
+        return bool(self.moved or self.lanes or self.reaped.recovered)

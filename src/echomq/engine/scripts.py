@@ -1,0 +1,181 @@
+"""The script registry: every ``.lua`` file under ``echomq/engine/lua`` is one engine transition.
+
+Scripts are called ``EVALSHA``-first. On ``NOSCRIPT`` (after a restart or ``SCRIPT FLUSH``, also
+inside a pipeline) the source is loaded with ``SCRIPT LOAD``, the returned sha is checked against
+the one computed from the source, and the call is retried once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import hashlib
+import re
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from echomq.errors import EchoMQError, ScriptLoadError, ServerError
+from echomq.wire.connector import Arg, Command
+from echomq.wire.pool import Wire
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One Lua transition: its name (the file stem), source and lowercase hex SHA-1."""
+
+    name: str
+    source: str
+    sha: str
+
+    @classmethod
+    def from_source(cls, name: str, source: str) -> Script:
+        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324
+
+    def command(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+_HELPER = re.compile(r"^local function (\w+)\(.*?^end\n", re.M | re.S)
+
+
+def _helpers(library: str) -> dict[str, str]:
+    """The library's top-level ``local function`` blocks by name, each with its comment."""
+    found: dict[str, str] = {}
+    start = 0
+    for match in _HELPER.finditer(library):
+        found[match.group(1)] = library[start : match.end()].lstrip("\n")
+        start = match.end()
+    return found
+
+
+def _link(helpers: dict[str, str], body: str) -> str:
+    """Prepend the helpers ``body`` uses (and theirs), in library order.
+
+    Only what a script calls is defined: Lua builds every ``local function`` anew on each call,
+    so an unused helper would cost every call a closure and some garbage.
+    """
+    needed: set[str] = set()
+    frontier = [body]
+    while frontier:
+        text = frontier.pop()
+        for name, block in helpers.items():
+            if name not in needed and re.search(rf"\b{name}\(", text):
+                needed.add(name)
+                frontier.append(block)
+    return "".join(block for name, block in helpers.items() if name in needed) + body
+
+
+@functools.cache
+def _package_scripts(package: str, folder: str) -> tuple[Script, ...]:
+    entries = sorted(
+        (e for e in resources.files(package).joinpath(folder).iterdir() if e.name.endswith(".lua")),
+        key=lambda e: e.name,
+    )
+    helpers = _helpers("".join(e.read_text("utf-8") for e in entries if e.name.startswith("_")))
+    return tuple(
+        Script.from_source(e.name.removesuffix(".lua"), _link(helpers, e.read_text("utf-8")))
+        for e in entries
+        if not e.name.startswith("_")
+    )
+
+
+#: Commands per pipelined chunk of a long batch (see ``run_many``).
+PIPELINE_CHUNK = 128
+
+
+def _is_noscript(reply: Any) -> bool:
+    return isinstance(reply, ServerError) and reply.code == "NOSCRIPT"
+
+
+class ScriptRegistry:
+    """Named scripts and the EVALSHA-first calling convention."""
+
+    def __init__(self, scripts: Iterable[Script]) -> None:
+        self.scripts: Mapping[str, Script] = {script.name: script for script in scripts}
+        self.loads = 0
+
+    @classmethod
+    def from_package(cls, package: str = "echomq.engine", folder: str = "lua") -> ScriptRegistry:
+        """Every ``*.lua`` transition of the package; ``_*.lua`` libraries are prepended to each.
+        The files are read and linked once per process (the scripts are immutable values)."""
+        return cls(_package_scripts(package, folder))
+
+    def __getitem__(self, name: str) -> Script:
+        """The script of that file stem; a typed layer looks each one up once, at its start."""
+        return self.scripts[name]
+
+    async def load(self, wire: Wire, script: Script) -> None:
+        got = await wire.call("SCRIPT", "LOAD", script.source)
+        got = got.decode() if isinstance(got, bytes) else str(got)
+        self.loads += 1
+        if got != script.sha:
+            raise ScriptLoadError(script.name, script.sha, got)
+
+    async def run(
+        self, wire: Wire, script: Script, keys: Sequence[Arg], args: Sequence[Arg] = ()
+    ) -> Any:
+        """Run one script; its error reply is raised (typed for ``EMQ*`` refusals)."""
+        command = script.command(keys, args)
+        try:
+            return await wire.call(*command)
+        except ServerError as exc:
+            if exc.code != "NOSCRIPT":
+                raise
+        await self.load(wire, script)
+        return await wire.call(*command)
+
+    async def run_many(
+        self,
+        wire: Wire,
+        calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
+        per_pipeline: int = PIPELINE_CHUNK,
+    ) -> list[Any]:
+        """Run many scripts pipelined; every reply comes back in place, in order: a value, an
+        error reply (typed for ``EMQ*``), or the exception of the chunk that carried it.
+
+        A long batch goes out in chunks issued back to back, so the server starts on the first
+        chunk while the client still encodes the next (the connector writes a full buffer at
+        once instead of at the end of the tick). Every chunk is awaited, whatever happens to
+        the others: a chunk lost with its connection (:class:`Disconnected`) stands in place for
+        each of its calls, and the answers of the chunks that were answered are kept.
+        ``per_pipeline`` is the chunk's length in calls: 1 for calls that each carry a batch.
+        """
+        commands = [script.command(keys, args) for script, keys, args in calls]
+        spans = range(0, len(commands), per_pipeline)
+        outcomes = await asyncio.gather(
+            *(_send(wire, commands[start : start + per_pipeline]) for start in spans),
+            return_exceptions=True,
+        )
+        replies: list[Any] = []
+        for start, outcome in zip(spans, outcomes, strict=True):
+            if isinstance(outcome, BaseException):
+                if not isinstance(outcome, Exception):
+                    raise outcome  # cancelled: nothing to report in place
+                replies += [outcome] * len(commands[start : start + per_pipeline])
+            else:
+                replies += outcome
+        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
+        if missing:
+            again: list[Any]
+            try:
+                for script in {calls[i][0] for i in missing}:
+                    await self.load(wire, script)
+                again = await wire.call_many([commands[i] for i in missing])
+            except EchoMQError as exc:
+                again = [exc] * len(missing)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies
+
+
+def _send(wire: Wire, commands: Sequence[Command]) -> Awaitable[list[Any]]:
+    """``wire.call_many``, with a refusal raised at once (closed, overloaded) turned into a
+    failed future, so the chunks already sent are still awaited and answered in place."""
+    try:
+        return wire.call_many(commands)
+    except EchoMQError as exc:
+        failed: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        failed.set_exception(exc)
+        return failed

@@ -1,0 +1,110 @@
+"""One read of everything an operator watches on a queue: counts, lanes, the ring, the queue-wide
+limiter and the dead letters. The dashboard, ``/metrics`` and the CLI all read through here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.engine.checks import text
+from echomq.engine.queue import Queue
+from echomq.engine.results import Counts, JobInfo, LaneInfo
+
+
+@dataclass(frozen=True, slots=True)
+class Limiter:
+    """The queue-wide rate limit: ``max`` claims per ``window`` seconds (None: no limit),
+    ``spent`` claims in the current window, ``wait`` seconds until it admits again (0 = now)."""
+
+    max: int | None
+    window: float | None
+    spent: int
+    wait: float
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """A queue as one read saw it (several pipelined reads: not one atomic instant)."""
+
+    name: str
+    paused: bool
+    concurrency: int | None
+    limiter: Limiter
+    counts: Counts
+    lanes: list[LaneInfo]
+    ring: list[str]
+    dead: list[JobInfo]
+
+    def as_json(self) -> dict[str, Any]:
+        """Plain JSON types; dead jobs without their payloads (they may be large or private)."""
+        return {
+            "name": self.name,
+            "paused": self.paused,
+            "concurrency": self.concurrency,
+            "limiter": {
+                "max": self.limiter.max,
+                "window": self.limiter.window,
+                "spent": self.limiter.spent,
+                "wait": self.limiter.wait,
+            },
+            "counts": {
+                field: getattr(self.counts, field) for field in self.counts.__dataclass_fields__
+            },
+            "lanes": [
+                {
+                    "group": lane.group,
+                    "depth": lane.depth,
+                    "active": lane.active,
+                    "limit": lane.limit,
+                    "weight": lane.weight,
+                    "rate": None if lane.rate is None else list(lane.rate),
+                    "paused": lane.paused,
+                    "rate_wait": lane.rate_wait,
+                }
+                for lane in self.lanes
+            ],
+            "ring": self.ring,
+            "dead": [
+                {
+                    "id": job.id,
+                    "group": job.group,
+                    "attempts": job.attempts,
+                    "last_error": job.last_error,
+                }
+                for job in self.dead
+            ],
+        }
+
+
+async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
+    meta, spent, ttl = await queue.wire.call_many(
+        [
+            ("HGETALL", queue.keys.meta),
+            ("GET", queue.keys.limiter),
+            ("PTTL", queue.keys.limiter),
+        ]
+    )
+    fields = {text(k): text(v) for k, v in meta.items()}
+    most = int(fields["max"]) if fields.get("max") else None
+    window = int(fields["window"]) / 1000 if fields.get("window") else None
+    used = int(spent) if spent is not None else 0
+    wait = int(ttl) / 1000 if most is not None and used >= most and ttl > 0 else 0.0
+    concurrency = int(fields["concurrency"]) if fields.get("concurrency") else None
+    return bool(fields.get("paused")), concurrency, Limiter(most, window, used, wait)
+
+
+async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
+    """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them)."""
+    counts, lanes, ring, settings = await asyncio.gather(
+        queue.counts(), queue.lanes(), queue.ring(), _settings(queue)
+    )
+    paused, concurrency, limiter = settings
+    dead_jobs = await queue.dead(dead) if dead > 0 else []
+    return QueueSnapshot(queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs)
+
+
+async def queue_exists(queue: Queue) -> bool:
+    """Whether any of the queue's fixed keys exists (a queue never used has none)."""
+    return int(await queue.wire.call("EXISTS", *queue.keys.all_fixed())) > 0

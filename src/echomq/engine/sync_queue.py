@@ -1,0 +1,577 @@
+"""The blocking producer: :class:`SyncQueue`, the producer verbs and reads of a queue without an
+event loop, for WSGI apps, scripts and the task layer's ``enqueue_sync``.
+
+Same arguments, checks, Lua scripts and verdicts as :class:`echomq.Queue` (the pure pieces are
+shared, in ``_producer``); each thread talks on a socket of its own (``_sync_wire``); ids come
+from a node leased from the engine like the async minter's, renewed on the minting path instead
+of by a background task. Fork-safe: a child notices the new pid on its first call and leases its
+own node on its own sockets, never touching the parent's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import secrets
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, count, ms, text
+from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
+from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
+from echomq.engine.producer import (
+    VERDICTS,
+    Batch,
+    Item,
+    admission,
+    admission_options,
+    delay_run_at,
+    job_info,
+    job_state,
+    lane_limit_value,
+    lane_rate_value,
+    when_run_at,
+)
+from echomq.engine.progress import LOG_KEEP
+from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
+from echomq.engine.results import FINISHED, JobInfo, JobState, Verdict
+from echomq.engine.scripts import ScriptRegistry
+from echomq.engine.transitions import ADMIT_CHUNK, Admission, _admitted
+from echomq.errors import (
+    Closed,
+    EchoMQError,
+    InvalidArgument,
+    NodeLeaseError,
+    Refusal,
+    ServerError,
+    WireError,
+    WireTimeout,
+)
+from echomq.wire.blocking import NOTHING, Link, Push, ReplyError, Router, error_of, pack
+from echomq.wire.codec import Codec, JsonCodec
+from echomq.wire.connector import WIRE_VERSION
+from echomq.wire.url import ConnectionOptions, seeds_from_url
+
+log = logging.getLogger("echomq.sync")
+
+_LEASE_TTL = 30.0
+
+
+class _Lease:
+    """One process's lease on an id node (``lua/node.lua``), the blocking twin of ``NodeLease``:
+    taken at the first mint, renewed by whichever thread mints once a third of its ttl passed,
+    taken again after a lapse. The minter itself refuses to mint past the lease's safe end."""
+
+    def __init__(self, router: Router, scripts: ScriptRegistry) -> None:
+        self.router = router
+        self.minter = _ids.Minter(0)
+        self.minter._lapse()  # no node until the first lease
+        self.owner = secrets.token_hex(16)
+        self._script = scripts["node"]
+        self._ttl_ms = ms(_LEASE_TTL, "ttl", positive=True)
+        self._slot = slot(NODES_KEY)
+        self._held = False
+        self._renew_at = -math.inf
+        self._lock = threading.Lock()
+
+    def mint(self) -> str:
+        if time.monotonic() >= self._renew_at:
+            self._keep()
+        return self.minter.mint("JOB")
+
+    def _keep(self) -> None:
+        with self._lock:
+            now = time.monotonic()
+            if now < self._renew_at:
+                return  # another thread renewed it meanwhile
+            if self._held and self.minter.is_ready:
+                try:
+                    if self._renew():
+                        return
+                except EchoMQError as exc:
+                    # Go on minting until the lease's safe end; try again in a second.
+                    log.warning("id node lease renewal failed (%s); retrying in 1 s", exc)
+                    self._renew_at = now + 1.0
+                    return
+                log.warning("id node %d was taken over; leasing another", self.minter.node)
+            self._acquire()
+
+    def _ceiling(self) -> int:
+        return max(self.minter.now_ts(), self.minter.last_ts()) + self._ttl_ms + HEADROOM_MS
+
+    def _call(self, op: str, node: int, ceiling: int) -> Any:
+        args = (op, self.owner, node, self._ttl_ms, ceiling, secrets.randbelow(1024))
+        command = ("EVALSHA", self._script.sha, 1, NODES_KEY, *args)
+        reply = error_of(self.router.call(self._slot, pack(command), self._script))
+        if isinstance(reply, ServerError):
+            raise reply
+        return reply
+
+    def _acquire(self) -> None:
+        preferred = self.minter.node if self._held else -1
+        sent, ceiling = time.monotonic(), self._ceiling()
+        try:
+            node, floor = self._call("lease", preferred, ceiling)
+        except Refusal as exc:
+            if exc.code == "EMQNODES":
+                raise NodeLeaseError(
+                    "all 1024 id nodes of this deployment are leased by live minters"
+                ) from None
+            raise
+        self.minter._grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
+        self._held = True
+        self._renew_at = sent + _LEASE_TTL / 3
+        if int(floor) + self._ttl_ms > ceiling:
+            self._renew()  # the last holder's clock ran ahead: ask for a ceiling above its own
+
+    def _renew(self) -> bool:
+        sent, ceiling = time.monotonic(), self._ceiling()
+        if not self._call("renew", self.minter.node, ceiling):
+            self.minter._lapse()
+            return False
+        self.minter._grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
+        self._renew_at = sent + _LEASE_TTL / 3
+        return True
+
+    def release(self) -> None:
+        with self._lock:
+            if not self._held:
+                return
+            self.minter._lapse()
+            self._held = False
+            with contextlib.suppress(EchoMQError):  # unreachable: the lease ends by itself
+                self._call("release", self.minter.node, max(self.minter.last_ts(), 0))
+
+
+class _Process:
+    """What one process holds for a queue: its router (and every thread's sockets) and its
+    id node lease. A forked child builds its own; the parent's is never used there."""
+
+    def __init__(self, seeds: Sequence[ConnectionOptions], scripts: ScriptRegistry) -> None:
+        self.pid = os.getpid()
+        self.router = Router(seeds, WIRE_VERSION)
+        self.lease = _Lease(self.router, scripts)
+        self.mint = self.lease.mint
+
+
+class SyncQueue:
+    """The producer side of one queue, blocking: ``SyncQueue.connect(url, name)``.
+
+    ``enqueue``, ``enqueue_in``, ``enqueue_at`` and ``enqueue_many`` take what
+    :class:`echomq.Queue`'s do and answer the same :class:`Verdict`; ``job``, ``state`` and
+    ``wait`` read rows. Any number of threads may share one (each has its own socket), and it
+    survives ``os.fork()``: the child leases its own id node on its own sockets.
+
+    A call whose connection dropped is sent once more on a new one (admission is idempotent by
+    id): a job the lost send admitted answers ``enqueued`` or ``scheduled`` when its id was
+    minted here, ``duplicate`` when you passed the id.
+    """
+
+    def __init__(
+        self, name: str, seeds: Sequence[ConnectionOptions], *, codec: Codec | None = None
+    ) -> None:
+        if not seeds:
+            raise InvalidArgument("seeds", seeds, "a sync queue needs at least one server")
+        self.keys = Keyspace(name)
+        self.name = name
+        self.codec: Codec = codec or JsonCodec()
+        self.seeds = list(seeds)
+        self.scripts = ScriptRegistry.from_package()
+        self._enqueue = self.scripts["enqueue"]
+        self._lane_limit = self.scripts["lane_limit"]
+        self._slot = slot(self.keys.root)
+        self._head: tuple[Any, ...] = (
+            "EVALSHA",
+            self._enqueue.sha,
+            2,
+            self.keys.root,
+            self.keys.gate,
+        )
+        self._prefix = b"*11\r\n" + pack(self._head)[len(b"*5\r\n") :]
+        self._lane_head = ("EVALSHA", self._lane_limit.sha, 2, self.keys.root, self.keys.gate)
+        self._events = self.keys.events
+        self._done = self.keys.done  # the shard channel each completion and burial is told on
+        self._process = _Process(self.seeds, self.scripts)
+        self._closed = False
+        # Lifecycle events go out as the async Queue's do: only while someone listens, asked
+        # at most once a second (PUBSUB NUMSUB), fire-and-forget.
+        self._has_listeners = False
+        self._check_listeners_at = -math.inf
+
+    @classmethod
+    def connect(
+        cls, url: str | ConnectionOptions, name: str, *, codec: Codec | None = None
+    ) -> SyncQueue:
+        """Connect to ``url`` (a server, or cluster seeds ``h1:p1,h2:p2``), check the wire
+        version fence, and return the queue; :meth:`close` gives everything back."""
+        Keyspace(name)  # validates before connecting
+        seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
+        queue = cls(name, seeds, codec=codec)
+        try:
+            queue._process.router.start()
+        except BaseException:
+            queue.close()
+            raise
+        return queue
+
+    def close(self) -> None:
+        """Give the id node back and close every thread's socket. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        process = self._process
+        if process.pid == os.getpid():
+            process.lease.release()
+            process.router.close()
+        else:
+            process.router.abandon()
+
+    def __enter__(self) -> SyncQueue:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SyncQueue({self.name!r})"
+
+    def _here(self) -> _Process:
+        """This process's state; made anew in a forked child (the parent's is let go)."""
+        process = self._process
+        if self._closed:
+            raise Closed("the sync queue is closed")
+        if process.pid == os.getpid():
+            return process
+        process.router.abandon()
+        fresh = _Process(self.seeds, self.scripts)
+        fresh.router.start()
+        # Two threads of a young child may both get here: each leases a node of its own, so
+        # their ids stay distinct; the loser's lease simply ends by itself.
+        self._process = fresh
+        return fresh
+
+    # -- admission -----------------------------------------------------------------------------
+
+    def _admit(
+        self,
+        payload: Any,
+        group: str | None,
+        id: str | None,
+        dedup_key: str | None,
+        dedup_ttl: float | None,
+        run_at: int,
+    ) -> Verdict:
+        process = self._process
+        if process.pid != os.getpid() or self._closed:
+            process = self._here()
+        item = admission(self.codec, process.mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+        # The call's first five words packed once; the item's six after them ("*6\r\n" cut).
+        reply = process.router.call(self._slot, self._prefix + pack(item)[4:], self._enqueue)
+        if type(reply) is not list:
+            raise error_of(reply) if type(reply) is ReplyError else WireError(repr(reply))
+        admitted = _admitted(*reply)
+        if isinstance(admitted, EchoMQError):
+            raise admitted
+        code, job_id = admitted
+        if code == 0 and id is None and job_id == item.id:
+            # An id minted here is nobody else's: this is our own send, which landed before
+            # its connection dropped (the router sent it again).
+            code = _landed(item)
+        verdict = Verdict(VERDICTS[code], job_id)
+        if code and self._listened(process):
+            self._emit(process, [{"event": verdict.kind, "job": job_id, "group": item.group}])
+        return verdict
+
+    def enqueue(
+        self,
+        payload: Any,
+        *,
+        group: str | None = None,
+        id: str | None = None,
+        dedup_key: str | None = None,
+        dedup_ttl: float | None = None,
+    ) -> Verdict:
+        """Admit a job to its lane (``group``; default lane ``_``); see :meth:`Queue.enqueue`."""
+        return self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
+
+    def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
+        run_at = delay_run_at(delay)
+        return self._admit(payload, **admission_options(options), run_at=run_at)
+
+    def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
+        """Admit a job that becomes claimable at ``when`` (Unix seconds)."""
+        run_at = when_run_at(when)
+        return self._admit(payload, **admission_options(options), run_at=run_at)
+
+    def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
+        """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
+        per item, in input order (see :meth:`Queue.enqueue_many`: refused items answer
+        ``error``, the items of a chunk lost with the connection ``unknown``)."""
+        process = self._here()
+        batch = Batch.plan(items, self.codec, process.mint)
+        admissions = batch.admissions
+        if not admissions:
+            return batch.verdicts
+        chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
+        head = self._head
+        commands = [pack(head + tuple(arg for item in chunk for arg in item)) for chunk in chunks]
+        answers = process.router.call_each(self._slot, commands, self._enqueue)
+        replies: list[Any] = []
+        for chunk, answer in zip(chunks, answers, strict=True):
+            answer = error_of(answer)
+            if isinstance(answer, EchoMQError):
+                replies += [answer] * len(chunk)
+            else:
+                replies += [_admitted(answer[i], answer[i + 1]) for i in range(0, len(answer), 2)]
+        verdicts = batch.settle(replies)
+        if self._listened(process):
+            self._emit(
+                process,
+                [
+                    {"event": v.kind, "job": v.id}
+                    for v in verdicts
+                    if v.kind in ("enqueued", "scheduled")
+                ],
+            )
+        return verdicts
+
+    def _listened(self, process: _Process) -> bool:
+        """Whether events should go out now; asks the server at most once a second."""
+        now = time.monotonic()
+        if now >= self._check_listeners_at:
+            self._check_listeners_at = now + LISTENER_CHECK_INTERVAL
+            numsub = "SHARDNUMSUB" if process.router.is_cluster else "NUMSUB"
+            with contextlib.suppress(WireError):
+                reply = process.router.call(self._slot, pack(("PUBSUB", numsub, self._events)))
+                self._has_listeners = type(reply) is list and int(reply[1]) > 0
+        return self._has_listeners
+
+    def _emit(self, process: _Process, events: list[dict[str, Any]]) -> None:
+        """Publish ``events`` on the queue's event channel, fire-and-forget (at most once): one
+        write after the admission's reply, their replies dropped unread with the next call's,
+        so an event costs its enqueue no round trip. A publish that fails is not raised."""
+        publish = "SPUBLISH" if process.router.is_cluster else "PUBLISH"
+        commands = [pack((publish, self._events, _event_json(e))) for e in events]
+        if commands:
+            with contextlib.suppress(WireError):
+                process.router.post(self._slot, b"".join(commands), len(commands))
+
+    # -- lane settings -------------------------------------------------------------------------
+
+    def configure_lane(
+        self, group: str, *, limit: int | None = None, rate: tuple[int, float] | None = None
+    ) -> None:
+        """Set a lane's concurrency ceiling (``limit`` jobs leased at once) and rate budget
+        (``rate = (max, window)``: at most ``max`` claims per ``window`` seconds); a setting
+        left ``None`` is left as it is. Idempotent, like ``queue.lane(group).limit()``/``.rate()``.
+        """
+        lane = validate_group(group)
+        settings: list[tuple[str, str | int]] = []
+        if limit is not None:
+            settings.append(("glimit", lane_limit_value(limit)))
+        if rate is not None:
+            if not isinstance(rate, tuple) or len(rate) != 2:
+                raise InvalidArgument("rate", rate, "must be a (max, window seconds) pair")
+            settings.append(("grate", lane_rate_value(*rate)))
+        process = self._here()
+        for name, value in settings:
+            command = pack((*self._lane_head, lane, name, value))
+            reply = error_of(process.router.call(self._slot, command, self._lane_limit))
+            if isinstance(reply, ServerError):
+                raise reply
+
+    # -- reads ---------------------------------------------------------------------------------
+
+    def _read(self, command: tuple[Any, ...]) -> Any:
+        reply = error_of(self._here().router.call(self._slot, pack(command)))
+        if isinstance(reply, ServerError):
+            raise reply
+        return reply
+
+    def job(self, id: str) -> JobInfo | None:
+        """A job's row, or None when no such job exists."""
+        job_id = _ids.validate(id, argument="job id")
+        return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
+
+    def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
+        """The newest ``limit`` lines of a job's log, oldest first (:meth:`Queue.logs`)."""
+        job_id = _ids.validate(id, "JOB", "job id")
+        most = count(limit, "limit", maximum=MAX_LIMIT)
+        return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
+
+    def state(self, id: str) -> JobState:
+        """``pending``, ``active``, ``scheduled``, ``dead``, ``completed`` or ``absent``."""
+        job_id = _ids.validate(id, argument="job id")
+        return job_state(self._read(("HGET", self.keys.job(job_id), "state")))
+
+    def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
+        """Block until job ``id`` is ``completed`` or ``dead`` and return its row; None after
+        ``timeout`` seconds (None: no limit), and None at once when no such job exists.
+
+        Subscribes to the queue's completion channel first and reads the row after the server
+        confirmed it (and again after every reconnect), so a completion is never missed.
+        """
+        job_id = _ids.validate(id, argument="job id")
+        if timeout is not None:
+            ms(timeout, "timeout", most=MAX_DURATION)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return _Waiter(self, job_id, deadline).run()
+
+
+_event_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _landed(item: Admission) -> int:
+    """The code our own earlier send of ``item`` got (its connection dropped before the reply):
+    scheduled when its run-at lay ahead, enqueued otherwise."""
+    if item.run_at < 0 or item.run_at > time.time() * 1000:
+        return 2
+    return 1
+
+
+class _Waiter:
+    """One :meth:`SyncQueue.wait`: a subscription of its own on the node owning the queue.
+
+    The subscription is kept however long nothing is said on it: after a call timeout of
+    silence it is asked a ``PING``, and only a link silent for another one counts as lost (a
+    server gone without a word); then it subscribes again and reads the row again. Reconnects
+    that fail are retried (on a cluster, through the next seed, which names the slot's new
+    owner) for a call timeout counted from the first failure since the last subscription the
+    server confirmed, as a call is: a wait without a limit lives through any failover a call
+    lives through, however many reconnects it made before.
+    """
+
+    def __init__(self, queue: SyncQueue, job_id: str, deadline: float | None) -> None:
+        self.queue = queue
+        self.job_id = job_id
+        self.row_key = queue.keys.job(job_id)
+        self.deadline = deadline
+        self.channel = queue._done.encode()
+        # The messages that make it read the row again: its job's id, and "*" (every waited
+        # row: obliterate and large drains say so in one message instead of one per id).
+        self.ids = (job_id, DONE_WILDCARD)
+        self.failures = 0  # failed tries in a row since the last confirmed subscription
+        self.failing_since: float | None = None  # when the first of them failed
+        self._pings = 0  # PINGs sent on the current subscription, not answered yet
+
+    def _left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.monotonic()
+
+    def run(self) -> JobInfo | None:
+        router = self.queue._here().router
+        address: str | None = None  # the slot's owner, unless a seed is to be asked instead
+        while True:
+            left = self._left()
+            if self.failures and left is not None and left <= 0:
+                return None  # the first pass reads the row whatever the timeout
+            try:
+                link = router.dedicated(self.queue._slot, "wait", address)
+            except WireError as exc:
+                now = time.monotonic()
+                self.failures += 1
+                self.failing_since = self.failing_since or now
+                if left is None and now - self.failing_since >= router.seed.call_timeout:
+                    raise
+                if router.is_cluster:  # the owner may be gone: a seed names the new one
+                    address = router.next_seed(exc.address or router.address(self.queue._slot))
+                pause = min(0.1 * self.failures, 1.0)
+                time.sleep(pause if left is None else max(min(pause, left), 0.0))
+                continue
+            address = None
+            try:
+                outcome = self._listen(link)
+            except WireError:
+                self.failures += 1  # lost mid-wait: subscribe again and read the row again
+                continue
+            finally:
+                link.close()
+            if outcome is not _AGAIN:
+                return outcome  # type: ignore[return-value]
+
+    def _listen(self, link: Link) -> JobInfo | object | None:
+        """Subscribe, read the row, then read it again on each message for the job (its id, or
+        ``*``: every waited row), until it finished (its row), it is gone (None), the time is up
+        (None) or the slot moved."""
+        self._pings = 0
+        link.send(pack(("SSUBSCRIBE", self.queue._done)) + pack(("HGETALL", self.row_key)))
+        outcome = self._row(link)
+        quiet = link.options.call_timeout
+        heard = time.monotonic()
+        while outcome is _PENDING:
+            left = self._left()
+            if left is not None and left <= 0:
+                return None
+            silent = time.monotonic() - heard
+            if silent >= quiet:
+                if self._pings:
+                    raise WireTimeout(f"no PONG within {quiet}s", address=link.address)
+                link.send(_PING)
+                self._pings += 1
+                heard = time.monotonic()
+                continue
+            frame = link.read(quiet - silent if left is None else min(left, quiet - silent))
+            if frame is NOTHING:
+                continue
+            heard = time.monotonic()
+            if type(frame) is not Push:
+                self._pings = max(self._pings - 1, 0)  # a PONG: no other reply is asked for
+                continue
+            kind = frame[0]
+            if kind == b"smessage" and frame[1] == self.channel and text(frame[2]) in self.ids:
+                link.send(pack(("HGETALL", self.row_key)))
+                outcome = self._row(link)
+            elif kind == b"sunsubscribe":
+                return _AGAIN  # the slot moved: subscribe where it went
+        return outcome
+
+    def _row(self, link: Link) -> JobInfo | object | None:
+        """The reply to the row's HGETALL (push frames and PONGs before it skipped, a confirmed
+        subscription and a moved slot noted): the finished row, None for no row,
+        :data:`_PENDING`, or :data:`_AGAIN` to follow."""
+        moved = False
+        while True:
+            frame = link.read(link.options.call_timeout)
+            if frame is NOTHING:
+                raise WireError("no reply to the subscription", address=link.address)
+            if type(frame) is Push:
+                if frame[0] == b"ssubscribe":
+                    self.failures, self.failing_since = 0, None  # held there: a fresh start
+                moved = moved or frame[0] == b"sunsubscribe"
+                continue
+            if self._pings > 0:  # a PONG asked for before the row
+                self._pings -= 1
+                continue
+            break
+        row = error_of(frame)
+        if isinstance(row, ServerError):
+            if row.code not in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
+                raise row
+            self._follow(row)
+            return _AGAIN
+        info = job_info(self.job_id, row, self.queue.codec)
+        if info is None:
+            return None
+        if info.state in FINISHED:
+            return info
+        return _AGAIN if moved else _PENDING
+
+    def _follow(self, error: ServerError) -> None:
+        router = self.queue._here().router
+        parts = error.message.split()
+        if error.code == "MOVED" and len(parts) == 3:
+            router.owners[int(parts[1])] = parts[2]
+            router.is_cluster = True
+        else:
+            time.sleep(0.05)  # a migration or a failover under way: ask again in a moment
+
+
+_PENDING = object()
+_AGAIN = object()
+_PING = pack(("PING",))

@@ -1,0 +1,278 @@
+"""The engine's typed surface: one method per Lua transition of a queue.
+
+Each method takes typed values, lays them out as the script's ``ARGV`` and decodes its reply;
+no other module names a script or knows the order of its arguments. Arguments arrive checked
+(the public layer bounds them); the scripts check them again before their first write.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from echomq.engine.checks import text
+from echomq.engine.keys import Keyspace
+from echomq.engine.scripts import Script, ScriptRegistry
+from echomq.errors import EchoMQError, server_error
+from echomq.wire.connector import Arg
+from echomq.wire.pool import Wire
+
+#: Items per ``enqueue`` script call of a batch: large enough that the per-call cost (the
+#: round trip's share, EVALSHA dispatch, the script's set-up) is spread thin, small enough that
+#: one call holds the server for well under a millisecond (bench/README.md, "Chunk size").
+ADMIT_CHUNK = 100
+#: Jobs per ``complete`` or ``retry`` script call of a batch (same reasoning).
+SETTLE_CHUNK = 100
+
+#: One item's reply to an admission: ``(code, id)`` — 1 enqueued, 2 scheduled, 0 duplicate
+#: (``id`` is the job that holds the work) — or the refusal or wire error in its place.
+Admitted = tuple[int, str] | EchoMQError
+#: One job's settle code (see complete.lua / retry.lua), or the wire error in its place.
+SettleCode = int | EchoMQError
+
+
+class Admission(NamedTuple):
+    """One job as ``enqueue.lua`` takes it; its fields, in order, are the item's ``ARGV``.
+    ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
+    ``dedup_ttl_ms`` 0 for the row's life."""
+
+    id: str
+    payload: bytes
+    group: str
+    run_at: int = 0
+    dedup: str = ""
+    dedup_ttl_ms: int = 0
+
+
+class Failure(NamedTuple):
+    """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``.
+    ``traceback`` "" for none (at most ``_checks.MAX_TRACEBACK`` bytes)."""
+
+    id: str
+    token: int
+    delay_ms: int
+    max_attempts: int
+    error: str
+    traceback: str = ""
+
+
+class Success(NamedTuple):
+    """One succeeded job as ``complete.lua`` takes it; its fields, in order, are its ``ARGV``.
+    ``result`` is the codec's bytes, b"" when the queue keeps no results."""
+
+    id: str
+    token: int
+    result: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """A claim's answer: the shared lease deadline, whether a lane was still serviceable, and
+    each job as ``(id, payload bytes, attempts, group)``."""
+
+    deadline_ms: int
+    more: bool
+    rows: list[tuple[str, bytes, int, str]]
+
+
+@dataclass(frozen=True, slots=True)
+class TickReply:
+    moved: int
+    lanes: int
+    recovered: list[str]
+    dead: list[str]
+    next_due_ms: int  # < 0: nothing waits on time
+
+
+class Engine:
+    """The transitions of one queue on one wire, each one typed method."""
+
+    def __init__(self, wire: Wire, keys: Keyspace, scripts: ScriptRegistry) -> None:
+        self.wire = wire
+        self.registry = scripts
+        # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
+        self._keys: tuple[Arg, ...] = (keys.root, keys.gate)
+        get = scripts.__getitem__
+        self._enqueue, self._claim, self._complete = get("enqueue"), get("claim"), get("complete")
+        self._retry, self._delay, self._extend = get("retry"), get("delay"), get("extend")
+        self._promote, self._tick, self._reap = get("promote"), get("tick"), get("reap")
+        self._counts, self._lanes, self._configure = get("counts"), get("lanes"), get("configure")
+        self._lane_limit, self._pause, self._resume = (
+            get("lane_limit"),
+            get("pause"),
+            get("resume"),
+        )
+        self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
+        self._reassign, self._reprocess = get("reassign"), get("reprocess")
+        self._progress = get("progress")
+
+    async def _batched(
+        self,
+        script: Script,
+        items: Sequence[Sequence[Arg]],
+        size: int,
+        width: int,
+        head: Sequence[Arg] = (),
+    ) -> list[Any]:
+        """Run ``script`` over ``items`` in chunks of ``size``, pipelined, each call's ``ARGV``
+        opening with ``head``. Each item's reply in order: the ``width`` values the script
+        answers for it (one value when ``width`` is 1), or the failure of the call that
+        carried it."""
+        chunks = [items[start : start + size] for start in range(0, len(items), size)]
+        calls = [
+            (script, self._keys, [*head, *(arg for item in chunk for arg in item)])
+            for chunk in chunks
+        ]
+        if len(calls) == 1:
+            try:
+                replies: list[Any] = [await self.registry.run(self.wire, *calls[0])]
+            except EchoMQError as exc:
+                replies = [exc]
+        else:
+            # One pipeline per call: each carries a whole chunk, and an answered one is kept.
+            replies = await self.registry.run_many(self.wire, calls, per_pipeline=1)
+        out: list[Any] = []
+        for chunk, reply in zip(chunks, replies, strict=True):
+            if isinstance(reply, EchoMQError):
+                out += [reply] * len(chunk)
+            elif width == 1:
+                out += reply
+            else:
+                out += [reply[i : i + width] for i in range(0, len(reply), width)]
+        return out
+
+    # -- admission and settles (batch-native: k items per call) ---------------------------------
+
+    async def enqueue(self, items: Sequence[Admission]) -> list[Admitted]:
+        """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
+        replies = await self._batched(self._enqueue, items, ADMIT_CHUNK, 2)
+        return [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
+
+    async def enqueue_one(self, item: Admission) -> tuple[int, str]:
+        """Admit one item; its refusal is raised."""
+        reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, item))
+        if isinstance(reply, EchoMQError):
+            raise reply
+        return reply
+
+    async def complete(self, jobs: Sequence[Success], ttl_ms: int = 0) -> list[SettleCode]:
+        """Complete jobs, keeping each row (with its result) ``ttl_ms`` when > 0, else deleting
+        it; per job 1 completed, 0 gone, -1 stale, -2 settled."""
+        return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1, (ttl_ms,))
+
+    async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
+        """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 0 gone, -1 stale, -2 settled."""
+        return await self._batched(self._retry, failures, SETTLE_CHUNK, 1)
+
+    # -- claim and leases ----------------------------------------------------------------------
+
+    async def claim(self, lease_ms: int, want: int) -> Claimed | int | None:
+        """Lease up to ``want`` jobs; else None (empty), > 0 (queue rate-limited for that many
+        ms) or <= 0 (empty; a benched lane returns in ``-reply`` ms)."""
+        reply = await self.registry.run(self.wire, self._claim, self._keys, (lease_ms, want))
+        if type(reply) is not list:
+            return None if reply is None else int(reply)
+        rows = [
+            (text(reply[i]), reply[i + 1], int(reply[i + 2]), text(reply[i + 3]))
+            for i in range(2, len(reply), 4)
+        ]
+        return Claimed(int(reply[0]), reply[1] == 1, rows)
+
+    async def delay(self, job_id: str, token: int, delay_ms: int) -> bool:
+        """Re-schedule a held job without counting a failure; False when gone (refusals raise)."""
+        args = (job_id, token, delay_ms)
+        return bool(await self.registry.run(self.wire, self._delay, self._keys, args))
+
+    async def extend(self, lease_ms: int, jobs: Sequence[tuple[str, int]]) -> list[int]:
+        """Extend ``(id, token)`` leases on one TIME; per job 1 extended, 0 gone, -1 stale."""
+        args: list[Arg] = [lease_ms]
+        for pair in jobs:
+            args += pair
+        return [int(code) for code in await self._run(self._extend, args)]
+
+    async def progress(
+        self, job_id: str, token: int, value: str | None, lines: Sequence[str], keep: int
+    ) -> bool:
+        """Set a held job's progress (JSON text; None leaves it) and append ``lines`` to its
+        log, keeping the newest ``keep``; False when gone (a stale token raises)."""
+        args: list[Arg] = [job_id, token, 0 if value is None else 1, value or "", keep, *lines]
+        return bool(await self._run(self._progress, args))
+
+    # -- time ----------------------------------------------------------------------------------
+
+    async def promote(self, limit: int) -> tuple[int, int]:
+        """Move due scheduled jobs to their lanes, ring benched lanes: ``(moved, lanes)``."""
+        moved, lanes = await self._run(self._promote, (limit,))
+        return int(moved), int(lanes)
+
+    async def tick(self, limit: int, reap_limit: int, max_stalled: int) -> TickReply:
+        """Promote, then reap, in one call."""
+        moved, lanes, recovered, dead, due = await self._run(
+            self._tick, (limit, reap_limit, max_stalled)
+        )
+        return TickReply(
+            int(moved), int(lanes), [text(i) for i in recovered], [text(i) for i in dead], due
+        )
+
+    async def reap(self, limit: int, max_stalled: int) -> tuple[list[str], list[str]]:
+        """Return expired leases to their lanes: ``(recovered ids, dead ids)``."""
+        recovered, dead = await self._run(self._reap, (limit, max_stalled))
+        return [text(i) for i in recovered], [text(i) for i in dead]
+
+    # -- reads and settings --------------------------------------------------------------------
+
+    async def counts(self) -> list[int]:
+        """pending, active, scheduled, dead, completed, failed, lanes, ringed."""
+        return [int(n) for n in await self._run(self._counts)]
+
+    async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:
+        """Eight raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
+        flat = await self._run(self._lanes, groups)
+        return [flat[i : i + 8] for i in range(0, len(flat), 8)]
+
+    async def configure(self, settings: Sequence[Arg]) -> None:
+        """Set queue-wide ``field, value`` pairs ("" clears one)."""
+        await self._run(self._configure, settings)
+
+    async def lane_setting(self, group: str, field: str, value: Arg) -> None:
+        """Set one lane's ``glimit``, ``gweight`` or ``grate`` ("" clears it)."""
+        await self._run(self._lane_limit, (group, field, value))
+
+    async def pause_lane(self, group: str) -> bool:
+        return bool(await self._run(self._pause, (group,)))
+
+    async def resume_lane(self, group: str) -> bool:
+        return bool(await self._run(self._resume, (group,)))
+
+    # -- cleanup -------------------------------------------------------------------------------
+
+    async def drain(
+        self, group: str, schedule: bool, budget: int, results: bool = False
+    ) -> tuple[int, bool]:
+        """Delete up to ``budget`` pending (and scheduled, and kept completed) jobs:
+        ``(deleted, more)``."""
+        args = (group, int(schedule), budget, int(results))
+        deleted, more = await self._run(self._drain, args)
+        return int(deleted), bool(more)
+
+    async def obliterate(self, force: bool, budget: int) -> bool:
+        """Delete up to ``budget`` rows of the queue; True while more remain."""
+        return bool(await self._run(self._obliterate, (int(force), budget)))
+
+    async def remove(self, job_id: str) -> bool:
+        return bool(await self._run(self._remove, (job_id,)))
+
+    async def reassign(self, job_id: str, group: str) -> bool:
+        return bool(await self._run(self._reassign, (job_id, group)))
+
+    async def reprocess(self, job_id: str) -> bool:
+        return bool(await self._run(self._reprocess, (job_id,)))
+
+    def _run(self, script: Script, args: Sequence[Arg] = ()) -> Awaitable[Any]:
+        return self.registry.run(self.wire, script, self._keys, args)
+
+
+def _admitted(code: int, detail: Any) -> Admitted:
+    """One item's two reply values: ``(code, id)``, or its refusal (code -1)."""
+    return server_error(text(detail)) if code == -1 else (int(code), text(detail))

@@ -1,0 +1,239 @@
+"""The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
+resume, weight, limit, reprocess, remove, drain. Tables for people (rich), ``--json`` for scripts.
+
+Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
+2 bad input (argparse's own convention).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from echomq.engine.checks import count
+from echomq.engine.queue import Queue
+from echomq.engine.snapshot import queue_exists, read_snapshot
+
+
+class NotFound(Exception):
+    """An unknown queue or job: exit 1 with the message."""
+
+
+Verb = Callable[[Queue, argparse.Namespace], Coroutine[Any, Any, Any]]
+
+
+def setting(value: str) -> int | None:
+    """A ``weight``/``limit`` argument: an integer >= 1, or ``none`` to remove the setting."""
+    if value.lower() == "none":
+        return None
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an integer >= 1 or 'none', got {value!r}"
+        ) from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1 or 'none', got {number}")
+    return number
+
+
+def add_verbs(commands: Any) -> None:
+    """Register the verbs on the ``echomq`` subparsers."""
+    for name, text in (
+        ("stats", "jobs per state, the terminal counters, pause and rate-limit state"),
+        ("lanes", "every lane: depth, in flight, ceiling, weight, rate, paused"),
+        ("ring", "the serviceable lanes in the order they will be served"),
+    ):
+        commands.add_parser(name, help=text).add_argument("queue")
+    dead = commands.add_parser("dead", help="dead-lettered jobs with their last error")
+    dead.add_argument("queue")
+    dead.add_argument("--limit", type=int, default=100, help="at most this many (oldest first)")
+    job = commands.add_parser("job", help="one job: state, progress and its last log lines")
+    job.add_argument("queue")
+    job.add_argument("job")
+    job.add_argument("--lines", type=int, default=10, help="log lines to show (newest)")
+    for name, text in (("pause", "stop serving"), ("resume", "serve again")):
+        verb = commands.add_parser(name, help=f"{text} a lane, or the whole queue")
+        verb.add_argument("queue")
+        verb.add_argument("group", nargs="?", help="the lane (omit: the whole queue)")
+    for name, text in (
+        ("weight", "claims per ring visit (none = 1)"),
+        ("limit", "jobs leased at once (none = no ceiling)"),
+    ):
+        verb = commands.add_parser(name, help=f"set a lane's {text}")
+        verb.add_argument("queue")
+        verb.add_argument("group")
+        verb.add_argument("value", type=setting, help="an integer >= 1, or none")
+    for name, text in (
+        ("reprocess", "return a dead job to its lane with a fresh failure budget"),
+        ("remove", "delete a job that is not leased"),
+    ):
+        verb = commands.add_parser(name, help=text)
+        verb.add_argument("queue")
+        verb.add_argument("job")
+    drain = commands.add_parser("drain", help="delete every pending job (asks first)")
+    drain.add_argument("queue")
+    drain.add_argument("--schedule", action="store_true", help="scheduled jobs too")
+    drain.add_argument("--yes", action="store_true", help="do not ask")
+
+
+# -- the verbs (each answers JSON-able data) ----------------------------------------------------
+
+
+async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
+    snap = await read_snapshot(queue, dead=0)
+    data = snap.as_json()
+    return {**data["counts"], "paused": snap.paused, "concurrency": snap.concurrency,
+            "limiter": data["limiter"]}  # fmt: skip
+
+
+async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
+    return [dataclasses.asdict(lane) for lane in await queue.lanes()]
+
+
+async def _ring(queue: Queue, args: argparse.Namespace) -> Any:
+    return await queue.ring()
+
+
+async def _dead(queue: Queue, args: argparse.Namespace) -> Any:
+    jobs = await queue.dead(count(args.limit, "limit"))
+    return [
+        {"id": j.id, "group": j.group, "attempts": j.attempts, "last_error": j.last_error}
+        for j in jobs
+    ]
+
+
+async def _job(queue: Queue, args: argparse.Namespace) -> Any:
+    info = await queue.job(args.job)
+    if info is None:
+        raise NotFound(f"no job {args.job} in queue {queue.name}")
+    return {
+        "id": info.id,
+        "state": info.state,
+        "attempts": info.attempts,
+        "group": info.group,
+        "progress": info.progress,
+        "last_error": info.last_error,
+        "log": await queue.logs(info.id, count(args.lines, "lines")),
+    }
+
+
+async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
+    wanted = args.command == "pause"
+    if args.group is None:
+        was = await queue.is_paused()
+        await (queue.pause() if wanted else queue.resume())
+        return {"queue": queue.name, "lane": None, "paused": wanted, "changed": was != wanted}
+    lane = queue.lane(args.group)
+    changed = await (lane.pause() if wanted else lane.resume())
+    return {"queue": queue.name, "lane": lane.group, "paused": wanted, "changed": changed}
+
+
+async def _setting(queue: Queue, args: argparse.Namespace) -> Any:
+    lane = queue.lane(args.group)
+    await (lane.weight(args.value) if args.command == "weight" else lane.limit(args.value))
+    return {"queue": queue.name, "lane": lane.group, args.command: args.value}
+
+
+async def _reprocess(queue: Queue, args: argparse.Namespace) -> Any:
+    if not await queue.reprocess(args.job):
+        raise NotFound(f"no job {args.job} in queue {queue.name}")
+    return {"queue": queue.name, "reprocessed": args.job}
+
+
+async def _remove(queue: Queue, args: argparse.Namespace) -> Any:
+    if not await queue.remove(args.job):
+        raise NotFound(f"no job {args.job} in queue {queue.name}")
+    return {"queue": queue.name, "removed": args.job}
+
+
+async def _drain(queue: Queue, args: argparse.Namespace) -> Any:
+    counts = await queue.counts()
+    doomed = counts.pending + (counts.scheduled if args.schedule else 0)
+    if not args.yes:
+        what = "pending and scheduled" if args.schedule else "pending"
+        # On stderr: stdout carries the answer only, so ``--json`` output stays parseable.
+        question = f"Delete {doomed} {what} jobs of {queue.name}? [y/N] "
+        print(question, end="", flush=True, file=sys.stderr)
+        answer = sys.stdin.readline().strip().lower()
+        if answer not in ("y", "yes"):
+            return {"queue": queue.name, "drained": 0, "confirmed": False}
+    deleted = await queue.drain(schedule=args.schedule)
+    return {"queue": queue.name, "drained": deleted, "confirmed": True}
+
+
+VERBS: dict[str, Verb] = {
+    "stats": _stats,
+    "lanes": _lanes,
+    "ring": _ring,
+    "dead": _dead,
+    "job": _job,
+    "pause": _pause,
+    "resume": _pause,
+    "weight": _setting,
+    "limit": _setting,
+    "reprocess": _reprocess,
+    "remove": _remove,
+    "drain": _drain,
+}
+
+
+async def run(url: str, args: argparse.Namespace) -> Any:
+    """Connect, refuse an unknown queue, run the verb, close."""
+    queue = await Queue.connect(url, args.queue, pool_size=1, events=False)
+    try:
+        if not await queue_exists(queue):
+            raise NotFound(f"no queue named {args.queue} on this server (never used, or deleted)")
+        return await VERBS[args.command](queue, args)
+    finally:
+        await queue.close()
+
+
+# -- output -------------------------------------------------------------------------------------
+
+
+def show(command: str, data: Any, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(data, indent=2))
+        return
+    if command in ("lanes", "dead"):
+        if not data:
+            print(f"(no {'lanes' if command == 'lanes' else 'dead jobs'})")
+            return
+        _table(
+            list(data[0].keys()), [["" if v is None else str(v) for v in r.values()] for r in data]
+        )
+    elif command == "stats":
+        rows = [[k, json.dumps(v) if isinstance(v, dict) else str(v)] for k, v in data.items()]
+        _table(["state", "value"], rows)
+    elif command == "job":
+        for key, value in data.items():
+            if key != "log" and value is not None:
+                print(f"{key}: {json.dumps(value) if key == 'progress' else value}")
+        print("log:" if data["log"] else "log: (none)")
+        for line in data["log"]:
+            print(f"  {line}")
+    elif command == "ring":
+        print(" -> ".join(data) if data else "(the ring is empty)")
+    else:
+        print(", ".join(f"{k}: {v}" for k, v in data.items() if v is not None))
+
+
+def _table(header: list[str], rows: list[list[str]]) -> None:
+    """A rich table (the ``echomq[cli]`` extra), or aligned plain columns without it."""
+    try:
+        from rich.console import Console
+        from rich.table import Table
+    except ImportError:
+        widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+        for row in [header, *rows]:
+            print("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)))
+        return
+    table = Table(*header)
+    for row in rows:
+        table.add_row(*row)
+    Console(soft_wrap=False).print(table)

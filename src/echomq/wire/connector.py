@@ -1,0 +1,481 @@
+"""The connector: one socket to one server, auto-pipelined.
+
+Every command any task issues in the same event-loop tick goes out in one ``write`` (on an idle
+socket the first goes at once, so a lone caller waits for no loop turn); replies are
+parsed by ``hiredis`` and matched to their callers strictly in order. A dropped socket fails the
+calls in flight with :class:`Disconnected` (never replayed) and the connector reconnects in the
+background with capped, jittered backoff; calls issued meanwhile wait for the new socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+import ssl
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Final
+
+import hiredis
+
+from echomq.errors import (
+    AuthError,
+    Closed,
+    ConnectError,
+    Disconnected,
+    EchoMQError,
+    Overloaded,
+    VersionFenceError,
+    WireError,
+    WireTimeout,
+    server_error,
+)
+from echomq.wire.handshake import check_handshake, handshake, tls_context
+from echomq.wire.url import ConnectionOptions
+
+log = logging.getLogger("echomq.wire")
+
+#: The wire version fenced in ``{emq}:version``: bumped when the keyspace or a script's contract
+#: changes incompatibly, so old and new workers never share a deployment.
+WIRE_VERSION: Final = "echomq:3"
+
+Arg = bytes | str | int | float
+Command = Sequence[Arg]
+PushHandler = Callable[[list[Any]], None]
+
+_NEED_MORE: Final = object()
+_ReplyError: Final = hiredis.ReplyError
+_Push: Final = hiredis.PushNotification
+_pack: Final[Callable[[tuple[Arg, ...]], bytes]] = hiredis.pack_command  # type: ignore[assignment]
+
+#: A write buffer this full goes out at once rather than at the end of the tick, so the server
+#: works on the head of a long pipeline while the client still encodes its tail.
+FLUSH_AT = 32 * 1024
+#: The kind of the frame an unsolicited reply reaches ``on_push`` as: ``[UNSOLICITED, reply]``.
+UNSOLICITED = b"unsolicited"
+_BACKOFF_START = 0.1
+_BACKOFF_MAX = 2.0
+
+
+class _Gather:
+    """The pending entry of a pipeline: collects ``n`` replies, then resolves one future."""
+
+    __slots__ = ("future", "left", "replies")
+
+    def __init__(self, future: asyncio.Future[list[Any]], n: int) -> None:
+        self.future = future
+        self.left = n
+        self.replies: list[Any] = []
+
+    def add(self, reply: Any) -> bool:
+        """Take the next reply; True once the last one arrived."""
+        if type(reply) is _ReplyError:
+            reply = server_error(str(reply))
+        self.replies.append(reply)
+        self.left -= 1
+        if self.left:
+            return False
+        if not self.future.done():
+            self.future.set_result(self.replies)
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(exc)
+
+
+class _Protocol(asyncio.Protocol):
+    """Parses replies off the socket and resolves the pending entries in order."""
+
+    def __init__(self, connector: Connector) -> None:
+        self.connector = connector
+        self.reader = hiredis.Reader(notEnoughData=_NEED_MORE)
+        self.transport: asyncio.Transport | None = None
+        self.pending: deque[asyncio.Future[Any] | _Gather] = deque()
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        reader = self.reader
+        reader.feed(data)
+        pending = self.pending
+        connector = self.connector
+        connector.last_reply_at = time.monotonic()
+        while True:
+            try:
+                reply = reader.gets()
+            except hiredis.ProtocolError as exc:
+                connector._protocol_error(self, exc)
+                return
+            if reply is _NEED_MORE:
+                return
+            if type(reply) is _Push:
+                connector._push(reply)
+                continue
+            if not pending:
+                # A reply no call waits for: a subscriber's refused SSUBSCRIBE (a MOVED from a
+                # node that no longer owns the slot) goes to its push handler, which decides;
+                # on any other connection it means the replies are out of step: start over.
+                if connector.on_push is None:
+                    connector._protocol_error(self, ValueError("a reply no call waits for"))
+                    return
+                connector._push([UNSOLICITED, reply])
+                continue
+            entry = pending[0]
+            if isinstance(entry, _Gather):
+                if entry.add(reply):
+                    pending.popleft()
+                continue
+            pending.popleft()
+            if not entry.done():
+                if type(reply) is _ReplyError:
+                    entry.set_exception(server_error(str(reply)))
+                else:
+                    entry.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if not self.lost.done():
+            self.lost.set_result(None)
+        self.connector._lost(self, exc)
+
+
+class Connector:
+    """One pipelined connection. ``call`` for one command, ``call_many`` for a pipeline.
+
+    A pipeline's error replies are returned in place as :class:`ServerError` instances so one bad
+    item never breaks the rest; a single ``call`` raises its error reply.
+    """
+
+    def __init__(
+        self,
+        options: ConnectionOptions,
+        *,
+        version_fence: str | None = WIRE_VERSION,
+        on_push: PushHandler | None = None,
+        on_connect: Callable[[Connector], Awaitable[None]] | None = None,
+        max_pending: int = 50_000,
+    ) -> None:
+        self.options = options
+        self.version_fence = version_fence
+        self.on_push = on_push
+        self.on_connect = on_connect
+        self.max_pending = max_pending
+        self.last_reply_at = 0.0
+        self.reconnects = 0
+        self.writes = 0
+        self._proto: _Protocol | None = None
+        self._wbuf = bytearray()
+        self._flush_scheduled = False
+        self._closed = False
+        self._ready: asyncio.Event | None = None
+        self._reconnect_task: asyncio.Task[None] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._grace_until = 0.0
+        self._established = False  # a socket was up once: losing it means reconnecting
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        return self.options.address
+
+    @property
+    def is_connected(self) -> bool:
+        """The socket is up and its handshake done (a socket mid-handshake is not connected)."""
+        return self._proto is not None and self._ready is not None and self._ready.is_set()
+
+    async def connect(self) -> Connector:
+        """Open the socket and run the handshake; raises a typed error on failure."""
+        if self._closed:
+            raise Closed("connector is closed", address=self.address)
+        self._loop = asyncio.get_running_loop()
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        if self._proto is None:
+            await self._open()
+        return self
+
+    async def close(self) -> None:
+        """Close the socket; calls in flight fail with :class:`Closed`."""
+        self._closed = True
+        if self._reconnect_task is not None:
+            self._reconnect_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reconnect_task
+            self._reconnect_task = None
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+            self._watchdog = None
+        proto, self._proto = self._proto, None
+        if self._ready is not None:
+            self._ready.set()  # release waiters; they see _closed
+        if proto is not None:
+            self._fail_pending(proto, Closed("connector closed", address=self.address))
+            if proto.transport is not None:
+                proto.transport.close()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(asyncio.shield(proto.lost), 1.0)
+
+    async def __aenter__(self) -> Connector:
+        return await self.connect()
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # -- calls -------------------------------------------------------------------------------
+
+    def call(self, *args: Arg) -> Awaitable[Any]:
+        """Send one command; the awaitable resolves to its reply or raises its error."""
+        proto = self._proto
+        if proto is None:
+            return self._call_later(args)
+        if len(proto.pending) >= self.max_pending:
+            raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
+        future: asyncio.Future[Any] = self._loop.create_future()  # type: ignore[union-attr]
+        self._wbuf += _pack(args)
+        pending = proto.pending
+        if not pending:
+            self.last_reply_at = time.monotonic()  # the watchdog measures from the oldest call
+            pending.append(future)
+            if not self._flush_scheduled:
+                # An idle connection: nothing to coalesce with yet, so write at once and spare
+                # a sequential caller a turn of the event loop; later calls of this tick are
+                # still coalesced into one more write.
+                self._flush()
+            return future
+        pending.append(future)
+        if not self._flush_scheduled:
+            self._schedule_flush()
+        return future
+
+    def call_many(self, commands: Sequence[Command]) -> Awaitable[list[Any]]:
+        """Send a pipeline in one write; resolves to one reply per command, in order.
+
+        Error replies come back in place as :class:`ServerError` values.
+        """
+        proto = self._proto
+        if proto is None:
+            return self._call_many_later(commands)
+        if not commands:
+            raise ValueError("call_many needs at least one command")
+        if len(proto.pending) >= self.max_pending:
+            raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
+        future: asyncio.Future[list[Any]] = self._loop.create_future()  # type: ignore[union-attr]
+        wbuf = self._wbuf
+        for command in commands:
+            wbuf += _pack(tuple(command))
+        is_idle = not proto.pending
+        if is_idle:
+            self.last_reply_at = time.monotonic()
+        proto.pending.append(_Gather(future, len(commands)))
+        if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
+            self._flush()  # a full buffer, or an idle connection (see ``call``)
+        elif not self._flush_scheduled:
+            self._schedule_flush()
+        return future
+
+    def send_no_reply(self, *args: Arg) -> None:
+        """Send a command whose answer arrives as push frames (RESP3 SUBSCRIBE and friends)."""
+        if self._proto is None:
+            raise Disconnected("not connected", address=self.address)
+        self._wbuf += _pack(args)
+        if not self._flush_scheduled:
+            self._schedule_flush()
+
+    async def call_blocking(self, timeout: float, *args: Arg) -> Any:
+        """A blocking command (``BLPOP k timeout``): the call timeout stretches by ``timeout``."""
+        self._grace_until = max(self._grace_until, time.monotonic() + timeout)
+        return await self.call(*args)
+
+    async def _call_later(self, args: tuple[Arg, ...]) -> Any:
+        await self._wait_ready()
+        return await self.call(*args)
+
+    async def _call_many_later(self, commands: Sequence[Command]) -> list[Any]:
+        await self._wait_ready()
+        return await self.call_many(commands)
+
+    async def _wait_ready(self) -> None:
+        if self._closed:
+            raise Closed("connector is closed", address=self.address)
+        if self._ready is None:
+            raise Disconnected("connector was never connected", address=self.address)
+        try:
+            await asyncio.wait_for(self._ready.wait(), self.options.call_timeout)
+        except TimeoutError:
+            raise WireTimeout(
+                f"not connected within {self.options.call_timeout}s", address=self.address
+            ) from None
+        if self._closed:
+            raise Closed("connector is closed", address=self.address)
+
+    def _schedule_flush(self) -> None:
+        self._flush_scheduled = True
+        self._loop.call_soon(self._flush)  # type: ignore[union-attr]
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        proto = self._proto
+        if proto is None or proto.transport is None or not self._wbuf:
+            self._wbuf.clear()
+            return
+        data = bytes(self._wbuf)
+        self._wbuf.clear()
+        self.writes += 1
+        proto.transport.write(data)
+        if self._watchdog is None:
+            self._arm_watchdog()
+
+    # -- watchdog: one timer per connector instead of a timeout per call ---------------------
+
+    def _arm_watchdog(self) -> None:
+        interval = min(1.0, self.options.call_timeout / 4)
+        self._watchdog = self._loop.call_later(interval, self._check_stuck)  # type: ignore[union-attr]
+
+    def _check_stuck(self) -> None:
+        self._watchdog = None
+        proto = self._proto
+        if proto is None or not proto.pending:
+            return
+        now = time.monotonic()
+        if now > max(self.last_reply_at, self._grace_until) + self.options.call_timeout:
+            log.warning(
+                "no reply from %s for %.1fs; dropping the socket",
+                self.address,
+                now - self.last_reply_at,
+            )
+            self._drop(
+                proto,
+                WireTimeout(f"no reply within {self.options.call_timeout}s", address=self.address),
+                "no reply",
+            )
+            return
+        self._arm_watchdog()
+
+    # -- connection management ---------------------------------------------------------------
+
+    async def _open(self) -> None:
+        opts = self.options
+        loop = asyncio.get_running_loop()
+        tls = tls_context(opts)
+        try:
+            _, proto = await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: _Protocol(self),
+                    opts.host,
+                    opts.port,
+                    ssl=tls,
+                    server_hostname=opts.host if tls else None,
+                ),
+                opts.connect_timeout,
+            )
+        except TimeoutError:
+            raise WireTimeout(
+                f"connect timed out after {opts.connect_timeout}s", address=self.address
+            ) from None
+        except ssl.SSLError as exc:
+            raise ConnectError(f"TLS handshake failed: {exc}", address=self.address) from exc
+        except OSError as exc:
+            raise ConnectError(
+                f"cannot connect: {exc.strerror or exc}", address=self.address
+            ) from exc
+        assert isinstance(proto, _Protocol)
+        self.last_reply_at = time.monotonic()
+        self._proto = proto
+        try:
+            await asyncio.wait_for(self._handshake(), opts.connect_timeout)
+            if self.on_connect is not None:
+                await self.on_connect(self)
+        except BaseException as exc:
+            self._proto = None
+            if proto.transport is not None:
+                proto.transport.abort()
+                if not isinstance(exc, asyncio.CancelledError):
+                    # Let the socket really close before the caller hears of the failure.
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(asyncio.shield(proto.lost), 1.0)
+            if isinstance(exc, asyncio.TimeoutError):
+                raise WireTimeout("handshake timed out", address=self.address) from None
+            raise
+        if self._established:
+            self.reconnects += 1  # counted before anyone can see the connector ready again
+        self._established = True
+        if self._ready is not None:
+            self._ready.set()
+
+    async def _handshake(self) -> None:
+        replies = await self.call_many(handshake(self.options, self.version_fence))
+        check_handshake(replies, self.version_fence, self.address)
+
+    def _lost(self, proto: _Protocol, exc: Exception | None) -> None:
+        n = len(proto.pending)
+        lost = Disconnected(
+            f"connection lost with {n} call(s) in flight; they may or may not have run "
+            "and are not replayed",
+            address=self.address,
+        )
+        self._drop(proto, lost, str(exc or "closed by peer"))
+
+    def _protocol_error(self, proto: _Protocol, exc: Exception) -> None:
+        self._drop(proto, WireError(f"protocol error: {exc}", address=self.address), "bad reply")
+
+    def _drop(self, proto: _Protocol, error: EchoMQError, why: str) -> None:
+        """Give up on ``proto``'s socket: fail its calls, and reconnect unless closed.
+
+        The connector lets go of the socket at once, so a call issued right after sees the
+        reconnect, not a socket that is about to die.
+        """
+        self._fail_pending(proto, error)
+        if proto.transport is not None:
+            proto.transport.abort()
+        if proto is not self._proto:
+            return
+        self._proto = None
+        self._wbuf.clear()
+        if self._closed or not self._established:
+            return  # a first connect that fails is the caller's to handle, not ours to retry
+        if self._ready is not None:
+            self._ready.clear()
+        if self._reconnect_task is not None and not self._reconnect_task.done():
+            return  # a reconnect attempt is what just failed: its loop carries on
+        log.warning("lost connection to %s (%s); reconnecting", self.address, why)
+        self._reconnect_task = asyncio.get_running_loop().create_task(self._reconnect())
+
+    def _fail_pending(self, proto: _Protocol, exc: EchoMQError) -> None:
+        pending = proto.pending
+        while pending:
+            entry = pending.popleft()
+            if isinstance(entry, _Gather):
+                entry.fail(exc)
+            elif not entry.done():
+                entry.set_exception(exc)
+
+    def _push(self, frame: list[Any]) -> None:
+        if self.on_push is not None:
+            self.on_push(frame)
+
+    async def _reconnect(self) -> None:
+        delay = _BACKOFF_START
+        while not self._closed:
+            await asyncio.sleep(delay + random.uniform(0, delay / 2))
+            try:
+                await self._open()
+            except (AuthError, VersionFenceError) as exc:
+                log.error("reconnect to %s refused for good: %s", self.address, exc)
+                self._closed = True
+                if self._ready is not None:
+                    self._ready.set()
+                return
+            except EchoMQError as exc:
+                log.info("reconnect to %s failed: %s", self.address, exc)
+                delay = min(delay * 2, _BACKOFF_MAX)
+                continue
+            log.info("reconnected to %s", self.address)
+            return
