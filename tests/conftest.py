@@ -7,6 +7,7 @@ flush the server; each gets its own queue name. The modules in ``ALSO_ON_CLUSTER
 
 from __future__ import annotations
 
+import gc
 import os
 import re
 import uuid
@@ -25,6 +26,21 @@ class ExternalValkey:
     """A server the suite did not start (``ECHOMQ_TEST_URL``); it is never stopped."""
 
     url: str = field(repr=False)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Everything imported so far is frozen out of the collector: the per-test collection below
+    then scans only what the tests made, a few µs instead of most of a second."""
+    gc.freeze()
+
+
+@pytest.fixture(autouse=True)
+def _collect_what_the_test_left() -> Iterator[None]:
+    """Collect garbage as each test ends, so an object it leaked (an unclosed socket) warns in
+    its own teardown: with warnings as errors the test that leaked fails, not whichever later
+    test the collector happened to run in (a leak in one file once failed a browser test)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
