@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -206,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     board.add_argument("--host", default="127.0.0.1", help="0.0.0.0 exposes it: mind the token")
     board.add_argument("--port", type=int, default=8700)
     board.add_argument("--interval", type=float, default=1.0, help="seconds between snapshots")
+    # The global options are taken after the verb too (`echomq stats q --json`), as people type
+    # them; SUPPRESS keeps a value given before the verb when none is given after it.
+    for verb in commands.choices.values():
+        for flag, extra in (("--url", {}), ("--json", {"action": "store_true"})):
+            with contextlib.suppress(argparse.ArgumentError):  # the verb has its own
+                verb.add_argument(
+                    flag, default=argparse.SUPPRESS, help="as before the verb", **extra
+                )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     # Whether --url or ECHOMQ_URL named the server: an App connects where it says otherwise.

@@ -130,11 +130,22 @@ async def test_a_bad_lane_name_exits_2_with_the_reason(queue: Queue, cli: Cli) -
     assert "invalid group" in ran.err
 
 
-async def test_an_unknown_queue_exits_1(cli: Cli, queue_name: str) -> None:
+async def test_an_unknown_queue_exits_1_naming_the_server(
+    cli: Cli, queue_name: str, valkey_url: str
+) -> None:
     for argv in (["stats"], ["lanes"], ["pause"], ["drain", "--yes"]):
         ran = await cli(argv[0], f"{queue_name}-never", *argv[1:])
         assert ran.code == 1
-        assert "no queue named" in ran.err
+        assert f"no queue named {queue_name}-never on {valkey_url}" in ran.err
+
+
+async def test_the_global_options_work_after_the_verb_too(
+    queue: Queue, capsys: pytest.CaptureFixture[str], valkey_url: str
+) -> None:
+    await queue.enqueue(1)
+    code = await asyncio.to_thread(main, ["stats", queue.name, "--url", valkey_url, "--json"])
+    assert code == 0
+    assert json.loads(capsys.readouterr().out)["pending"] == 1
 
 
 async def test_dead_shows_the_last_error_and_reprocess_returns_the_job(

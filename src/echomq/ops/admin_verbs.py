@@ -17,6 +17,7 @@ from typing import Any
 from echomq.engine.checks import count
 from echomq.engine.queue import Queue
 from echomq.engine.snapshot import queue_exists, read_snapshot
+from echomq.wire.url import redact_url
 
 
 class NotFound(Exception):
@@ -187,7 +188,11 @@ async def run(url: str, args: argparse.Namespace) -> Any:
     queue = await Queue.connect(url, args.queue, pool_size=1, events=False)
     try:
         if not await queue_exists(queue):
-            raise NotFound(f"no queue named {args.queue} on this server (never used, or deleted)")
+            # Name the server: the usual cause is the right name on the wrong server.
+            raise NotFound(
+                f"no queue named {args.queue} on {redact_url(url)} (never used there, or "
+                "deleted; --url or ECHOMQ_URL names the server)"
+            )
         return await VERBS[args.command](queue, args)
     finally:
         await queue.close()
