@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+from hypothesis import settings
 
 from echomq.engine.queue import Queue
 from echomq.server import EmbeddedCluster, EmbeddedValkey
@@ -26,6 +27,12 @@ class ExternalValkey:
     """A server the suite did not start (``ECHOMQ_TEST_URL``); it is never stopped."""
 
     url: str = field(repr=False)
+
+
+# No per-example deadline: on a shared 2-core machine one example can take 300 ms, and speed
+# is for bench/, not for assertions.
+settings.register_profile("shared-machine", deadline=None)
+settings.load_profile("shared-machine")
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
