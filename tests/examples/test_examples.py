@@ -51,7 +51,7 @@ def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture
 async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
-    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo")
+    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo", "batch-demo")
 
 
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
@@ -117,6 +117,18 @@ async def test_progress_example_reports_to_a_subscriber_and_the_handle(
         "progress: {'done': 3, 'of': 3}",
         "logs: ['imported 3 rows']",
         "events: ['progress', 'progress', 'progress', 'log']",
+    ]
+
+
+async def test_batch_tasks_example_inserts_in_batches_and_buries_the_bad_member(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("batch_tasks.py", valkey_url).splitlines()
+    assert out == [
+        "batches: [50, 50, 20]",
+        "rows: 119",
+        "first signup: row 1",
+        "signup 7: bad email 'nobody'",
     ]
 
 

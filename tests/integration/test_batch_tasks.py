@@ -172,14 +172,16 @@ async def test_a_batchs_leases_are_extended_together_past_its_lease(app: App) ->
     options = ConsumerOptions(beat=0.1, lease=lease, backoff=Fixed(0.0))
     tallies = await asyncio.wait_for(AppWorker(app, options=options).run_until_idle(), 20)
     ids = {h.id for h in handles}
-    assert len(extends) >= 2 and all(called == ids for called in extends)  # one call, all four
+    assert len(extends) >= 2
+    assert all(called == ids for called in extends)
     assert all(len(seen) == 1 for seen in deadlines)  # one deadline shared by the batch
     assert len({next(iter(seen)) for seen in deadlines}) >= 3  # moved on, more than once
     tally = tallies[app.default_queue]
     assert (tally.completed, tally.lost, tally.retried) == (4, 0, 0)  # never reaped
     for h in handles:
         status = await h.status()
-        assert status is not None and status.attempts == 1
+        assert status is not None
+        assert status.attempts == 1
 
 
 async def test_a_handler_exception_retries_every_member(
@@ -219,4 +221,5 @@ async def test_the_wrong_number_of_verdicts_retries_every_member_with_an_error_l
     assert any("returned 1 verdicts for 2 members" in e for e in errors)
     for handle in (first, second):
         status = await handle.status()
-        assert status is not None and (status.state, status.attempts) == ("completed", 2)
+        assert status is not None
+        assert (status.state, status.attempts) == ("completed", 2)

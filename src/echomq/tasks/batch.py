@@ -5,6 +5,7 @@ side, which gathers and settles batches, is :mod:`echomq.tasks.batch_runner`."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import typing
 from collections.abc import Awaitable, Callable, Sequence
@@ -130,6 +131,8 @@ class BatchTask(Task[[X], R]):
     ) -> None:
         if not isinstance(batching, Batching):
             raise InvalidArgument("batch", batching, "must be a Batching(max_size=, max_wait=)")
+        if not asyncio.iscoroutinefunction(fn):
+            raise InvalidArgument("fn", fn, "a batch task must be an async function (async def)")
         item, result = _hints(fn)
         self.batching = batching
         self.batch_fn = fn
