@@ -223,3 +223,40 @@ async def test_the_wrong_number_of_verdicts_retries_every_member_with_an_error_l
         status = await handle.status()
         assert status is not None
         assert (status.state, status.attempts) == ("completed", 2)
+
+
+async def test_batches_run_side_by_side_up_to_their_concurrency(app: App) -> None:
+    running: list[int] = []
+    both = asyncio.Event()
+
+    @app.task(batch=Batching(max_size=2, max_wait=1.0, concurrency=2))
+    async def flush(members: list[Member[int]]) -> None:
+        running.append(len(members))
+        if len(running) == 2:
+            both.set()
+        await asyncio.wait_for(both.wait(), 10)  # the second batch runs while this one waits
+
+    for i in range(4):
+        await flush.enqueue(i)
+    tallies = await asyncio.wait_for(AppWorker(app, options=FAST).run_until_idle(), 20)
+    assert running == [2, 2]
+    assert tallies[app.default_queue].completed == 4
+
+
+async def test_a_worker_stopped_while_a_batch_waits_runs_what_it_holds(app: App) -> None:
+    ran: list[int] = []
+
+    @app.task(batch=Batching(max_size=10, max_wait=60.0))
+    async def flush(members: list[Member[int]]) -> None:
+        ran.append(len(members))
+
+    await flush.enqueue(1)
+    await flush.enqueue(2)
+    claims = Claims()
+    worker = AppWorker(app, options=FAST, observer=claims)
+    running = asyncio.ensure_future(worker.run())
+    await asyncio.wait_for(claims.first.wait(), 10)
+    worker.stop()
+    tallies = await asyncio.wait_for(running, 20)  # not the 60 s wait
+    assert ran == [2]
+    assert tallies[app.default_queue].completed == 2

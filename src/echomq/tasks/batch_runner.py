@@ -135,6 +135,8 @@ class BatchConsumer:
                 # a job is enqueued on it: parked, not polling.
                 beat = self.cadence.park_for(now) if self.options.upkeep else self.options.beat
                 await self._park(min(deadline - now, beat))
+                if self._stopping.is_set():
+                    break  # stopping: run what is in hand, claim nothing more
                 await self._beat_if_due()
             more = bool(await self._claim(held))
         return held
