@@ -108,3 +108,13 @@ async def test_eager_mode_runs_each_member_as_a_batch_of_one() -> None:
     with pytest.raises(TaskFailed) as failed:
         await bad.result()
     assert "negative" in failed.value.error
+
+
+async def test_a_batch_task_called_directly_runs_a_batch_of_one() -> None:
+    app = App(queue="direct")
+
+    @app.task(batch=Batching(max_size=10, max_wait=1.0))
+    async def square(members: list[Member[int]]) -> list[MemberVerdict[int]]:
+        return [m.done(m.item * m.item) for m in members]
+
+    assert await square(7) == 49
