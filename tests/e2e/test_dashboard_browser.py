@@ -1,6 +1,7 @@
 """The dashboard in headless Chromium (Debian's own binary, driven by Playwright): the lanes
 table follows the engine live, the page's buttons act with the token from its URL, and an
-action without the token is refused with 403 and changes nothing."""
+action without the token is refused with 403 and changes nothing; a job's view follows its
+progress and log lines."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from playwright.async_api import Browser, Page, expect
 
 from echomq.dashboard import TOKEN_HEADER, create_app
 from echomq.engine.queue import Item, Queue
-from echomq.testing import serve_app
+from echomq.testing import claim_job, serve_app
 
 TOKEN = "browser-test-token-0123456789abcdef"
 WAIT_MS = 15_000  # generous: the machine is shared and the board refreshes every 0.2 s
@@ -81,4 +82,19 @@ async def test_an_action_without_the_token_is_refused_with_403(
     assert status == 403
     assert not (await queue.lane("loud").info()).paused
     await expect(_state(page, "loud")).to_have_text("live")
+    await page.close()
+
+
+async def test_a_jobs_view_follows_its_progress_and_log_lines(
+    browser: Browser, board: str, queue: Queue
+) -> None:
+    job = await claim_job(queue)
+    await queue.progress(job, value={"done": 1, "of": 4}, log="started")
+    page = await _open(browser, f"{board}/?job={job.id}")
+    view = page.locator(f'section.job[data-job="{job.id}"]')
+    await expect(view.locator(".progress")).to_have_text("1 of 4", timeout=WAIT_MS)
+    await expect(view.locator("pre.log")).to_have_text("started")
+    await queue.progress(job, value={"done": 3, "of": 4}, log="row 3 of 4")
+    await expect(view.locator(".progress")).to_have_text("3 of 4", timeout=WAIT_MS)
+    await expect(view.locator("pre.log")).to_have_text("started\nrow 3 of 4")
     await page.close()

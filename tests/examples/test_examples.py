@@ -51,7 +51,15 @@ def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture
 async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
-    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo")
+    await forget(
+        valkey_url,
+        "email",
+        "rates-demo",
+        "results-demo",
+        "progress-demo",
+        "batch-demo",
+        "periodic-demo",
+    )
 
 
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
@@ -118,6 +126,25 @@ async def test_progress_example_reports_to_a_subscriber_and_the_handle(
         "logs: ['imported 3 rows']",
         "events: ['progress', 'progress', 'progress', 'log']",
     ]
+
+
+async def test_batch_tasks_example_inserts_in_batches_and_buries_the_bad_member(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("batch_tasks.py", valkey_url).splitlines()
+    assert out == [
+        "batches: [50, 50, 20]",
+        "rows: 119",
+        "first signup: row 1",
+        "signup 7: bad email 'nobody'",
+    ]
+
+
+async def test_periodic_example_runs_each_tick_once_under_two_schedulers(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("periodic.py", valkey_url).splitlines()
+    assert out == ["runs: 3 | distinct: 3", "each a tick's derived id: True"]
 
 
 async def test_dashboard_mounts_in_an_asgi_app(

@@ -11,9 +11,9 @@ import echomq
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "tasks.md").read_text()
 ADDED = [
-    "App", "AppWorker", "Call", "Completed", "Context", "Handle", "HookFailed", "ResultMissing",
-    "ResultTimeout", "RetryPlan", "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed",
-    "TaskOutcome", "context",
+    "App", "AppWorker", "BatchTask", "Batching", "Call", "Completed", "Context", "Handle",
+    "HookFailed", "Member", "MemberVerdict", "ResultMissing", "ResultTimeout", "RetryPlan",
+    "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed", "TaskOutcome", "context",
 ]  # fmt: skip
 
 

@@ -162,6 +162,7 @@ def create_app(
         Route("/api/snapshot", board.snapshot_json),
         Route("/events", board.events),
         Route("/metrics", board.metrics_text),
+        Route("/api/queues/{queue}/jobs/{job}", board.job_json),
         Route(f"{lane}/pause", board.action(_app.pause_lane), methods=["POST"]),
         Route(f"{lane}/resume", board.action(_app.resume_lane), methods=["POST"]),
         Route(f"{lane}/weight", board.action(_app.weight_lane), methods=["POST"]),

@@ -35,6 +35,9 @@ from echomq.errors import EchoMQError, InvalidArgument, LockedError, StateError
 from echomq.metrics import Metrics
 
 TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
+#: Log lines a job's view shows unless ``?lines=`` says otherwise, and the most it may ask.
+LOG_SHOWN = 20
+MAX_LOG_SHOWN = 100
 
 Action = Callable[[Queue, Request, dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -165,6 +168,38 @@ class Dashboard:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.closing.wait(), self.interval)
 
+    async def job_json(self, request: Request) -> Response:
+        """One job's view: its state, attempts, lane, progress and error, and the newest
+        ``?lines=`` (1 … 100, default 20) lines of its log, oldest first."""
+        queue = self.queues.get(request.path_params["queue"])
+        if queue is None:
+            return JSONResponse({"error": "no such queue on this dashboard"}, 404)
+        job_id = request.path_params["job"]
+        try:
+            lines = _lines(request.query_params.get("lines"))
+            info = await queue.job(job_id)  # the id is checked first: a bad one reads nothing
+            if info is None:
+                return JSONResponse({"error": f"no job {job_id} in queue {queue.name}"}, 404)
+            logs = await queue.logs(job_id, lines)
+        except InvalidArgument as exc:
+            return JSONResponse({"error": str(exc)}, 400)
+        except EchoMQError as exc:
+            return JSONResponse({"error": f"reading the engine failed: {exc}"}, 502)
+        return JSONResponse(
+            {
+                "id": info.id,
+                "state": info.state,
+                "attempts": info.attempts,
+                "group": info.group,
+                "progress": info.progress,
+                "last_error": info.last_error,
+                "stalled": info.stalled,
+                "finished": info.finished,
+                "logs": logs,
+            },
+            headers={"Cache-Control": "no-store"},
+        )
+
     async def metrics_text(self, request: Request) -> Response:
         try:
             return await self.metrics.endpoint(request)
@@ -208,6 +243,14 @@ class _NotFound(Exception):
 
 class _Conflict(Exception):
     """The job is in the wrong state for the action: 409."""
+
+
+def _lines(given: str | None) -> int:
+    if given is None:
+        return LOG_SHOWN
+    if not given.isdigit() or not 1 <= int(given) <= MAX_LOG_SHOWN:
+        raise InvalidArgument("lines", given, f"must be an integer in [1, {MAX_LOG_SHOWN}]")
+    return int(given)
 
 
 def _setting(body: dict[str, Any]) -> int | None:

@@ -2,6 +2,7 @@
 :class:`AppWorker` (``echomq worker myapp:app``), with results read through handles."""
 
 from echomq.tasks.app import App, Hooks
+from echomq.tasks.batch import Batching, BatchTask, Member, MemberVerdict
 from echomq.tasks.context import Context, TaskOutcome, context
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule
@@ -11,10 +12,14 @@ from echomq.tasks.task import Call, Task
 __all__ = [
     "App",
     "AppWorker",
+    "BatchTask",
+    "Batching",
     "Call",
     "Context",
     "Handle",
     "Hooks",
+    "Member",
+    "MemberVerdict",
     "Schedule",
     "SyncHandle",
     "Task",

@@ -11,7 +11,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from echomq.engine.backoff import Backoff
 from echomq.engine.checks import count, ms
@@ -21,6 +21,7 @@ from echomq.engine.producer import Batch, delay_run_at, when_run_at
 from echomq.engine.queue import Queue
 from echomq.engine.results import Verdict
 from echomq.errors import Closed, InvalidArgument
+from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
 
 P = ParamSpec("P")
 R = TypeVar("R")
+X = TypeVar("X")
 StateHook = Callable[[dict[str, Any]], Awaitable[None]]
 BeforeHook = Callable[[Context], Awaitable[None]]
 AfterHook = Callable[[Context, TaskOutcome], Awaitable[None]]
@@ -137,7 +139,25 @@ class App:
         dedup_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        batch: None = None,
     ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
+
+    @overload
+    def task(
+        self,
+        name: str | None = None,
+        *,
+        batch: Batching,
+        queue: str | None = None,
+        lane: Key = None,
+        retries: int | None = None,
+        backoff: Backoff | None = None,
+        timeout: float | None = None,
+        dedup: Key = None,
+        dedup_ttl: float | None = None,
+        lane_limit: int | None = None,
+        lane_rate: tuple[int, float] | None = None,
+    ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
 
     def task(self, name: Any = None, **options: Any) -> Any:
         """Register an ``async def`` as a task: ``@app.task`` or ``@app.task("name", ...)``.
@@ -145,7 +165,8 @@ class App:
         ``retries`` failed attempts are allowed beyond the first (None: the worker's
         ``--max-attempts``); ``timeout`` seconds per attempt; ``lane`` / ``dedup``: a parameter's
         name or a function of the arguments; ``lane_limit`` / ``lane_rate`` are applied to a
-        lane the first time this process enqueues on it.
+        lane the first time this process enqueues on it. ``batch``: a :class:`Batching` makes a
+        batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):
             return self._register(name, None, {})
@@ -170,9 +191,23 @@ class App:
                 "name", name, "another task of this app has that name (give one a name=)"
             )
         queue = options.pop("queue", None) or self.default_queue
-        task = Task(self, fn, name=name, queue=queue, **options)
+        batching = options.pop("batch", None)
+        task: Task[Any, Any]
+        if batching is not None:
+            task = BatchTask[Any, Any](
+                self, cast(Any, fn), batching=batching, name=name, queue=queue, **options
+            )
+        else:
+            task = Task(self, fn, name=name, queue=queue, **options)
+        sharing = [t for t in self.tasks.values() if t.queue == queue]
+        if sharing and (batching is not None or any(isinstance(t, BatchTask) for t in sharing)):
+            # A worker gathers a batch task's queue whole: a job of another task there would
+            # be no member of its batches.
+            raise InvalidArgument(
+                "queue", queue, f"a batch task has a queue of its own ({sharing[0].name} uses it)"
+            )
         self.tasks[name] = task
-        return task
+        return cast(Task[P, R], task)
 
     def periodic(
         self,

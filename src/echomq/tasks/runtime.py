@@ -35,6 +35,7 @@ from echomq.wire.url import redact_url
 if TYPE_CHECKING:
     from echomq.engine.queue import Queue
     from echomq.tasks.app import App
+    from echomq.tasks.batch_runner import BatchConsumer
     from echomq.tasks.task import Task
 
 log = logging.getLogger("echomq.tasks")
@@ -205,7 +206,7 @@ class AppWorker:
         self.options = options or ConsumerOptions(concurrency=app.concurrency)
         # Each task's own policy decides when a job is dead: the consumer never buries first.
         self._consumer_options = dataclasses.replace(self.options, max_attempts=MAX_ATTEMPTS)
-        self.consumers: dict[str, Consumer] = {}
+        self.consumers: dict[str, Consumer | BatchConsumer] = {}
         self._watch = _Watch(observer)
         self._is_stopping = False
         self._scheduled_within = 60.0
@@ -244,17 +245,7 @@ class AppWorker:
                     raise HookFailed(_name(hook), exc) from exc
             queues = [app.queue(name) for name in self.queues]
             dispatcher = Dispatcher(app, self.options, app.state)
-            self.consumers = {
-                q.name: Consumer(
-                    q,
-                    dispatcher,
-                    self._consumer_options,
-                    name=q.name,
-                    observer=self._watch,
-                    policy=dispatcher.policy,
-                )
-                for q in queues
-            }
+            self.consumers = {q.name: self._consumer(q, dispatcher) for q in queues}
             if self._is_stopping:
                 self.stop()
             runs = [asyncio.ensure_future(c.run()) for c in self.consumers.values()]
@@ -287,6 +278,22 @@ class AppWorker:
                 except Exception:
                     log.exception("shutdown hook %s failed", _name(hook))
         return {name: consumer.tally for name, consumer in self.consumers.items()}
+
+    def _consumer(self, queue: Queue, dispatcher: Dispatcher) -> Consumer | BatchConsumer:
+        """A batch task's queue is gathered in batches; any other queue's jobs run one by one."""
+        from echomq.tasks.batch_runner import BatchConsumer, batch_task
+
+        task = batch_task(self.app, queue.name)
+        if task is not None:
+            return BatchConsumer(queue, task, self.options, observer=self._watch)
+        return Consumer(
+            queue,
+            dispatcher,
+            self._consumer_options,
+            name=queue.name,
+            observer=self._watch,
+            policy=dispatcher.policy,
+        )
 
     async def _stop_when_idle(self, queues: list[Queue]) -> None:
         # Checked when a settle leaves every consumer with nothing in hand (the last job's
