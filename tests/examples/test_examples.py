@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, and the dashboard mounted in an ASGI app."""
+progress and logs, abort, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -51,7 +51,7 @@ def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture
 async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
-    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo")
+    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo", "abort-demo")
 
 
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
@@ -118,6 +118,20 @@ async def test_progress_example_reports_to_a_subscriber_and_the_handle(
         "logs: ['imported 3 rows']",
         "events: ['progress', 'progress', 'progress', 'log']",
     ]
+
+
+async def test_abort_example_cancels_a_scheduled_and_a_running_job(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("abort.py", valkey_url).splitlines()
+    assert out == [
+        "scheduled job: cancelled",
+        "running job: requested",
+        "result: cancelled, operator said stop",
+        "state: cancelled attempts 1 rows written 1",  # the shielded row finished, no other
+    ]
+    guide = (EXAMPLES.parent / "docs" / "guides" / "abort.md").read_text()
+    assert '--8<-- "examples/abort.py"' in guide  # the page shows this very file
 
 
 async def test_dashboard_mounts_in_an_asgi_app(

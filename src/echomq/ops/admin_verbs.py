@@ -121,16 +121,18 @@ async def _job(queue: Queue, args: argparse.Namespace) -> Any:
     info = await queue.job(args.job)
     if info is None:
         raise NotFound(f"no job {args.job} in queue {queue.name}")
-    return {
+    shown: dict[str, Any] = {
         "id": info.id,
         "state": info.state,
         "attempts": info.attempts,
         "group": info.group,
         "progress": info.progress,
         "last_error": info.last_error,
-        "cancel": info.cancel,
-        "log": await queue.logs(info.id, count(args.lines, "lines")),
     }
+    if info.cancel is not None:
+        shown["cancel"] = info.cancel  # the reason of a cancel (asked, or done)
+    shown["log"] = await queue.logs(info.id, count(args.lines, "lines"))
+    return shown
 
 
 async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
