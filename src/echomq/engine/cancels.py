@@ -13,20 +13,19 @@ and a failure of a marked job is not retried.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import text
-from echomq.engine.events import Subscription
+from echomq.engine.events import ShardChannel
 from echomq.engine.keys import Keyspace
 from echomq.engine.producer import job_state
 from echomq.engine.results import Cancellation, Job
 from echomq.engine.transitions import Engine
-from echomq.errors import EchoMQError, InvalidArgument, WireTimeout
-from echomq.wire.pool import Wire, dedicated
+from echomq.errors import EchoMQError, InvalidArgument
+from echomq.wire.pool import Wire
 
 #: The longest cancel reason (UTF-8 bytes).
 MAX_REASON: Final = 256
@@ -94,18 +93,12 @@ class Cancels:
 Abort = Callable[[], None]
 
 
-class _CancelChannel(Subscription):
+class _CancelChannel(ShardChannel):
     """The subscription, its messages and confirmations handed to the hub (no inbox)."""
 
     def __init__(self, hub: CancelHub, wire: Wire, channel: str) -> None:
         self._hub = hub
-        super().__init__(
-            wire.options,
-            channel,
-            maxsize=1,
-            sharded=True,
-            connect=functools.partial(dedicated, wire, channel),
-        )
+        super().__init__(wire, channel)
 
     def _deliver(self, message: bytes) -> None:
         self._hub.heard(text(message))
@@ -172,19 +165,10 @@ class CancelHub:
             if self._subscription is not None:
                 return
             subscription = _CancelChannel(self, self._wire, self._keys.cancel)
-            connector = subscription.connector
             try:
-                await connector.connect()
-                try:
-                    await subscription.wait_subscribed(0, connector.options.connect_timeout)
-                except TimeoutError:
-                    raise WireTimeout(
-                        f"SSUBSCRIBE {self._keys.cancel} was not confirmed",
-                        address=connector.address,
-                    ) from None
+                await subscription.open()
             except BaseException:
                 self._users -= 1
-                await subscription.close()
                 raise
             self._subscription = subscription
 
