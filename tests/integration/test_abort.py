@@ -50,6 +50,16 @@ async def _event(events: Subscription, kind: str, job_id: str) -> dict[str, Any]
             return event
 
 
+async def _events(events: Subscription, kinds: set[str], job_id: str) -> dict[str, Any]:
+    """The first event of each kind for ``job_id``, in whatever order they come."""
+    seen: dict[str, Any] = {}
+    while set(seen) != kinds:
+        event = await events.get()
+        if event.get("event") in kinds and event.get("job") == job_id:
+            seen.setdefault(event["event"], event)
+    return seen
+
+
 # -- pending, scheduled, finished and unknown jobs ----------------------------------------------
 
 
@@ -208,6 +218,11 @@ async def test_a_running_job_in_a_worker_process_is_cancelled_within_a_beat_and_
                 answer = await handle.cancel("operator said stop")
                 info = await queue.wait(handle.id, BEAT)
                 took = loop.time() - asked
+                told = await asyncio.wait_for(
+                    _events(events, {"cancelling", "cancelled"}, handle.id), 10
+                )
+            assert told["cancelling"]["reason"] == "operator said stop"  # asked, from here
+            assert told["cancelled"]["job"] == handle.id  # ended, by the worker
             assert answer.outcome == "requested"
             assert info is not None, "not cancelled within one beat"
             assert took < BEAT

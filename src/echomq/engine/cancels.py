@@ -52,6 +52,15 @@ def cancellation(job_id: str, was: str) -> Cancellation:
     return Cancellation(job_id, job_state(was.encode() if was else None))
 
 
+def cancel_events(answer: Cancellation, reason: str) -> list[dict[str, Any]]:
+    """The events a cancel publishes: ``cancelled`` (it ended now), ``cancelling`` (its holder
+    was told), none for a finished or unknown job."""
+    if answer.outcome == "cancelled" or answer.outcome == "requested":
+        kind = "cancelled" if answer.outcome == "cancelled" else "cancelling"
+        return [{"event": kind, "job": answer.id, "reason": reason}]
+    return []
+
+
 class Cancels:
     """Cancelling jobs (mixed into :class:`Queue`)."""
 
@@ -76,9 +85,9 @@ class Cancels:
         job_id = _ids.validate(id, "JOB", "job id")
         why = cancel_reason(reason)
         answer = cancellation(job_id, await self.engine.cancel(job_id, why, self.result_ttl_ms))
-        if answer.outcome in ("cancelled", "requested") and self._listened():
-            kind = "cancelled" if answer.outcome == "cancelled" else "cancelling"
-            self._emit([{"event": kind, "job": job_id, "reason": why}])
+        events = cancel_events(answer, why)
+        if events and self._listened():
+            self._emit(events)
         return answer
 
     async def _end_cancelled(self, job: Job) -> EndOutcome:

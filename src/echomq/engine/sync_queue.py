@@ -22,7 +22,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
-from echomq.engine.cancels import cancel_reason, cancellation
+from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
 from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
@@ -415,9 +415,9 @@ class SyncQueue:
         if isinstance(reply, ServerError):
             raise reply
         answer = cancellation(job_id, text(reply))
-        if answer.outcome in ("cancelled", "requested") and self._listened(process):
-            kind = "cancelled" if answer.outcome == "cancelled" else "cancelling"
-            self._emit(process, [{"event": kind, "job": job_id, "reason": why}])
+        events = cancel_events(answer, why)
+        if events and self._listened(process):
+            self._emit(process, events)
         return answer
 
     # -- reads ---------------------------------------------------------------------------------
