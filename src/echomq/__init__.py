@@ -4,6 +4,7 @@ Fair lanes per tenant rotated by a ring, engine-side limits shared by every work
 and pipelined admission, leases with fencing tokens. See README.md and docs/.
 """
 
+from echomq.consumers.abort import shielded
 from echomq.consumers.consumer import (
     Consumer,
     ConsumerOptions,
@@ -23,6 +24,8 @@ from echomq.engine.lanes import Lane
 from echomq.engine.producer import Item
 from echomq.engine.queue import Queue
 from echomq.engine.results import (
+    Cancellation,
+    CancelOutcome,
     Completed,
     CompleteOutcome,
     Counts,
@@ -60,6 +63,7 @@ from echomq.errors import (
     ServerError,
     StaleTokenError,
     StateError,
+    TaskCancelled,
     TaskFailed,
     VersionFenceError,
     WireError,
@@ -101,6 +105,8 @@ __all__ = [
     "Bucket",
     "Buckets",
     "Call",
+    "CancelOutcome",
+    "Cancellation",
     "Closed",
     "ClusterRouter",
     "Codec",
@@ -163,6 +169,7 @@ __all__ = [
     "Taken",
     "Tally",
     "Task",
+    "TaskCancelled",
     "TaskFailed",
     "TaskOutcome",
     "Upkeep",
@@ -176,4 +183,5 @@ __all__ = [
     "WorkerOptions",
     "context",
     "serve",
+    "shielded",
 ]

@@ -210,11 +210,11 @@ def main(argv: list[str] | None = None) -> int:
     # The global options are taken after the verb too (`echomq stats q --json`), as people type
     # them; SUPPRESS keeps a value given before the verb when none is given after it.
     for verb in commands.choices.values():
-        for flag, extra in (("--url", {}), ("--json", {"action": "store_true"})):
-            with contextlib.suppress(argparse.ArgumentError):  # the verb has its own
-                verb.add_argument(
-                    flag, default=argparse.SUPPRESS, help="as before the verb", **extra
-                )
+        with contextlib.suppress(argparse.ArgumentError):  # the verb has its own
+            verb.add_argument("--url", default=argparse.SUPPRESS, help="as before the verb")
+        verb.add_argument(
+            "--json", action="store_true", default=argparse.SUPPRESS, help="as before the verb"
+        )
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     # Whether --url or ECHOMQ_URL named the server: an App connects where it says otherwise.

@@ -14,6 +14,7 @@
     ├── NodeLeaseError         no id node could be leased, or the lease lapsed: nothing minted
     ├── ScriptLoadError        SCRIPT LOAD returned an unexpected sha
     ├── TaskFailed             a task's job is dead: carries its error and traceback
+    ├── TaskCancelled          a task's job was cancelled: carries the cancel's reason
     ├── ResultTimeout          (also TimeoutError) no result within the wait's timeout
     ├── ResultMissing          the job has no row: never admitted, or its kept result expired
     ├── HookFailed             an App's startup hook raised: the worker does not start
@@ -180,6 +181,18 @@ class TaskFailed(EchoMQError):
         self.error = error
         self.traceback = traceback
         super().__init__(f"task {task} (job {id}) failed: {error}")
+
+
+class TaskCancelled(EchoMQError):
+    """The task's job was cancelled (``Queue.cancel``, a handle's ``cancel()``): ``reason`` is
+    the one the cancel gave ("" for none). Nothing runs it again."""
+
+    def __init__(self, id: str, task: str, reason: str = "") -> None:
+        self.id = id
+        self.task = task
+        self.reason = reason
+        why = f": {reason}" if reason else ""
+        super().__init__(f"task {task} (job {id}) was cancelled{why}")
 
 
 class ResultTimeout(EchoMQError, TimeoutError):

@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, and the dashboard mounted in an ASGI app."""
+progress and logs, abort, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -59,6 +59,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         "progress-demo",
         "batch-demo",
         "periodic-demo",
+        "abort-demo",
     )
 
 
@@ -145,6 +146,20 @@ async def test_periodic_example_runs_each_tick_once_under_two_schedulers(
 ) -> None:
     out = run("periodic.py", valkey_url).splitlines()
     assert out == ["runs: 3 | distinct: 3", "each a tick's derived id: True"]
+
+
+async def test_abort_example_cancels_a_scheduled_and_a_running_job(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("abort.py", valkey_url).splitlines()
+    assert out == [
+        "scheduled job: cancelled",
+        "running job: requested",
+        "result: cancelled, operator said stop",
+        "state: cancelled attempts 1 rows written 1",  # the shielded row finished, no other
+    ]
+    guide = (EXAMPLES.parent / "docs" / "guides" / "abort.md").read_text()
+    assert '--8<-- "examples/abort.py"' in guide  # the page shows this very file
 
 
 async def test_dashboard_mounts_in_an_asgi_app(

@@ -257,3 +257,27 @@ async def test_job_shows_state_progress_and_the_last_log_lines(queue: Queue, cli
         1,
         f"echomq job: no job {job.id} in queue {queue.name}",
     )
+
+
+async def test_cancel_ends_a_pending_job_and_says_what_it_was(queue: Queue, cli: Cli) -> None:
+    verdict = await queue.enqueue({"n": 1})
+    ran = await cli("--json", "cancel", queue.name, verdict.id, "--reason", "not needed")
+    assert ran.code == 0, ran.err
+    assert ran.json() == {
+        "queue": queue.name,
+        "job": verdict.id,
+        "was": "pending",
+        "outcome": "cancelled",
+    }
+    shown = await cli("--json", "job", queue.name, verdict.id)  # kept (--keep: a day)
+    assert (shown.json()["state"], shown.json()["cancel"]) == ("cancelled", "not needed")
+    again = await cli("cancel", queue.name, verdict.id)
+    assert (again.code, again.out.strip()) == (
+        0,
+        f"queue: {queue.name}, job: {verdict.id}, was: cancelled, outcome: finished",
+    )
+    unknown = await cli("cancel", queue.name, "JOB0000000000a")
+    assert unknown.code == 1
+    assert "no job JOB0000000000a" in unknown.err
+    long = await cli("cancel", queue.name, verdict.id, "--reason", "x" * 257)
+    assert long.code == 2

@@ -30,6 +30,8 @@ class Row:
     last_error: str | None = None
     # The token of the lease a reap took back: its holder may still settle until the next claim.
     reaped: int | None = None
+    # The reason of a cancel that marked it while leased: it is not run again (cancel.lua).
+    cancel: str | None = None
 
 
 @dataclass
@@ -58,6 +60,11 @@ class Model:
     # answers a later settle "settled" for that token, "stale" for others).
     completed_tokens: dict[str, int] = field(default_factory=dict)
     failed: int = 0
+    # Jobs that ended cancelled, the attempts each had then (a kept row is fenced like a
+    # completed one), and how many were cancelled.
+    cancelled: set[str] = field(default_factory=set)
+    cancelled_tokens: dict[str, int] = field(default_factory=dict)
+    cancel_count: int = 0
     # Every (id, token) a claim ever handed out, so settles can replay old tokens.
     tokens: list[tuple[str, int]] = field(default_factory=list)
     # In flight when a ceiling was lowered below that: the ceiling may be exceeded until they
@@ -130,6 +137,15 @@ class Model:
         self.release(job_id)
         self.completed_tokens[job_id] = self.rows.pop(job_id).attempts
         self.completed.add(job_id)
+
+    def end_cancelled(self, job_id: str) -> None:
+        """The job ends cancelled; a pending one leaves its lane (a leased one was released)."""
+        row = self.rows.pop(job_id)
+        if row.state == "pending" and job_id in self.lanes[row.group]:
+            self.lanes[row.group].remove(job_id)
+        self.cancelled_tokens[job_id] = row.attempts
+        self.cancelled.add(job_id)
+        self.cancel_count += 1
 
     def bury(self, job_id: str, error: str) -> None:
         row = self.rows[job_id]

@@ -92,7 +92,8 @@ class QueueMachine(RuleBasedStateMachine):
     async def _snapshot(self) -> dict[str, Any]:
         """The queue's raw keys, decoded (the wake list is left out: it is a hint, not state)."""
         keys = self.queue.keys
-        ids = sorted(self.model.rows) + sorted(self.model.completed)
+        ended = sorted(self.model.completed | self.model.cancelled)
+        ids = sorted(self.model.rows) + ended
         fixed = {
             "ring": ("LRANGE", keys.ring, 0, -1),
             "lanes": ("SMEMBERS", keys.root + "lanes"),
@@ -108,12 +109,13 @@ class QueueMachine(RuleBasedStateMachine):
             "turn": ("HGETALL", keys.turn),
             "completed": ("HGET", keys.completed, "count"),
             "failed": ("HGET", keys.failed, "count"),
+            "cancelled": ("HGET", keys.cancelled, "count"),
         }
         commands = [
             *fixed.values(),
             *[("ZRANGE", keys.lane(g), 0, -1) for g in GROUPS],
             *[("HGETALL", keys.job(i)) for i in ids],
-            *[("PEXPIRETIME", keys.job(i)) for i in sorted(self.model.completed)],
+            *[("PEXPIRETIME", keys.job(i)) for i in ended],
         ]
         replies = await self.queue.wire.call_many(commands)
         raw = dict(zip(fixed, replies, strict=False))
@@ -131,16 +133,13 @@ class QueueMachine(RuleBasedStateMachine):
             "dead": {text_of(i) for i in raw["dead"]},
             "done": {text_of(i) for i, _ in raw["done"]},
             "done_scores": {text_of(i): int(score) for i, score in raw["done"]},
-            "expiries": {
-                i: int(ms)
-                for i, ms in zip(sorted(self.model.completed), expiries, strict=True)
-                if int(ms) > 0
-            },
+            "expiries": {i: int(ms) for i, ms in zip(ended, expiries, strict=True) if int(ms) > 0},
             "schedule": {text_of(i) for i in raw["schedule"]},
             "meta": {text_of(k): text_of(v) for k, v in raw["meta"].items()},
             "turn": {text_of(k): text_of(v) for k, v in raw["turn"].items()},
             "completed": int(raw["completed"] or 0),
             "failed": int(raw["failed"] or 0),
+            "cancelled": int(raw["cancelled"] or 0),
             "lane": {g: [text_of(i) for i in rest[n]] for n, g in enumerate(GROUPS)},
             "rows": {
                 i: {text_of(k): text_of(v) for k, v in row.items()}
@@ -338,6 +337,12 @@ class QueueMachine(RuleBasedStateMachine):
         outcome = self._run(
             self.queue.retry(job_id, token, delay=0, max_attempts=max_attempts, error=error)
         )
+        if self.model.rows[job_id].cancel is not None:
+            assert outcome == "cancelled"  # a cancel marked it: its failure is not retried
+            self.model.release(job_id)
+            self.model.end_cancelled(job_id)
+            assert self._run(self.queue.state(job_id)) == self._end_state(job_id)
+            return
         # No delays or reprocessing here, so every attempt so far was a failure or a stall.
         assert outcome == ("dead" if token >= max_attempts else "scheduled")
         self.model.release(job_id)
@@ -405,6 +410,12 @@ class QueueMachine(RuleBasedStateMachine):
                 self._run(settle)
         assert self.snapshot() == before
 
+    def _end_state(self, job_id: str) -> str:
+        """What a finished job's state reads: its kept row's, or absent."""
+        if not self.is_keeping:
+            return "absent"
+        return "cancelled" if job_id in self.model.cancelled else "completed"
+
     @property
     def _finished_state(self) -> str:
         """What a completed job's state reads: its kept row's, or absent."""
@@ -418,6 +429,8 @@ class QueueMachine(RuleBasedStateMachine):
         if row is None and self.is_keeping and job_id in self.model.completed_tokens:
             # The kept row of a completed job: as fenced as a live one.
             return "settled" if self.model.completed_tokens[job_id] == token else "stale"
+        if row is None and self.is_keeping and job_id in self.model.cancelled_tokens:
+            return "settled" if self.model.cancelled_tokens[job_id] == token else "stale"
         if row is None:
             return "gone"
         return "stale" if row.attempts != token else "settled"
@@ -439,7 +452,7 @@ class QueueMachine(RuleBasedStateMachine):
             else:
                 assert outcome == expected, (job_id, token, outcome)
         for job_id in {job_id for job_id, _ in chosen} - set(self.model.rows):
-            assert self._run(self.queue.state(job_id)) == self._finished_state
+            assert self._run(self.queue.state(job_id)) == self._end_state(job_id)
 
     @precondition(lambda self: self.model.tokens)
     @rule(picks_=st.lists(picks, min_size=1, max_size=6))
@@ -455,6 +468,11 @@ class QueueMachine(RuleBasedStateMachine):
             expected = self._expected(job_id, token)
             if expected != "held":
                 assert outcome == expected, (job_id, token, outcome)
+                continue
+            if self.model.rows[job_id].cancel is not None:
+                assert outcome == "cancelled", (job_id, token, outcome)
+                self.model.release(job_id)
+                self.model.end_cancelled(job_id)
                 continue
             assert outcome == ("dead" if token >= 3 else "scheduled"), (job_id, token, outcome)
             self.model.release(job_id)
@@ -473,10 +491,14 @@ class QueueMachine(RuleBasedStateMachine):
             # A 1 ms lease: wait until the server clock has surely passed every short deadline.
             self._run(self._until_server_ms(max(lease.deadline_ms for lease in expired.values())))
         reaped = self._run(self.queue.reap(limit=1000, max_stalled=max_stalled))
-        recovered, dead = set(), set()
+        recovered, dead, ended = set(), set(), 0
         for job_id in expired:
             del self.model.active[job_id]
             row = self.model.rows[job_id]
+            if row.cancel is not None:
+                self.model.end_cancelled(job_id)  # marked: ended, never back in its lane
+                ended += 1
+                continue
             row.stalled += 1
             if row.stalled >= max_stalled:
                 self.model.bury(job_id, "stalled")
@@ -486,7 +508,29 @@ class QueueMachine(RuleBasedStateMachine):
                 row.reaped = expired[job_id].token
                 recovered.add(job_id)
         assert (set(reaped.recovered), set(reaped.dead)) == (recovered, dead)
-        assert len(reaped.recovered) + len(reaped.dead) == len(expired)
+        assert len(reaped.recovered) + len(reaped.dead) + ended == len(expired)
+
+    @precondition(lambda self: self.model.rows or self.model.completed or self.model.cancelled)
+    @rule(pick=picks)
+    def cancel(self, pick: int) -> None:
+        """Cancel any job: a pending one ends now, a leased one is marked (its failure or
+        expired lease ends it), a finished one is left as it is."""
+        model = self.model
+        known = sorted(model.rows) + sorted(model.completed) + sorted(model.cancelled)
+        job_id = known[pick % len(known)]
+        row = model.rows.get(job_id)
+        reason = f"stop {pick % 7}"
+        answer = self._run(self.queue.cancel(job_id, reason))
+        if row is None:
+            assert answer.was == self._end_state(job_id), (job_id, answer)
+        elif row.state == "active":
+            assert answer.was == "active"
+            row.cancel = reason  # a later cancel overwrites the reason
+        elif row.state == "dead":
+            assert answer.was == "dead"
+        else:
+            assert answer.was == "pending"
+            model.end_cancelled(job_id)
 
     # -- lane and queue verbs --------------------------------------------------------------------
 
@@ -578,7 +622,18 @@ class QueueMachine(RuleBasedStateMachine):
                 assert int(stored["attempts"]) == model.completed_tokens[job_id], job_id
             else:
                 assert job_id not in raw["rows"], f"completed job {job_id} still has a row"
-        assert raw["done"] == (model.completed if self.is_keeping else set())
+        for job_id in model.cancelled:
+            stored = raw["rows"].get(job_id)
+            if self.is_keeping:
+                assert stored is not None, f"the kept row of {job_id} is gone"
+                assert stored["state"] == "cancelled", (job_id, stored)
+                assert int(stored["attempts"]) == model.cancelled_tokens[job_id], job_id
+            else:
+                assert stored is None, f"cancelled job {job_id} still has a row"
+        for job_id, row in model.rows.items():
+            assert raw["rows"][job_id].get("cancel") == row.cancel, job_id
+        ended = model.completed | model.cancelled
+        assert raw["done"] == (ended if self.is_keeping else set())
         # The index is scored by each kept row's expiry, so a trim never drops a live row.
         assert raw["done_scores"] == raw["expiries"]
 
@@ -629,6 +684,7 @@ class QueueMachine(RuleBasedStateMachine):
             len(model.dead),
         )
         assert (counts.completed, counts.failed) == (len(model.completed), model.failed)
+        assert counts.cancelled == raw["cancelled"] == model.cancel_count
         assert (counts.lanes, counts.ringed) == (len(raw["lanes"]), len(serviceable))
         infos = self._run(self.queue.lanes(GROUPS))
         for info in infos:

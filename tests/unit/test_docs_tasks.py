@@ -14,6 +14,7 @@ ADDED = [
     "App", "AppWorker", "BatchTask", "Batching", "Call", "Completed", "Context", "Handle",
     "HookFailed", "Member", "MemberVerdict", "ResultMissing", "ResultTimeout", "RetryPlan",
     "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed", "TaskOutcome", "context",
+    "TaskCancelled", "Cancellation", "shielded",
 ]  # fmt: skip
 
 

@@ -17,6 +17,7 @@ PINNED = {
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
     "Schedule", "Batching", "BatchTask", "Member", "MemberVerdict",
+    "CancelOutcome", "Cancellation", "TaskCancelled", "shielded",
 }  # fmt: skip
 
 

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+from echomq.consumers import abort as _abort
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
 from echomq.engine.backoff import Backoff, Exponential, Jitter
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("echomq.consumer")
 
 Handler = Callable[[Job], Awaitable[Any]]
-Outcome = Literal["completed", "retried", "deferred", "dead", "lost"]
+Outcome = Literal["completed", "retried", "deferred", "dead", "cancelled", "lost"]
 
 
 class Observer(Protocol):
@@ -120,6 +121,7 @@ class Tally:
     lost: int = 0  # settles refused because the lease had moved on (the job is not lost)
     claims: int = 0
     deferred: int = 0
+    cancelled: int = 0  # jobs a cancel stopped (or whose failure it kept from a retry)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,6 +217,13 @@ class Consumer:
         if self.metronome is None:
             self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
             await self._blocker.connect()
+        # Subscribed before the first claim: a cancel of a job this consumer holds is heard.
+        try:
+            await self.queue._cancels.open()
+        except BaseException:
+            if self._blocker is not None:
+                await self._blocker.close()
+            raise
         extender = asyncio.ensure_future(self._keep_leased())
         # Whether a claim may find work. After an empty claim only a wake token, the beat's
         # upkeep finding work, or a freed slot makes claiming worth a round trip: no polling.
@@ -363,8 +372,14 @@ class Consumer:
             log.error("%s: settling job %s failed: %s", self.name, job_id, describe(exc))
 
     async def _execute(self, job: Job) -> None:
+        abort = _abort.begin()
+        cancels = self.queue._cancels
         try:
-            value = await self.handler(job)
+            cancels.hold(job.id, abort.request)
+            try:
+                value = await self.handler(job)
+            finally:
+                cancels.drop(job.id)  # from here on, a late cancel is the engine's to settle
         except Retry as signal:
             self._fail(job, signal.after, self.options.max_attempts, describe(signal))
         except Drop as signal:
@@ -379,7 +394,10 @@ class Consumer:
             if self.observer is not None:
                 self.observer.settled(self.queue.name, job, "lost" if moved is None else "deferred")
         except asyncio.CancelledError:
-            raise  # stop's deadline passed: the lease is left to expire and be reaped
+            if not abort.is_heard:
+                raise  # stop's deadline passed: the lease is left to expire and be reaped
+            abort.settle()
+            await self._end_cancelled(job)
         except Exception as exc:
             self._crashed(job, exc)
         else:
@@ -391,6 +409,24 @@ class Consumer:
                 self._crashed(job, exc)
                 return
             self._settler.complete(job, result)
+
+    async def _end_cancelled(self, job: Job) -> None:
+        """The job was cancelled and its handler stopped: end it as cancelled, fenced by the
+        token. Refused (the lease moved on, or it ended already) it is left to the engine: a
+        cancelled job is never retried."""
+        try:
+            outcome: str = await self.queue._end_cancelled(job)
+        except EchoMQError as exc:
+            outcome = describe(exc)  # the reaper ends a marked job once its lease expires
+        if outcome == "cancelled":
+            self.tally.cancelled += 1
+            log.info("%s: job %s cancelled at attempt %d", self.name, job.id, job.attempts)
+        else:
+            self._lost(job, "cancel", outcome)
+        if self.observer is not None:
+            self.observer.settled(
+                self.queue.name, job, "cancelled" if outcome == "cancelled" else "lost"
+            )
 
     def _crashed(self, job: Job, exc: Exception) -> None:
         """An unexpected exception: retried after the backoff, dead at the last attempt (or as
@@ -445,9 +481,17 @@ class Consumer:
         """The settler's answer for one failed job."""
         job = failed.job
         settled: Outcome
-        if not isinstance(outcome, str) or outcome not in ("scheduled", "dead", "gone"):
+        if not isinstance(outcome, str) or outcome not in (
+            "scheduled",
+            "dead",
+            "cancelled",
+            "gone",
+        ):
             self._lost(job, "retry", outcome)
             settled = "lost"
+        elif outcome == "cancelled":
+            self.tally.cancelled += 1  # a cancel marked it while it ran: not retried
+            settled = "cancelled"
         elif outcome == "dead":
             self.tally.dead += 1
             settled = "dead"
@@ -520,5 +564,6 @@ class Consumer:
             if late:
                 await asyncio.wait(late)
         await self._settler.drain()
+        await self.queue._cancels.release()
         if self._blocker is not None:
             await self._blocker.close()

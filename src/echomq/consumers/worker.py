@@ -96,7 +96,7 @@ class Worker:
     def tally(self) -> Tally:
         total = Tally()
         for consumer in self.consumers:
-            for field in ("completed", "retried", "dead", "lost", "claims"):
+            for field in ("completed", "retried", "dead", "cancelled", "lost", "claims"):
                 setattr(total, field, getattr(total, field) + getattr(consumer.tally, field))
         return total
 

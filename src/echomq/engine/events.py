@@ -14,7 +14,9 @@ import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
+from echomq.errors import WireTimeout
 from echomq.wire.connector import UNSOLICITED, Connector
+from echomq.wire.pool import Wire, dedicated
 from echomq.wire.url import ConnectionOptions
 
 
@@ -126,3 +128,33 @@ class Subscription:
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
         while True:
             yield await self._inbox.get()
+
+
+class ShardChannel(Subscription):
+    """A sharded subscription whose messages and confirmations go to its owner's hooks (no
+    inbox), on a connection of its own to the node owning the channel: the engine's own
+    channels (the waiter hub's ``done``, the cancel hub's ``cancel``)."""
+
+    def __init__(self, wire: Wire, channel: str) -> None:
+        super().__init__(
+            wire.options,
+            channel,
+            maxsize=1,
+            sharded=True,  # the scripts SPUBLISH on standalone servers as on a cluster
+            connect=functools.partial(dedicated, wire, channel),
+        )
+
+    async def open(self) -> None:
+        """Connect and wait until the server confirmed the subscription; closed on failure."""
+        connector = self.connector
+        try:
+            await connector.connect()
+            try:
+                await self.wait_subscribed(0, connector.options.connect_timeout)
+            except TimeoutError:
+                raise WireTimeout(
+                    f"SSUBSCRIBE {self.channel} was not confirmed", address=connector.address
+                ) from None
+        except BaseException:
+            await self.close()
+            raise

@@ -265,6 +265,19 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     KeyShape(
         QUEUE_ROOT + "metrics:failed", "HASH", "Keyspace.failed", "field count: jobs dead-lettered"
     ),
+    KeyShape(
+        QUEUE_ROOT + "metrics:cancelled",
+        "HASH",
+        "Keyspace.cancelled",
+        "field count: jobs cancelled",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "cancel",
+        "channel",
+        "Keyspace.cancel",
+        "the shard channel a cancel of a leased job is announced on (SPUBLISH <id>, from "
+        "cancel.lua); each consumer process subscribes once per queue and stops the handler",
+    ),
     # Declared by every script call with the root: while a cluster migrates the queue's slot,
     # the root (as a key) and the gate exist only where the scripts may run, so a node holding
     # one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
@@ -380,6 +393,8 @@ class Keyspace:
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)
+    cancelled: str = field(init=False, repr=False)
+    cancel: str = field(init=False, repr=False)
     gate: str = field(init=False, repr=False)
     periodic: str = field(init=False, repr=False)
 

@@ -33,7 +33,7 @@ from echomq.wire.codec import Codec
 #: An admission's reply code as its verdict (see enqueue.lua).
 VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 #: The states a row may hold; anything else reads as ``absent``.
-STATES = frozenset({"pending", "active", "scheduled", "dead", "completed"})
+STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
 _OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl"})
 
@@ -208,6 +208,7 @@ def job_info(id: str, row: Mapping[bytes, bytes], codec: Codec) -> JobInfo | Non
         result=codec.decode(fields["result"]) if "result" in fields else None,
         finished=int(fields["finished"]) / 1000 if "finished" in fields else None,
         traceback=_text(fields["traceback"]) if "traceback" in fields else None,
+        cancel=_text(fields["cancel"]) if "cancel" in fields else None,
     )
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.admin import Admin
+from echomq.engine.cancels import CancelHub, Cancels
 from echomq.engine.checks import (
     MAX_ATTEMPTS,
     MAX_BATCH,
@@ -61,12 +62,13 @@ from echomq.wire.url import ConnectionOptions, seeds_from_url
 DEFAULT_LEASE = 30.0
 
 
-class Queue(Settles, Reports):
+class Queue(Settles, Reports, Cancels):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
     Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
-    progress and logs in :class:`Reports` (_progress.py);
+    progress and logs in :class:`Reports` (_progress.py), cancels in :class:`Cancels`
+    (cancels.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
 
@@ -106,6 +108,7 @@ class Queue(Settles, Reports):
         self._listened = self._events.listened
         self._emit = self._events.emit
         self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)
+        self._cancels = CancelHub(wire, self.keys)
         self._owns_wire = False
 
     @classmethod
@@ -137,6 +140,7 @@ class Queue(Settles, Reports):
         """Give back the minter's node lease (when the queue made its minter) and close the
         wire (when :meth:`connect` opened it). Waits in progress raise :class:`Closed`."""
         await self._waiters.close()
+        await self._cancels.close()
         if self._owns_minter:
             await self.minter.release()
         if self._owns_wire:
@@ -401,7 +405,7 @@ class Queue(Settles, Reports):
 
     async def state(self, id: str) -> JobState:
         """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``completed`` (a kept
-        result), ``dead`` or ``absent``."""
+        result), ``dead``, ``cancelled`` (kept like a result) or ``absent``."""
         return await self._reads.state(id)
 
     async def dead(self, limit: int = 100) -> list[JobInfo]:

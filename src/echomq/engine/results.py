@@ -11,13 +11,15 @@ from typing import Any, Literal
 from echomq.errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
-JobState = Literal["pending", "active", "scheduled", "completed", "dead", "absent"]
+JobState = Literal["pending", "active", "scheduled", "completed", "dead", "cancelled", "absent"]
 #: The states a job ends in: what ``Queue.wait`` (and a handle's ``result``) waits for.
-FINISHED: frozenset[JobState] = frozenset({"completed", "dead"})
+FINISHED: frozenset[JobState] = frozenset({"completed", "dead", "cancelled"})
 #: One job's answer to :meth:`Queue.complete_each`.
 CompleteOutcome = Literal["completed", "gone", "stale", "settled", "unknown"]
 #: One job's answer to :meth:`Queue.retry_each`.
-RetryOutcome = Literal["scheduled", "dead", "gone", "stale", "settled", "unknown"]
+RetryOutcome = Literal["scheduled", "dead", "cancelled", "gone", "stale", "settled", "unknown"]
+#: What :meth:`Queue.cancel` did, by the state the job was in (:attr:`Cancellation.was`).
+CancelOutcome = Literal["cancelled", "requested", "finished", "absent"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +79,28 @@ class Failed:
 
 
 @dataclass(frozen=True, slots=True)
+class Cancellation:
+    """The answer to :meth:`Queue.cancel`: ``was`` is the state the job was in.
+
+    ``pending`` or ``scheduled``: it is ``cancelled`` now. ``active``: its holder was told and
+    stops the handler within a beat (the row ends ``cancelled`` then; a handler that finished
+    first completes). ``completed``, ``dead`` or ``cancelled``: it had finished, nothing
+    changed. ``absent``: no such job. Normal outcomes all: nothing here is an error.
+    """
+
+    id: str
+    was: JobState
+
+    @property
+    def outcome(self) -> CancelOutcome:
+        if self.was in ("pending", "scheduled"):
+            return "cancelled"
+        if self.was == "active":
+            return "requested"
+        return "absent" if self.was == "absent" else "finished"
+
+
+@dataclass(frozen=True, slots=True)
 class Empty:
     """Nothing is claimable now. ``retry_in`` (seconds): a rate-limited lane returns then."""
 
@@ -102,9 +126,10 @@ class JobInfo:
 
     ``result`` (decoded with the queue's codec) is a completed job's, kept while the queue's
     ``result_ttl`` lasts; ``finished`` is when it completed or went dead (Unix seconds, server
-    clock); ``traceback`` is the latest failed attempt's. ``progress`` is the latest value its
-    holder reported (:meth:`Queue.progress`, ``context().progress``), decoded from its JSON:
-    a number, a str, a list or a dict; None when none was reported."""
+    clock); ``traceback`` is the latest failed attempt's; ``cancel`` is the reason a cancel gave
+    (a ``cancelled`` job's, or a running job's that was asked to stop). ``progress`` is the
+    latest value its holder reported (:meth:`Queue.progress`, ``context().progress``),
+    decoded from its JSON: a number, a str, a list or a dict; None when none was reported."""
 
     id: str
     state: JobState
@@ -117,6 +142,7 @@ class JobInfo:
     result: Any = None
     finished: float | None = None
     traceback: str | None = None
+    cancel: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +157,8 @@ class Counts:
     failed: int
     lanes: int
     ringed: int
+    #: Jobs cancelled (a counter, like ``completed`` and ``failed``).
+    cancelled: int = 0
 
 
 @dataclass(frozen=True, slots=True)

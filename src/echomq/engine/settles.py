@@ -38,6 +38,7 @@ _COMPLETED: dict[int, CompleteOutcome] = {1: "completed", 0: "gone", -1: "stale"
 _RETRIED: dict[int, RetryOutcome] = {
     1: "scheduled",
     2: "dead",
+    3: "cancelled",
     0: "gone",
     -1: "stale",
     -2: "settled",
@@ -161,10 +162,11 @@ class Settles:
         max_attempts: int = 3,
         error: str = "",
         traceback: str | None = None,
-    ) -> Literal["scheduled", "dead", "gone"]:
+    ) -> Literal["scheduled", "dead", "cancelled", "gone"]:
         """Settle a failure: schedule the next attempt after ``delay``, or dead-letter the job
         once it failed ``max_attempts`` times (delays do not count as failures). ``error`` is
-        kept as ``last_error``, ``traceback`` (its last 8 KiB) as ``traceback``."""
+        kept as ``last_error``, ``traceback`` (its last 8 KiB) as ``traceback``. A job a cancel
+        marked while it ran is not retried: it ends ``cancelled``."""
         job_id, token = _ref(job, token)
         failure = error_text(error)
         attempts = count(max_attempts, "max_attempts", maximum=MAX_ATTEMPTS)
@@ -184,7 +186,8 @@ class Settles:
     async def retry_each(self, failures: Iterable[Failed]) -> list[RetryOutcome]:
         """Settle many failures, one script call per chunk of 100, each job fenced by its own
         token; one outcome per job, in order, nothing raised for a job: ``scheduled``,
-        ``dead``, ``gone``, ``stale``, ``settled`` or ``unknown`` (see :meth:`complete_each`).
+        ``dead``, ``cancelled`` (a cancel marked it while it ran), ``gone``, ``stale``,
+        ``settled`` or ``unknown`` (see :meth:`complete_each`).
         """
         batch: list[Failure] = []
         for failed in failures:
@@ -212,22 +215,26 @@ class Settles:
     def _emit_retried(self, settled: list[tuple[str, str, str]]) -> None:
         if self._listened():
             self._emit(
-                {
+                {"event": "cancelled", "job": job_id}
+                if outcome == "cancelled"
+                else {
                     "event": "retrying" if outcome == "scheduled" else "dead",
                     "job": job_id,
                     "error": error[:200],
                 }
                 for job_id, outcome, error in settled
-                if outcome in ("scheduled", "dead")
+                if outcome in ("scheduled", "dead", "cancelled")
             )
 
     async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
-        """Re-schedule a leased job ``delay`` seconds from now without counting a failure."""
+        """Re-schedule a leased job ``delay`` seconds from now without counting a failure.
+        False when the job is gone; True when settled (a job a cancel marked while it ran
+        ends ``cancelled`` instead)."""
         job_id, token = _ref(job, token)
-        moved = await self.engine.delay(job_id, token, ms(delay, "delay", positive=True))
-        if moved and self._listened():
-            self._emit([{"event": "delayed", "job": job_id}])
-        return moved
+        code = await self.engine.delay(job_id, token, ms(delay, "delay", positive=True))
+        if code and self._listened():
+            self._emit([{"event": "delayed" if code == 1 else "cancelled", "job": job_id}])
+        return code != 0
 
     async def extend(self, job: Job | str, token: int | None = None, *, lease: float) -> bool:
         """Push a lease to now + ``lease``. False when the job is gone or no longer leased."""

@@ -22,7 +22,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
-from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, count, ms, text
+from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
+from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
 from echomq.engine.producer import (
@@ -40,7 +41,7 @@ from echomq.engine.producer import (
 )
 from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
-from echomq.engine.results import FINISHED, JobInfo, JobState, Verdict
+from echomq.engine.results import FINISHED, Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.transitions import ADMIT_CHUNK, Admission, _admitted
 from echomq.errors import (
@@ -171,20 +172,30 @@ class SyncQueue:
     A call whose connection dropped is sent once more on a new one (admission is idempotent by
     id): a job the lost send admitted answers ``enqueued`` or ``scheduled`` when its id was
     minted here, ``duplicate`` when you passed the id.
+
+    ``result_ttl`` (seconds) is how long a row this queue cancels is kept, as
+    :class:`echomq.Queue`'s (0, the default: deleted).
     """
 
     def __init__(
-        self, name: str, seeds: Sequence[ConnectionOptions], *, codec: Codec | None = None
+        self,
+        name: str,
+        seeds: Sequence[ConnectionOptions],
+        *,
+        codec: Codec | None = None,
+        result_ttl: float = 0.0,
     ) -> None:
         if not seeds:
             raise InvalidArgument("seeds", seeds, "a sync queue needs at least one server")
         self.keys = Keyspace(name)
         self.name = name
+        self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         self.codec: Codec = codec or JsonCodec()
         self.seeds = list(seeds)
         self.scripts = ScriptRegistry.from_package()
         self._enqueue = self.scripts["enqueue"]
         self._lane_limit = self.scripts["lane_limit"]
+        self._cancel = self.scripts["cancel"]
         self._slot = slot(self.keys.root)
         self._head: tuple[Any, ...] = (
             "EVALSHA",
@@ -206,13 +217,18 @@ class SyncQueue:
 
     @classmethod
     def connect(
-        cls, url: str | ConnectionOptions, name: str, *, codec: Codec | None = None
+        cls,
+        url: str | ConnectionOptions,
+        name: str,
+        *,
+        codec: Codec | None = None,
+        result_ttl: float = 0.0,
     ) -> SyncQueue:
         """Connect to ``url`` (a server, or cluster seeds ``h1:p1,h2:p2``), check the wire
         version fence, and return the queue; :meth:`close` gives everything back."""
         Keyspace(name)  # validates before connecting
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
-        queue = cls(name, seeds, codec=codec)
+        queue = cls(name, seeds, codec=codec, result_ttl=result_ttl)
         try:
             queue._process.router.start()
         except BaseException:
@@ -387,6 +403,23 @@ class SyncQueue:
             if isinstance(reply, ServerError):
                 raise reply
 
+    def cancel(self, id: str, reason: str = "") -> Cancellation:
+        """:meth:`echomq.Queue.cancel`, blocking: pending and scheduled jobs end at once, a
+        running one is stopped by its worker within a beat; what happened is the answer."""
+        job_id = _ids.validate(id, "JOB", "job id")
+        why = cancel_reason(reason)
+        head = ("EVALSHA", self._cancel.sha, 2, self.keys.root, self.keys.gate)
+        command = pack((*head, job_id, why, self.result_ttl_ms, ""))
+        process = self._here()
+        reply = error_of(process.router.call(self._slot, command, self._cancel))
+        if isinstance(reply, ServerError):
+            raise reply
+        answer = cancellation(job_id, text(reply))
+        events = cancel_events(answer, why)
+        if events and self._listened(process):
+            self._emit(process, events)
+        return answer
+
     # -- reads ---------------------------------------------------------------------------------
 
     def _read(self, command: tuple[Any, ...]) -> Any:
@@ -407,13 +440,14 @@ class SyncQueue:
         return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
 
     def state(self, id: str) -> JobState:
-        """``pending``, ``active``, ``scheduled``, ``dead``, ``completed`` or ``absent``."""
+        """``pending``, ``active``, ``scheduled``, ``dead``, ``completed``, ``cancelled`` or
+        ``absent``."""
         job_id = _ids.validate(id, argument="job id")
         return job_state(self._read(("HGET", self.keys.job(job_id), "state")))
 
     def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        """Block until job ``id`` is ``completed`` or ``dead`` and return its row; None after
-        ``timeout`` seconds (None: no limit), and None at once when no such job exists.
+        """Block until job ``id`` is ``completed``, ``dead`` or ``cancelled`` and return its row;
+        None after ``timeout`` seconds (None: no limit), and None at once when no such job exists.
 
         Subscribes to the queue's completion channel first and reads the row after the server
         confirmed it (and again after every reconnect), so a completion is never missed.

@@ -106,6 +106,7 @@ class Engine:
         self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
         self._progress = get("progress")
+        self._cancel = get("cancel")
 
     async def _batched(
         self,
@@ -162,7 +163,8 @@ class Engine:
         return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1, (ttl_ms,))
 
     async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
-        """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 0 gone, -1 stale, -2 settled."""
+        """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 3 cancelled (a cancel marked
+        it), 0 gone, -1 stale, -2 settled."""
         return await self._batched(self._retry, failures, SETTLE_CHUNK, 1)
 
     # -- claim and leases ----------------------------------------------------------------------
@@ -179,10 +181,20 @@ class Engine:
         ]
         return Claimed(int(reply[0]), reply[1] == 1, rows)
 
-    async def delay(self, job_id: str, token: int, delay_ms: int) -> bool:
-        """Re-schedule a held job without counting a failure; False when gone (refusals raise)."""
+    async def delay(self, job_id: str, token: int, delay_ms: int) -> int:
+        """Re-schedule a held job without counting a failure: 1 scheduled, 2 cancelled (a
+        cancel marked it), 0 gone (refusals raise)."""
         args = (job_id, token, delay_ms)
-        return bool(await self.registry.run(self.wire, self._delay, self._keys, args))
+        return int(await self.registry.run(self.wire, self._delay, self._keys, args))
+
+    async def cancel(self, job_id: str, reason: str, ttl_ms: int) -> str:
+        """Cancel a job: the state it was in ("" for none); pending and scheduled jobs end
+        ``cancelled``, a leased one is marked and its holder told (cancel.lua)."""
+        return text(await self._run(self._cancel, (job_id, reason, ttl_ms, "")))
+
+    async def cancel_held(self, job_id: str, token: int, ttl_ms: int, reason: str = "") -> int:
+        """The holder ends its job as cancelled: 1 cancelled, 0 gone, -1 stale, -2 settled."""
+        return int(await self._run(self._cancel, (job_id, reason, ttl_ms, token)))
 
     async def extend(self, lease_ms: int, jobs: Sequence[tuple[str, int]]) -> list[int]:
         """Extend ``(id, token)`` leases on one TIME; per job 1 extended, 0 gone, -1 stale."""

@@ -12,34 +12,27 @@ polls.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import Awaitable, Callable
 from typing import Final
 
 from echomq.engine.checks import text
-from echomq.engine.events import Subscription
+from echomq.engine.events import ShardChannel, Subscription
 from echomq.engine.keys import DONE_WILDCARD
 from echomq.engine.results import FINISHED, JobInfo
-from echomq.errors import Closed, WireTimeout
-from echomq.wire.pool import Wire, dedicated
+from echomq.errors import Closed
+from echomq.wire.pool import Wire
 
 WILDCARD: Final = DONE_WILDCARD.encode()
 
 Read = Callable[[str], Awaitable[JobInfo | None]]
 
 
-class _DoneChannel(Subscription):
+class _DoneChannel(ShardChannel):
     """The subscription, its messages and confirmations handed to the hub (no inbox)."""
 
     def __init__(self, hub: WaiterHub, wire: Wire, channel: str) -> None:
         self._hub = hub
-        super().__init__(
-            wire.options,
-            channel,
-            maxsize=1,
-            sharded=True,  # the scripts SPUBLISH on standalone servers as on a cluster
-            connect=functools.partial(dedicated, wire, channel),
-        )
+        super().__init__(wire, channel)
 
     def _deliver(self, message: bytes) -> None:
         if message == WILDCARD:
@@ -134,18 +127,7 @@ class WaiterHub:
 
     async def _open(self) -> _DoneChannel:
         subscription = _DoneChannel(self, self._wire, self.channel)
-        connector = subscription.connector
-        try:
-            await connector.connect()
-            try:
-                await subscription.wait_subscribed(0, connector.options.connect_timeout)
-            except TimeoutError:
-                raise WireTimeout(
-                    f"SSUBSCRIBE {self.channel} was not confirmed", address=connector.address
-                ) from None
-        except BaseException:
-            await subscription.close()
-            raise
+        await subscription.open()
         if self._is_closed:
             await subscription.close()
             raise Closed("the queue is closed")

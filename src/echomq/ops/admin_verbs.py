@@ -1,5 +1,6 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
-resume, weight, limit, reprocess, remove, drain. Tables for people (rich), ``--json`` for scripts.
+resume, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich), ``--json``
+for scripts.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).
@@ -76,6 +77,15 @@ def add_verbs(commands: Any) -> None:
         verb = commands.add_parser(name, help=text)
         verb.add_argument("queue")
         verb.add_argument("job")
+    cancel = commands.add_parser(
+        "cancel", help="cancel a job: pending or scheduled now, running within a beat"
+    )
+    cancel.add_argument("queue")
+    cancel.add_argument("job")
+    cancel.add_argument("--reason", default="", help="kept on the row (at most 256 bytes)")
+    cancel.add_argument(
+        "--keep", type=float, default=86_400.0, help="seconds the cancelled row is kept (0: none)"
+    )
     drain = commands.add_parser("drain", help="delete every pending job (asks first)")
     drain.add_argument("queue")
     drain.add_argument("--schedule", action="store_true", help="scheduled jobs too")
@@ -112,15 +122,18 @@ async def _job(queue: Queue, args: argparse.Namespace) -> Any:
     info = await queue.job(args.job)
     if info is None:
         raise NotFound(f"no job {args.job} in queue {queue.name}")
-    return {
+    shown: dict[str, Any] = {
         "id": info.id,
         "state": info.state,
         "attempts": info.attempts,
         "group": info.group,
         "progress": info.progress,
         "last_error": info.last_error,
-        "log": await queue.logs(info.id, count(args.lines, "lines")),
     }
+    if info.cancel is not None:
+        shown["cancel"] = info.cancel  # the reason of a cancel (asked, or done)
+    shown["log"] = await queue.logs(info.id, count(args.lines, "lines"))
+    return shown
 
 
 async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
@@ -152,6 +165,13 @@ async def _remove(queue: Queue, args: argparse.Namespace) -> Any:
     return {"queue": queue.name, "removed": args.job}
 
 
+async def _cancel(queue: Queue, args: argparse.Namespace) -> Any:
+    answer = await queue.cancel(args.job, args.reason)
+    if answer.outcome == "absent":
+        raise NotFound(f"no job {args.job} in queue {queue.name}")
+    return {"queue": queue.name, "job": answer.id, "was": answer.was, "outcome": answer.outcome}
+
+
 async def _drain(queue: Queue, args: argparse.Namespace) -> Any:
     counts = await queue.counts()
     doomed = counts.pending + (counts.scheduled if args.schedule else 0)
@@ -179,13 +199,16 @@ VERBS: dict[str, Verb] = {
     "limit": _setting,
     "reprocess": _reprocess,
     "remove": _remove,
+    "cancel": _cancel,
     "drain": _drain,
 }
 
 
 async def run(url: str, args: argparse.Namespace) -> Any:
     """Connect, refuse an unknown queue, run the verb, close."""
-    queue = await Queue.connect(url, args.queue, pool_size=1, events=False)
+    # A cancel keeps the cancelled row (``--keep``) as an app's queue keeps results.
+    keep = getattr(args, "keep", 0.0)
+    queue = await Queue.connect(url, args.queue, pool_size=1, events=False, result_ttl=keep)
     try:
         if not await queue_exists(queue):
             # Name the server: the usual cause is the right name on the wrong server.

@@ -321,7 +321,9 @@ class App:
         with self._sync_lock:
             found = self._sync_queues.get(name)
             if found is None:
-                found = SyncQueue.connect(self.url, name, codec=self.codec)
+                found = SyncQueue.connect(
+                    self.url, name, codec=self.codec, result_ttl=self.result_ttl
+                )
                 self._sync_queues[name] = found
             return found
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from echomq.engine.results import FINISHED, JobInfo, Verdict
-from echomq.errors import ResultMissing, ResultTimeout, TaskFailed
+from echomq.engine.results import FINISHED, Cancellation, JobInfo, Verdict
+from echomq.errors import ResultMissing, ResultTimeout, TaskCancelled, TaskFailed
 
 if TYPE_CHECKING:
     from echomq.engine.queue import Queue
@@ -53,6 +53,8 @@ class _Base(Generic[R]):
             return result
         if info.state == "dead":
             raise TaskFailed(self.id, self.task.name, info.last_error or "", info.traceback)
+        if info.state == "cancelled":
+            raise TaskCancelled(self.id, self.task.name, info.cancel or "")
         raise ResultTimeout(self.id, timeout, info.state)
 
 
@@ -75,7 +77,8 @@ class Handle(_Base[R]):
     async def result(self, timeout: float | None = None) -> R:
         """The task's return value, once a worker ran it (at most ``timeout`` seconds).
 
-        Raises :class:`TaskFailed` when the job is dead, :class:`ResultTimeout` when it has not
+        Raises :class:`TaskFailed` when the job is dead, :class:`TaskCancelled` when it was
+        cancelled, :class:`ResultTimeout` when it has not
         finished in time, :class:`ResultMissing` when it has no row (its result was not kept).
         """
         if self._info is not None or self._queue is None:
@@ -87,6 +90,15 @@ class Handle(_Base[R]):
             # after the timeout is read here too.
             info = await self._queue.job(self.id)
         return self._resolve(info, timeout)
+
+    async def cancel(self, reason: str = "") -> Cancellation:
+        """Cancel the task's job (:meth:`Queue.cancel`): pending or scheduled, it ends now;
+        running, its worker cancels the handler within a beat. :meth:`result` then raises
+        :class:`TaskCancelled`. An eager run has finished already: ``finished``."""
+        if self._info is not None or self._queue is None:
+            return Cancellation(self.id, self._info.state if self._info else "absent")
+        self._refused()
+        return await self._queue.cancel(self.id, reason)
 
     async def status(self) -> JobInfo | None:
         """The job's row now (state, attempts, last error, result), or None when absent."""
@@ -132,6 +144,13 @@ class SyncHandle(_Base[R]):
         if info is None or info.state not in FINISHED:
             info = self._queue.job(self.id)
         return self._resolve(info, timeout)
+
+    def cancel(self, reason: str = "") -> Cancellation:
+        """:meth:`Handle.cancel`, blocking."""
+        if self._info is not None or self._queue is None:
+            return Cancellation(self.id, self._info.state if self._info else "absent")
+        self._refused()
+        return self._queue.cancel(self.id, reason)
 
     def status(self) -> JobInfo | None:
         """:meth:`Handle.status`, blocking."""

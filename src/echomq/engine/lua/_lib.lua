@@ -145,9 +145,10 @@ local function release(root, g, n)
   return after + n
 end
 
--- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped}.
+-- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel}
+-- (`cancel`: the reason a cancel asked a leased job to stop with, see cancel.lua).
 local function read_row(row)
-  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped')
+  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -206,7 +207,7 @@ local function detach(root, id, fields)
     redis.call('ZREM', root .. 'schedule', id)
   elseif state == 'dead' then
     redis.call('ZREM', root .. 'dead', id)
-  elseif state == 'completed' then
+  elseif state == 'completed' or state == 'cancelled' then
     redis.call('ZREM', root .. 'done', id)
   end
   return g
@@ -225,6 +226,41 @@ local function delete_row(root, id, row, dedup, everything)
     end
   end
   redis.call('DEL', row, log_of(root, id)) -- the job's log lives as long as its row
+end
+
+-- Keep a finished row `ttl` ms (> 0, the queue's result_ttl): the row and its log expire then,
+-- its id is in `done` until then, scored by that expiry (so the admin verbs find it), and a
+-- dedup key pointing at it lives as long (NX: a key with a TTL of its own keeps it).
+local function keep_row(root, id, row, dedup, ttl, now)
+  redis.call('PEXPIRE', row, ttl)
+  redis.call('PEXPIRE', log_of(root, id), ttl) -- the log goes with the row (if it has one)
+  redis.call('ZADD', root .. 'done', now + ttl, id)
+  if dedup then
+    local key = root .. 'de:' .. dedup
+    if redis.call('GET', key) == id then redis.call('PEXPIRE', key, ttl, 'NX') end
+  end
+end
+
+-- End a detached job as cancelled: kept `ttl` ms as state `cancelled` with its reason
+-- (`cancel`) and `finished` (server ms), like a completed row (keep_row), or deleted at ttl 0;
+-- counted in metrics:cancelled. The caller announces it on `done`.
+local function end_cancelled(root, id, row, dedup, reason, ttl, now)
+  if ttl == 0 then
+    delete_row(root, id, row, dedup)
+  else
+    redis.call('HSET', row, 'state', 'cancelled', 'cancel', reason, 'finished', now)
+    redis.call('HDEL', row, 'reaped', 'cancel_ttl')
+    keep_row(root, id, row, dedup, ttl, now)
+  end
+  redis.call('HINCRBY', root .. 'metrics:cancelled', 'count', 1)
+end
+
+-- End a detached job that a cancel marked while it was leased (its `cancel` reason and the
+-- canceller's `cancel_ttl`): a failure, a deferral or an expired lease of a job asked to stop
+-- is not run again (retry, delay, reap).
+local function end_marked(root, id, row, dedup, reason, now)
+  local ttl = tonumber(redis.call('HGET', row, 'cancel_ttl') or '0')
+  end_cancelled(root, id, row, dedup, reason, ttl, now)
 end
 
 -- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and
@@ -293,21 +329,26 @@ local function promote_due(root, limit, now)
   return {#due, lanes}
 end
 
--- Return expired leases to their lanes; dead-letter jobs that stalled max_stalled times.
+-- Return expired leases to their lanes; dead-letter jobs that stalled max_stalled times; end
+-- jobs a cancel marked as cancelled (announced on `done`, not returned).
 -- Returns {recovered ids, dead ids}. attempts is untouched: the next claim mints the token.
 local function reap_expired(root, limit, max_stalled, now)
   local active = root .. 'active'
   local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
   local active_before = redis.call('ZCARD', active)
-  local recovered, dead, touched = {}, {}, {}
+  local recovered, dead, ended, touched = {}, {}, {}, {}
   for _, id in ipairs(redis.call('ZRANGE', active, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)) do
     redis.call('ZREM', active, id)
     local row = root .. 'job:' .. id
-    local fields = redis.call('HMGET', row, 'group', 'attempts')
+    local fields = redis.call('HMGET', row, 'group', 'attempts', 'cancel', 'dedup')
     local g = fields[1] or '_'
     release(root, g, 1)
     touched[g] = true
-    if redis.call('HINCRBY', row, 'stalled', 1) >= max_stalled then
+    if fields[3] then
+      -- Asked to cancel, and its holder never settled it: it ends cancelled, not run again.
+      end_marked(root, id, row, fields[4], fields[3], now)
+      ended[#ended + 1] = id
+    elseif redis.call('HINCRBY', row, 'stalled', 1) >= max_stalled then
       bury(root, id, row, 'stalled', now)
       dead[#dead + 1] = id
     else
@@ -318,7 +359,10 @@ local function reap_expired(root, limit, max_stalled, now)
     end
   end
   for g in pairs(touched) do rering(root, g, now) end
-  if ceiling > 0 and active_before >= ceiling and #recovered + #dead > 0 then wake(root) end
+  if ceiling > 0 and active_before >= ceiling and #recovered + #dead + #ended > 0 then
+    wake(root)
+  end
   announce(root, dead)
+  announce(root, ended)
   return {recovered, dead}
 end

@@ -11,7 +11,9 @@
 -- a bounded number of members whose rows expired (score < now). A dedup key pointing at the
 -- job lives as long as the row (deleted with it at ttl 0, else given the row's ttl), unless it
 -- has a TTL of its own: then it lives for that, counted from enqueue (delete_row in _lib.lua).
--- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry.
+-- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry
+-- (keep_row in _lib.lua). A job a cancel marked while it ran completes all the same: its
+-- handler finished before the holder heard the cancel (cancel.lua).
 -- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
 -- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
@@ -38,14 +40,7 @@ for i = 2, #ARGV, 3 do
       delete_row(root, id, row, fields[4])
     else
       redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
-      redis.call('PEXPIRE', row, ttl)
-      redis.call('PEXPIRE', log_of(root, id), ttl) -- the log goes with the row (if it has one)
-      redis.call('ZADD', root .. 'done', now + ttl, id)
-      if fields[4] then
-        -- NX: a key with a TTL of its own keeps it, the others live as long as the row.
-        local key = root .. 'de:' .. fields[4]
-        if redis.call('GET', key) == id then redis.call('PEXPIRE', key, ttl, 'NX') end
-      end
+      keep_row(root, id, row, fields[4], ttl, now)
     end
     finished[#finished + 1] = id
     out[#out + 1] = 1

@@ -1,6 +1,6 @@
 -- counts.lua: how many jobs are in each state, and the terminal counters (a pure read).
 -- KEYS[1] root  `emq:{q}:`
--- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed}.
+-- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed, cancelled}.
 local root = KEYS[1]
 local pending = 0
 local lanes = redis.call('SMEMBERS', root .. 'lanes')
@@ -14,4 +14,5 @@ return {
   tonumber(redis.call('HGET', root .. 'metrics:failed', 'count') or '0'),
   #lanes,
   redis.call('LLEN', root .. 'ring'),
+  tonumber(redis.call('HGET', root .. 'metrics:cancelled', 'count') or '0'),
 }

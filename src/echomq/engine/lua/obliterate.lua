@@ -59,7 +59,7 @@ for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
 end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed', 'periodic',
-    'meta'}) do
+    'meta', 'metrics:cancelled'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)

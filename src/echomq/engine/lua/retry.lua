@@ -9,11 +9,12 @@
 --   error         the failure text, kept as last_error
 --   traceback     the failed attempt's formatted traceback, at most 8192 bytes ("" = none);
 --                 the latest attempt's is kept on the row
--- Returns one code per job, in order: 1 scheduled (or back in its lane), 2 dead, 0 gone,
--- -1 stale (another claim holds it), -2 settled (this claim settled it already). The settle
+-- Returns one code per job, in order: 1 scheduled (or back in its lane), 2 dead, 3 cancelled
+-- (a cancel marked it while it ran: not retried, see cancel.lua), 0 gone, -1 stale (another
+-- claim holds it), -2 settled (this claim settled it already). The settle
 -- rule is `holding` in _lib.lua. Every number and every traceback's size is checked (EMQARG)
--- before the first write. A buried job gets `finished` (server ms) and is announced on the
--- shard channel `done` (announce in _lib.lua).
+-- before the first write. A buried or cancelled job gets `finished` (server ms) and is
+-- announced on the shard channel `done` (announce in _lib.lua).
 -- Failed attempts = attempts - grace: delays and reprocessing add grace, not failures.
 local root = KEYS[1]
 for i = 1, #ARGV, 6 do
@@ -44,6 +45,12 @@ for i = 1, #ARGV, 6 do
   local failed = fields and tonumber(token) - tonumber(redis.call('HGET', row, 'grace') or '0')
   if not fields then
     out[#out + 1] = (refusal == 'stale' and -1) or (refusal == 'settled' and -2) or 0
+  elseif fields[6] then
+    -- A cancel marked the job while it ran: its failure ends it cancelled, never retried.
+    detach(root, id, fields)
+    end_marked(root, id, row, fields[4], fields[6], now)
+    buried[#buried + 1] = id
+    out[#out + 1] = 3
   elseif failed >= tonumber(ARGV[i + 3]) then
     detach(root, id, fields)
     bury(root, id, row, err, now, traceback)
