@@ -18,6 +18,7 @@ from echomq.consumers.worker import Worker, WorkerOptions, serve
 from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
 from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
 from echomq.engine.events import Subscription
+from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.lanes import Lane
 from echomq.engine.producer import Item
@@ -95,6 +96,7 @@ __all__ = [
     "Bucket",
     "Buckets",
     "Call",
+    "Children",
     "Closed",
     "ClusterRouter",
     "Codec",
@@ -115,7 +117,10 @@ __all__ = [
     "Empty",
     "Exponential",
     "Failed",
+    "FailurePolicy",
     "Fixed",
+    "Flow",
+    "FlowIds",
     "Handle",
     "HookFailed",
     "InvalidArgument",

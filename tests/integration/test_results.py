@@ -612,8 +612,8 @@ async def test_a_process_of_wire_version_1_is_refused_by_a_deployment_of_this_on
         await cleaner.call("DEL", VERSION_KEY)
     try:
         async with Connector(options) as new:
-            assert await new.call("GET", VERSION_KEY) == b"echomq:3"
-        with pytest.raises(VersionFenceError, match="'echomq:3'"):
+            assert await new.call("GET", VERSION_KEY) == b"echomq:4"
+        with pytest.raises(VersionFenceError, match="'echomq:4'"):
             await Connector(options, version_fence="echomq:1").connect()
     finally:
         async with Connector(options, version_fence=None) as cleaner:

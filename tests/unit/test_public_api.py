@@ -16,7 +16,7 @@ PINNED = {
     "CompleteOutcome", "Failed", "RetryOutcome", "RetryPlan",
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
-    "Schedule",
+    "Schedule", "Children", "FailurePolicy", "Flow", "FlowIds",
 }  # fmt: skip
 
 

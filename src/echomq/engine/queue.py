@@ -21,6 +21,7 @@ from echomq.engine.checks import (
     ms,
 )
 from echomq.engine.events import Subscription
+from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
 from echomq.engine.producer import (
@@ -61,12 +62,13 @@ from echomq.wire.url import ConnectionOptions, seeds_from_url
 DEFAULT_LEASE = 30.0
 
 
-class Queue(Settles, Reports):
+class Queue(Settles, Reports, FlowVerbs):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
     Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
-    progress and logs in :class:`Reports` (_progress.py);
+    progress and logs in :class:`Reports` (_progress.py), flows in :class:`FlowVerbs`
+    (flow_verbs.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
 
@@ -288,18 +290,19 @@ class Queue(Settles, Reports):
         return moved
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
-        """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
+        """The beat's work in one script: :meth:`promote`, then :meth:`reap`; then, when this
+        queue's flow outbox holds entries, :meth:`relay` (here, because a child's completion
+        is followed by its queue's upkeep whoever serves the parent's queue)."""
         tick = await self.engine.tick(
             count(limit, "limit", maximum=MAX_LIMIT),
             min(limit, 100),
             count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
         )
-        result = Upkeep(
-            tick.moved,
-            tick.lanes,
-            Reaped(tick.recovered, tick.dead),
-            None if tick.next_due_ms < 0 else tick.next_due_ms / 1000,
-        )
+        next_due = None if tick.next_due_ms < 0 else tick.next_due_ms / 1000
+        if tick.outbox and await self.relay() < tick.outbox:
+            # Entries left (more than one pass, or a parent not admitted yet): soon again.
+            next_due = 0.5 if next_due is None else min(next_due, 0.5)
+        result = Upkeep(tick.moved, tick.lanes, Reaped(tick.recovered, tick.dead), next_due)
         if result.reaped.recovered or result.reaped.dead:
             self._emit_reaped(result.reaped)
         return result

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from echomq.errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
-JobState = Literal["pending", "active", "scheduled", "completed", "dead", "absent"]
+JobState = Literal["pending", "active", "scheduled", "completed", "dead", "waiting", "absent"]
 #: The states a job ends in: what ``Queue.wait`` (and a handle's ``result``) waits for.
 FINISHED: frozenset[JobState] = frozenset({"completed", "dead"})
 #: One job's answer to :meth:`Queue.complete_each`.

@@ -111,14 +111,18 @@ class Settles:
         return outcomes
 
     def _result_data(self, result: Any) -> bytes:
-        """``result`` as complete.lua keeps it: the codec's bytes, or b"" (not even encoded)
-        when the queue keeps no results."""
-        if not self.result_ttl_ms:
-            return b""
+        """``result`` as complete.lua takes it: the codec's bytes, kept on the row when the queue
+        keeps results and handed to a flow's parent. When the queue keeps none, a result the
+        codec refuses (or too large) is sent as b"": it fails no attempt, and a parent reads it
+        as None (docs/guides/flows.md)."""
         try:
             data = self.codec.encode(result)
         except InvalidArgument as exc:
+            if not self.result_ttl_ms:
+                return b""
             raise InvalidArgument("result", exc.value, exc.reason) from None
+        if len(data) > MAX_PAYLOAD and not self.result_ttl_ms:
+            return b""
         if len(data) > MAX_PAYLOAD:
             raise InvalidArgument(
                 "result", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"

@@ -145,9 +145,10 @@ local function release(root, g, n)
   return after + n
 end
 
--- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped}.
+-- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, parent}
+-- (parent: the job is a flow's child).
 local function read_row(row)
-  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped')
+  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'parent')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -208,6 +209,8 @@ local function detach(root, id, fields)
     redis.call('ZREM', root .. 'dead', id)
   elseif state == 'completed' then
     redis.call('ZREM', root .. 'done', id)
+  elseif state == 'waiting' then
+    redis.call('ZREM', root .. 'waiting', id)
   end
   return g
 end
@@ -224,7 +227,81 @@ local function delete_row(root, id, row, dedup, everything)
       redis.call('DEL', key)
     end
   end
-  redis.call('DEL', row, log_of(root, id)) -- the job's log lives as long as its row
+  -- The job's log, and a flow parent's children's results, live as long as its row.
+  redis.call('DEL', row, log_of(root, id), root .. 'flow:' .. id .. ':results',
+    root .. 'flow:' .. id .. ':failed')
+end
+
+-- Append a flow entry for a parent on another queue (another slot on a cluster) to this
+-- queue's outbox: "parent_q NUL parent NUL child NUL ok NUL policy NUL ms NUL value" (value
+-- last: it may hold NULs). The worker's upkeep relays it to the parent's queue (flow_deliver.lua),
+-- at least once; the parent counts each child once. The "s" wake token asks an idle consumer
+-- for that upkeep now.
+local function outbox_push(root, parent_q, parent, child, ok, policy, value)
+  redis.call('RPUSH', root .. 'flow:outbox', table.concat({parent_q, parent, child,
+    ok and '1' or '0', policy or '', now_ms(), value}, '\0'))
+  redis.call('LPUSH', root .. 'wake', 's')
+  redis.call('LTRIM', root .. 'wake', 0, 63)
+end
+
+-- Child `child` of waiting parent `parent` (a row of this queue) settled: `ok` with its result
+-- (the codec's bytes), or failed with its error text, under `policy` ('ignore'; anything else
+-- fails the parent). Counted once per child however often it is told (a re-run, an outbox
+-- entry delivered twice): the child's field in the parent's `flow:<id>:results` or `:failed`
+-- is the guard. At 0 children left the parent joins its lane; failing it buries it, which is
+-- told to its own parent in turn (here, or through the outbox for another queue).
+-- Returns 1 counted, 0 not (told before, or the parent is no longer waiting), -1 no parent row.
+local function tell_parent(root, parent, child, ok, value, policy)
+  while true do
+    local prow = root .. 'job:' .. parent
+    local state = redis.call('HGET', prow, 'state')
+    if not state then return -1 end
+    local results = root .. 'flow:' .. parent .. ':results'
+    local failed = root .. 'flow:' .. parent .. ':failed'
+    if state ~= 'waiting' or redis.call('HEXISTS', results, child) == 1
+        or redis.call('HEXISTS', failed, child) == 1 then
+      return 0
+    end
+    if ok then redis.call('HSET', results, child, value) else
+      redis.call('HSET', failed, child, value) end
+    if ok or policy == 'ignore' then
+      if redis.call('HINCRBY', prow, 'deps', -1) <= 0 then
+        local g = redis.call('HGET', prow, 'group') or '_'
+        redis.call('ZREM', root .. 'waiting', parent)
+        redis.call('HDEL', prow, 'deps')
+        redis.call('HSET', prow, 'state', 'pending')
+        push_lane(root, g, parent)
+        rering(root, g, now_ms())
+      end
+      return 1
+    end
+    local now, reason = now_ms(), 'child ' .. child .. ' failed: ' .. value
+    redis.call('ZREM', root .. 'waiting', parent)
+    redis.call('HDEL', prow, 'deps')
+    redis.call('HSET', prow, 'state', 'dead', 'last_error', reason, 'finished', now)
+    redis.call('ZADD', root .. 'dead', now, parent)
+    redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+    redis.call('SPUBLISH', root .. 'done', parent) -- its waiters read it dead
+    local up = redis.call('HMGET', prow, 'parent', 'parent_q', 'policy')
+    if not up[1] then return 1 end
+    if up[2] then
+      outbox_push(root, up[2], up[1], parent, false, up[3], reason)
+      return 1
+    end
+    parent, child, ok, value, policy = up[1], parent, false, reason, up[3]
+  end
+end
+
+-- Job `id` (its row `row`, still readable) completed (`ok`, value = result bytes) or went dead
+-- (value = its error): tell its flow parent, if it has one, here or through the outbox.
+local function child_settled(root, id, row, ok, value)
+  local up = redis.call('HMGET', row, 'parent', 'parent_q', 'policy')
+  if not up[1] then return end
+  if up[2] then
+    outbox_push(root, up[2], up[1], id, ok, up[3], value)
+  else
+    tell_parent(root, up[1], id, ok, value, up[3])
+  end
 end
 
 -- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and
@@ -239,6 +316,7 @@ local function bury(root, id, row, err, now, traceback)
   end
   redis.call('ZADD', root .. 'dead', now, id)
   redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+  child_settled(root, id, row, false, err) -- a flow's child: its parent learns of the death
 end
 
 -- Tell waiters (Queue.wait) that jobs finished, completed or dead, or that their rows were

@@ -4,7 +4,8 @@
 -- ARGV[1]        ttl: ms a completed row is kept, 0 = delete it (the queue's result_ttl);
 --                at most 30 days
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
---                result (the codec's bytes; "" and unused when ttl is 0) of job i
+--                result (the codec's bytes) of job i: kept on the row when ttl > 0, handed
+--                to the job's flow parent when it has one (tell_parent in _lib.lua), else unused
 -- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
 -- its id is in `done` until then, scored by the ms the row expires (finished + ttl), so the
 -- admin verbs find it whatever ttl other consumers of the queue keep rows for; each call trims
@@ -34,12 +35,17 @@ for i = 2, #ARGV, 3 do
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
     detach(root, id, fields)
+    if fields[6] then child_settled(root, id, row, true, ARGV[i + 2]) end
     if ttl == 0 then
       delete_row(root, id, row, fields[4])
     else
       redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
       redis.call('PEXPIRE', row, ttl)
-      redis.call('PEXPIRE', log_of(root, id), ttl) -- the log goes with the row (if it has one)
+      -- The log and a parent's children's results go with the row (if it has them).
+      for _, kept in ipairs({log_of(root, id), root .. 'flow:' .. id .. ':results',
+          root .. 'flow:' .. id .. ':failed'}) do
+        redis.call('PEXPIRE', kept, ttl)
+      end
       redis.call('ZADD', root .. 'done', now + ttl, id)
       if fields[4] then
         -- NX: a key with a TTL of its own keeps it, the others live as long as the row.
