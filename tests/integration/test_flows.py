@@ -268,3 +268,12 @@ async def test_obliterate_leaves_no_flow_key_behind(queue: Queue, other: Queue) 
     await queue.pause()
     await queue.obliterate(force=True)
     assert await queue.wire.call("KEYS", queue.keys.root + "*") == []
+
+
+async def test_draining_the_queue_takes_its_waiting_parents(queue: Queue) -> None:
+    ids = await queue.add_flow(Flow("p", [Flow("a"), Flow("b", [Flow("c")])]))
+    await queue.complete(await _claim(queue), result="x")
+    assert await queue.drain() == 3  # the leaf left, and the two waiting parents
+    for id in ids.ids:
+        assert await queue.state(id) == "absent"
+    assert await queue.wire.call("KEYS", queue.keys.root + "flow:*") == []
