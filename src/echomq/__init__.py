@@ -71,12 +71,17 @@ from echomq.tasks import (
     AppWorker,
     Call,
     Context,
+    FlowHandle,
     Handle,
     Schedule,
     SyncHandle,
     Task,
+    TaskFlow,
     TaskOutcome,
+    chain,
     context,
+    flow,
+    group,
 )
 from echomq.wire.cluster import ClusterRouter
 from echomq.wire.codec import Codec, JsonCodec, RawCodec
@@ -120,6 +125,7 @@ __all__ = [
     "FailurePolicy",
     "Fixed",
     "Flow",
+    "FlowHandle",
     "FlowIds",
     "Handle",
     "HookFailed",
@@ -161,6 +167,7 @@ __all__ = [
     "Tally",
     "Task",
     "TaskFailed",
+    "TaskFlow",
     "TaskOutcome",
     "Upkeep",
     "Verdict",
@@ -171,6 +178,9 @@ __all__ = [
     "WireTimeout",
     "Worker",
     "WorkerOptions",
+    "chain",
     "context",
+    "flow",
+    "group",
     "serve",
 ]

@@ -13,7 +13,7 @@ DOC = (ROOT / "docs" / "tasks.md").read_text()
 ADDED = [
     "App", "AppWorker", "Call", "Completed", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "RetryPlan", "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed",
-    "TaskOutcome", "context",
+    "TaskOutcome", "context", "chain", "group", "flow", "TaskFlow", "FlowHandle",
 ]  # fmt: skip
 
 

@@ -16,7 +16,8 @@ PINNED = {
     "CompleteOutcome", "Failed", "RetryOutcome", "RetryPlan",
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
-    "Schedule", "Children", "FailurePolicy", "Flow", "FlowIds",
+    "Schedule", "Children", "FailurePolicy", "Flow", "FlowIds", "FlowHandle", "TaskFlow",
+    "chain", "flow", "group",
 }  # fmt: skip
 
 

@@ -2,6 +2,7 @@
 :class:`AppWorker` (``echomq worker myapp:app``), with results read through handles."""
 
 from echomq.tasks.app import App, Hooks
+from echomq.tasks.canvas import FlowHandle, TaskFlow, chain, flow, group
 from echomq.tasks.context import Context, TaskOutcome, context
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule
@@ -13,12 +14,17 @@ __all__ = [
     "AppWorker",
     "Call",
     "Context",
+    "FlowHandle",
     "Handle",
     "Hooks",
     "Schedule",
     "SyncHandle",
     "Task",
+    "TaskFlow",
     "TaskOutcome",
+    "chain",
     "context",
+    "flow",
+    "group",
     "serve_tasks",
 ]
