@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, and the dashboard mounted in an ASGI app."""
+progress and logs, flows, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -51,7 +51,15 @@ def emailapp(valkey_url: str, monkeypatch: pytest.MonkeyPatch) -> ModuleType:
 @pytest.fixture
 async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
-    await forget(valkey_url, "email", "rates-demo", "results-demo", "progress-demo")
+    await forget(
+        valkey_url,
+        "email",
+        "rates-demo",
+        "results-demo",
+        "progress-demo",
+        "flows-demo",
+        "flows-demo-media",
+    )
 
 
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
@@ -118,6 +126,14 @@ async def test_progress_example_reports_to_a_subscriber_and_the_handle(
         "logs: ['imported 3 rows']",
         "events: ['progress', 'progress', 'progress', 'log']",
     ]
+
+
+async def test_flows_example_runs_a_chain_and_a_group_with_a_callback(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("flows.py", valkey_url).splitlines()
+    # "<page of example.com>" is 21 characters; 5*100 + 6*100 + len("local").
+    assert out == ["flow ids: 3 and 4", "chain: 21 chars", "group: 1105"]
 
 
 async def test_dashboard_mounts_in_an_asgi_app(
