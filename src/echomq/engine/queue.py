@@ -6,6 +6,7 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -54,12 +55,14 @@ from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.settles import Settles
 from echomq.engine.transitions import Engine
 from echomq.engine.waiters import WaiterHub
-from echomq.errors import InvalidArgument
+from echomq.errors import EchoMQError, InvalidArgument
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 DEFAULT_LEASE = 30.0
+
+log = logging.getLogger("echomq.flows")
 
 
 class Queue(Settles, Reports, FlowVerbs):
@@ -299,9 +302,15 @@ class Queue(Settles, Reports, FlowVerbs):
             count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
         )
         next_due = None if tick.next_due_ms < 0 else tick.next_due_ms / 1000
-        if tick.outbox and await self.relay() < tick.outbox:
-            # Entries left (more than one pass, or a parent not admitted yet): soon again.
-            next_due = 0.5 if next_due is None else min(next_due, 0.5)
+        if tick.outbox:
+            try:
+                relayed = await self.relay()
+            except EchoMQError as exc:  # a parent's shard unreachable: the entries wait
+                log.warning("relaying the flow outbox of %s failed: %s", self.name, exc)
+                relayed = 0
+            if relayed < tick.outbox:
+                # Entries left (more than one pass, a parent not admitted yet): soon again.
+                next_due = 0.5 if next_due is None else min(next_due, 0.5)
         result = Upkeep(tick.moved, tick.lanes, Reaped(tick.recovered, tick.dead), next_due)
         if result.reaped.recovered or result.reaped.dead:
             self._emit_reaped(result.reaped)
