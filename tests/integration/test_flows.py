@@ -277,3 +277,14 @@ async def test_draining_the_queue_takes_its_waiting_parents(queue: Queue) -> Non
     for id in ids.ids:
         assert await queue.state(id) == "absent"
     assert await queue.wire.call("KEYS", queue.keys.root + "flow:*") == []
+
+
+async def test_admitting_a_flow_announces_its_parents_and_leaves(queue: Queue) -> None:
+    async with queue.subscribe() as events:
+        ids = await queue.add_flow(Flow("p", [Flow("a"), Flow("b", [Flow("c")])]))
+        seen = [await asyncio.wait_for(events.get(), 5) for _ in range(4)]
+    waiting = {ids.id, ids.children[1].id}
+    assert {(e["event"], e["job"]) for e in seen} == {
+        *(("waiting", id) for id in waiting),
+        *(("enqueued", id) for id in set(ids.ids) - waiting),
+    }

@@ -5,7 +5,7 @@ queue's outbox to parents on other queues (part of every upkeep). Mixed into ``Q
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
@@ -36,6 +36,8 @@ class FlowVerbs:
     scripts: ScriptRegistry
     engine: Engine
     minter: _ids.Minter
+    _listened: Callable[[], bool]
+    _emit: Callable[[Iterable[dict[str, Any]]], None]
 
     def _engine_of(self, queue: str) -> Engine:
         return (
@@ -59,6 +61,10 @@ class FlowVerbs:
         for queue, nodes in laid.writes.items():
             admitted, _existing = await self._engine_of(queue).flow([n.args() for n in nodes])
             written = written or admitted
+            if admitted and queue == self.name and self._listened():
+                self._emit(
+                    {"event": "waiting" if n.children else "enqueued", "job": n.id} for n in nodes
+                )
         ids = laid.ids
         if written:
             return ids
