@@ -45,6 +45,8 @@ async def test_a_parent_waits_for_every_child_then_gets_their_results(queue: Que
     parent, kids = ids.id, [c.id for c in ids.children]
     assert await queue.state(parent) == "waiting"
     assert await queue.state(kids[0]) == "pending"
+    counts = await queue.counts()
+    assert (counts.pending, counts.waiting) == (3, 1)
     claimed = [await _claim(queue) for _ in kids]
     assert sorted(j.id for j in claimed) == sorted(kids)
     assert isinstance(await queue.claim(), Empty)  # the parent is in no lane

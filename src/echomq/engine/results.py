@@ -131,6 +131,8 @@ class Counts:
     failed: int
     lanes: int
     ringed: int
+    #: Flow parents waiting for their children (in no lane until the last one settles).
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)

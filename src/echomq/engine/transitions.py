@@ -246,7 +246,7 @@ class Engine:
     # -- reads and settings --------------------------------------------------------------------
 
     async def counts(self) -> list[int]:
-        """pending, active, scheduled, dead, completed, failed, lanes, ringed."""
+        """pending, active, scheduled, dead, completed, failed, lanes, ringed, waiting."""
         return [int(n) for n in await self._run(self._counts)]
 
     async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:

@@ -1,6 +1,7 @@
 -- counts.lua: how many jobs are in each state, and the terminal counters (a pure read).
 -- KEYS[1] root  `emq:{q}:`
--- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed}.
+-- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed, waiting}
+-- (waiting: flow parents waiting for their children).
 local root = KEYS[1]
 local pending = 0
 local lanes = redis.call('SMEMBERS', root .. 'lanes')
@@ -14,4 +15,5 @@ return {
   tonumber(redis.call('HGET', root .. 'metrics:failed', 'count') or '0'),
   #lanes,
   redis.call('LLEN', root .. 'ring'),
+  redis.call('ZCARD', root .. 'waiting'),
 }
