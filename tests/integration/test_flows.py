@@ -219,10 +219,13 @@ async def test_a_child_on_another_queue_is_relayed_through_its_outbox(
 ) -> None:
     ids = await queue.add_flow(Flow("parent", [Flow("local"), Flow("remote", queue=other.name)]))
     remote = await _claim(other)
+    assert not other.relay_due
     await other.complete(remote, result={"from": other.name})
+    assert other.relay_due  # a consumer runs its upkeep now, however busy it is
     assert await other.wire.call("LLEN", other.keys.outbox) == 1
     assert await _deps(queue, ids.id) == 2  # not yet: the relay delivers it
     await other.upkeep()
+    assert not other.relay_due
     assert await other.wire.call("LLEN", other.keys.outbox) == 0
     assert await _deps(queue, ids.id) == 1
     await queue.complete(await _claim(queue), result="here")

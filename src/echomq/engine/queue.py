@@ -296,6 +296,7 @@ class Queue(Settles, Reports, FlowVerbs):
         """The beat's work in one script: :meth:`promote`, then :meth:`reap`; then, when this
         queue's flow outbox holds entries, :meth:`relay` (here, because a child's completion
         is followed by its queue's upkeep whoever serves the parent's queue)."""
+        self.relay_due = False  # the tick below reads the outbox
         tick = await self.engine.tick(
             count(limit, "limit", maximum=MAX_LIMIT),
             min(limit, 100),

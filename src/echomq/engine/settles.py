@@ -34,7 +34,16 @@ from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
 from echomq.wire.codec import Codec
 
-_COMPLETED: dict[int, CompleteOutcome] = {1: "completed", 0: "gone", -1: "stale", -2: "settled"}
+#: 3: completed, and its flow parent on another queue waits for this queue's relay.
+_COMPLETED: dict[int, CompleteOutcome] = {
+    1: "completed",
+    3: "completed",
+    0: "gone",
+    -1: "stale",
+    -2: "settled",
+}
+#: complete.lua's code for a completion that appended to the queue's flow outbox.
+_RELAY_DUE = 3
 _RETRIED: dict[int, RetryOutcome] = {
     1: "scheduled",
     2: "dead",
@@ -52,6 +61,9 @@ class Settles:
     codec: Codec
     #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
     result_ttl_ms: int
+    #: A completion appended to the flow outbox since the last upkeep: a consumer runs its
+    #: upkeep (which relays) at once rather than at its next due time.
+    relay_due: bool = False
     _waiters: WaiterHub
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
@@ -72,6 +84,8 @@ class Settles:
         )
         if isinstance(code, EchoMQError):
             raise code
+        if code == _RELAY_DUE:
+            self.relay_due = True
         outcome = _COMPLETED[code]
         if outcome == "completed" and self._listened():
             self._emit([{"event": "completed", "job": job_id}])
@@ -101,6 +115,8 @@ class Settles:
         if not successes:
             return []
         codes = await self.engine.complete(successes, self.result_ttl_ms)
+        if _RELAY_DUE in codes:
+            self.relay_due = True
         outcomes = [_outcome(code, _COMPLETED) for code in codes]
         if self._listened():
             self._emit(

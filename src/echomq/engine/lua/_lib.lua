@@ -294,14 +294,16 @@ end
 
 -- Job `id` (its row `row`, still readable) completed (`ok`, value = result bytes) or went dead
 -- (value = its error): tell its flow parent, if it has one, here or through the outbox.
+-- Returns true when an outbox entry was appended (the caller may say so: a relay is due).
 local function child_settled(root, id, row, ok, value)
   local up = redis.call('HMGET', row, 'parent', 'parent_q', 'policy')
-  if not up[1] then return end
+  if not up[1] then return false end
   if up[2] then
     outbox_push(root, up[2], up[1], id, ok, up[3], value)
-  else
-    tell_parent(root, up[1], id, ok, value, up[3])
+    return true
   end
+  tell_parent(root, up[1], id, ok, value, up[3])
+  return false
 end
 
 -- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and

@@ -14,7 +14,8 @@
 -- has a TTL of its own: then it lives for that, counted from enqueue (delete_row in _lib.lua).
 -- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry.
 -- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
--- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
+-- Returns one code per job, in order: 1 completed (3: and its flow parent, on another queue,
+-- has an entry in this queue's outbox: a relay is due), 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
 -- delayed or dead). The settle rule is `holding` in _lib.lua. The ttl, every token and every
 -- result's size (16 MiB) are checked (EMQARG) before the first write.
@@ -35,7 +36,7 @@ for i = 2, #ARGV, 3 do
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
     detach(root, id, fields)
-    if fields[6] then child_settled(root, id, row, true, ARGV[i + 2]) end
+    local relayed = fields[6] and child_settled(root, id, row, true, ARGV[i + 2])
     if ttl == 0 then
       delete_row(root, id, row, fields[4])
     else
@@ -54,7 +55,7 @@ for i = 2, #ARGV, 3 do
       end
     end
     finished[#finished + 1] = id
-    out[#out + 1] = 1
+    out[#out + 1] = relayed and 3 or 1
   elseif refusal == 'stale' then
     out[#out + 1] = -1
   elseif refusal == 'settled' then
