@@ -70,6 +70,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_admin.py",
         "test_weighted_share.py",
         "test_progress.py",
+        "test_flows.py",
     }
 )
 

@@ -19,6 +19,7 @@ from echomq.consumers.worker import Worker, WorkerOptions, serve
 from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
 from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
 from echomq.engine.events import Subscription
+from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.lanes import Lane
 from echomq.engine.producer import Item
@@ -76,14 +77,19 @@ from echomq.tasks import (
     BatchTask,
     Call,
     Context,
+    FlowHandle,
     Handle,
     Member,
     MemberVerdict,
     Schedule,
     SyncHandle,
     Task,
+    TaskFlow,
     TaskOutcome,
+    chain,
     context,
+    flow,
+    group,
 )
 from echomq.wire.cluster import ClusterRouter
 from echomq.wire.codec import Codec, JsonCodec, RawCodec
@@ -107,6 +113,7 @@ __all__ = [
     "Call",
     "CancelOutcome",
     "Cancellation",
+    "Children",
     "Closed",
     "ClusterRouter",
     "Codec",
@@ -127,7 +134,11 @@ __all__ = [
     "Empty",
     "Exponential",
     "Failed",
+    "FailurePolicy",
     "Fixed",
+    "Flow",
+    "FlowHandle",
+    "FlowIds",
     "Handle",
     "HookFailed",
     "InvalidArgument",
@@ -171,6 +182,7 @@ __all__ = [
     "Task",
     "TaskCancelled",
     "TaskFailed",
+    "TaskFlow",
     "TaskOutcome",
     "Upkeep",
     "Verdict",
@@ -181,7 +193,10 @@ __all__ = [
     "WireTimeout",
     "Worker",
     "WorkerOptions",
+    "chain",
     "context",
+    "flow",
+    "group",
     "serve",
     "shielded",
 ]

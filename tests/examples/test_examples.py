@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, abort, and the dashboard mounted in an ASGI app."""
+    progress and logs, abort, flows, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -60,6 +60,8 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         "batch-demo",
         "periodic-demo",
         "abort-demo",
+        "flows-demo",
+        "flows-demo-media",
     )
 
 
@@ -160,6 +162,14 @@ async def test_abort_example_cancels_a_scheduled_and_a_running_job(
     ]
     guide = (EXAMPLES.parent / "docs" / "guides" / "abort.md").read_text()
     assert '--8<-- "examples/abort.py"' in guide  # the page shows this very file
+
+
+async def test_flows_example_runs_a_chain_and_a_group_with_a_callback(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("flows.py", valkey_url).splitlines()
+    # "<page of example.com>" is 21 characters; 5*100 + 6*100 + len("local").
+    assert out == ["flow ids: 3 and 4", "chain: 21 chars", "group: 1105"]
 
 
 async def test_dashboard_mounts_in_an_asgi_app(

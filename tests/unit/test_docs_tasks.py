@@ -15,6 +15,7 @@ ADDED = [
     "HookFailed", "Member", "MemberVerdict", "ResultMissing", "ResultTimeout", "RetryPlan",
     "Schedule", "SyncHandle", "SyncQueue", "Task", "TaskFailed", "TaskOutcome", "context",
     "TaskCancelled", "Cancellation", "shielded",
+    "chain", "group", "flow", "TaskFlow", "FlowHandle",
 ]  # fmt: skip
 
 

@@ -18,6 +18,8 @@ PINNED = {
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
     "Schedule", "Batching", "BatchTask", "Member", "MemberVerdict",
     "CancelOutcome", "Cancellation", "TaskCancelled", "shielded",
+    "Children", "FailurePolicy", "Flow", "FlowIds", "FlowHandle", "TaskFlow",
+    "chain", "flow", "group",
 }  # fmt: skip
 
 

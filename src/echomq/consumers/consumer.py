@@ -297,6 +297,8 @@ class Consumer:
     async def _beat_if_due(self) -> bool:
         """Run the upkeep when something may be due; True when it made something claimable."""
         now = time.monotonic()
+        if self.queue.relay_due:  # a flow parent on another queue waits for this upkeep's relay
+            self.cadence.soon(now)
         if not self.cadence.is_due(now):
             return False
         self.cadence.begin()

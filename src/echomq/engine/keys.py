@@ -295,6 +295,33 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "schedule name -> the Unix ms of its last enqueued tick (the task layer's schedulers)",
     ),
     KeyShape(
+        QUEUE_ROOT + "waiting",
+        "ZSET",
+        "Keyspace.waiting",
+        "flow parents waiting for their children (state waiting, in no lane), score 0",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "flow:outbox",
+        "LIST",
+        "Keyspace.outbox",
+        "flow entries for parents on other queues, oldest first: a child's completion or "
+        "death, relayed to the parent's queue at least once by the worker's upkeep",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "flow:<id>:results",
+        "HASH",
+        "Keyspace.flow_results",
+        "a flow parent's succeeded children: child id -> its result (the codec's bytes); "
+        "with :failed, the guard that counts each child once; lives as long as the row",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "flow:<id>:failed",
+        "HASH",
+        "Keyspace.flow_failed",
+        "a flow parent's failed children: child id -> its error (ignored, or the one that "
+        "failed the parent); lives as long as the row",
+    ),
+    KeyShape(
         QUEUE_ROOT + "job:<id>",
         "HASH",
         "Keyspace.job",
@@ -397,6 +424,8 @@ class Keyspace:
     cancel: str = field(init=False, repr=False)
     gate: str = field(init=False, repr=False)
     periodic: str = field(init=False, repr=False)
+    waiting: str = field(init=False, repr=False)
+    outbox: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)
@@ -417,6 +446,14 @@ class Keyspace:
     def log(self, id: str) -> str:
         """The job's log ``log:<id>`` (a LIST, oldest line first), alive as long as its row."""
         return self.root + "log:" + _ids.validate(id, argument="job id")
+
+    def flow_results(self, id: str) -> str:
+        """A flow parent's succeeded children ``flow:<id>:results``: child id -> result."""
+        return self.root + "flow:" + _ids.validate(id, argument="job id") + ":results"
+
+    def flow_failed(self, id: str) -> str:
+        """A flow parent's failed children ``flow:<id>:failed``: child id -> error text."""
+        return self.root + "flow:" + _ids.validate(id, argument="job id") + ":failed"
 
     def lane(self, group: str) -> str:
         """The lane of ``group``: ``g:<group>:pending``, its pending job ids in mint order."""

@@ -33,7 +33,7 @@ from echomq.wire.codec import Codec
 #: An admission's reply code as its verdict (see enqueue.lua).
 VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
 #: The states a row may hold; anything else reads as ``absent``.
-STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled"})
+STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
 _OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl"})
 

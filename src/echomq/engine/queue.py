@@ -6,6 +6,7 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,6 +23,7 @@ from echomq.engine.checks import (
     ms,
 )
 from echomq.engine.events import Subscription
+from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
 from echomq.engine.producer import (
@@ -54,21 +56,23 @@ from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.settles import Settles
 from echomq.engine.transitions import Engine
 from echomq.engine.waiters import WaiterHub
-from echomq.errors import InvalidArgument
+from echomq.errors import EchoMQError, InvalidArgument
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 DEFAULT_LEASE = 30.0
 
+log = logging.getLogger("echomq.flows")
 
-class Queue(Settles, Reports, Cancels):
+
+class Queue(Settles, Reports, Cancels, FlowVerbs):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
     Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
     progress and logs in :class:`Reports` (_progress.py), cancels in :class:`Cancels`
-    (cancels.py);
+    (cancels.py), flows in :class:`FlowVerbs` (flow_verbs.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
 
@@ -292,18 +296,26 @@ class Queue(Settles, Reports, Cancels):
         return moved
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
-        """The beat's work in one script: :meth:`promote`, then :meth:`reap`."""
+        """The beat's work in one script: :meth:`promote`, then :meth:`reap`; then, when this
+        queue's flow outbox holds entries, :meth:`relay` (here, because a child's completion
+        is followed by its queue's upkeep whoever serves the parent's queue)."""
+        self.relay_due = False  # the tick below reads the outbox
         tick = await self.engine.tick(
             count(limit, "limit", maximum=MAX_LIMIT),
             min(limit, 100),
             count(max_stalled, "max_stalled", maximum=MAX_ATTEMPTS),
         )
-        result = Upkeep(
-            tick.moved,
-            tick.lanes,
-            Reaped(tick.recovered, tick.dead),
-            None if tick.next_due_ms < 0 else tick.next_due_ms / 1000,
-        )
+        next_due = None if tick.next_due_ms < 0 else tick.next_due_ms / 1000
+        if tick.outbox:
+            try:
+                relayed = await self.relay()
+            except EchoMQError as exc:  # a parent's shard unreachable: the entries wait
+                log.warning("relaying the flow outbox of %s failed: %s", self.name, exc)
+                relayed = 0
+            if relayed < tick.outbox:
+                # Entries left (more than one pass, a parent not admitted yet): soon again.
+                next_due = 0.5 if next_due is None else min(next_due, 0.5)
+        result = Upkeep(tick.moved, tick.lanes, Reaped(tick.recovered, tick.dead), next_due)
         if result.reaped.recovered or result.reaped.dead:
             self._emit_reaped(result.reaped)
         return result

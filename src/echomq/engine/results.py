@@ -11,7 +11,9 @@ from typing import Any, Literal
 from echomq.errors import EchoMQError
 
 VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
-JobState = Literal["pending", "active", "scheduled", "completed", "dead", "cancelled", "absent"]
+JobState = Literal[
+    "pending", "active", "scheduled", "completed", "dead", "cancelled", "waiting", "absent"
+]
 #: The states a job ends in: what ``Queue.wait`` (and a handle's ``result``) waits for.
 FINISHED: frozenset[JobState] = frozenset({"completed", "dead", "cancelled"})
 #: One job's answer to :meth:`Queue.complete_each`.
@@ -82,7 +84,8 @@ class Failed:
 class Cancellation:
     """The answer to :meth:`Queue.cancel`: ``was`` is the state the job was in.
 
-    ``pending`` or ``scheduled``: it is ``cancelled`` now. ``active``: its holder was told and
+    ``pending``, ``scheduled`` or ``waiting`` (a flow parent; its children run on): it is
+    ``cancelled`` now. ``active``: its holder was told and
     stops the handler within a beat (the row ends ``cancelled`` then; a handler that finished
     first completes). ``completed``, ``dead`` or ``cancelled``: it had finished, nothing
     changed. ``absent``: no such job. Normal outcomes all: nothing here is an error.
@@ -93,7 +96,7 @@ class Cancellation:
 
     @property
     def outcome(self) -> CancelOutcome:
-        if self.was in ("pending", "scheduled"):
+        if self.was in ("pending", "scheduled", "waiting"):
             return "cancelled"
         if self.was == "active":
             return "requested"
@@ -159,6 +162,8 @@ class Counts:
     ringed: int
     #: Jobs cancelled (a counter, like ``completed`` and ``failed``).
     cancelled: int = 0
+    #: Flow parents waiting for their children (in no lane until the last one settles).
+    waiting: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,7 +34,16 @@ from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
 from echomq.wire.codec import Codec
 
-_COMPLETED: dict[int, CompleteOutcome] = {1: "completed", 0: "gone", -1: "stale", -2: "settled"}
+#: 3: completed, and its flow parent on another queue waits for this queue's relay.
+_COMPLETED: dict[int, CompleteOutcome] = {
+    1: "completed",
+    3: "completed",
+    0: "gone",
+    -1: "stale",
+    -2: "settled",
+}
+#: complete.lua's code for a completion that appended to the queue's flow outbox.
+_RELAY_DUE = 3
 _RETRIED: dict[int, RetryOutcome] = {
     1: "scheduled",
     2: "dead",
@@ -53,6 +62,9 @@ class Settles:
     codec: Codec
     #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
     result_ttl_ms: int
+    #: A completion appended to the flow outbox since the last upkeep: a consumer runs its
+    #: upkeep (which relays) at once rather than at its next due time.
+    relay_due: bool = False
     _waiters: WaiterHub
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
@@ -73,6 +85,8 @@ class Settles:
         )
         if isinstance(code, EchoMQError):
             raise code
+        if code == _RELAY_DUE:
+            self.relay_due = True
         outcome = _COMPLETED[code]
         if outcome == "completed" and self._listened():
             self._emit([{"event": "completed", "job": job_id}])
@@ -102,6 +116,8 @@ class Settles:
         if not successes:
             return []
         codes = await self.engine.complete(successes, self.result_ttl_ms)
+        if _RELAY_DUE in codes:
+            self.relay_due = True
         outcomes = [_outcome(code, _COMPLETED) for code in codes]
         if self._listened():
             self._emit(
@@ -112,14 +128,18 @@ class Settles:
         return outcomes
 
     def _result_data(self, result: Any) -> bytes:
-        """``result`` as complete.lua keeps it: the codec's bytes, or b"" (not even encoded)
-        when the queue keeps no results."""
-        if not self.result_ttl_ms:
-            return b""
+        """``result`` as complete.lua takes it: the codec's bytes, kept on the row when the queue
+        keeps results and handed to a flow's parent. When the queue keeps none, a result the
+        codec refuses (or too large) is sent as b"": it fails no attempt, and a parent reads it
+        as None (docs/guides/flows.md)."""
         try:
             data = self.codec.encode(result)
         except InvalidArgument as exc:
+            if not self.result_ttl_ms:
+                return b""
             raise InvalidArgument("result", exc.value, exc.reason) from None
+        if len(data) > MAX_PAYLOAD and not self.result_ttl_ms:
+            return b""
         if len(data) > MAX_PAYLOAD:
             raise InvalidArgument(
                 "result", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"

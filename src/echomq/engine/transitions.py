@@ -83,6 +83,7 @@ class TickReply:
     recovered: list[str]
     dead: list[str]
     next_due_ms: int  # < 0: nothing waits on time
+    outbox: int = 0  # flow entries waiting for the relay (parents on other queues)
 
 
 class Engine:
@@ -107,6 +108,8 @@ class Engine:
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
         self._progress = get("progress")
         self._cancel = get("cancel")
+        self._flow, self._flow_deliver = get("flow"), get("flow_deliver")
+        self.keys = keys
 
     async def _batched(
         self,
@@ -220,11 +223,16 @@ class Engine:
 
     async def tick(self, limit: int, reap_limit: int, max_stalled: int) -> TickReply:
         """Promote, then reap, in one call."""
-        moved, lanes, recovered, dead, due = await self._run(
+        moved, lanes, recovered, dead, due, outbox = await self._run(
             self._tick, (limit, reap_limit, max_stalled)
         )
         return TickReply(
-            int(moved), int(lanes), [text(i) for i in recovered], [text(i) for i in dead], due
+            int(moved),
+            int(lanes),
+            [text(i) for i in recovered],
+            [text(i) for i in dead],
+            due,
+            int(outbox),
         )
 
     async def reap(self, limit: int, max_stalled: int) -> tuple[list[str], list[str]]:
@@ -232,10 +240,25 @@ class Engine:
         recovered, dead = await self._run(self._reap, (limit, max_stalled))
         return [text(i) for i in recovered], [text(i) for i in dead]
 
+    # -- flows ---------------------------------------------------------------------------------
+
+    async def flow(self, nodes: Sequence[Sequence[Arg]]) -> tuple[bool, str]:
+        """Admit a flow's nodes of this queue, all or nothing (seven values each, see
+        flow.lua): ``(True, "")`` admitted, ``(False, id)`` that node existed: nothing written."""
+        args = [arg for node in nodes for arg in node]
+        code, detail = await self._run(self._flow, args)
+        return int(code) == 1, text(detail) if int(code) == 0 else ""
+
+    async def flow_deliver(self, entries: Sequence[Sequence[Arg]]) -> list[int]:
+        """Tell this queue's waiting parents of children settled elsewhere (six values per
+        outbox entry, see flow_deliver.lua): per entry 1 counted, 0 done with, -1 keep it."""
+        args = [arg for entry in entries for arg in entry]
+        return [int(code) for code in await self._run(self._flow_deliver, args)]
+
     # -- reads and settings --------------------------------------------------------------------
 
     async def counts(self) -> list[int]:
-        """pending, active, scheduled, dead, completed, failed, lanes, ringed."""
+        """pending, active, scheduled, dead, completed, failed, lanes, ringed, waiting."""
         return [int(n) for n in await self._run(self._counts)]
 
     async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:

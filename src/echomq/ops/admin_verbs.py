@@ -174,7 +174,7 @@ async def _cancel(queue: Queue, args: argparse.Namespace) -> Any:
 
 async def _drain(queue: Queue, args: argparse.Namespace) -> Any:
     counts = await queue.counts()
-    doomed = counts.pending + (counts.scheduled if args.schedule else 0)
+    doomed = counts.pending + counts.waiting + (counts.scheduled if args.schedule else 0)
     if not args.yes:
         what = "pending and scheduled" if args.schedule else "pending"
         # On stderr: stdout carries the answer only, so ``--json`` output stays parseable.

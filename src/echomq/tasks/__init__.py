@@ -3,6 +3,7 @@
 
 from echomq.tasks.app import App, Hooks
 from echomq.tasks.batch import Batching, BatchTask, Member, MemberVerdict
+from echomq.tasks.canvas import FlowHandle, TaskFlow, chain, flow, group
 from echomq.tasks.context import Context, TaskOutcome, context
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule
@@ -16,6 +17,7 @@ __all__ = [
     "Batching",
     "Call",
     "Context",
+    "FlowHandle",
     "Handle",
     "Hooks",
     "Member",
@@ -23,7 +25,11 @@ __all__ = [
     "Schedule",
     "SyncHandle",
     "Task",
+    "TaskFlow",
     "TaskOutcome",
+    "chain",
     "context",
+    "flow",
+    "group",
     "serve_tasks",
 ]

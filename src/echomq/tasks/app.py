@@ -31,6 +31,7 @@ from echomq.wire.url import seeds_from_url
 
 if TYPE_CHECKING:
     from echomq.engine.sync_queue import SyncQueue
+    from echomq.tasks.canvas import FlowHandle, TaskFlow
     from echomq.wire.pool import Wire
 
 P = ParamSpec("P")
@@ -414,6 +415,18 @@ class App:
             for index, verdict in zip(indexes, verdicts, strict=True):
                 handles[index] = Handle(calls[index].task, verdict, queues[name])
         return handles
+
+    async def enqueue_flow(self, flow: TaskFlow[R]) -> FlowHandle[R]:
+        """Admit a flow of tasks (:func:`echomq.chain`, :func:`echomq.group`,
+        :func:`echomq.flow`), atomic per queue; the root's handle, with every node's id
+        (``.ids``). Eager mode runs it inline, children first."""
+        if self.eager:
+            from echomq.tasks.eager import run_flow
+
+            return await run_flow(self, flow)
+        from echomq.tasks.canvas import enqueue
+
+        return await enqueue(self, flow)
 
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""

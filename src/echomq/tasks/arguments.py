@@ -186,6 +186,33 @@ class Signature:
                 )
         return arguments
 
+    def bind_receiving(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[str, dict[str, Any]]:
+        """The first parameter's name (it receives a flow's result at run time) and the call's
+        other arguments, bound and checked as :meth:`bind` does."""
+        params = list(self.signature.parameters.values())
+        if not params or params[0].kind not in (params[0].POSITIONAL_OR_KEYWORD,):
+            raise InvalidArgument(
+                "task", self.name, "a receiving task needs a first parameter that takes the result"
+            )
+        first = params[0].name
+        if first in kwargs:
+            raise InvalidArgument("args", first, f"{self.name}: {first!r} receives the result")
+        rest = self.signature.replace(parameters=params[1:])
+        try:
+            arguments = dict(rest.bind(*args, **kwargs).arguments)
+        except TypeError as exc:
+            raise InvalidArgument("args", _preview(args, kwargs), f"{self.name}: {exc}") from None
+        if self._hints is None:
+            self.hints()
+        for name, classes in self._checks:
+            if name in arguments and not isinstance(value := arguments[name], classes):
+                raise InvalidArgument(
+                    "args", value, f"{self.name}: parameter {name!r} got {type(value).__name__}"
+                )
+        return first, arguments
+
     def call_with(self, fn: Callable[..., Any], arguments: dict[str, Any]) -> Any:
         """``fn`` (a lane or dedup function) called with the task's arguments, defaults filled."""
         full = {**self.defaults, **arguments}

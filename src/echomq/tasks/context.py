@@ -9,6 +9,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from echomq.engine.flows import Children
 from echomq.engine.progress import LOG_KEEP, log_lines, progress_json
 from echomq.engine.results import Job
 
@@ -38,6 +39,8 @@ class Context:
     app: App = field(repr=False)
     #: An eager run's record (None on a worker: reports go to the job's row and log).
     trail: Trail | None = field(default=None, repr=False, compare=False)
+    #: A flow parent's children: their ids, results and errors (None: the task is no parent).
+    children: Children | None = field(default=None, repr=False, compare=False)
 
     @property
     def attempt(self) -> int:

@@ -11,30 +11,39 @@ import traceback
 from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from echomq.engine.flows import Children, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Job, JobInfo, Verdict
+from echomq.errors import TaskFailed
+from echomq.tasks.canvas import FlowHandle, TaskFlow, engine_flow
 from echomq.tasks.context import Trail
 from echomq.tasks.handle import Handle
-from echomq.tasks.runtime import error_text, execute
+from echomq.tasks.runtime import error_text, execute, received
+from echomq.tasks.task import Call
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
-    from echomq.tasks.task import Call
 
 R = TypeVar("R")
 
 
-async def run(app: App, call: Call[R]) -> Handle[R]:
-    """Run ``call`` here and now; its handle holds the outcome."""
+async def run(
+    app: App, call: Call[R], children: Children | None = None, gather: str | None = None
+) -> Handle[R]:
+    """Run ``call`` here and now; its handle holds the outcome. A flow parent's ``children``
+    are handed to it (into its receiving parameter when ``gather`` says how)."""
     # The same round trip a worker's job makes: encoded with the codec and decoded.
     payload = app.codec.decode(app.codec.encode(call.payload))
     task = call.task
     job_id = call.id or app._eager_ids.mint("JOB")
     job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)
-    args, kwargs = task.signature.load(payload["args"])
+    arguments = payload["args"]
+    if children is not None and gather is not None and call.receive is not None:
+        arguments = received(arguments, [call.receive, gather], children)
+    args, kwargs = task.signature.load(arguments)
     trail = Trail()
     try:
-        result = await execute(app, task, job, args, kwargs, app.state, trail)
+        result = await execute(app, task, job, args, kwargs, app.state, trail, children)
         kept = None if result is None else app.codec.decode(app.codec.encode(result))
     except Exception as exc:
         if app.eager_propagate:
@@ -62,6 +71,48 @@ async def run(app: App, call: Call[R]) -> Handle[R]:
             finished=time.time(),
         )
     return Handle(task, Verdict("enqueued", job_id), None, info, trail.lines)
+
+
+async def run_flow(app: App, flow: TaskFlow[R]) -> FlowHandle[R]:
+    """Run a flow of tasks here, children first, each parent given what its children left:
+    a dead child fails its parent (its error names the child) unless the policy ignores it."""
+    engine_flow(flow)  # the checks a worker's flow gets, before anything runs
+    handle, ids = await _run_node(app, flow)
+    return FlowHandle(handle, ids)
+
+
+async def _run_node(app: App, node: TaskFlow[Any] | Call[Any]) -> tuple[Handle[Any], FlowIds]:
+    if not isinstance(node, TaskFlow):
+        handle = await run(app, node)
+        return handle, FlowIds(handle.id, node.task.queue)
+    done = [await _run_node(app, child) for child in node.children]
+    results: dict[str, Any] = {}
+    failed: dict[str, str] = {}
+    for child, _ in done:
+        info = child._info
+        assert info is not None
+        if info.state == "completed":
+            results[child.id] = info.result
+        else:
+            failed[child.id] = info.last_error or ""
+    children = Children(tuple(child.id for child, _ in done), results, failed)
+    call = node.parent
+    kids = tuple(ids for _, ids in done)
+    if failed and node.on_failure == "fail_parent":
+        first = next(iter(failed))
+        job_id = call.id or app._eager_ids.mint("JOB")
+        error = f"child {first} failed: {failed[first]}"
+        if app.eager_propagate:
+            raise TaskFailed(job_id, call.task.name, error, None)
+        info = JobInfo(
+            job_id, "dead", 0, call.payload, call.lane or DEFAULT_GROUP, last_error=error,
+            finished=time.time(),
+        )  # fmt: skip
+        return Handle(call.task, Verdict("enqueued", job_id), None, info), FlowIds(
+            job_id, call.task.queue, kids
+        )
+    handle = await run(app, call, children, node.gather)
+    return handle, FlowIds(handle.id, call.task.queue, kids)
 
 
 def blocking(work: Coroutine[Any, Any, R]) -> R:

@@ -24,6 +24,7 @@ from echomq.consumers.consumer import (
 )
 from echomq.consumers.consumer import describe as _describe
 from echomq.engine.checks import MAX_ATTEMPTS, ms, text
+from echomq.engine.flows import Children
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.errors import HookFailed, InvalidArgument
@@ -76,10 +77,12 @@ async def execute(
     kwargs: dict[str, Any],
     state: dict[str, Any],
     trail: Trail | None = None,
+    children: Children | None = None,
 ) -> Any:
     """Run one attempt in its context, between the app's job hooks; the result as JSON values.
-    ``trail`` keeps an eager run's reports (a worker's go to the job's row and log)."""
-    ctx = Context(job, task.name, state, app, trail)
+    ``trail`` keeps an eager run's reports (a worker's go to the job's row and log);
+    ``children`` is a flow parent's."""
+    ctx = Context(job, task.name, state, app, trail, children)
     token = _current.set(ctx)
     try:
         for before in app.hooks.before_job:
@@ -113,6 +116,17 @@ async def _attempt(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]
         raise  # the task's own TimeoutError: an ordinary failure
 
 
+def received(arguments: Any, receive: Any, children: Children) -> Any:
+    """A receiving parent's arguments with its children's results in its receiving parameter:
+    ``receive`` is ``[parameter, "one" | "all"]`` (the one child's result, or all in order)."""
+    if not isinstance(arguments, dict) or not isinstance(receive, list) or len(receive) != 2:
+        return arguments
+    name, gather = receive
+    results = children.ordered()
+    value = results if gather == "all" else (results[0] if results else None)
+    return {**arguments, str(name): value}
+
+
 class Dispatcher:
     """The handler of every queue an AppWorker serves: the job's ``task`` field picks the
     function; :meth:`policy` says how a failed attempt goes on (the task's retries and backoff,
@@ -132,12 +146,17 @@ class Dispatcher:
             known = ", ".join(sorted(self.app.tasks)) or "none"
             log.error("job %s: unknown task %s (this worker has: %s)", job.id, name, known)
             raise UnknownTask(f"unknown task {name}")
+        arguments, children = job.payload.get("args", {}), None
+        if job.payload.get("flow"):
+            # A flow's parent: its children's results are read before it runs (one round trip).
+            children = await self.app.queue(job.queue).children(job.id)
+            arguments = received(arguments, job.payload.get("receive"), children)
         try:
-            args, kwargs = task.signature.load(job.payload.get("args", {}))
+            args, kwargs = task.signature.load(arguments)
         except InvalidArgument as exc:
             raise Unrunnable(f"bad arguments: {exc.reason}") from None  # no retry mends them
         try:
-            return await execute(self.app, task, job, args, kwargs, self.state)
+            return await execute(self.app, task, job, args, kwargs, self.state, None, children)
         except Retry as signal:
             # The consumer never buries (its max_attempts is the most there is): the task's
             # own attempts do, for an asked-for retry too.
@@ -327,8 +346,8 @@ async def _has_work(queue: Queue, scheduled_within: float) -> bool:
     do not keep a ``--burst`` worker alive."""
     keys, wire = queue.keys, queue.wire
     counts = await queue.counts()
-    if counts.active:
-        return True
+    if counts.active or int(await wire.call("LLEN", keys.outbox)):
+        return True  # leased jobs, or flow entries to relay to parents on other queues
     if counts.pending and not await queue.is_paused():
         paused = [text(g) for g in await wire.call("SRANDMEMBER", keys.paused, _PAUSED_READ)]
         held = 0

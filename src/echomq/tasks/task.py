@@ -44,6 +44,8 @@ class Call(NamedTuple, Generic[R]):
     dedup_key: str | None = None
     delay: float | None = None
     at: float | None = None
+    #: The parameter a flow's result goes into (``task.receiving``); None for a plain call.
+    receive: str | None = None
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -155,6 +157,18 @@ class Task(Generic[P, R]):
         return Call(
             self, self.signature.dump(arguments), lane, extra.id, dedup, extra.delay, extra.at
         )
+
+    def receiving(self, *args: Any, **kwargs: Any) -> Call[R]:
+        """A call whose first parameter receives a flow's result when it runs (a link of
+        :func:`echomq.chain`, the callback of :func:`echomq.group`); the other parameters are
+        bound here, and checked, as :meth:`call` does. Lane and dedup functions are not run
+        (they would need the result): a ``using(lane=...)`` lane is kept."""
+        receive, arguments = self.signature.bind_receiving(args, kwargs)
+        extra = self._overrides
+        lane = extra.lane
+        if lane is None and isinstance(self.lane, str) and self.lane != receive:
+            lane = self._key(self.lane, arguments)
+        return Call(self, self.signature.dump(arguments), lane, extra.id, receive=receive)
 
     def _key(self, key: Key, arguments: dict[str, Any]) -> str | None:
         if key is None:

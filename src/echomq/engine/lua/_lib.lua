@@ -145,10 +145,12 @@ local function release(root, g, n)
   return after + n
 end
 
--- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel}
--- (`cancel`: the reason a cancel asked a leased job to stop with, see cancel.lua).
+-- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel,
+-- parent} (cancel: the reason a cancel asked a leased job to stop with, see cancel.lua;
+-- parent: the job is a flow's child).
 local function read_row(row)
-  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel')
+  return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel',
+    'parent')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -209,6 +211,8 @@ local function detach(root, id, fields)
     redis.call('ZREM', root .. 'dead', id)
   elseif state == 'completed' or state == 'cancelled' then
     redis.call('ZREM', root .. 'done', id)
+  elseif state == 'waiting' then
+    redis.call('ZREM', root .. 'waiting', id)
   end
   return g
 end
@@ -225,7 +229,83 @@ local function delete_row(root, id, row, dedup, everything)
       redis.call('DEL', key)
     end
   end
-  redis.call('DEL', row, log_of(root, id)) -- the job's log lives as long as its row
+  -- The job's log, and a flow parent's children's results, live as long as its row.
+  redis.call('DEL', row, log_of(root, id), root .. 'flow:' .. id .. ':results',
+    root .. 'flow:' .. id .. ':failed')
+end
+
+-- Append a flow entry for a parent on another queue (another slot on a cluster) to this
+-- queue's outbox: "parent_q NUL parent NUL child NUL ok NUL policy NUL ms NUL value" (value
+-- last: it may hold NULs). The worker's upkeep relays it to the parent's queue (flow_deliver.lua),
+-- at least once; the parent counts each child once. The "s" wake token asks an idle consumer
+-- for that upkeep now.
+local function outbox_push(root, parent_q, parent, child, ok, policy, value)
+  redis.call('RPUSH', root .. 'flow:outbox', table.concat({parent_q, parent, child,
+    ok and '1' or '0', policy or '', now_ms(), value}, '\0'))
+  redis.call('LPUSH', root .. 'wake', 's')
+  redis.call('LTRIM', root .. 'wake', 0, 63)
+end
+
+-- Child `child` of waiting parent `parent` (a row of this queue) settled: `ok` with its result
+-- (the codec's bytes), or failed with its error text, under `policy` ('ignore'; anything else
+-- fails the parent). Counted once per child however often it is told (a re-run, an outbox
+-- entry delivered twice): the child's field in the parent's `flow:<id>:results` or `:failed`
+-- is the guard. At 0 children left the parent joins its lane; failing it buries it, which is
+-- told to its own parent in turn (here, or through the outbox for another queue).
+-- Returns 1 counted, 0 not (told before, or the parent is no longer waiting), -1 no parent row.
+local function tell_parent(root, parent, child, ok, value, policy)
+  while true do
+    local prow = root .. 'job:' .. parent
+    local state = redis.call('HGET', prow, 'state')
+    if not state then return -1 end
+    local results = root .. 'flow:' .. parent .. ':results'
+    local failed = root .. 'flow:' .. parent .. ':failed'
+    if state ~= 'waiting' or redis.call('HEXISTS', results, child) == 1
+        or redis.call('HEXISTS', failed, child) == 1 then
+      return 0
+    end
+    if ok then redis.call('HSET', results, child, value) else
+      redis.call('HSET', failed, child, value) end
+    if ok or policy == 'ignore' then
+      if redis.call('HINCRBY', prow, 'deps', -1) <= 0 then
+        local g = redis.call('HGET', prow, 'group') or '_'
+        redis.call('ZREM', root .. 'waiting', parent)
+        redis.call('HDEL', prow, 'deps')
+        redis.call('HSET', prow, 'state', 'pending')
+        push_lane(root, g, parent)
+        rering(root, g, now_ms())
+      end
+      return 1
+    end
+    local now, reason = now_ms(), 'child ' .. child .. ' failed: ' .. value
+    redis.call('ZREM', root .. 'waiting', parent)
+    redis.call('HDEL', prow, 'deps')
+    redis.call('HSET', prow, 'state', 'dead', 'last_error', reason, 'finished', now)
+    redis.call('ZADD', root .. 'dead', now, parent)
+    redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+    redis.call('SPUBLISH', root .. 'done', parent) -- its waiters read it dead
+    local up = redis.call('HMGET', prow, 'parent', 'parent_q', 'policy')
+    if not up[1] then return 1 end
+    if up[2] then
+      outbox_push(root, up[2], up[1], parent, false, up[3], reason)
+      return 1
+    end
+    parent, child, ok, value, policy = up[1], parent, false, reason, up[3]
+  end
+end
+
+-- Job `id` (its row `row`, still readable) completed (`ok`, value = result bytes) or went dead
+-- (value = its error): tell its flow parent, if it has one, here or through the outbox.
+-- Returns true when an outbox entry was appended (the caller may say so: a relay is due).
+local function child_settled(root, id, row, ok, value)
+  local up = redis.call('HMGET', row, 'parent', 'parent_q', 'policy')
+  if not up[1] then return false end
+  if up[2] then
+    outbox_push(root, up[2], up[1], id, ok, up[3], value)
+    return true
+  end
+  tell_parent(root, up[1], id, ok, value, up[3])
+  return false
 end
 
 -- Keep a finished row `ttl` ms (> 0, the queue's result_ttl): the row and its log expire then,
@@ -233,7 +313,11 @@ end
 -- dedup key pointing at it lives as long (NX: a key with a TTL of its own keeps it).
 local function keep_row(root, id, row, dedup, ttl, now)
   redis.call('PEXPIRE', row, ttl)
-  redis.call('PEXPIRE', log_of(root, id), ttl) -- the log goes with the row (if it has one)
+  -- The log and a flow parent's children's results go with the row (if it has them).
+  for _, kept in ipairs({log_of(root, id), root .. 'flow:' .. id .. ':results',
+      root .. 'flow:' .. id .. ':failed'}) do
+    redis.call('PEXPIRE', kept, ttl)
+  end
   redis.call('ZADD', root .. 'done', now + ttl, id)
   if dedup then
     local key = root .. 'de:' .. dedup
@@ -243,8 +327,10 @@ end
 
 -- End a detached job as cancelled: kept `ttl` ms as state `cancelled` with its reason
 -- (`cancel`) and `finished` (server ms), like a completed row (keep_row), or deleted at ttl 0;
--- counted in metrics:cancelled. The caller announces it on `done`.
+-- counted in metrics:cancelled. The caller announces it on `done`. A flow child's parent is
+-- told it failed ("cancelled: <reason>"), under the child's policy, so it never waits forever.
 local function end_cancelled(root, id, row, dedup, reason, ttl, now)
+  child_settled(root, id, row, false, 'cancelled: ' .. reason)
   if ttl == 0 then
     delete_row(root, id, row, dedup)
   else
@@ -275,6 +361,7 @@ local function bury(root, id, row, err, now, traceback)
   end
   redis.call('ZADD', root .. 'dead', now, id)
   redis.call('HINCRBY', root .. 'metrics:failed', 'count', 1)
+  child_settled(root, id, row, false, err) -- a flow's child: its parent learns of the death
 end
 
 -- Tell waiters (Queue.wait) that jobs finished, completed or dead, or that their rows were

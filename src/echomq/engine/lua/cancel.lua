@@ -15,7 +15,8 @@
 -- form, or when its attempt fails or defers (retry.lua, delay.lua) or its lease expires
 -- (reap_expired): end_marked in _lib.lua. complete.lua completes it all the same (the
 -- handler finished before the cancel reached it). A later cancel overwrites the reason.
--- Returns, without a token, the state the job was in: 'pending' or 'scheduled' (cancelled
+-- Returns, without a token, the state the job was in: 'pending', 'scheduled' or 'waiting' (a
+-- flow parent; its children run on) (cancelled
 -- now), 'active' (marked; its holder was told), 'completed', 'dead' or 'cancelled' (finished
 -- already: untouched), '' (no such job). With a token: 1 cancelled, 0 gone, -1 stale (another
 -- claim holds the job), -2 settled (this claim settled it already).
@@ -49,7 +50,7 @@ if state == 'active' then
   redis.call('SPUBLISH', channel, id)
   return state
 end
-if state ~= 'pending' and state ~= 'scheduled' then return state end
+if state ~= 'pending' and state ~= 'scheduled' and state ~= 'waiting' then return state end
 detach(root, id, fields)
 end_cancelled(root, id, row, fields[4], reason, ttl, now_ms())
 announce(root, {id})

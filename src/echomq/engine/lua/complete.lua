@@ -4,7 +4,8 @@
 -- ARGV[1]        ttl: ms a completed row is kept, 0 = delete it (the queue's result_ttl);
 --                at most 30 days
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
---                result (the codec's bytes; "" and unused when ttl is 0) of job i
+--                result (the codec's bytes) of job i: kept on the row when ttl > 0, handed
+--                to the job's flow parent when it has one (tell_parent in _lib.lua), else unused
 -- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
 -- its id is in `done` until then, scored by the ms the row expires (finished + ttl), so the
 -- admin verbs find it whatever ttl other consumers of the queue keep rows for; each call trims
@@ -15,7 +16,8 @@
 -- (keep_row in _lib.lua). A job a cancel marked while it ran completes all the same: its
 -- handler finished before the holder heard the cancel (cancel.lua).
 -- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
--- Returns one code per job, in order: 1 completed, 0 gone (no such row), -1 stale (the row
+-- Returns one code per job, in order: 1 completed (3: and its flow parent, on another queue,
+-- has an entry in this queue's outbox: a relay is due), 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
 -- delayed or dead). The settle rule is `holding` in _lib.lua. The ttl, every token and every
 -- result's size (16 MiB) are checked (EMQARG) before the first write.
@@ -36,6 +38,7 @@ for i = 2, #ARGV, 3 do
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
     detach(root, id, fields)
+    local relayed = fields[7] and child_settled(root, id, row, true, ARGV[i + 2])
     if ttl == 0 then
       delete_row(root, id, row, fields[4])
     else
@@ -43,7 +46,7 @@ for i = 2, #ARGV, 3 do
       keep_row(root, id, row, fields[4], ttl, now)
     end
     finished[#finished + 1] = id
-    out[#out + 1] = 1
+    out[#out + 1] = relayed and 3 or 1
   elseif refusal == 'stale' then
     out[#out + 1] = -1
   elseif refusal == 'settled' then

@@ -1,6 +1,7 @@
 -- counts.lua: how many jobs are in each state, and the terminal counters (a pure read).
 -- KEYS[1] root  `emq:{q}:`
--- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed, cancelled}.
+-- Returns {pending, active, scheduled, dead, completed, failed, lanes, ringed, cancelled,
+-- waiting} (waiting: flow parents waiting for their children).
 local root = KEYS[1]
 local pending = 0
 local lanes = redis.call('SMEMBERS', root .. 'lanes')
@@ -15,4 +16,5 @@ return {
   #lanes,
   redis.call('LLEN', root .. 'ring'),
   tonumber(redis.call('HGET', root .. 'metrics:cancelled', 'count') or '0'),
+  redis.call('ZCARD', root .. 'waiting'),
 }

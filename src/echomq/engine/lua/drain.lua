@@ -1,5 +1,6 @@
--- drain.lua: delete pending jobs (of one lane, or every lane), optionally scheduled ones and
--- kept results (completed rows) too. Leased and dead jobs, lane settings and counters survive.
+-- drain.lua: delete pending jobs (of one lane, or every lane, with the flow parents waiting
+-- for children), optionally scheduled ones and kept results (completed rows) too. Leased and
+-- dead jobs, lane settings and counters survive.
 -- Bounded: call again while it answers more.
 -- KEYS[1] root      `emq:{q}:`
 -- ARGV[1] group     one lane, or "" for every lane
@@ -37,6 +38,13 @@ for _, g in ipairs(groups) do
   local lane = lane_of(root, g)
   sweep(lane, redis.call('ZRANGE', lane, 0, budget - #gone - 1))
   lane_shrank(root, g)
+end
+-- A whole-queue drain takes the flow parents waiting for children with it (they would wait
+-- for drained children forever): their rows and children's results.
+if only == '' and #gone < budget then
+  local waiting = root .. 'waiting'
+  sweep(waiting, redis.call('ZRANGE', waiting, 0, budget - #gone - 1))
+  if redis.call('EXISTS', waiting) == 1 then return answer(1) end
 end
 if with_schedule and only == '' and #gone < budget then
   local schedule = root .. 'schedule'

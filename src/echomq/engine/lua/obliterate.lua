@@ -6,7 +6,9 @@
 -- Errors  EMQSTATE the queue is not paused; EMQSTATE leased jobs present (without force).
 -- Dedup keys go with their rows, a key with a TTL of its own too (delete_row's `everything`),
 -- and so does a key whose row was gone before (it outlived its job): the `dedups` index.
--- Kept results (completed rows, found by the `done` index) go too. Each call that deleted rows
+-- Kept results (completed rows, found by the `done` index) go too, and so do flow parents
+-- waiting for their children (the `waiting` index), their children's results and the outbox
+-- of entries for parents on other queues (those parents wait on). Each call that deleted rows
 -- publishes the wildcard `*` on the shard channel `done` (announce_all in _lib.lua): every
 -- wait re-reads its row and answers None for a deleted one.
 local root, force = KEYS[1], ARGV[1] == '1'
@@ -14,7 +16,8 @@ local budget = int_arg(ARGV[2], 'budget', 1, 10000)
 if not redis.call('HGET', root .. 'meta', 'paused') then
   -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
   local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',
-    root .. 'dead', root .. 'done', root .. 'dedups', root .. 'lanes', root .. 'ring')
+    root .. 'dead', root .. 'done', root .. 'dedups', root .. 'lanes', root .. 'ring',
+    root .. 'waiting', root .. 'flow:outbox')
   if left_over == 0 then return 0 end
   return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
 end
@@ -38,7 +41,8 @@ local function answer(more)
   if left < budget then announce_all(root) end
   return more
 end
-for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead', root .. 'done'}) do
+for _, set in ipairs({root .. 'active', root .. 'schedule', root .. 'dead', root .. 'done',
+    root .. 'waiting'}) do
   if not sweep(set) then return answer(1) end
 end
 for _, g in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do
@@ -59,7 +63,7 @@ for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
 end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed', 'periodic',
-    'meta', 'metrics:cancelled'}) do
+    'flow:outbox', 'meta', 'metrics:cancelled'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)

@@ -4,9 +4,10 @@
 -- ARGV[1] limit         most scheduled jobs to move; > 0
 -- ARGV[2] reap_limit    most expired leases to handle; > 0
 -- ARGV[3] max_stalled   stalls after which a job is dead with last_error "stalled"; > 0
--- Returns {jobs moved, lanes returned, recovered ids, dead ids, next_due}: next_due is the ms
--- until the next scheduled job, lease deadline or benched lane falls due (-1: none), so an
--- idle caller knows when its next upkeep is worth a round trip.
+-- Returns {jobs moved, lanes returned, recovered ids, dead ids, next_due, outbox}: next_due is
+-- the ms until the next scheduled job, lease deadline or benched lane falls due (-1: none), so
+-- an idle caller knows when its next upkeep is worth a round trip; outbox is the number of
+-- flow entries waiting for the relay to deliver them to parents on other queues.
 local root = KEYS[1]
 local limit = int_arg(ARGV[1], 'limit', 1, 10000)
 local reap_limit = int_arg(ARGV[2], 'reap_limit', 1, 10000)
@@ -22,4 +23,5 @@ for _, suffix in ipairs({'schedule', 'active', 'rdue'}) do
     if due < 0 or wait < due then due = wait end
   end
 end
-return {promoted[1], promoted[2], reaped[1], reaped[2], due}
+local outbox = redis.call('LLEN', root .. 'flow:outbox')
+return {promoted[1], promoted[2], reaped[1], reaped[2], due, outbox}

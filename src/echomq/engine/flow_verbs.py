@@ -1,0 +1,114 @@
+"""The flow verbs of a :class:`echomq.Queue`: admit a flow (one ``flow.lua`` call per queue it
+touches, the parents' queues first), read what a parent's children left it, and relay this
+queue's outbox to parents on other queues (part of every upkeep). Mixed into ``Queue``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import count
+from echomq.engine.flows import (
+    RELAY_BATCH,
+    Children,
+    Flow,
+    FlowIds,
+    children_of,
+    grouped,
+    plan,
+)
+from echomq.engine.keys import Keyspace
+from echomq.engine.scripts import ScriptRegistry
+from echomq.engine.transitions import Engine
+from echomq.wire.codec import Codec
+from echomq.wire.pool import Wire
+
+
+class FlowVerbs:
+    """Flows on a queue (mixed into :class:`Queue`)."""
+
+    name: str
+    wire: Wire
+    keys: Keyspace
+    codec: Codec
+    scripts: ScriptRegistry
+    engine: Engine
+    minter: _ids.Minter
+    _listened: Callable[[], bool]
+    _emit: Callable[[Iterable[dict[str, Any]]], None]
+
+    def _engine_of(self, queue: str) -> Engine:
+        return (
+            self.engine if queue == self.name else Engine(self.wire, Keyspace(queue), self.scripts)
+        )
+
+    async def add_flow(self, flow: Flow) -> FlowIds:
+        """Admit a flow rooted on this queue (a node naming another ``queue`` lives there): its
+        parents wait (state ``waiting``) until every child settled, its leaves join their lanes.
+
+        Atomic per queue: one script call writes all of a queue's nodes or none; the parents'
+        queues are written first. Every node is checked before anything is written (at most
+        1,000 nodes, 32 deep, 16 MiB of payloads in all). Admitting the same flow again (the
+        same ids) answers ``duplicate`` and writes nothing. Returns every node's id, shaped
+        like the flow. A parent reads its children's results with :meth:`children`.
+        """
+        if not self.minter.is_ready:
+            await self.minter.ready()
+        laid = plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB"))
+        written = False
+        for queue, nodes in laid.writes.items():
+            admitted, _existing = await self._engine_of(queue).flow([n.args() for n in nodes])
+            written = written or admitted
+            if admitted and queue == self.name and self._listened():
+                self._emit(
+                    {"event": "waiting" if n.children else "enqueued", "job": n.id} for n in nodes
+                )
+        ids = laid.ids
+        if written:
+            return ids
+        return FlowIds(ids.id, ids.queue, ids.children, "duplicate")
+
+    async def children(self, id: str) -> Children:
+        """What parent ``id``'s children left it so far: their ids in flow order, the results
+        of those that completed, the errors of those that died (empty for no such parent)."""
+        job_id = _ids.validate(id, argument="job id")
+        order, results, failed = await self.wire.call_many(
+            [
+                ("HGET", self.keys.job(job_id), "children"),
+                ("HGETALL", self.keys.flow_results(job_id)),
+                ("HGETALL", self.keys.flow_failed(job_id)),
+            ]
+        )
+        return children_of(order, _pairs(results), _pairs(failed), self.codec)
+
+    async def relay(self, limit: int = RELAY_BATCH) -> int:
+        """Deliver up to ``limit`` entries of this queue's outbox (children whose parents live
+        on other queues) to their parents' queues, then remove the delivered ones: at least
+        once, each child counted once. Returns the entries removed. The upkeep runs it when
+        the outbox holds entries."""
+        entries = await self.wire.call("LRANGE", self.keys.outbox, 0, count(limit, "limit") - 1)
+        done = await self._deliver(entries)
+        await self._forget(done)
+        return len(done)
+
+    async def _deliver(self, entries: Sequence[bytes]) -> list[bytes]:
+        """Deliver outbox ``entries``; the ones done with (delivered, or never deliverable)."""
+        by_queue, done = grouped(entries)
+        for queue, pairs in by_queue.items():
+            codes = await self._engine_of(queue).flow_deliver([args for _, args in pairs])
+            done += [entry for (entry, _), code in zip(pairs, codes, strict=True) if code != -1]
+        return done
+
+    async def _forget(self, entries: Sequence[bytes]) -> None:
+        """Remove delivered entries from the outbox. LREM by value, not a trim of the head: two
+        relays at once (two workers) each remove only what is there, never an undelivered one."""
+        if entries:
+            await self.wire.call_many([("LREM", self.keys.outbox, 1, e) for e in entries])
+
+
+def _pairs(flat: Any) -> dict[bytes, bytes]:
+    if isinstance(flat, dict):
+        return flat
+    return {flat[i]: flat[i + 1] for i in range(0, len(flat), 2)}

@@ -1,0 +1,62 @@
+-- flow.lua: admit the nodes of a flow that live on this queue, all or nothing: parents wait
+-- for their children (state `waiting`, in the `waiting` index, out of every lane), leaves
+-- join their lanes. The host sends the parent's queue first; a node whose parent lives on
+-- another queue tells it through the outbox (outbox_push in _lib.lua).
+-- KEYS[1] root      `emq:{q}:`
+-- ARGV, seven per node, node i at 7(i-1)+1 ..:
+--   id        branded JOB id (minted host-side)
+--   payload   bytes (the codec's output), at most 16 MiB
+--   group     lane name (`_` = the default lane)
+--   parent    the parent's JOB id, "" for the flow's root
+--   parent_q  the parent's queue when it is another queue, "" for this one
+--   policy    what the child's death does to its parent: "fail" (it goes dead) or "ignore"
+--             (recorded in the parent's `flow:<id>:failed`, counted as done)
+--   children  the node's children's ids (any queue), space-joined in flow order; "" = a leaf.
+--             A parent's row keeps them (`children`) and counts them down (`deps`).
+-- Returns {1, n} admitted (n nodes), or {0, id}: that node exists already, nothing written
+-- (admitting a flow again is a duplicate).
+-- Errors  EMQKIND an id is not JOB-namespaced; EMQARG a malformed node (before any write).
+local root = KEYS[1]
+local nodes = {}
+for i = 1, #ARGV, 7 do
+  local id, policy, children = ARGV[i], ARGV[i + 5], ARGV[i + 6]
+  if string.sub(id, 1, 3) ~= 'JOB' or #id ~= 14 then
+    return redis.error_reply('EMQKIND job id must be a JOB id, got ' .. id)
+  end
+  if #ARGV[i + 1] > 16777216 then
+    return redis.error_reply('EMQARG payload <' .. #ARGV[i + 1] .. ' bytes>: at most 16 MiB')
+  end
+  if policy ~= 'fail' and policy ~= 'ignore' then
+    return redis.error_reply('EMQARG policy ' .. policy .. ': must be fail or ignore')
+  end
+  local n = 0
+  for _ in string.gmatch(children, '%S+') do n = n + 1 end
+  if n > 1000 then
+    return redis.error_reply('EMQARG children <' .. n .. '>: at most 1000 per parent')
+  end
+  nodes[#nodes + 1] = {id, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], policy,
+    children, n}
+end
+-- Existence before any write: the whole call is one admission.
+for _, node in ipairs(nodes) do
+  if redis.call('EXISTS', root .. 'job:' .. node[1]) == 1 then return {0, node[1]} end
+end
+local lanes = {}
+for _, node in ipairs(nodes) do
+  local id, g, row = node[1], node[3], root .. 'job:' .. node[1]
+  redis.call('HSET', row, 'attempts', 0, 'payload', node[2], 'group', g)
+  if node[4] ~= '' then redis.call('HSET', row, 'parent', node[4]) end
+  if node[5] ~= '' then redis.call('HSET', row, 'parent_q', node[5]) end
+  if node[6] == 'ignore' then redis.call('HSET', row, 'policy', 'ignore') end
+  if node[8] > 0 then
+    redis.call('HSET', row, 'state', 'waiting', 'deps', node[8], 'children', node[7])
+    redis.call('ZADD', root .. 'waiting', 0, id)
+  else
+    redis.call('HSET', row, 'state', 'pending')
+    push_lane(root, g, id)
+    lanes[g] = true
+  end
+end
+local now = now_ms()
+for g in pairs(lanes) do rering(root, g, now) end
+return {1, #nodes}
