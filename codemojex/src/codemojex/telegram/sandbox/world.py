@@ -240,33 +240,18 @@ class World:
         nothing changed) when it is not one. Restored bot messages have ``at=0.0``: they were
         delivered before this run's clock started."""
         try:
-            users = {
-                u.id: u
-                for u in (User(int(d["id"]), str(d["first_name"])) for d in snapshot["users"])
-            }
+            users = {u.id: u for u in map(_user, snapshot["users"])}
             chats = {c.id: c for c in map(_chat, snapshot["chats"])}
+            for user in users.values():  # everyone has their private chat, as add_user makes
+                chats.setdefault(user.id, Chat(user.id, "private", user.first_name, {user.id}))
             conversation = {
                 int(chat): [_message(m) for m in messages]
                 for chat, messages in snapshot["conversation"].items()
             }
-            sent: dict[int, list[SentMessage]] = {}
-            for key, entries in snapshot["sent"].items():
-                chat = int(key)
-                by_id = {m["message_id"]: m for m in conversation.get(chat, [])}
-                for entry in entries:
-                    message = by_id[int(entry["message_id"])]
-                    parse_mode = entry["parse_mode"]
-                    sent.setdefault(chat, []).append(
-                        SentMessage(
-                            message["message_id"],
-                            chat,
-                            str(message.get("text", "")),
-                            message.get("reply_markup"),
-                            0.0,
-                            int(entry["edits"]),
-                            None if parse_mode is None else str(parse_mode),
-                        )
-                    )
+            sent = {
+                int(chat): _sent(int(chat), entries, conversation.get(int(chat), []))
+                for chat, entries in snapshot["sent"].items()
+            }
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"not a snapshot of a sandbox world ({error!r})") from None
         self.users, self.chats, self._conversation, self._sent = users, chats, conversation, sent
@@ -277,6 +262,10 @@ class World:
             if messages
         }
         self.touch()
+
+
+def _user(data: dict[str, Any]) -> User:
+    return User(int(data["id"]), str(data["first_name"]))
 
 
 def _chat(data: dict[str, Any]) -> Chat:
@@ -292,3 +281,26 @@ def _message(data: Any) -> dict[str, Any]:
     if not isinstance(data.get("chat"), dict) or not isinstance(data.get("from"), dict):
         raise ValueError(f"message {data['message_id']} without its chat or sender")
     return data
+
+
+def _sent(
+    chat: int, entries: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> list[SentMessage]:
+    """The bot's messages in ``chat``; their text and keyboard are the conversation's."""
+    by_id = {message["message_id"]: message for message in messages}
+    sent = []
+    for entry in entries:
+        message = by_id[int(entry["message_id"])]
+        mode = entry["parse_mode"]
+        sent.append(
+            SentMessage(
+                message["message_id"],
+                chat,
+                str(message.get("text", "")),
+                message.get("reply_markup"),
+                0.0,
+                int(entry["edits"]),
+                None if mode is None else str(mode),
+            )
+        )
+    return sent
