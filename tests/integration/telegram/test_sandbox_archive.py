@@ -4,6 +4,7 @@ a file it did not write is refused with a clear error, never half-read."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -61,6 +62,18 @@ async def test_a_restart_on_the_same_data_keeps_the_chats_and_the_token(tmp_path
                 await bot.send_message(1003, "still blocked")
         finally:
             await bot.session.close()
+
+
+async def test_a_change_is_written_soon_not_only_at_stop(tmp_path: Path) -> None:
+    async with Sandbox(SandboxOptions(data_dir=tmp_path)) as sandbox:
+        sandbox.say(1001, "kept before any stop")
+        chats = tmp_path / "chats.json"
+        for _ in range(200):  # a file has no event to wait on: look again, 10 s at most
+            if chats.exists() and "kept before any stop" in chats.read_text():
+                break
+            await asyncio.sleep(0.05)
+        else:
+            raise AssertionError("the change was not written while the sandbox ran")
 
 
 def keyboard() -> dict[str, object]:

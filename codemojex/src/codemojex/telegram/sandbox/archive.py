@@ -141,21 +141,21 @@ class Archive:
         )
 
 
-async def keep_forever(state: State, archive: Archive) -> None:
-    """Write the world out soon after each change, and once more when the sandbox stops (it
-    sets ``is_closing`` and wakes the world; this task is awaited, never cancelled, so the last
-    write is never cut short and never races another)."""
-    saved = state.world.revision
+async def keep_forever(state: State, archive: Archive, saved: int) -> None:
+    """Write the world out soon after each change since revision ``saved`` (the one on disk),
+    and once more when the sandbox stops (it sets ``is_closing`` and wakes the world; this task
+    is awaited, never cancelled, so the last write is never cut short and never races another).
+    """
     while True:
         closing = state.is_closing
         if state.world.revision != saved:
             if not closing:
                 await asyncio.sleep(_COALESCE)
-            revision, data = state.world.revision, archive.encode(state)
+            revision = state.world.revision
             try:
-                await asyncio.to_thread(archive.save, data)
+                await asyncio.to_thread(archive.save, archive.encode(state))
                 saved = revision
-            except OSError as error:
+            except (OSError, TypeError, ValueError) as error:  # a full disk, say: try again later
                 log.warning("the sandbox could not keep its chats in %s: %s", archive.chats, error)
         if closing:
             return

@@ -57,6 +57,8 @@ class Sandbox:
         self.add_group(LOUNGE, "Codemojex lounge", [user_id for user_id, _ in PREDEFINED_USERS])
         if self._archive is not None:
             self._archive.load(self._state)
+        # What the files hold: any change from here on (before start too) is written out.
+        self._kept = self._state.world.revision
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -80,7 +82,7 @@ class Sandbox:
         self._webhook = asyncio.create_task(deliver_forever(self._state), name="sandbox-webhook")
         if self._archive is not None:
             self._keeper = asyncio.create_task(
-                keep_forever(self._state, self._archive), name="sandbox-archive"
+                keep_forever(self._state, self._archive, self._kept), name="sandbox-archive"
             )
 
     async def stop(self) -> None:
@@ -92,7 +94,9 @@ class Sandbox:
         state.world.wake.notify()
         state.feed.close()
         if self._keeper is not None:
-            await self._keeper  # it sees is_closing, writes what is new and returns
+            # It sees is_closing, writes what is new and returns; whatever it raised, the
+            # server below is closed all the same.
+            await asyncio.gather(self._keeper, return_exceptions=True)
             self._keeper = None
         if self._webhook is not None:
             self._webhook.cancel()
