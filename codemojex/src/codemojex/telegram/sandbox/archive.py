@@ -141,13 +141,13 @@ class Archive:
         )
 
 
-async def keep_forever(state: State, archive: Archive, saved: int) -> None:
+async def keep_forever(state: State, archive: Archive, saved: int, stopped: asyncio.Event) -> None:
     """Write the world out soon after each change since revision ``saved`` (the one on disk),
-    and once more when the sandbox stops (it sets ``is_closing`` and wakes the world; this task
-    is awaited, never cancelled, so the last write is never cut short and never races another).
-    """
+    and once more once ``stopped`` is set (the sandbox sets it when its server is closed, so no
+    request can change the world after, and wakes the world). This task is awaited, never
+    cancelled: the last write is never cut short and never races another."""
     while True:
-        closing = state.is_closing
+        closing = stopped.is_set()
         if state.world.revision != saved:
             if not closing:
                 await asyncio.sleep(_COALESCE)

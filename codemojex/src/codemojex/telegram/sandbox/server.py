@@ -51,6 +51,7 @@ class Sandbox:
         self._runner: web.AppRunner | None = None
         self._webhook: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
         self._url = ""
         for user_id, name in PREDEFINED_USERS:
             self.add_user(user_id, name)
@@ -82,22 +83,18 @@ class Sandbox:
         self._webhook = asyncio.create_task(deliver_forever(self._state), name="sandbox-webhook")
         if self._archive is not None:
             self._keeper = asyncio.create_task(
-                keep_forever(self._state, self._archive, self._kept), name="sandbox-archive"
+                keep_forever(self._state, self._archive, self._kept, self._stopped),
+                name="sandbox-archive",
             )
 
     async def stop(self) -> None:
         """End long polls and event streams at once, stop webhook delivery, close the server;
-        with a data directory, the world's last changes are written out first."""
+        with a data directory, then write the world's last changes out."""
         state = self._state
         state.is_closing = True
         state.updates.wake.notify()
         state.world.wake.notify()
         state.feed.close()
-        if self._keeper is not None:
-            # It sees is_closing, writes what is new and returns; whatever it raised, the
-            # server below is closed all the same.
-            await asyncio.gather(self._keeper, return_exceptions=True)
-            self._keeper = None
         if self._webhook is not None:
             self._webhook.cancel()
             await asyncio.gather(self._webhook, return_exceptions=True)
@@ -105,6 +102,11 @@ class Sandbox:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._keeper is not None:
+            self._stopped.set()
+            state.world.wake.notify()
+            await self._keeper  # it writes what is new and returns
+            self._keeper = None
 
     async def __aenter__(self) -> Self:
         await self.start()
