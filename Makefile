@@ -25,12 +25,17 @@ tls-deps:
 	    (apt-get update -qq && apt-get install -y -qq stunnel4 >/dev/null) || \
 	    { echo "stunnel4 is needed by the TLS test: install it (apt-get install stunnel4)"; exit 1; }; }
 
-# Debian's chromium: the browser tests drive it through Playwright (no browser download).
+# Debian's chromium: the browser tests drive it through Playwright (no browser download). Without
+# fonts-noto-color-emoji every emoji renders as a box in headless chromium. Quick when both are
+# there: one command lookup and one file test, no apt.
+EMOJI_FONT := /usr/share/fonts/truetype/noto/NotoColorEmoji.ttf
 browser-deps:
-	@command -v chromium >/dev/null 2>&1 || \
-	  { echo "installing chromium (headless browser for the chat page and dashboard tests)"; \
-	    (apt-get update -qq && apt-get install -y -qq chromium >/dev/null) || \
-	    { echo "chromium is needed by the browser tests: install it (apt-get install chromium)"; exit 1; }; }
+	@missing=""; \
+	  command -v chromium >/dev/null 2>&1 || missing=" chromium"; \
+	  [ -f $(EMOJI_FONT) ] || missing="$$missing fonts-noto-color-emoji"; \
+	  [ -z "$$missing" ] || { echo "installing$$missing (headless browser and emoji font for the browser tests)"; \
+	    (apt-get update -qq && apt-get install -y -qq $$missing >/dev/null) || \
+	    { echo "the browser tests need:$$missing (apt-get install$$missing)"; exit 1; }; }
 
 check: $(STAMP)
 	$(BIN)/ruff format --check $(SOURCES)

@@ -22,9 +22,9 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
             assert component in ready
         async with aiohttp.ClientSession(headers={"X-Sandbox-Token": run.token}) as http:
             # /play answers with the announcement and the keyboard to compose on, in one message.
-            assert "started a new game" in await say_and_wait(run, http, "/play", 1)
-            assert re.search(r"Ada: \S+ \d+%", await say_and_wait(run, http, GUESS, 2))
-            me = await say_and_wait(run, http, "/me", 3)
+            assert "started a new game" in await say_and_wait(run, http, "/play")
+            assert re.search(r"Ada: \S+ \d+%", await say_and_wait(run, http, GUESS))
+            me = await say_and_wait(run, http, "/me")
             async with http.get(f"{run.dashboard}/metrics") as answer:
                 metrics = await answer.text()
         assert "99 📎 clips" in me  # the guess was charged one clip of the 100 granted
@@ -43,9 +43,10 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
         codemojex_up(tmp_path) as again,
         aiohttp.ClientSession(headers={"X-Sandbox-Token": again.token}) as http,
     ):
-        me = await say_and_wait(again, http, "/me", 1)
-        board = await say_and_wait(again, http, "/board", 2)
+        me = await say_and_wait(again, http, "/me")
+        board = await say_and_wait(again, http, "/board")
     assert "99 📎 clips" in me, me  # the balance survived the restart (SQLite in the data dir)
+    assert again.token == run.token  # and the chat page's link (the sandbox's data dir)
     assert "Ada" in board, board  # and so did the game and its board (Valkey's AOF)
     assert again.process.returncode == 0
 

@@ -63,12 +63,15 @@ def clean_env() -> dict[str, str]:
 
 
 @asynccontextmanager
-async def codemojex_up(data_dir: Path, env: dict[str, str] | None = None) -> AsyncIterator[Run]:
+async def codemojex_up(
+    data_dir: Path, env: dict[str, str] | None = None, sandbox_port: int = 0
+) -> AsyncIterator[Run]:
     """``codemojex up`` on ``data_dir`` with the embedded defaults plus ``env``; without a
-    Telegram token in ``env`` its sandbox's chat page is ``Run.chat`` (else ``Run.chat`` is "")."""
+    Telegram token in ``env`` its sandbox's chat page is ``Run.chat`` (else ``Run.chat`` is ""),
+    on ``sandbox_port`` (0: a free one; a restart that keeps a tab's link names the same one)."""
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-u", "-m", "codemojex.cli", "up", "--data-dir", str(data_dir),
-        "--sandbox-port", "0", "--dashboard-port", "0",
+        "--sandbox-port", str(sandbox_port), "--dashboard-port", "0",
         env={**clean_env(), **(env or {})},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
     )  # fmt: skip
@@ -97,15 +100,17 @@ async def codemojex_up(data_dir: Path, env: dict[str, str] | None = None) -> Asy
                 await process.wait()
 
 
-async def say_and_wait(run: Run, http: aiohttp.ClientSession, text: str, replies: int) -> str:
-    """Ada writes ``text``; returns the bot's reply once ``replies`` bot messages exist."""
+async def say_and_wait(run: Run, http: aiohttp.ClientSession, text: str) -> str:
+    """Ada writes ``text``; returns the bot's first message after it (the chat's history is kept
+    across restarts, so replies are told by their place after the message, not by a count)."""
     async with http.post(f"{run.chat}/sandbox/say", json={"user": ADA, "text": text}) as answer:
         assert answer.status == 200, await answer.text()
+        said = (await answer.json())["result"]["message"]["message_id"]
     for _ in range(400):  # another process: poll its history with a deadline (20 s)
         async with http.get(f"{run.chat}/sandbox/chats/{ADA}/history") as answer:
             history = (await answer.json())["result"]
-        bot = [message for message in history if message["from"]["is_bot"]]
-        if len(bot) >= replies:
-            return str(bot[replies - 1]["text"])
+        after = [m for m in history if m["from"]["is_bot"] and m["message_id"] > said]
+        if after:
+            return str(after[0]["text"])
         await asyncio.sleep(0.05)
     raise AssertionError(f"no reply to {text!r}: {history}")

@@ -76,7 +76,7 @@ async def _serve(
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     mode: Mode = "webhook" if args.mode == "webhook" else "polling"
     async with AsyncExitStack() as stack:
-        api = await stack.enter_async_context(bot_api(os.environ, _say))
+        api = await stack.enter_async_context(bot_api(os.environ, _say, data_dir=data.sandbox))
         if api.sandbox is not None:
             _say(f"sandbox chat page: {api.sandbox.chat_page_url}")
         settings = BotSettings(

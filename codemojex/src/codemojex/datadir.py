@@ -44,6 +44,11 @@ class DataDir:
         return self.root / "valkey"
 
     @property
+    def sandbox(self) -> Path:
+        """The sandbox's chats and its chat page's token (kept across restarts)."""
+        return self.root / "sandbox"
+
+    @property
     def database_url(self) -> str:
         """The SQLite system of record in this directory."""
         return sqlite_url(self.root / DATABASE_FILE)

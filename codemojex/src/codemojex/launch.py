@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 
 from codemojex.datadir import DataDir
 from codemojex.telegram.sandbox import Sandbox, SandboxOptions
@@ -60,10 +61,11 @@ async def bot_api(
     host: str = "127.0.0.1",
     port: int = 0,
     hosts: Sequence[str] = (),
+    data_dir: Path | None = None,
 ) -> AsyncIterator[BotApi]:
     """Telegram when ``TELEGRAM_BOT_TOKEN`` is set (``TELEGRAM_API_BASE`` overrides its URL),
     else a sandbox on ``host:port`` for the block, answering to ``hosts`` too (public names;
-    see ``SandboxOptions.hosts``)."""
+    see ``SandboxOptions.hosts``), keeping its chats and chat page token in ``data_dir``."""
     token = env.get("TELEGRAM_BOT_TOKEN")
     if token:
         say("telegram: using TELEGRAM_BOT_TOKEN")
@@ -72,7 +74,11 @@ async def bot_api(
     # Update ids only grow on Telegram, and the bot remembers the ones it handled: a sandbox
     # restarted in front of the same data starts above every id an earlier run handed out.
     options = SandboxOptions(
-        host=host, port=port, first_update_id=time.time_ns() // 1_000_000, hosts=tuple(hosts)
+        host=host,
+        port=port,
+        first_update_id=time.time_ns() // 1_000_000,
+        hosts=tuple(hosts),
+        data_dir=data_dir,
     )
     if env.get("CODEMOJEX_SANDBOX_TOKEN"):
         options = dataclasses.replace(options, control_token=env["CODEMOJEX_SANDBOX_TOKEN"])

@@ -89,7 +89,9 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
     assert task is not None
     asyncio.get_running_loop().add_signal_handler(signal.SIGTERM, task.cancel)
     hosts = args.public_host
-    async with bot_api(os.environ, say, host=args.host, port=args.sandbox_port, hosts=hosts) as api:
+    async with bot_api(
+        os.environ, say, host=args.host, port=args.sandbox_port, hosts=hosts, data_dir=data.sandbox
+    ) as api:
         settings = BotSettings(
             echomq_url=echomq_url,
             store_url=os.environ.get("CODEMOJEX_DB") or data.database_url,

@@ -32,7 +32,6 @@ async def call(
 @pytest.mark.parametrize(
     ("method", "path"),
     [
-        ("GET", "/"),
         ("GET", "/sandbox/state"),
         ("POST", "/sandbox/say"),
         ("POST", "/sandbox/tap"),
@@ -61,6 +60,43 @@ async def test_the_page_takes_the_token_from_its_query(sandbox: Sandbox) -> None
         assert response.status == 200
         assert response.content_type == "text/html"
         assert "Codemojex sandbox" in await response.text()
+
+
+@pytest.mark.parametrize(
+    ("query", "what"), [("?token=stale-token-0123456789", "started afresh"), ("", "has no token")]
+)
+async def test_the_page_without_its_token_explains_in_html_where_the_link_is(
+    sandbox: Sandbox, query: str, what: str
+) -> None:
+    async with aiohttp.ClientSession() as session, session.get(f"{sandbox.url}/{query}") as page:
+        assert page.status == 403
+        assert page.content_type == "text/html"
+        assert page.headers["Cache-Control"] == "no-store"
+        text = await page.text()
+    assert what in text
+    assert "codemojex up" in text  # where the current link is printed
+    assert "chat page" in text
+    assert sandbox.options.control_token not in text
+
+
+async def test_the_icon_script_and_styles_are_served_without_the_token(sandbox: Sandbox) -> None:
+    async with aiohttp.ClientSession(base_url=sandbox.url) as session:
+        async with session.get("/favicon.ico") as icon:  # what a browser asks for by itself
+            assert icon.status == 200
+            assert icon.content_type == "image/svg+xml"
+            assert "<svg" in await icon.text()
+        for path, kind in (
+            ("/static/chat.js", "text/javascript"),
+            ("/static/chat.css", "text/css"),
+        ):
+            async with session.get(path) as asset:
+                assert (asset.status, asset.content_type) == (200, kind)
+        for path in ("/static/chat.html", "/static/stale.html", "/static/..%2Farchive.py"):
+            async with session.get(path) as refused:
+                assert refused.status == 404, path
+        async with session.get("/", params={"token": sandbox.options.control_token}) as page:
+            html = await page.text()
+    assert 'rel="icon" href="/static/favicon.svg"' in html
 
 
 async def test_state_lists_the_predefined_users_and_chats(http: aiohttp.ClientSession) -> None:
@@ -252,9 +288,12 @@ async def test_loopback_names_reach_the_chat_page_and_the_control_api(
 
 
 async def test_the_hosts_in_its_options_are_served_too() -> None:
-    options = SandboxOptions(hosts=("Chat.Example.org",))
-    headers = {"X-Sandbox-Token": options.control_token}
-    async with Sandbox(options) as sandbox, aiohttp.ClientSession(headers=headers) as session:
+    async with (
+        Sandbox(SandboxOptions(hosts=("Chat.Example.org",))) as sandbox,
+        aiohttp.ClientSession(
+            headers={"X-Sandbox-Token": sandbox.options.control_token}
+        ) as session,
+    ):
         for host, status in (("chat.example.org:443", 200), ("example.org", 421)):
             async with session.get(sandbox.url + "/sandbox/state", headers={"Host": host}) as r:
                 assert r.status == status

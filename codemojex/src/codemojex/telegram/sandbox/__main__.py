@@ -8,7 +8,9 @@ import argparse
 import asyncio
 import signal
 import sys
+from pathlib import Path
 
+from codemojex.telegram.sandbox.errors import SandboxError
 from codemojex.telegram.sandbox.options import SandboxLimits, SandboxOptions
 from codemojex.telegram.sandbox.server import Sandbox
 
@@ -27,7 +29,14 @@ def parse(argv: list[str] | None = None) -> SandboxOptions:
         "headers get 421); repeat for more",
     )
     parser.add_argument("--bot-token", default="100000:sandbox", help="the token the API accepts")
-    parser.add_argument("--control-token", help="guards the chat page (random unless given)")
+    parser.add_argument(
+        "--control-token", help="guards the chat page (random, or the one kept in --data-dir)"
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        help="keep the chats and the chat page's token here across restarts (none: forget)",
+    )
     parser.add_argument(
         "--no-limits", action="store_true", help="answer no 429s (a demo, never a flood test)"
     )
@@ -40,6 +49,7 @@ def parse(argv: list[str] | None = None) -> SandboxOptions:
             bot_token=args.bot_token,
             limits=SandboxLimits(is_enforced=not args.no_limits),
             hosts=tuple(args.public_host),
+            data_dir=args.data_dir,
             **extra,
         )
     except ValueError as error:
@@ -58,7 +68,12 @@ async def serve(options: SandboxOptions) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    asyncio.run(serve(parse(argv)))
+    options = parse(argv)
+    try:
+        asyncio.run(serve(options))
+    except SandboxError as error:  # a file in --data-dir it cannot use: say which, and why
+        print(f"sandbox: {error}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -1,5 +1,10 @@
 """The sandbox's HTTP control API and chat page: what a person (or a process-level test) does
-through the browser, guarded by the control token (``X-Sandbox-Token`` header or ``?token=``)."""
+through the browser, guarded by the control token (``X-Sandbox-Token`` header or ``?token=``).
+
+The API answers a wrong token with a JSON 403; the page itself answers it with a 403 that a
+person can read (what happened, where the current link is), since that is who opens it: a tab
+left open across a restart with a new token reloads itself onto that page. The page's script,
+style sheet and icon hold no secret and are served without the token."""
 
 from __future__ import annotations
 
@@ -37,6 +42,15 @@ class Controls(Protocol):
 SANDBOX = web.AppKey("sandbox", Controls)
 _PING = 15.0
 """Seconds between keep-alive comments on an idle event stream."""
+_RETRY_MS = 1000
+"""How soon a page whose event stream broke reconnects (the browser's default is 3 s; a
+sandbox restarted on the same port is back sooner than that)."""
+_ASSETS = {
+    "chat.css": "text/css",
+    "chat.js": "text/javascript",
+    "favicon.svg": "image/svg+xml",
+}
+"""The page's files served without the token: the only names ``/static/`` answers."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -49,13 +63,20 @@ def _refuse(status: int, error: str) -> web.Response:
     return web.json_response({"ok": False, "error": error}, status=status)
 
 
+def _given_token(request: web.Request) -> str:
+    return request.headers.get("X-Sandbox-Token") or request.query.get("token") or ""
+
+
+def _has_token(request: web.Request) -> bool:
+    expected = request.app[SANDBOX].options.control_token.encode()
+    return hmac.compare_digest(_given_token(request).encode(), expected)
+
+
 def guarded(handler: Handler) -> Handler:
     """Refuse (403) a request without the right control token; a SandboxError becomes a 400."""
 
     async def check(request: web.Request) -> web.StreamResponse:
-        expected = request.app[SANDBOX].options.control_token.encode()
-        given = request.headers.get("X-Sandbox-Token") or request.query.get("token") or ""
-        if not hmac.compare_digest(given.encode(), expected):
+        if not _has_token(request):
             return _refuse(403, "a valid control token is required (X-Sandbox-Token or ?token=)")
         try:
             return await handler(request)
@@ -105,14 +126,49 @@ def _string(body: dict[str, Any], name: str) -> str:
     return value
 
 
-@guarded
-async def page(request: web.Request) -> web.StreamResponse:
-    html = resources.files("codemojex.telegram.sandbox").joinpath("static/chat.html")
-    return web.Response(
-        text=html.read_text(encoding="utf-8"),
-        content_type="text/html",
-        headers={"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"},
+def _static(name: str) -> str:
+    return (
+        resources.files("codemojex.telegram.sandbox")
+        .joinpath(f"static/{name}")
+        .read_text(encoding="utf-8")
     )
+
+
+_PAGE_HEADERS = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+
+
+async def page(request: web.Request) -> web.StreamResponse:
+    """The chat page; without the right token, a page that says why and where the link is."""
+    if _has_token(request):
+        return web.Response(
+            text=_static("chat.html"), content_type="text/html", headers=_PAGE_HEADERS
+        )
+    if _given_token(request):
+        what = (
+            "This link's token is not the one this sandbox accepts: the sandbox was started "
+            "afresh since the link was made (on a new data directory, or with another "
+            "CODEMOJEX_SANDBOX_TOKEN), or the link was copied wrong."
+        )
+    else:
+        what = "This link has no token: the chat page's address ends in <code>/?token=…</code>."
+    text = _static("stale.html").replace("{what}", what)
+    return web.Response(status=403, text=text, content_type="text/html", headers=_PAGE_HEADERS)
+
+
+async def asset(request: web.Request) -> web.StreamResponse:
+    name = request.match_info["name"]
+    kind = _ASSETS.get(name)
+    if kind is None:
+        raise web.HTTPNotFound()
+    # Revalidated each load (cheap on loopback): a page never runs yesterday's script.
+    return web.Response(
+        text=_static(name), content_type=kind, headers={"Cache-Control": "no-cache"}
+    )
+
+
+async def favicon(request: web.Request) -> web.StreamResponse:
+    """Browsers ask for /favicon.ico whatever the page links; answer with the page's icon."""
+    raise web.HTTPFound("/static/favicon.svg")
 
 
 @guarded
@@ -191,7 +247,7 @@ async def stream(request: web.Request) -> web.StreamResponse:
     await response.prepare(request)
     queue = inner.feed.subscribe()
     try:
-        await response.write(b": connected\n\n")
+        await response.write(f": connected\nretry: {_RETRY_MS}\n\n".encode())
         await response.write(inner.feed.frame("stats", inner.tally.snapshot().to_json()).encode())
         while True:
             try:
@@ -212,6 +268,8 @@ async def stream(request: web.Request) -> web.StreamResponse:
 
 def add_routes(app: web.Application) -> None:
     app.router.add_get("/", page)
+    app.router.add_get("/favicon.ico", favicon)
+    app.router.add_get("/static/{name}", asset)
     app.router.add_get("/sandbox/state", state)
     app.router.add_post("/sandbox/say", say)
     app.router.add_post("/sandbox/tap", tap)

@@ -3,8 +3,8 @@ the faults it injects. Durations and rates are in seconds."""
 
 from __future__ import annotations
 
-import secrets
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from codemojex.domain.emoji import DEFAULT_SET
 from echomq.dashboard import Hosts
@@ -59,17 +59,18 @@ class Faults:
             raise ValueError("Faults.latency must be >= 0 seconds")
 
 
-def _new_control_token() -> str:
-    return secrets.token_urlsafe(18)
-
-
 @dataclass(frozen=True, slots=True)
 class SandboxOptions:
     """Where the sandbox listens (``port=0`` picks a free port) and the tokens it accepts.
 
     ``bot_token`` is the only token the Bot API accepts; ``control_token`` guards the control API
-    and the chat page (a random one unless given). Neither appears in a repr. ``palette`` is the
-    row of emojis the chat page offers (the game's default keyboard). ``first_update_id``: the
+    and the chat page: empty (the default) means a random one, or with a ``data_dir`` the one kept
+    there (minted on the first start), so the chat page's link survives a restart. A token given
+    here wins and is never written down. Neither token appears in a repr; a Sandbox's
+    ``options`` carry the token in force. ``data_dir``: where the sandbox keeps its chats and
+    its token across restarts (None: nothing is kept, every start is a fresh world).
+    ``palette`` is the row of emojis the chat page offers (the game's default keyboard).
+    ``first_update_id``: the
     id of the first update; a sandbox restarted in front of a bot that remembers the update
     ids it handled (``make run``) starts above them, as Telegram's ids only ever grow.
     ``hosts``: names the sandbox is reached by besides the loopback names, IP literals and
@@ -80,26 +81,29 @@ class SandboxOptions:
     host: str = "127.0.0.1"
     port: int = 0
     bot_token: str = field(default="100000:sandbox", repr=False)
-    control_token: str = field(default_factory=_new_control_token, repr=False)
+    control_token: str = field(default="", repr=False)
     limits: SandboxLimits = field(default_factory=SandboxLimits)
     faults: Faults = field(default_factory=Faults)
     palette: tuple[str, ...] = DEFAULT_SET.symbols
     first_update_id: int = 1
     hosts: tuple[str, ...] = ()
+    data_dir: Path | None = None
 
     def __post_init__(self) -> None:
         if self.first_update_id < 1:
             raise ValueError("SandboxOptions.first_update_id must be at least 1")
         if not 0 <= self.port <= 65535:
             raise ValueError("SandboxOptions.port must be within [0, 65535]")
+        if len(self.control_token) > 256:
+            raise ValueError("SandboxOptions.control_token must be at most 256 characters")
         head, sep, tail = self.bot_token.partition(":")
         if not (sep and head.isdigit() and tail):
             raise ValueError("SandboxOptions.bot_token must look like '<bot id>:<secret>'")
-        if not self.control_token:
-            raise ValueError("SandboxOptions.control_token must not be empty")
         if isinstance(self.hosts, str) or not all(isinstance(h, str) for h in self.hosts):
             raise ValueError("SandboxOptions.hosts must be a tuple of host names")
         Hosts(self.hosts)  # a ValueError for a name that is not one
+        if self.data_dir is not None and not isinstance(self.data_dir, Path):
+            raise ValueError("SandboxOptions.data_dir must be a pathlib.Path (or None)")
 
     @property
     def bot_id(self) -> int:

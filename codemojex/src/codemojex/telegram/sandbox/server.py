@@ -5,7 +5,9 @@ Python control surface tests and demos drive it with (users write and tap; fault
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import secrets
 from types import TracebackType
 from typing import Any, Self
 from urllib.parse import quote
@@ -13,6 +15,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from codemojex.telegram.sandbox import bot_api, control
+from codemojex.telegram.sandbox.archive import Archive, keep_forever
 from codemojex.telegram.sandbox.errors import SandboxError
 from codemojex.telegram.sandbox.guard import host_check
 from codemojex.telegram.sandbox.options import Faults, SandboxOptions
@@ -31,19 +34,32 @@ class Sandbox:
     """A sandbox Bot API server; ``async with Sandbox(options) as sandbox:`` starts and stops it.
 
     Every method but start/stop/wait_for_messages is synchronous and takes effect at once; bad
-    input raises :class:`~codemojex.telegram.sandbox.errors.SandboxError`.
+    input raises :class:`~codemojex.telegram.sandbox.errors.SandboxError`. With
+    ``options.data_dir`` the sandbox comes back as it was: the world and the control token are
+    read here (a file it cannot use is a SandboxError) and kept there while it runs.
     """
 
     def __init__(self, options: SandboxOptions | None = None) -> None:
-        self.options = options or SandboxOptions()
+        options = options or SandboxOptions()
+        self._archive = None if options.data_dir is None else Archive(options.data_dir)
+        if not options.control_token:
+            token = self._archive.control_token() if self._archive else secrets.token_urlsafe(18)
+            options = dataclasses.replace(options, control_token=token)
+        self.options = options
         self._state = State(self.options)
         self._query_ids = itertools.count(4_000_000_000_000_000_001)
         self._runner: web.AppRunner | None = None
         self._webhook: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._stopped = asyncio.Event()
         self._url = ""
         for user_id, name in PREDEFINED_USERS:
             self.add_user(user_id, name)
         self.add_group(LOUNGE, "Codemojex lounge", [user_id for user_id, _ in PREDEFINED_USERS])
+        if self._archive is not None:
+            self._archive.load(self._state)
+        # What the files hold: any change from here on (before start too) is written out.
+        self._kept = self._state.world.revision
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -65,9 +81,15 @@ class Sandbox:
         host, port = runner.addresses[0][:2]
         self._url = f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
         self._webhook = asyncio.create_task(deliver_forever(self._state), name="sandbox-webhook")
+        if self._archive is not None:
+            self._keeper = asyncio.create_task(
+                keep_forever(self._state, self._archive, self._kept, self._stopped),
+                name="sandbox-archive",
+            )
 
     async def stop(self) -> None:
-        """End long polls and event streams at once, stop webhook delivery, close the server."""
+        """End long polls and event streams at once, stop webhook delivery, close the server;
+        with a data directory, then write the world's last changes out."""
         state = self._state
         state.is_closing = True
         state.updates.wake.notify()
@@ -80,6 +102,11 @@ class Sandbox:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        if self._keeper is not None:
+            self._stopped.set()
+            state.world.wake.notify()
+            await self._keeper  # it writes what is new and returns
+            self._keeper = None
 
     async def __aenter__(self) -> Self:
         await self.start()
@@ -169,9 +196,11 @@ class Sandbox:
         """From now on, sends to ``user_id``'s private chat answer 403."""
         self._state.world.user(user_id)
         self._state.blocked.add(user_id)
+        self._state.world.touch()
 
     def unblock(self, user_id: int) -> None:
         self._state.blocked.discard(user_id)
+        self._state.world.touch()
 
     # -- limits and faults ---------------------------------------------------------------------
 

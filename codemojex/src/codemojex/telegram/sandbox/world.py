@@ -1,5 +1,6 @@
 """The sandbox's world: its users, its chats (private ones and groups) and every message in
-them, stored as Bot API ``Message`` objects in the order they were written."""
+them, stored as Bot API ``Message`` objects in the order they were written; a snapshot of it is
+what a sandbox with a data directory keeps across restarts."""
 
 from __future__ import annotations
 
@@ -77,7 +78,8 @@ def command_entities(text: str) -> list[dict[str, Any]]:
 
 class World:
     """Users, chats and the conversation in each chat; ``on_message(kind, message)`` hears every
-    new (``"message"``) and edited (``"edit"``) message."""
+    new (``"message"``) and edited (``"edit"``) message. ``revision`` counts the changes worth
+    keeping, so whoever keeps the world knows when it has something new to write."""
 
     def __init__(self, bot: dict[str, Any], on_message: Callable[[str, dict[str, Any]], None]):
         self.bot = bot
@@ -88,6 +90,12 @@ class World:
         self._last_id: dict[int, int] = {}
         self._on_message = on_message
         self.wake = Wake()
+        self.revision = 0
+
+    def touch(self) -> None:
+        """Something worth keeping changed (a user, a chat, a message, a block)."""
+        self.revision += 1
+        self.wake.notify()
 
     def add_user(self, user_id: int, first_name: str) -> User:
         if not isinstance(user_id, int) or isinstance(user_id, bool) or user_id <= 0:
@@ -98,6 +106,7 @@ class World:
             raise SandboxError("a user needs a first name", reason="user")
         user = self.users[user_id] = User(user_id, first_name)
         self.chats.setdefault(user_id, Chat(user_id, "private", first_name, {user_id}))
+        self.touch()
         return user
 
     def add_group(self, chat_id: int, title: str, members: list[int]) -> Chat:
@@ -108,6 +117,7 @@ class World:
         for member in members:
             self.user(member)
         chat = self.chats[chat_id] = Chat(chat_id, "group", title, set(members))
+        self.touch()
         return chat
 
     def user(self, user_id: int) -> User:
@@ -121,7 +131,9 @@ class World:
         chat = self.chats.get(chat_id)
         if chat is None or chat.kind != "group":
             raise SandboxError(f"user {user.id} cannot write in chat {chat_id}", reason="chat")
-        chat.members.add(user.id)
+        if user.id not in chat.members:
+            chat.members.add(user.id)
+            self.touch()
         return chat
 
     def _next_message_id(self, chat_id: int) -> int:
@@ -131,7 +143,7 @@ class World:
     def _append(self, chat: Chat, message: dict[str, Any]) -> None:
         self._conversation.setdefault(chat.id, []).append(message)
         self._on_message("message", message)
-        self.wake.notify()
+        self.touch()
 
     def write(self, user: User, chat: Chat, text: str) -> dict[str, Any]:
         """A user's message, as the Bot API shows it to the bot."""
@@ -194,7 +206,7 @@ class World:
                     entry, text=text, reply_markup=reply_markup, edits=entry.edits + 1
                 )
         self._on_message("edit", message)
-        self.wake.notify()
+        self.touch()
         return message
 
     def messages(self, chat_id: int) -> list[SentMessage]:
@@ -202,3 +214,93 @@ class World:
 
     def history(self, chat_id: int) -> list[dict[str, Any]]:
         return [dict(message) for message in self._conversation.get(chat_id, ())]
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything :meth:`restore` needs, as JSON-ready values (shared, not copied: encode it
+        before the world changes again)."""
+        return {
+            "users": [{"id": u.id, "first_name": u.first_name} for u in self.users.values()],
+            "chats": [
+                {"id": c.id, "type": c.kind, "title": c.title, "members": sorted(c.members)}
+                for c in self.chats.values()
+            ],
+            "conversation": {str(chat): messages for chat, messages in self._conversation.items()},
+            # The bot's messages' own bookkeeping; their text and keyboard are the conversation's.
+            "sent": {
+                str(chat): [
+                    {"message_id": m.message_id, "edits": m.edits, "parse_mode": m.parse_mode}
+                    for m in sent
+                ]
+                for chat, sent in self._sent.items()
+            },
+        }
+
+    def restore(self, snapshot: Any) -> None:
+        """Replace users, chats and messages with a :meth:`snapshot`'s; ``ValueError`` (and
+        nothing changed) when it is not one. Restored bot messages have ``at=0.0``: they were
+        delivered before this run's clock started."""
+        try:
+            users = {u.id: u for u in map(_user, snapshot["users"])}
+            chats = {c.id: c for c in map(_chat, snapshot["chats"])}
+            for user in users.values():  # everyone has their private chat, as add_user makes
+                chats.setdefault(user.id, Chat(user.id, "private", user.first_name, {user.id}))
+            conversation = {
+                int(chat): [_message(m) for m in messages]
+                for chat, messages in snapshot["conversation"].items()
+            }
+            sent = {
+                int(chat): _sent(int(chat), entries, conversation.get(int(chat), []))
+                for chat, entries in snapshot["sent"].items()
+            }
+        except (KeyError, TypeError, ValueError, AttributeError) as error:
+            raise ValueError(f"not a snapshot of a sandbox world ({error!r})") from None
+        self.users, self.chats, self._conversation, self._sent = users, chats, conversation, sent
+        # Message ids go on from the last one in each chat, as on Telegram.
+        self._last_id = {
+            chat: max(m["message_id"] for m in messages)
+            for chat, messages in conversation.items()
+            if messages
+        }
+        self.touch()
+
+
+def _user(data: dict[str, Any]) -> User:
+    return User(int(data["id"]), str(data["first_name"]))
+
+
+def _chat(data: dict[str, Any]) -> Chat:
+    kind = data["type"]
+    if kind not in ("private", "group"):
+        raise ValueError(f"chat type {kind!r}")
+    return Chat(int(data["id"]), kind, str(data["title"]), {int(m) for m in data["members"]})
+
+
+def _message(data: Any) -> dict[str, Any]:
+    if not isinstance(data, dict) or not isinstance(data.get("message_id"), int):
+        raise ValueError("a message without a message_id")
+    if not isinstance(data.get("chat"), dict) or not isinstance(data.get("from"), dict):
+        raise ValueError(f"message {data['message_id']} without its chat or sender")
+    return data
+
+
+def _sent(
+    chat: int, entries: list[dict[str, Any]], messages: list[dict[str, Any]]
+) -> list[SentMessage]:
+    """The bot's messages in ``chat``; their text and keyboard are the conversation's."""
+    by_id = {message["message_id"]: message for message in messages}
+    sent = []
+    for entry in entries:
+        message = by_id[int(entry["message_id"])]
+        mode = entry["parse_mode"]
+        sent.append(
+            SentMessage(
+                message["message_id"],
+                chat,
+                str(message.get("text", "")),
+                message.get("reply_markup"),
+                0.0,
+                int(entry["edits"]),
+                None if mode is None else str(mode),
+            )
+        )
+    return sent
