@@ -293,3 +293,25 @@ async def test_admitting_a_flow_announces_its_parents_and_leaves(queue: Queue) -
         *(("waiting", id) for id in waiting),
         *(("enqueued", id) for id in set(ids.ids) - waiting),
     }
+
+
+async def test_a_cancelled_child_is_a_failed_child_and_a_waiting_parent_can_be_cancelled(
+    queue: Queue,
+) -> None:
+    failing = await queue.add_flow(Flow("parent", [Flow("a"), Flow("b")]))
+    a = failing.children[0].id
+    assert (await queue.cancel(a, reason="not needed")).outcome == "cancelled"
+    info = await queue.job(failing.id)
+    assert info is not None
+    assert (info.state, info.last_error) == ("dead", f"child {a} failed: cancelled: not needed")
+    ignoring = await queue.add_flow(
+        Flow("parent", [Flow("c", on_failure="ignore"), Flow("d", on_failure="ignore")])
+    )
+    c, d = (child.id for child in ignoring.children)
+    await queue.cancel(c)
+    assert (await queue.state(ignoring.id), await _deps(queue, ignoring.id)) == ("waiting", 1)
+    assert (await queue.children(ignoring.id)).failed == {c: "cancelled: "}
+    assert (await queue.cancel(ignoring.id)).outcome == "cancelled"  # waiting: cancelled now
+    assert await queue.state(ignoring.id) in ("cancelled", "absent")
+    assert (await queue.cancel(d)).outcome == "cancelled"  # its news reaches no one
+    assert (await queue.counts()).waiting == 0
