@@ -104,7 +104,10 @@ class JobInfo:
     ``result_ttl`` lasts; ``finished`` is when it completed or went dead (Unix seconds, server
     clock); ``traceback`` is the latest failed attempt's. ``progress`` is the latest value its
     holder reported (:meth:`Queue.progress`, ``context().progress``), decoded from its JSON:
-    a number, a str, a list or a dict; None when none was reported."""
+    a number, a str, a list or a dict; None when none was reported. ``failures`` is how many
+    attempts failed so far: ``attempts`` (the claims, the fencing token) less the grace that
+    deferrals and reprocessing gave back, the count the engine's ``max_attempts`` rule reads (for
+    an active job it includes the attempt in hand)."""
 
     id: str
     state: JobState
@@ -117,6 +120,7 @@ class JobInfo:
     result: Any = None
     finished: float | None = None
     traceback: str | None = None
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)
