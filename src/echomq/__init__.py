@@ -39,6 +39,7 @@ from ._errors import (
 )
 from ._events import Subscription
 from ._ids import Minter
+from ._ids import validate as validate_id
 from ._lanes import Lane
 from ._metronome import Metronome
 from ._pool import Pool, Wire
@@ -160,4 +161,5 @@ __all__ = [
     "WorkerOptions",
     "context",
     "serve",
+    "validate_id",
 ]

@@ -16,7 +16,7 @@ PINNED = {
     "CompleteOutcome", "Failed", "RetryOutcome", "RetryPlan",
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",
     "ResultTimeout", "SyncHandle", "Task", "TaskFailed", "TaskOutcome", "context", "Completed",
-    "Schedule",
+    "Schedule", "validate_id",
 }  # fmt: skip
 
 
