@@ -1,5 +1,6 @@
-"""The game's pipeline composed once: the queues on one wire, the board, the notifier, the
-services (guesses, closes) and the two handlers, plus running consumers for as long as a block.
+"""The game's pipeline composed once (part of the composition root): the four queues on one
+wire, each built by its stage's producer API; the board, the notifier, the game's producers
+(guesses, closes) and its two handlers; plus running consumers for as long as a block.
 
 The application's composition root builds one :class:`Pipeline`; tests build one per test with
 a ``prefix`` of their own.
@@ -16,16 +17,40 @@ from dataclasses import dataclass
 from aiogram import Bot
 from sqlalchemy.exc import SQLAlchemyError
 
+from codemojex.bot.api import commands_queue
 from codemojex.domain import CodemojexError
-from codemojex.services import Closer, GameQueues, Guesses, Notifier
+from codemojex.game.api import Closer, GameQueues, Guesses
+from codemojex.game.score import ScoreWorker
+from codemojex.game.settle import SettleWorker
+from codemojex.keyspace import Keyspace
+from codemojex.notify.api import Notifier, notify_queue
+from codemojex.notify.consumer import NotificationConsumer
+from codemojex.notify.policy import NotifyOptions
+from codemojex.notify.worker import NotifyWorker
 from codemojex.store import Board, Store
-from codemojex.workers.notify import NotificationConsumer, NotifyWorker
-from codemojex.workers.notify_policy import NotifyOptions
-from codemojex.workers.score import ScoreWorker
-from codemojex.workers.settle import SettleWorker
-from echomq import Consumer, ConsumerOptions, EchoMQError, Minter, Tally, Wire
+from codemojex.store.kv import Valkey
+from echomq import Buckets, Consumer, ConsumerOptions, EchoMQError, Minter, Queue, Tally, Wire
+from echomq.testing import discard
 
 log = logging.getLogger("codemojex.sweep")
+
+
+@dataclass(frozen=True, slots=True)
+class Queues:
+    """The deployment's four queues, sharing a wire."""
+
+    score: Queue
+    settle: Queue
+    notify: Queue
+    commands: Queue
+
+    @property
+    def wire(self) -> Wire:
+        """The wire the queues share (also the board's)."""
+        return self.score.wire
+
+    def all(self) -> tuple[Queue, Queue, Queue, Queue]:
+        return (self.commands, self.score, self.settle, self.notify)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +58,8 @@ class Pipeline:
     """Everything the ``cm`` and ``cm-settle`` consumers and the producers share."""
 
     store: Store
-    queues: GameQueues
+    keyspace: Keyspace
+    queues: Queues
     minter: Minter
     board: Board
     notifier: Notifier
@@ -49,12 +75,20 @@ class Pipeline:
         ``minter`` mints every id of the game: one leased from the engine
         (``await Minter.leased(wire).ready()``), so processes never share a node.
         """
-        queues = GameQueues.on(wire, minter=minter, prefix=prefix)
-        board = Board(wire, prefix=f"{prefix}cm")
+        keyspace = Keyspace(prefix)
+        game = GameQueues.on(wire, keyspace, minter)
+        queues = Queues(
+            game.score,
+            game.settle,
+            notify_queue(wire, keyspace, minter),
+            commands_queue(wire, keyspace, minter),
+        )
+        board = Board(wire, keyspace.game)
         notifier = Notifier(queues.notify, minter)
         closer = Closer(store, queues.settle)
         return cls(
             store=store,
+            keyspace=keyspace,
             queues=queues,
             minter=minter,
             board=board,
@@ -96,11 +130,26 @@ class Pipeline:
                 log.warning("sweep failed (it runs again in %.1fs): %s", every, exc)
             await asyncio.sleep(every)
 
+    async def forget(self) -> None:
+        """Delete every queue and key of this deployment (see :func:`forget`)."""
+        await forget(self.queues.wire, self.keyspace)
+
     def settle_consumer(
         self, options: ConsumerOptions | None = None, name: str = "settle"
     ) -> Consumer:
         """A consumer of ``cm-settle`` running the settle worker."""
         return Consumer(self.queues.settle, self.settler, options, name=name)
+
+
+async def forget(wire: Wire, keyspace: Keyspace) -> None:
+    """Delete every queue and key of the deployment ``keyspace`` names: its four queues, the
+    game's own keys (:meth:`Keyspace.patterns`) and the notify queue's token buckets. For tests
+    and flood runs: a live deployment loses everything."""
+    for name in keyspace.queues:
+        await discard(Queue(name, wire))
+    # The buckets' key for one name, its name swapped for a wildcard: echomq spells the keys.
+    buckets = Buckets(wire, keyspace.notify_queue).key("x").removesuffix("x") + "*"
+    await Valkey(wire).delete_matching((*keyspace.patterns(), buckets))
 
 
 @asynccontextmanager

@@ -27,9 +27,10 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.domain import DEFAULT_SET, STARTING_CLIPS, Currency, score
-from codemojex.services import Guesses, Receipt
+from codemojex.game.api import Guesses, Receipt
+from codemojex.game.score import Scored
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store, balances, ledger_sum
-from codemojex.workers import Pipeline, Scored, serving
 from echomq import ConsumerOptions, Disconnected, Job, Minter, Queue, Verdict
 
 # The 50 players × 20 guesses takes ~21 s on a 2-core machine (SQLite and PostgreSQL

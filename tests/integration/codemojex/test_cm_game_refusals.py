@@ -17,6 +17,7 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.domain import STARTING_CLIPS, CodemojexError, Currency, GuessError, GuessProblem
+from codemojex.pipeline import Pipeline
 from codemojex.store import (
     GameClosed,
     InsufficientFunds,
@@ -26,7 +27,6 @@ from codemojex.store import (
     close_game,
     debit,
 )
-from codemojex.workers import Pipeline
 from echomq import Minter
 
 GOOD = "🍎🍌🍒🍇🐶🦊"

@@ -9,9 +9,9 @@ import time
 from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
+from codemojex.bot.routers.convert import USAGE
 from codemojex.store import RoomKind, balances, ensure_room, find_player
 from codemojex.telegram.sandbox import Sandbox
-from codemojex.workers.commands.convert import USAGE
 
 
 async def test_help_lists_the_commands(sandbox: Sandbox, bot: BotStack) -> None:

@@ -16,9 +16,9 @@ from bot_rig import (  # noqa: F401 (fixtures register)
 )
 
 from codemojex.app import BotStack
+from codemojex.bot.context import Draft
 from codemojex.store import balances, find_player
 from codemojex.telegram.sandbox import Sandbox, SentMessage
-from codemojex.workers.commands import Draft
 
 
 def buttons(message: SentMessage) -> dict[str, str]:

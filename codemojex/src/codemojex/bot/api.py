@@ -1,6 +1,7 @@
-"""Admitting Telegram updates onto ``cm.bot.commands``: each batch in one ``enqueue_many``, a
-lane per chat, deduplicated by ``update_id``. Both gateways (long polling and the webhook) admit
-through here; nothing is handled inline.
+"""The bot stage's producer API: admitting Telegram updates onto ``cm.bot.commands`` (each
+batch in one ``enqueue_many``, a lane per chat, deduplicated by ``update_id``) and the queue
+itself, built here and nowhere else. Both gateways (long polling and the webhook) admit through
+here; nothing is handled inline.
 
 A malformed update (not an object, no integer ``update_id``) is logged without its content and
 dropped; it never stops the gateway.
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from codemojex.domain import CodemojexError
-from echomq import InvalidArgument, Item, Queue
+from codemojex.keyspace import Keyspace
+from echomq import InvalidArgument, Item, Minter, Queue, Wire
 
 log = logging.getLogger("codemojex.gateway")
 
@@ -40,6 +42,11 @@ class Admitted:
     duplicate: int
     dropped: int
     next_offset: int | None
+
+
+def commands_queue(wire: Wire, keyspace: Keyspace, minter: Minter) -> Queue:
+    """The deployment's ``cm.bot.commands`` on ``wire``: one lane per chat."""
+    return Queue(keyspace.commands_queue, wire, minter=minter)
 
 
 def update_dedup_key(update_id: int) -> str:

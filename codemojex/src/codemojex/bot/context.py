@@ -1,6 +1,7 @@
-"""What every command handler is given: the :class:`Services` (store, guesses, notifier, board,
-bot, Valkey keys, options), injected by the dispatcher, plus the helpers they share to turn a
-Telegram user into a player and a chat into a room.
+"""What every command handler is given: the :class:`Services` (store, the game's and the
+notifier's producer APIs, board, bot, the stage's Valkey keys, options), injected by the
+dispatcher, plus the helpers they share to turn a Telegram user into a player and a chat into a
+room.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from aiogram import Bot
 from aiogram.types import Chat, User
 
 from codemojex.domain import EmojiSet, draw_secret, get_set, room_fee
-from codemojex.services import Guesses, Notifier
-from codemojex.services.memo import Memo
+from codemojex.game.api import Guesses
+from codemojex.keyspace import BotKeys
+from codemojex.notify.api import Notifier
 from codemojex.store import (
     Board,
     GameView,
@@ -29,7 +31,9 @@ from codemojex.store import (
     ensure_player,
     ensure_room,
 )
-from echomq import Minter, Wire
+from codemojex.store.kv import Valkey
+from codemojex.store.memo import Memo
+from echomq import Minter
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,25 +61,6 @@ class CommandOptions:
 
 
 @dataclass(frozen=True, slots=True)
-class CommandKeys:
-    """The command worker's Valkey keys, under the commands queue's hash tag (one slot)."""
-
-    queue: str
-
-    def draft(self, chat: int, user: int) -> str:
-        """A guess being composed on the inline keyboard by ``user`` in ``chat``."""
-        return f"cm:{{{self.queue}}}:draft:{chat}:{user}"
-
-    def seen(self, update_id: int) -> str:
-        """The record that ``update_id`` was handled (its value: the handling job's id)."""
-        return f"cm:{{{self.queue}}}:seen:{update_id}"
-
-    def pattern(self) -> str:
-        """A ``SCAN`` pattern matching every key here (for tests and cleanup)."""
-        return f"cm:{{{self.queue}}}:*"
-
-
-@dataclass(frozen=True, slots=True)
 class Draft:
     """A guess being composed: the game it is for and the keyboard indexes picked so far."""
 
@@ -92,9 +77,9 @@ class Services:
     notifier: Notifier
     board: Board
     minter: Minter
-    wire: Wire
+    kv: Valkey
     bot: Bot
-    keys: CommandKeys
+    keys: BotKeys
     options: CommandOptions = field(default_factory=CommandOptions)
     rng: random.Random = field(default_factory=random.SystemRandom)
     # A chat's room and a user's player never change once made (a room's status does, and is
@@ -170,7 +155,7 @@ class Services:
 
     async def load_draft(self, chat: int, user: int) -> Draft | None:
         """The guess ``user`` is composing in ``chat``, if any."""
-        raw = await self.wire.call("GET", self.keys.draft(chat, user))
+        raw = await self.kv.get(self.keys.draft(chat, user))
         if raw is None:
             return None
         data = json.loads(raw)
@@ -179,12 +164,11 @@ class Services:
     async def save_draft(self, chat: int, user: int, draft: Draft) -> None:
         """Keep ``draft`` for ``draft_ttl`` seconds."""
         body = json.dumps({"game": draft.game, "picks": list(draft.picks)})
-        ttl_ms = max(1, round(self.options.draft_ttl * 1000))
-        await self.wire.call("SET", self.keys.draft(chat, user), body, "PX", ttl_ms)
+        await self.kv.put(self.keys.draft(chat, user), body, self.options.draft_ttl)
 
     async def drop_draft(self, chat: int, user: int) -> None:
         """Forget the draft of ``user`` in ``chat``."""
-        await self.wire.call("DEL", self.keys.draft(chat, user))
+        await self.kv.delete(self.keys.draft(chat, user))
 
 
 def keyboard_of(game: GameView) -> EmojiSet:

@@ -28,9 +28,9 @@ from aiogram.exceptions import (
 )
 from aiogram.methods.base import TelegramMethod
 
+from codemojex.bot.api import AdmissionError, admit
 from codemojex.domain import CodemojexError
-from codemojex.telegram.admission import AdmissionError, admit
-from codemojex.telegram.delivery import redact
+from codemojex.telegram.transport import redact
 from echomq import EchoMQError, Queue
 
 log = logging.getLogger("codemojex.gateway")

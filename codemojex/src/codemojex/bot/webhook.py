@@ -21,8 +21,8 @@ from typing import Final
 from aiogram import Bot
 from aiohttp import web
 
-from codemojex.telegram.admission import AdmissionError, admit
-from codemojex.telegram.gateway import ALLOWED_UPDATES
+from codemojex.bot.api import AdmissionError, admit
+from codemojex.bot.gateway import ALLOWED_UPDATES
 from echomq import EchoMQError, Queue
 
 log = logging.getLogger("codemojex.gateway")

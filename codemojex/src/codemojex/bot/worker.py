@@ -29,10 +29,10 @@ from aiogram.filters import ExceptionTypeFilter
 from aiogram.types import ErrorEvent, Update
 from pydantic import ValidationError
 
+from codemojex.bot.api import update_chat, update_id_of
+from codemojex.bot.context import Services
+from codemojex.bot.routers import board, convert, fallback, guess, keyboard, me, play, start
 from codemojex.domain import CodemojexError
-from codemojex.telegram.admission import update_chat, update_id_of
-from codemojex.workers.commands import board, convert, fallback, guess, keyboard, me, play, start
-from codemojex.workers.commands.context import Services
 from echomq import ConsumerOptions, Job
 
 log = logging.getLogger("codemojex.commands")
@@ -148,14 +148,12 @@ class CommandWorker:
             status = (member.get("new_chat_member") or {}).get("status")
             if status == "kicked":
                 return
-        if await self.services.notifier.blocklist.unmark(chat):
+        if await self.services.notifier.unblock(chat):
             log.info("chat %d talks to the bot again: taken off the blocklist", chat)
 
     async def _claim_update(self, update_id: int, job_id: str) -> bool:
-        ttl_ms = max(1, round(self.services.options.seen_ttl * 1000))
-        holder = await self.services.wire.call(
-            "SET", self.services.keys.seen(update_id), job_id, "NX", "GET", "PX", ttl_ms
+        services = self.services
+        holder = await services.kv.claim(
+            services.keys.seen(update_id), job_id, services.options.seen_ttl
         )
-        if holder is None:
-            return True
-        return (holder.decode() if isinstance(holder, bytes) else str(holder)) == job_id
+        return holder is None or holder == job_id

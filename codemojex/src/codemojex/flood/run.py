@@ -21,8 +21,9 @@ from codemojex.flood.measure import GuessSample, percentile
 from codemojex.flood.scenario import FloodOptions, Plan, PlayerPlan, RoomPlan, plan
 from codemojex.flood.seeding import Seeded, discard_run, seed, unscored_count
 from codemojex.flood.sending import SendCounts, Sending, open_sending
+from codemojex.game.settle import SettleOutcome
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import open_store, sqlite_url
-from codemojex.workers import Pipeline, SettleOutcome, serving
 from echomq import ConnectionOptions, ConsumerOptions, Job, Minter, Pool, Subscription
 
 log = logging.getLogger("codemojex.flood")
@@ -276,7 +277,7 @@ async def run_flood(
                 counts = await sending.counts()
             return run.trace(sending, counts, await unscored_count(store))
         finally:
-            await discard_run(pipeline, prefix)
+            await discard_run(pipeline)
             await minter.release()
             await pool.close()
             await store.close()

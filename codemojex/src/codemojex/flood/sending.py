@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from codemojex.flood.scenario import Plan
+from codemojex.notify.consumer import NotificationConsumer
+from codemojex.pipeline import Pipeline
 from codemojex.telegram.sandbox import Sandbox, SandboxOptions
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from codemojex.workers import Pipeline
-from codemojex.workers.notify import NotificationConsumer
 
 
 @dataclass(frozen=True, slots=True)

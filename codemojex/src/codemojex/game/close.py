@@ -12,8 +12,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Final
 
-from codemojex.store import Store, expired_games
-from codemojex.store._sql import checked_id
+from codemojex.store import Store, checked_id, expired_games
 from echomq import Queue, Verdict
 
 CLOSE_DEDUP_TTL: Final = 60.0

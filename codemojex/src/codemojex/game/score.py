@@ -17,11 +17,11 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from codemojex.domain import EmojiSet, Score, get_set, parse_guess, score
-from codemojex.services.closing import Closer, CloseReason
-from codemojex.services.lookups import player_names, room_chat
-from codemojex.services.memo import Memo
-from codemojex.services.notifier import Notifier
+from codemojex.game.close import Closer, CloseReason
+from codemojex.notify.api import Notifier
 from codemojex.store import Board, Store, game_secret, game_view, guess_by_job, set_score
+from codemojex.store.lookups import player_names, room_chat
+from codemojex.store.memo import Memo
 from echomq import Drop, Job, Queue
 
 log = logging.getLogger("codemojex.score")

@@ -25,19 +25,19 @@ from typing import Final
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from codemojex.domain import MAX_TOTAL, Currency, split_pool
-from codemojex.services.lookups import player_names, room_chat, top_score
-from codemojex.services.notifier import Notifier
+from codemojex.notify.api import Notifier
 from codemojex.store import (
     Board,
     InvalidId,
     NotFound,
     Store,
+    checked_id,
     close_game,
     credit,
     game_view,
     record_winners,
 )
-from codemojex.store._sql import checked_id
+from codemojex.store.lookups import player_names, room_chat, top_score
 from echomq import Drop, Job, Minter
 
 log = logging.getLogger("codemojex.settle")

@@ -15,18 +15,18 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from codemojex.domain import EmojiSet, Fee, get_set, parse_guess
-from codemojex.services.memo import Memo
 from codemojex.store import (
     GameClosed,
     GameStatus,
     GuessRecord,
     Store,
+    checked_id,
     game_view,
     guess_by_job,
     record_guess,
     unscored_guesses,
 )
-from codemojex.store._sql import checked_id
+from codemojex.store.memo import Memo
 from echomq import EchoMQError, Item, Minter, Queue
 
 log = logging.getLogger("codemojex.guesses")

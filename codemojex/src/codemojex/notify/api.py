@@ -1,5 +1,7 @@
-"""The notifier: a message for a chat becomes a job on that chat's lane of ``cm.notify``, unless
-the chat blocked the bot (the blocklist the notification worker keeps, a Valkey set).
+"""The notification stage's producer API, the one way other stages reach it: a message for a
+chat becomes a job on that chat's lane of ``cm.notify`` (:class:`Notifier`), unless the chat
+blocked the bot (the blocklist the notification worker keeps); and the queue itself
+(:func:`notify_queue`), built here and nowhere else.
 
 No Telegram I/O here: sending (rate limits, retries, Telegram) is the notification worker's job.
 """
@@ -9,13 +11,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from codemojex.keyspace import Keyspace, NotifyKeys
+from codemojex.notify.blocklist import Blocklist
+from codemojex.store.kv import Valkey
 from echomq import Minter, Queue, Verdict, Wire
 
 
-def notify_key(queue: str, suffix: str) -> str:
-    """A key of the notifier's own, ``cmn:{<queue>}:<suffix>``: under the notify queue's hash
-    tag, so it shares one cluster slot with the queue's keys and its token buckets."""
-    return "cmn:{" + queue + "}:" + suffix
+def notify_queue(wire: Wire, keyspace: Keyspace, minter: Minter) -> Queue:
+    """The deployment's ``cm.notify`` on ``wire``: one lane per chat. The one place the queue
+    is constructed, so a queue-wide setting (such as per-lane ordering) is set here."""
+    return Queue(keyspace.notify_queue, wire, minter=minter)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,32 +38,6 @@ class Skipped:
 
     def __str__(self) -> str:
         return f"skipped: {self.reason}"
-
-
-class Blocklist:
-    """The chats that blocked the bot (a 403): a Valkey set under the notify queue's tag.
-
-    The worker marks a chat at its first 403; the notifier stops enqueueing for it; a chat that
-    talks to the bot again (the command worker sees it) can be unmarked.
-    """
-
-    def __init__(self, wire: Wire, queue: str) -> None:
-        self.wire = wire
-        self.key = notify_key(queue, "blocked")
-
-    async def mark(self, chat: int) -> bool:
-        """Mark ``chat`` blocked; True when it was not marked before."""
-        return bool(await self.wire.call("SADD", self.key, chat))
-
-    async def unmark(self, chat: int) -> bool:
-        """The chat accepts messages again; True when it was marked."""
-        return bool(await self.wire.call("SREM", self.key, chat))
-
-    async def has(self, chat: int) -> bool:
-        return bool(await self.wire.call("SISMEMBER", self.key, chat))
-
-    async def chats(self) -> set[int]:
-        return {int(chat) for chat in await self.wire.call("SMEMBERS", self.key)}
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,7 +85,11 @@ class Notifier:
     def __init__(self, queue: Queue, minter: Minter) -> None:
         self.queue = queue
         self.minter = minter
-        self.blocklist = Blocklist(queue.wire, queue.name)
+        self.blocklist = Blocklist(Valkey(queue.wire), NotifyKeys(queue.name))
+
+    async def unblock(self, chat: int) -> bool:
+        """``chat`` talks to the bot again: take it off the blocklist; True when it was on it."""
+        return await self.blocklist.unmark(chat)
 
     async def notify(
         self,

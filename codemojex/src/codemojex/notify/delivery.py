@@ -26,7 +26,8 @@ from aiogram.exceptions import (
 )
 from aiogram.types import InlineKeyboardMarkup, Message
 
-from codemojex.services.notifier import Notification
+from codemojex.notify.api import Notification
+from codemojex.telegram.transport import redact
 
 #: The Bot API's answer to an edit that changes nothing: the text is already there.
 NOT_MODIFIED = "message is not modified"
@@ -127,15 +128,6 @@ def _reason(exc: BaseException, secret: str) -> str:
         text = str(exc).split("\n(background on this error", 1)[0]
     text = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     return redact(text, secret)[:REASON_LIMIT]
-
-
-def redact(text: str, token: str) -> str:
-    """``text`` with the bot token (and its secret half) cut out: error texts may quote a URL,
-    or only the part after the colon. The one redaction of the delivery and the gateway."""
-    for secret in (token, token.partition(":")[2]):
-        if secret:
-            text = text.replace(secret, "<token>")
-    return text
 
 
 def _first_line(exc: BaseException) -> str:

@@ -9,7 +9,7 @@ from dataclasses import fields
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from codemojex.workers.notify_policy import NotifyCounts
+from codemojex.notify.policy import NotifyCounts
 
 #: NotifyCounts fields that are outcomes of one notification (the rest count other things).
 OUTCOMES = ("delivered", "deferred", "retried", "dropped", "dead", "duplicates")

@@ -1,73 +1,15 @@
-"""The notification worker's policy as values: the send budgets (token buckets), its options,
-the backoff curve, its counters, and the error that stops it (a bad token)."""
+"""The notification worker's policy as values: its options (the send budgets are
+:class:`~codemojex.notify.rate.NotifyLimits`), the backoff curve, its counters, and the error
+that stops it (a bad token)."""
 
 from __future__ import annotations
 
-import math
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from codemojex.domain import CodemojexError
-from echomq import Bucket
+from codemojex.notify.rate import NotifyLimits
 
 DAY = 86_400.0
-
-
-@dataclass(frozen=True, slots=True)
-class NotifyLimits:
-    """The send budgets (tokens per second, burst), a little under Telegram's: about 30/s
-    overall, about 1/s per chat with short bursts, and at most 20 per minute per group."""
-
-    global_rate: float = 30.0
-    global_burst: int = 30
-    chat_rate: float = 1.0
-    chat_burst: int = 3
-    group_rate: float = 20 / 60
-    group_burst: int = 20
-
-    def buckets(self, chat: int) -> list[Bucket]:
-        """The buckets one send to ``chat`` pays (groups, with negative ids, pay three)."""
-        paid = [
-            Bucket("global", self.global_rate, self.global_burst),
-            Bucket(f"chat:{chat}", self.chat_rate, self.chat_burst),
-        ]
-        if chat < 0:
-            paid.append(Bucket(f"group:{chat}", self.group_rate, self.group_burst))
-        return paid
-
-    def own_budget_spent(self, wait: float) -> bool:
-        """Whether a refused take's ``wait`` (seconds) comes from the chat's or group's own
-        bucket: a take waits for the slowest bucket, and the global bucket never asks more than
-        one token's refill (ceil(1000 / global_rate) ms, the take script's rounding), so a
-        longer wait is the chat's or group's."""
-        return round(wait * 1000) > math.ceil(1000 / self.global_rate)
-
-
-class RecentChats:
-    """A bounded set of chat ids, the least recently added forgotten first: the chats the
-    worker has paced (forgetting one costs one idempotent lane-rate write when it is back)."""
-
-    def __init__(self, size: int = 4096) -> None:
-        if size < 1:
-            raise ValueError(f"size {size!r}: at least 1")
-        self.size = size
-        self._chats: OrderedDict[int, None] = OrderedDict()
-
-    def add(self, chat: int) -> bool:
-        """Remember ``chat``; True when it was not remembered already."""
-        if chat in self._chats:
-            self._chats.move_to_end(chat)
-            return False
-        self._chats[chat] = None
-        if len(self._chats) > self.size:
-            self._chats.popitem(last=False)
-        return True
-
-    def __contains__(self, chat: object) -> bool:
-        return chat in self._chats
-
-    def __len__(self) -> int:
-        return len(self._chats)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,7 +1,5 @@
-"""Reads the services need that the store's repositories do not offer yet: a room's chat, the
-players' display names, and a game's top scorers. Each takes the caller's session.
-
-They belong in ``codemojex.store`` (games.py / guesses.py); they live here until that move.
+"""Reads the game and the bot stages share: a room's chat, the players' display names, and a
+game's top scorers. Each takes the caller's session.
 """
 
 from __future__ import annotations
@@ -12,7 +10,7 @@ from dataclasses import dataclass
 from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from codemojex.store import NotFound
+from codemojex.store.errors import NotFound
 from codemojex.store.models import GuessRow, PlayerRow, RoomRow
 
 

@@ -6,10 +6,10 @@ from aiogram import Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
+from codemojex.bot.context import Services
+from codemojex.bot.routers.submit import NO_GAME
 from codemojex.domain import MAX_TOTAL
-from codemojex.services.lookups import player_names
-from codemojex.workers.commands.context import Services
-from codemojex.workers.commands.submit import NO_GAME
+from codemojex.store.lookups import player_names
 
 BOARD_ROWS = 10
 

@@ -7,10 +7,10 @@ from aiogram import Router
 from aiogram.filters import Command, CommandObject
 from aiogram.types import Message
 
+from codemojex.bot.context import Services
 from codemojex.domain import DIAMONDS_PER_KEY
 from codemojex.store import InsufficientFunds
 from codemojex.store.exchange import convert_diamonds
-from codemojex.workers.commands.context import Services
 
 USAGE = (
     f"Usage: /convert N, where N is the diamonds to convert: a positive multiple of "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aiogram import Bot, F, Router
 from aiogram.types import Message
 
-from codemojex.workers.commands.context import Services
+from codemojex.bot.context import Services
 
 COMMANDS = "/play, /guess, /board, /me, /convert N, /help"
 

@@ -9,9 +9,9 @@ from aiogram import F, Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
-from codemojex.workers.commands.context import Services
-from codemojex.workers.commands.keyboard import compose_markup, compose_text
-from codemojex.workers.commands.submit import NO_GAME, submit_guess
+from codemojex.bot.context import Services
+from codemojex.bot.routers.keyboard import compose_markup, compose_text
+from codemojex.bot.routers.submit import NO_GAME, submit_guess
 
 
 def looks_like_emojis(text: str) -> bool:

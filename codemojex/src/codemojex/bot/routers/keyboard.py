@@ -17,10 +17,10 @@ from aiogram import Bot, F, Router
 from aiogram.exceptions import TelegramAPIError
 from aiogram.types import CallbackQuery, Chat
 
+from codemojex.bot.context import Draft, Services, keyboard_of
+from codemojex.bot.routers.submit import submit_guess
 from codemojex.domain import CODE_LENGTH
 from codemojex.store import GameView
-from codemojex.workers.commands.context import Draft, Services, keyboard_of
-from codemojex.workers.commands.submit import submit_guess
 
 log = logging.getLogger("codemojex.commands")
 

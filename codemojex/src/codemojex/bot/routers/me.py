@@ -6,10 +6,10 @@ from aiogram import Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
+from codemojex.bot.context import Services
 from codemojex.domain import MAX_TOTAL
 from codemojex.store import balances
 from codemojex.store.scores import best_scores
-from codemojex.workers.commands.context import Services
 
 
 def router() -> Router:

@@ -10,9 +10,9 @@ from aiogram import Router
 from aiogram.filters import Command
 from aiogram.types import Message
 
+from codemojex.bot.context import Services
+from codemojex.bot.routers.keyboard import compose_markup, compose_text
 from codemojex.store import GameView
-from codemojex.workers.commands.context import Services
-from codemojex.workers.commands.keyboard import compose_markup, compose_text
 
 
 def time_left(game: GameView, now: datetime | None = None) -> str:

@@ -8,7 +8,7 @@ from aiogram import Router
 from aiogram.filters import Command, CommandStart
 from aiogram.types import Message
 
-from codemojex.workers.commands.context import Services
+from codemojex.bot.context import Services
 
 HELP: Final = (
     "Codemojex: crack the secret code of 6 emojis.\n"

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from aiogram.types import Chat, User
 
+from codemojex.bot.context import Services, keyboard_of
 from codemojex.domain import CODE_LENGTH, Currency, GuessError, GuessProblem
 from codemojex.store import GameClosed, InsufficientFunds
-from codemojex.workers.commands.context import Services, keyboard_of
 
 NO_GAME = "No game is running in this chat. Send /play to start one."
 
