@@ -5,12 +5,14 @@ deterministic. The rest of the application imports from here.
 """
 
 from codemojex.domain.economy import (
+    DAILY_CLIPS,
     DIAMONDS_PER_KEY,
     FREE_ROOM_FEE,
     PAID_ROOM_FEE,
     STARTING_CLIPS,
     Currency,
     Fee,
+    allowance,
     diamonds_to_keys,
     room_fee,
     split_pool,
@@ -25,11 +27,12 @@ from codemojex.domain.errors import (
     GuessProblem,
 )
 from codemojex.domain.guess import parse_guess
-from codemojex.domain.scoring import MAX_TOTAL, Feedback, Score, score
+from codemojex.domain.scoring import MAX_TOTAL, Feedback, Score, legend, score
 from codemojex.domain.secret import draw_secret
 
 __all__ = [
     "CODE_LENGTH",
+    "DAILY_CLIPS",
     "DEFAULT_SET",
     "DIAMONDS_PER_KEY",
     "FREE_ROOM_FEE",
@@ -48,9 +51,11 @@ __all__ = [
     "GuessError",
     "GuessProblem",
     "Score",
+    "allowance",
     "diamonds_to_keys",
     "draw_secret",
     "get_set",
+    "legend",
     "parse_guess",
     "room_fee",
     "score",

@@ -75,7 +75,7 @@ def summarise(trace: Trace) -> FloodReport:
     """The figures of ``trace``."""
     loud = trace.plan.loud.label
     counts = trace.notifications
-    settled = counts.delivered + counts.dropped + counts.dead + counts.pending
+    settled = counts.delivered + counts.dropped + counts.dead + counts.pending + counts.coalesced
     return FloodReport(
         options=trace.plan.options,
         elapsed=trace.elapsed,
@@ -134,8 +134,8 @@ def render(report: FloodReport, console: Console) -> None:
          f"{rate.peak:.0f} / {rate.mean:.1f} (budget {TELEGRAM_BUDGET:.0f}/s)"),
         ("429s seen", f"[{'green' if counts.too_many_requests == 0 else 'red'}]"
          f"{counts.too_many_requests}[/]"),
-        ("notifications asked / delivered", f"{report.expected_notifications} / "
-         f"{counts.delivered}"),
+        ("notifications asked / delivered / coalesced", f"{report.expected_notifications} / "
+         f"{counts.delivered} / {counts.coalesced}"),
         ("deferred (times) / retried / dropped / dead",
          f"{counts.deferred} / {counts.retried} / {counts.dropped} / {counts.dead}"),
         ("still waiting (deferred) / lost", f"{counts.pending} / {report.lost}"),
@@ -166,7 +166,8 @@ class LiveProgress:
         sends = progress.sends
         line = (
             f"p99 loud {_ms(progress.loud_p99)} · quiet {_ms(progress.quiet_p99)} · "
-            f"sent {sends.delivered} · deferred {sends.deferred} · waiting {sends.pending} · "
+            f"sent {sends.delivered} · coalesced {sends.coalesced} · deferred {sends.deferred} · "
+            f"waiting {sends.pending} · "
             f"429s {sends.too_many_requests}"
         )
         self.live.update(Group(rooms, line))

@@ -20,7 +20,7 @@ from codemojex.domain import EmojiSet, Score, get_set, parse_guess, score
 from codemojex.game.close import Closer, CloseReason
 from codemojex.notify.api import Notifier
 from codemojex.store import Board, Store, game_secret, game_view, guess_by_job, set_score
-from codemojex.store.lookups import player_names, room_chat
+from codemojex.store.lookups import Contact, contact, room_chat
 from codemojex.store.memo import Memo
 from echomq import Drop, Job, Queue
 
@@ -54,11 +54,16 @@ class Scored:
     is_new: bool
 
 
-def scored_text(name: str, result: Score) -> str:
-    """The room's message for a scored guess: the feedback squares, never the symbols."""
+def scored_text(name: str, guess: tuple[str, ...], result: Score) -> str:
+    """A scored guess as people read it: who, the guess, its squares, its percentage
+    (``Ada: 🍎🍌🍒🍇🦊🐶 → 🟩🟨⬛⬛🟧🟪 50%``)."""
     if result.cracked:
-        return f"🎉 {name} cracked the code! {result.render()} 100%"
-    return f"{name}: {result.render()} {result.percent}%"
+        return f"🎉 {name} cracked the code! {''.join(guess)} → {result.render()} 100%"
+    return f"{name}: {''.join(guess)} → {result.render()} {result.percent}%"
+
+
+STATUS_TITLE = "🎯 Live scores (each player's latest guess; /help explains the squares)"
+"""The title of a group game's live status message."""
 
 
 class ScoreWorker:
@@ -81,7 +86,7 @@ class ScoreWorker:
         self.notifier = notifier
         self.closer = closer
         self._games: Memo[str, _GameFacts] = Memo()
-        self._names: Memo[str, str] = Memo(4096)
+        self._contacts: Memo[str, Contact] = Memo(4096)
 
     async def __call__(self, job: Job) -> Scored:
         async with self.store.read() as session:
@@ -92,11 +97,13 @@ class ScoreWorker:
             facts = self._games.get(guess.game) or self._games.put(
                 guess.game, await _read_facts(session, guess.game)
             )
-            name = self._names.get(guess.player) or self._names.put(
+            who = self._contacts.get(guess.player) or self._contacts.put(
                 guess.player,
-                (await player_names(session, [guess.player])).get(guess.player, guess.player),
+                await contact(session, guess.player) or Contact(guess.player, 0),
             )
-        result = score(parse_guess(guess.guess_text, facts.keyboard), facts.secret)
+        # distinct=False: a guess recorded before the distinct rule is still scored.
+        symbols = parse_guess(guess.guess_text, facts.keyboard, distinct=False)
+        result = score(symbols, facts.secret)
         is_new = False
         if guess.total is None:
             async with self.store.transaction() as session:
@@ -105,12 +112,38 @@ class ScoreWorker:
         await self.board.record(guess.game, guess.player, result.total)
         if is_new or job.attempts > 1:
             self._publish(job, guess.game, guess.player, result.percent)
-            await self.notifier.notify(
-                facts.chat, scored_text(name, result), dedup_key=f"scored:{guess.id}"
+            await self._announce(
+                facts.chat, guess.game, guess.id, guess.player, who, symbols, result
             )
         if result.cracked:
             await self.closer.request(guess.game, CloseReason.CRACKED)
         return Scored(guess.id, guess.game, guess.player, result.total, result.percent, is_new)
+
+    async def _announce(
+        self,
+        chat: int,
+        game: str,
+        guess: str,
+        player: str,
+        who: Contact,
+        symbols: tuple[str, ...],
+        result: Score,
+    ) -> None:
+        """A private chat gets the score as a message. A group (negative id) gets its game's
+        live status edited, the player the score in their own chat, and a crack the room's
+        message: a loud group stays within its 20 messages a minute."""
+        text = scored_text(who.name, symbols, result)
+        once = f"scored:{guess}"
+        if chat > 0:
+            await self.notifier.notify(chat, text, dedup_key=once)
+            return
+        await self.notifier.status(
+            chat, game, title=STATUS_TITLE, player=player, line=text, rank=result.total
+        )
+        if who.telegram_id > 0:
+            await self.notifier.notify(who.telegram_id, f"Your guess: {text}", dedup_key=once)
+        if result.cracked:
+            await self.notifier.notify(chat, text, dedup_key=f"cracked:{guess}")
 
     def _publish(self, job: Job, game: str, player: str, percent: int) -> None:
         # At most once, like the queue's own events, and only while someone listens.

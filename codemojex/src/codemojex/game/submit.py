@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from codemojex.domain import EmojiSet, Fee, get_set, parse_guess
+from codemojex.domain import Currency, EmojiSet, Fee, get_set, parse_guess
 from codemojex.store import (
     GameClosed,
     GameStatus,
     GuessRecord,
+    InsufficientFunds,
     Store,
     checked_id,
     game_view,
@@ -26,6 +27,7 @@ from codemojex.store import (
     record_guess,
     unscored_guesses,
 )
+from codemojex.store.allowance import grant_allowance
 from codemojex.store.memo import Memo
 from echomq import EchoMQError, Item, Minter, Queue
 
@@ -47,6 +49,8 @@ class Receipt:
     symbols: tuple[str, ...]
     fee: Fee
     is_queued: bool
+    topped_up: int = 0
+    """Clips the daily allowance credited to pay this guess (0: none was needed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,13 +117,30 @@ class Guesses:
         symbols = parse_guess(guess_text, terms.keyboard)
 
         job = job if job is not None else self.minter.mint("JOB")
-        async with self.store.transaction() as session:
-            # Checks open and not expired again under the write: the checks above fail fast, and
-            # a game closed since its terms were read is refused here.
-            record = await record_guess(
-                session, game, player, job, "".join(symbols), terms.fee, minter=self.minter
-            )
+        text = "".join(symbols)
+        topped_up = 0
+        try:
+            async with self.store.transaction() as session:
+                # Checks open and not expired again under the write: the checks above fail
+                # fast, and a game closed since its terms were read is refused here.
+                record = await record_guess(
+                    session, game, player, job, text, terms.fee, minter=self.minter
+                )
+        except InsufficientFunds as short:
+            if short.currency is not Currency.CLIPS:
+                raise
+            # Out of clips: today's allowance, if due, commits with the guess it pays for.
+            async with self.store.transaction() as session:
+                topped_up = await grant_allowance(
+                    session, player, terms.fee.amount, minter=self.minter
+                )
+                if not topped_up:
+                    raise
+                record = await record_guess(
+                    session, game, player, job, text, terms.fee, minter=self.minter
+                )
         return Receipt(
+            topped_up=topped_up,
             guess=record.id,
             job=record.job_id,
             game=game,
@@ -138,7 +159,7 @@ class Guesses:
             job=record.job_id,
             game=record.game,
             player=record.player,
-            symbols=parse_guess(record.guess_text, get_set(view.keyboard)),
+            symbols=parse_guess(record.guess_text, get_set(view.keyboard), distinct=False),
             fee=view.fee,
             is_queued=await self._enqueue(record),
         )

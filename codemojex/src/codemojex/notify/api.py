@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from codemojex.keyspace import Keyspace, NotifyKeys
 from codemojex.notify.blocklist import Blocklist
+from codemojex.notify.status import StatusBoard
 from codemojex.store.kv import Valkey
 from echomq import Minter, Queue, Verdict, Wire
 
@@ -46,7 +47,9 @@ class Notification:
 
     ``markup`` is a Bot API ``reply_markup`` object (an inline keyboard); ``edit`` names a message
     of the bot's in ``chat`` whose text (and markup) this notification replaces instead of sending
-    a new message.
+    a new message. ``status`` (a ``GAM`` id) makes it the group game's live status message:
+    ``text`` is its title, the lines are read when it is sent, ``version`` is the status it
+    must show at least (see :mod:`codemojex.notify.status`).
     """
 
     id: str
@@ -54,6 +57,8 @@ class Notification:
     text: str
     markup: dict[str, Any] | None = None
     edit: int | None = None
+    status: str | None = None
+    version: int = 0
 
     def payload(self) -> dict[str, Any]:
         """The job payload on ``cm.notify`` (optional fields only when set)."""
@@ -62,6 +67,9 @@ class Notification:
             body["markup"] = self.markup
         if self.edit is not None:
             body["edit"] = self.edit
+        if self.status is not None:
+            body["status"] = self.status
+            body["version"] = self.version
         return body
 
     @classmethod
@@ -69,12 +77,15 @@ class Notification:
         """The notification a ``cm.notify`` job carries."""
         markup = payload.get("markup")
         edit = payload.get("edit")
+        status = payload.get("status")
         return cls(
             str(payload["notification"]),
             int(payload["chat"]),
             str(payload["text"]),
             markup=dict(markup) if markup is not None else None,
             edit=int(edit) if edit is not None else None,
+            status=str(status) if status is not None else None,
+            version=int(payload.get("version", 0)),
         )
 
 
@@ -85,7 +96,9 @@ class Notifier:
     def __init__(self, queue: Queue, minter: Minter) -> None:
         self.queue = queue
         self.minter = minter
-        self.blocklist = Blocklist(Valkey(queue.wire), NotifyKeys(queue.name))
+        kv = Valkey(queue.wire)
+        self.blocklist = Blocklist(kv, NotifyKeys(queue.name))
+        self.statuses = StatusBoard(kv, NotifyKeys(queue.name))
 
     async def unblock(self, chat: int) -> bool:
         """``chat`` talks to the bot again: take it off the blocklist; True when it was on it."""
@@ -109,4 +122,20 @@ class Notifier:
         notification = Notification(self.minter.mint("NOT"), chat, text, markup, edit)
         return await self.queue.enqueue(
             notification.payload(), group=str(chat), dedup_key=dedup_key
+        )
+
+    async def status(
+        self, chat: int, game: str, *, title: str, player: str, line: str, rank: int
+    ) -> Verdict | Skipped:
+        """Put ``player``'s ``line`` on ``game``'s live status message in group ``chat`` (best
+        ``rank`` first) and enqueue its update: one send or edit shows every line set so far,
+        so updates that queue up behind the group's budget cost one edit, not one each."""
+        if await self.blocklist.has(chat):
+            return Skipped(chat, "chat blocked")
+        version = await self.statuses.post(game, player, line, rank)
+        notification = Notification(
+            self.minter.mint("NOT"), chat, title, status=game, version=version
+        )
+        return await self.queue.enqueue(
+            notification.payload(), group=str(chat), dedup_key=f"status:{game}:{version}"
         )

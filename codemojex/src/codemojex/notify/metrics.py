@@ -12,7 +12,7 @@ from prometheus_client.registry import Collector
 from codemojex.notify.policy import NotifyCounts
 
 #: NotifyCounts fields that are outcomes of one notification (the rest count other things).
-OUTCOMES = ("delivered", "deferred", "retried", "dropped", "dead", "duplicates")
+OUTCOMES = ("delivered", "deferred", "retried", "dropped", "dead", "duplicates", "coalesced")
 
 
 class NotificationMetrics(Collector):

@@ -51,7 +51,8 @@ class NotifyCounts:
     ``retried`` transient failures put back for another attempt; ``dropped`` permanent
     failures and notifications for a blocked chat (completed, not sent); ``dead`` out of
     attempts or malformed (in the dead letters); ``too_many_requests`` 429s seen;
-    ``duplicates`` already delivered, not sent again; ``blocked`` chats newly marked blocked.
+    ``duplicates`` already delivered, not sent again; ``blocked`` chats newly marked blocked;
+    ``coalesced`` status updates a later send already showed (completed, no send).
     """
 
     delivered: int = 0
@@ -62,6 +63,7 @@ class NotifyCounts:
     too_many_requests: int = 0
     duplicates: int = 0
     blocked: int = 0
+    coalesced: int = 0
 
 
 class BadTokenError(CodemojexError):

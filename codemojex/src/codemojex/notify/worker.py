@@ -31,6 +31,7 @@ from codemojex.notify.fairness import ChatTurns
 from codemojex.notify.policy import BadTokenError, NotifyCounts, NotifyOptions
 from codemojex.notify.rate import Rate
 from codemojex.notify.records import Records
+from codemojex.notify.status import StatusBoard, StatusView
 from codemojex.store.kv import Valkey
 from echomq import Defer, Drop, Job, Queue, Retry
 
@@ -59,6 +60,7 @@ class NotifyWorker:
         keys = NotifyKeys(queue.name)
         self.blocklist = Blocklist(kv, keys)
         self.records = Records(kv, keys, self.options.keep_delivered)
+        self.statuses = StatusBoard(kv, keys)
         self.rng = rng or random.Random()
         self.fault: BadTokenError | None = None
         #: Called once with the error when the token turns out bad (the consumer stops).
@@ -87,14 +89,32 @@ class NotifyWorker:
     async def _send(self, job: Job, notification: Notification) -> None:
         if await self._settled_before(notification):
             return
+        view: StatusView | None = None
+        if notification.status is not None:
+            # Before the budget: an update already on screen costs no token.
+            view = await self.statuses.read(notification.status)
+            if view.shown >= notification.version:
+                self._count("coalesced")
+                return
         wait = await self.rate.pay(notification.chat)
         if wait is not None:
             self._count("deferred")
             raise Defer(wait, "over the send budget")
-        outcome = await deliver(self.bot, notification)
+        sending = notification
+        if view is not None:
+            text = view.render(notification.text)
+            sending = dataclasses.replace(notification, text=text, edit=view.message)
+        outcome = await deliver(self.bot, sending)
         if isinstance(outcome, Delivered):
             await self.records.delivered(notification.id, outcome.message_id)
+            if view is not None and notification.status is not None:
+                await self.statuses.shown(notification.status, view.version, outcome.message_id)
             self._count("delivered")
+        elif isinstance(outcome, Permanent) and view is not None and view.message is not None:
+            # The status message is gone (deleted, too old to edit): send a new one next run.
+            assert notification.status is not None
+            await self.statuses.lost(notification.status)
+            raise Defer(0.0, f"status message lost: {outcome.reason}")
         elif isinstance(outcome, Permanent):
             await self._drop(notification, outcome)
         elif isinstance(outcome, Transient):

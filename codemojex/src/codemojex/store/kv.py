@@ -67,6 +67,28 @@ class Valkey:
         )
         return Probe(bool(found), bool(member), int(left))
 
+    async def post(self, key: str, fields: dict[str, str], counter: str, ttl: float) -> int:
+        """``HSET key fields…``, then ``HINCRBY key counter 1`` and ``PEXPIRE key ttl`` in one
+        pipelined round trip: the counter's new value, which every field set before it is under."""
+        pairs = [part for item in fields.items() for part in item]
+        _, count, _ = await self.wire.call_many(
+            [("HSET", key, *pairs), ("HINCRBY", key, counter, 1), ("PEXPIRE", key, ms(ttl))]
+        )
+        return int(count)
+
+    async def fields(self, key: str) -> dict[str, str]:
+        """``HGETALL``: one consistent snapshot of a hash."""
+        reply = await self.wire.call("HGETALL", key)
+        if isinstance(reply, dict):
+            return {text(k): text(v) for k, v in reply.items()}
+        return {text(k): text(v) for k, v in zip(reply[::2], reply[1::2], strict=True)}
+
+    async def set_fields(self, key: str, fields: dict[str, str]) -> None:
+        await self.wire.call("HSET", key, *(part for item in fields.items() for part in item))
+
+    async def drop_field(self, key: str, field: str) -> None:
+        await self.wire.call("HDEL", key, field)
+
     async def delete_matching(self, patterns: Sequence[str]) -> int:
         """Delete every key matching one of ``patterns`` (``SCAN``; for cleanup and tests)."""
         deleted = 0

@@ -41,6 +41,25 @@ async def player_names(session: AsyncSession, players: Iterable[str]) -> dict[st
     return {row.id: row.name for row in rows}
 
 
+@dataclass(frozen=True, slots=True)
+class Contact:
+    """What the game needs to address a player: the display name and the Telegram user id
+    (their private chat with the bot)."""
+
+    name: str
+    telegram_id: int
+
+
+async def contact(session: AsyncSession, player: str) -> Contact | None:
+    """The name and Telegram id of ``player``, or ``None`` when no such player exists."""
+    row = (
+        await session.execute(
+            select(PlayerRow.name, PlayerRow.telegram_id).where(PlayerRow.id == player)
+        )
+    ).first()
+    return None if row is None else Contact(row.name, int(row.telegram_id))
+
+
 async def top_score(session: AsyncSession, game: str) -> TopScore | None:
     """The top total among ``game``'s scored guesses and who scored it; ``None`` if none is."""
     best = await session.scalar(

@@ -2,7 +2,9 @@
 ⌫ (undo), ✖ (clear) and ✅ (submit). Each tap updates the tapper's draft (kept in Valkey per chat
 and user), answers the callback with the draft (seen by the tapper only) and edits the keyboard
 message through the notifier. In a group the message shows each draft's progress, never its
-emojis, so nobody reads another player's guess.
+emojis, so nobody reads another player's guess before it is scored; a sent guess is confirmed
+with its emojis to the tapper (and on the message in a private chat). An emoji picked twice is
+refused at the tap: the code's emojis are all different.
 
 Callback data: ``k:<GAM id>:<index>`` picks the keyboard's emoji at ``index``; ``k:<GAM id>:del``,
 ``:clr`` and ``:go``. The game id makes a keyboard of a finished game refuse politely.
@@ -19,7 +21,7 @@ from aiogram.types import CallbackQuery, Chat
 
 from codemojex.bot.context import Draft, Services, keyboard_of
 from codemojex.bot.routers.submit import submit_guess
-from codemojex.domain import CODE_LENGTH
+from codemojex.domain import CODE_LENGTH, legend
 from codemojex.store import GameView
 
 log = logging.getLogger("codemojex.commands")
@@ -33,7 +35,8 @@ def compose_text(game: GameView, line: str = "") -> str:
     """The keyboard message's text (``line``: the latest draft's progress)."""
     text = (
         f"Compose your guess: tap {CODE_LENGTH} emojis, then ✅. "
-        f"(⌫ undo, ✖ clear; a guess costs {game.fee.amount} {game.fee.currency.value}.)"
+        f"(⌫ undo, ✖ clear; a guess costs {game.fee.amount} {game.fee.currency.value}.)\n"
+        f"{legend(short=True)}"
     )
     return f"{text}\n{line}" if line else text
 
@@ -113,8 +116,13 @@ def router() -> Router:
             # Dropped after the submit: a run again after a crash still finds the draft and
             # submits it under the same job, which charges nothing twice.
             await services.drop_draft(chat.id, user.id)
-            await answer(bot, callback, "Guess sent! 🎯" if is_sent else "Not sent: see the chat.")
-            await _redraw(services, chat, message.message_id, game, f"{user.full_name}: sent ✅")
+            await answer(
+                bot, callback, f"Guess sent: {guess} 🎯" if is_sent else "Not sent: see the chat."
+            )
+            # Private: the guess itself; a group sees that it went, and its score in the status.
+            shown = guess if chat.type == "private" else "●" * CODE_LENGTH
+            line = f"{user.full_name}: sent {shown} ✅" if is_sent else ""
+            await _redraw(services, chat, message.message_id, game, line)
             return
         if action == UNDO:
             picks = picks[:-1]
@@ -123,6 +131,14 @@ def router() -> Router:
         elif action.isdigit() and int(action) < len(symbols):
             if len(picks) >= CODE_LENGTH:
                 await answer(bot, callback, f"Already {CODE_LENGTH}: tap ✅ to send, or ⌫.")
+                return
+            if int(action) in picks:
+                await answer(
+                    bot,
+                    callback,
+                    f"{symbols[int(action)]} is in your guess already: the code's "
+                    f"{CODE_LENGTH} emojis are all different.",
+                )
                 return
             picks.append(int(action))
         else:

@@ -1,5 +1,6 @@
 """``/play``: the first one in a waiting chat starts a game (secret drawn, deadline set, the
-seed pool on offer); later ones join it. Either way the reply carries the inline keyboard.
+seed pool on offer); later ones join it. Either way the reply explains the rules (the squares,
+the clock, the clips) above the inline keyboard.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from aiogram.types import Message
 
 from codemojex.bot.context import Services
 from codemojex.bot.routers.keyboard import compose_markup, compose_text
+from codemojex.bot.routers.start import rules
 from codemojex.store import GameView
 
 
@@ -38,9 +40,11 @@ def router() -> Router:
             head = f"🎲 {player.name} started a new game! It ends in {time_left(game)}.{prize}"
         else:
             head = f"👋 {player.name} joined the game ({time_left(game)} left).{prize}"
+        # One message: the rules, then the keyboard (its redraws keep the short legend).
         await services.reply(
             message.chat.id,
-            f"{head}\nSend /guess and 6 emojis, or compose a guess below.\n{compose_text(game)}",
+            f"{head}\n{rules(services.options)}\n\n"
+            f"Send /guess and 6 emojis, or compose a guess below.\n{compose_text(game)}",
             markup=compose_markup(game),
         )
 

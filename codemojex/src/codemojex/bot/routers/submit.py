@@ -28,7 +28,7 @@ async def submit_guess(
         return False
     player = await services.player(user)
     try:
-        await services.guesses.submit(game.id, player.id, text, job=command_job)
+        receipt = await services.guesses.submit(game.id, player.id, text, job=command_job)
     except GuessError as error:
         symbols = " ".join(keyboard_of(game).symbols)
         await services.reply(chat.id, f"{guess_problem(error)}\nThe keyboard: {symbols}")
@@ -48,6 +48,12 @@ async def submit_guess(
     except GameClosed:
         await services.reply(chat.id, "This game is over. Send /play to start another.")
         return False
+    if receipt.topped_up:
+        await services.reply(
+            chat.id,
+            f"{user.full_name}, you were out of clips: today's allowance added "
+            f"{receipt.topped_up} 📎 (once a day, UTC).",
+        )
     return True
 
 
@@ -55,6 +61,11 @@ def guess_problem(error: GuessError) -> str:
     """What was wrong with a guess, for people."""
     if error.reason is GuessProblem.UNKNOWN_SYMBOL:
         return f"Not on this game's keyboard: {' '.join(error.unknown)}."
+    if error.reason is GuessProblem.REPEATED:
+        return (
+            f"Each emoji at most once: {' '.join(error.unknown)} repeated. The code is "
+            f"{CODE_LENGTH} different emojis, so a guess is too."
+        )
     if error.reason is GuessProblem.EMPTY:
         return f"A guess is {CODE_LENGTH} emojis, e.g. /guess followed by {CODE_LENGTH} of them."
     return f"A guess is exactly {CODE_LENGTH} emojis; that was {error.found}."
