@@ -44,6 +44,14 @@ async def test_a_guess_that_repeats_an_emoji_is_refused_for_free(
         assert (await balances(session, player.id)).clips == 100  # refused before any charge
 
 
+async def test_commands_are_case_insensitive_and_one_clip_is_singular(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    sandbox.say(CY, "/PLAY")  # Telegram clients send commands in any case
+    started = await wait_for_text(sandbox, CY, "Cy started a new game")
+    assert "a guess costs 1 clip." in started.text
+
+
 async def test_unknown_command_gets_a_helpful_reply(sandbox: Sandbox, bot: BotStack) -> None:
     sandbox.say(ADA, "/dance now")
     reply = await wait_for_text(sandbox, ADA, "I don't know the command /dance")

@@ -115,3 +115,10 @@ def test_the_daily_allowance_refills_a_player_who_cannot_pay_once_a_day() -> Non
     assert allowance(1, fee=1, granted_today=False) == 0  # can still pay: nothing yet
     with pytest.raises(EconomyError):
         allowance(-1, fee=1, granted_today=False)
+
+
+def test_one_of_a_currency_is_singular() -> None:
+    from codemojex.domain import unit
+
+    assert [unit(n, Currency.CLIPS) for n in (0, 1, 2)] == ["clips", "clip", "clips"]
+    assert unit(1, Currency.DIAMONDS) == "diamond"

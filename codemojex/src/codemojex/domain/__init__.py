@@ -16,6 +16,7 @@ from codemojex.domain.economy import (
     diamonds_to_keys,
     room_fee,
     split_pool,
+    unit,
 )
 from codemojex.domain.emoji import CODE_LENGTH, DEFAULT_SET, SETS, EmojiSet, get_set
 from codemojex.domain.errors import (
@@ -60,4 +61,5 @@ __all__ = [
     "room_fee",
     "score",
     "split_pool",
+    "unit",
 ]

@@ -53,6 +53,11 @@ DIAMONDS_PER_KEY: Final = 10
 """Diamonds that convert into one key."""
 
 
+def unit(amount: int, currency: Currency) -> str:
+    """The currency's word for ``amount`` of it: ``clip`` for one, ``clips`` otherwise."""
+    return currency.value[:-1] if amount == 1 else currency.value
+
+
 def room_fee(*, is_paid: bool) -> Fee:
     """The default fee of a guess: keys in a paid room, clips in a free one."""
     return PAID_ROOM_FEE if is_paid else FREE_ROOM_FEE

@@ -18,7 +18,7 @@ def router() -> Router:
     """``/board``."""
     routes = Router(name="board")
 
-    @routes.message(Command("board"))
+    @routes.message(Command("board", ignore_case=True))
     async def board(message: Message, services: Services) -> None:
         game = await services.open_game(message.chat)
         if game is None:

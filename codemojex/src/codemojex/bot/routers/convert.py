@@ -38,7 +38,7 @@ def router() -> Router:
     """``/convert``."""
     routes = Router(name="convert")
 
-    @routes.message(Command("convert"))
+    @routes.message(Command("convert", ignore_case=True))
     async def convert(
         message: Message, command: CommandObject, services: Services, command_job: str
     ) -> None:

@@ -24,7 +24,7 @@ def router() -> Router:
     """``/guess`` and bare emoji messages."""
     routes = Router(name="guess")
 
-    @routes.message(Command("guess"))
+    @routes.message(Command("guess", ignore_case=True))
     async def guess(message: Message, services: Services, command_job: str) -> None:
         if message.from_user is None or message.text is None:
             return

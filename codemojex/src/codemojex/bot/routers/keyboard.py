@@ -21,7 +21,7 @@ from aiogram.types import CallbackQuery, Chat
 
 from codemojex.bot.context import Draft, Services, keyboard_of
 from codemojex.bot.routers.submit import submit_guess
-from codemojex.domain import CODE_LENGTH, legend
+from codemojex.domain import CODE_LENGTH, legend, unit
 from codemojex.store import GameView
 
 log = logging.getLogger("codemojex.commands")
@@ -33,9 +33,10 @@ UNDO, CLEAR, SUBMIT = "del", "clr", "go"
 
 def compose_text(game: GameView, line: str = "") -> str:
     """The keyboard message's text (``line``: the latest draft's progress)."""
+    fee = f"{game.fee.amount} {unit(game.fee.amount, game.fee.currency)}"
     text = (
         f"Compose your guess: tap {CODE_LENGTH} emojis, then ✅. "
-        f"(⌫ undo, ✖ clear; a guess costs {game.fee.amount} {game.fee.currency.value}.)\n"
+        f"(⌫ undo, ✖ clear; a guess costs {fee}.)\n"
         f"{legend(short=True)}"
     )
     return f"{text}\n{line}" if line else text

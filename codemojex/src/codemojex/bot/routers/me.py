@@ -7,7 +7,7 @@ from aiogram.filters import Command
 from aiogram.types import Message
 
 from codemojex.bot.context import Services
-from codemojex.domain import MAX_TOTAL
+from codemojex.domain import MAX_TOTAL, Currency, unit
 from codemojex.store import balances
 from codemojex.store.scores import best_scores
 
@@ -16,7 +16,7 @@ def router() -> Router:
     """``/me``."""
     routes = Router(name="me")
 
-    @routes.message(Command("me"))
+    @routes.message(Command("me", ignore_case=True))
     async def me(message: Message, services: Services) -> None:
         if message.from_user is None:
             return
@@ -25,8 +25,9 @@ def router() -> Router:
             wallet = await balances(session, player.id)
             best = await best_scores(session, player.id)
         lines = [
-            f"{player.name}: {wallet.clips} 📎 clips, {wallet.keys} 🔑 keys, "
-            f"{wallet.diamonds} 💎 diamonds"
+            f"{player.name}: {wallet.clips} 📎 {unit(wallet.clips, Currency.CLIPS)}, "
+            f"{wallet.keys} 🔑 {unit(wallet.keys, Currency.KEYS)}, "
+            f"{wallet.diamonds} 💎 {unit(wallet.diamonds, Currency.DIAMONDS)}"
         ]
         if best:
             scores = ", ".join(f"{round(row.total * 100 / MAX_TOTAL)}%" for row in best)

@@ -29,7 +29,7 @@ def router() -> Router:
     """``/play``."""
     routes = Router(name="play")
 
-    @routes.message(Command("play"))
+    @routes.message(Command("play", ignore_case=True))
     async def play(message: Message, services: Services) -> None:
         if message.from_user is None:
             return

@@ -45,14 +45,14 @@ def router() -> Router:
     """``/start`` and ``/help``."""
     routes = Router(name="start")
 
-    @routes.message(CommandStart())
+    @routes.message(CommandStart(ignore_case=True))
     async def start(message: Message, services: Services) -> None:
         name = message.from_user.full_name if message.from_user else "there"
         await services.reply(
             message.chat.id, f"Welcome to Codemojex, {name}! 🧩\n{HELP}{rules(services.options)}"
         )
 
-    @routes.message(Command("help"))
+    @routes.message(Command("help", ignore_case=True))
     async def help_(message: Message, services: Services) -> None:
         await services.reply(message.chat.id, HELP + rules(services.options))
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from aiogram.types import Chat, User
 
 from codemojex.bot.context import Services, keyboard_of
-from codemojex.domain import CODE_LENGTH, Currency, GuessError, GuessProblem
+from codemojex.domain import CODE_LENGTH, Currency, GuessError, GuessProblem, unit
 from codemojex.store import GameClosed, InsufficientFunds
 
 NO_GAME = "No game is running in this chat. Send /play to start one."
@@ -42,7 +42,7 @@ async def submit_guess(
         await services.reply(
             chat.id,
             f"{user.full_name}, not enough {error.currency.value}: you have {error.balance}, "
-            f"a guess costs {error.amount}.{hint}",
+            f"a guess costs {error.amount} {unit(error.amount, error.currency)}.{hint}",
         )
         return False
     except GameClosed:
