@@ -142,6 +142,19 @@ def render(report: FloodReport, console: Console) -> None:
     ):  # fmt: skip
         figures.add_row(name, value)
     console.print(figures)
+    if counts.pending:
+        console.print(waiting_note(counts.pending))
+
+
+def waiting_note(pending: int) -> str:
+    """Why notifications are still queued when the run ends: nothing is lost, they wait for
+    the budgets Telegram sets (the flood sends faster than a chat or a group may receive)."""
+    return (
+        f"{pending} notifications still wait on cm.notify: deferred, not lost. Telegram lets a "
+        "bot send about 1 message a second to one chat and 20 a minute to one group, so a "
+        "loud room's backlog drains over the following minutes (each player's own score at "
+        "1/s; the group's live status coalesces into one edit per budget slot)."
+    )
 
 
 class LiveProgress:
