@@ -21,6 +21,7 @@ from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
 from echomq.engine.events import Subscription
 from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
+from echomq.engine.ids import validate as validate_id
 from echomq.engine.lanes import Lane
 from echomq.engine.producer import Item
 from echomq.engine.queue import Queue
@@ -199,4 +200,5 @@ __all__ = [
     "group",
     "serve",
     "shielded",
+    "validate_id",
 ]

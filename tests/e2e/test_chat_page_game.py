@@ -37,7 +37,7 @@ async def test_a_player_composes_a_guess_on_the_keyboard_and_sees_its_score(
                 draft = "".join(TAPS[:n])
                 await expect(board.locator(".text")).to_contain_text(draft, timeout=WAIT_MS)
             await board.locator(".keyboard button", has_text="✅").click()
-            scored = page.locator(".msg.bot .text", has_text=re.compile(r"^Ada: \S+ \d+%$"))
+            scored = page.locator(".msg.bot .text", has_text=re.compile(r"^Ada: \S+ → \S+ \d+%$"))
             await expect(scored).to_have_count(1, timeout=WAIT_MS)
         finally:
             await page.close()

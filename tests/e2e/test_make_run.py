@@ -23,7 +23,7 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
         async with aiohttp.ClientSession(headers={"X-Sandbox-Token": run.token}) as http:
             # /play answers with the announcement and the keyboard to compose on, in one message.
             assert "started a new game" in await say_and_wait(run, http, "/play")
-            assert re.search(r"Ada: \S+ \d+%", await say_and_wait(run, http, GUESS))
+            assert re.search(r"Ada: \S+ → \S+ \d+%", await say_and_wait(run, http, GUESS))
             me = await say_and_wait(run, http, "/me")
             async with http.get(f"{run.dashboard}/metrics") as answer:
                 metrics = await answer.text()

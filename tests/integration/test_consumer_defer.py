@@ -32,6 +32,30 @@ async def test_deferrals_spend_no_attempts(queue: Queue) -> None:
     assert await queue.job(verdict.id) is None
 
 
+async def test_failures_count_failed_attempts_not_deferrals(queue: Queue) -> None:
+    """``JobInfo.failures`` (read in the handler: the attempt in hand counts) skips deferrals."""
+    failures: list[int] = []
+    done = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        info = await queue.job(job.id)
+        assert info is not None
+        failures.append(info.failures)
+        if len(failures) <= 2:
+            raise Defer(0.01, "over budget")
+        if len(failures) <= 4:
+            raise Retry(0.01, "flaky")
+        done.set()
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05, max_attempts=3))
+    running = asyncio.ensure_future(consumer.run())
+    await queue.enqueue("later")
+    await asyncio.wait_for(done.wait(), 10.0)
+    consumer.stop()
+    await running
+    assert failures == [1, 1, 1, 2, 3]
+
+
 async def test_a_deferred_job_waits_at_least_its_delay(queue: Queue) -> None:
     claimed_at: list[float] = []
     done = asyncio.Event()

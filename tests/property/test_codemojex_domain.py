@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -14,6 +15,8 @@ from codemojex.domain import (
     SETS,
     EmojiSet,
     Feedback,
+    GuessError,
+    GuessProblem,
     draw_secret,
     parse_guess,
     score,
@@ -85,8 +88,22 @@ def test_any_six_keyboard_symbols_parse_back_to_themselves(
     case: tuple[EmojiSet, tuple[str, ...], tuple[str, ...]], separator: str
 ) -> None:
     keyboard, guess, _ = case
-    assert parse_guess(separator.join(guess), keyboard) == guess
-    assert parse_guess("/guess " + separator.join(guess), keyboard) == guess
+    assert parse_guess(separator.join(guess), keyboard, distinct=False) == guess
+    assert parse_guess("/guess " + separator.join(guess), keyboard, distinct=False) == guess
+
+
+@given(keyboard_guess_secret())
+def test_a_new_guess_parses_exactly_when_its_emojis_are_distinct(
+    case: tuple[EmojiSet, tuple[str, ...], tuple[str, ...]],
+) -> None:
+    keyboard, guess, _ = case
+    if len(set(guess)) == CODE_LENGTH:
+        assert parse_guess("".join(guess), keyboard) == guess
+        return
+    with pytest.raises(GuessError) as refused:
+        parse_guess("".join(guess), keyboard)
+    assert refused.value.reason is GuessProblem.REPEATED
+    assert set(refused.value.unknown) == {s for s in guess if guess.count(s) > 1}
 
 
 @given(keyboard_guess_secret(), st.data())
@@ -98,8 +115,8 @@ def test_parsing_ignores_missing_or_extra_variation_selectors(
     # U+FE0F dropped everywhere, then sprinkled after any code points hypothesis picks.
     extra = data.draw(st.lists(st.booleans(), min_size=len(plain), max_size=len(plain)))
     text = "".join(c + ("\ufe0f" if add else "") for c, add in zip(plain, extra, strict=True))
-    assert parse_guess(plain, keyboard) == guess
-    assert parse_guess(text, keyboard) == guess
+    assert parse_guess(plain, keyboard, distinct=False) == guess
+    assert parse_guess(text, keyboard, distinct=False) == guess
 
 
 @given(keyboards, st.integers(min_value=0, max_value=2**32))
@@ -140,4 +157,4 @@ def test_every_pair_of_symbols_of_every_set_reads_back_when_written_together() -
         for first in keyboard.symbols:
             for second in keyboard.symbols:
                 guess = (first, second) * (CODE_LENGTH // 2)
-                assert parse_guess("".join(guess), keyboard) == guess
+                assert parse_guess("".join(guess), keyboard, distinct=False) == guess

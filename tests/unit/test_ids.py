@@ -249,3 +249,12 @@ def test_minter_shared_by_threads_never_repeats_a_number() -> None:
     every = [n for out in results for n in out]
     assert len(set(every)) == len(every) == 20_000
     assert all(out == sorted(out) for out in results)
+
+
+def test_validate_id_is_public_and_names_the_argument() -> None:
+    import echomq
+
+    good = echomq.Minter(1).mint("GAM")
+    assert echomq.validate_id(good, "GAM", "game") == good
+    with pytest.raises(echomq.InvalidArgument, match="game"):
+        echomq.validate_id(good, "PLR", "game")

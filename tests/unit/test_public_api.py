@@ -20,6 +20,7 @@ PINNED = {
     "CancelOutcome", "Cancellation", "TaskCancelled", "shielded",
     "Children", "FailurePolicy", "Flow", "FlowIds", "FlowHandle", "TaskFlow",
     "chain", "flow", "group",
+    "validate_id",
 }  # fmt: skip
 
 

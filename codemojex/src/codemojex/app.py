@@ -1,5 +1,5 @@
 """The composition root of the running bot: from resolved :class:`BotSettings` it opens the bus
-and the store, builds the :class:`~codemojex.workers.Pipeline`, and runs the score, settle,
+and the store, builds the :class:`~codemojex.pipeline.Pipeline`, and runs the score, settle,
 notification and command consumers, the gateway (long polling or webhook) and the periodic
 sweeps as one async context, reporting each component as it becomes ready.
 
@@ -19,19 +19,14 @@ from typing import Literal
 from aiogram import Bot
 from aiogram.exceptions import TelegramAPIError
 
+from codemojex.bot.context import CommandOptions, Services
+from codemojex.bot.gateway import GatewayError, Poller, PollingOptions, fatal
+from codemojex.bot.webhook import WebhookGateway, WebhookOptions
+from codemojex.bot.worker import COMMAND_CONSUMER, CommandWorker
+from codemojex.pipeline import Pipeline
 from codemojex.store import Store, open_store
-from codemojex.telegram.delivery import redact
-from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions, fatal
-from codemojex.telegram.transport import TelegramConfig, open_bot
-from codemojex.telegram.webhook import WebhookGateway, WebhookOptions
-from codemojex.workers import Pipeline
-from codemojex.workers.commands import (
-    COMMAND_CONSUMER,
-    CommandKeys,
-    CommandOptions,
-    CommandWorker,
-    Services,
-)
+from codemojex.store.kv import Valkey
+from codemojex.telegram.transport import TelegramConfig, open_bot, redact
 from echomq import ConnectionOptions, Consumer, Metronome, Minter, Pool
 from echomq.metrics import Observer
 
@@ -141,9 +136,9 @@ async def running(
             notifier=pipeline.notifier,
             board=pipeline.board,
             minter=pipeline.minter,
-            wire=pool,
+            kv=Valkey(pool),
             bot=bot,
-            keys=CommandKeys(pipeline.queues.commands.name),
+            keys=pipeline.keyspace.bot,
             options=settings.commands,
         )
         commands = CommandWorker(services)

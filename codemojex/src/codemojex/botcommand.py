@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from codemojex.app import BotSettings, Mode, run_bot
+from codemojex.bot.webhook import WebhookOptions, new_secret
 from codemojex.datadir import DataDir
 from codemojex.domain import CodemojexError
 from codemojex.launch import bot_api, engine
-from codemojex.telegram.webhook import WebhookOptions, new_secret
 
 
 def add_command(commands: Any) -> None:

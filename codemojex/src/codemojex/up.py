@@ -25,8 +25,8 @@ from codemojex.app import BotSettings, running
 from codemojex.datadir import DataDir
 from codemojex.domain import CodemojexError
 from codemojex.launch import bot_api, engine
-from codemojex.metrics import NotificationMetrics
-from codemojex.workers.notify import NotificationConsumer
+from codemojex.notify.consumer import NotificationConsumer
+from codemojex.notify.metrics import NotificationMetrics
 from echomq import EchoMQError
 from echomq.dashboard import Hosts, create_app, serving
 from echomq.metrics import Metrics

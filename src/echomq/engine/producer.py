@@ -209,6 +209,7 @@ def job_info(id: str, row: Mapping[bytes, bytes], codec: Codec) -> JobInfo | Non
         finished=int(fields["finished"]) / 1000 if "finished" in fields else None,
         traceback=_text(fields["traceback"]) if "traceback" in fields else None,
         cancel=_text(fields["cancel"]) if "cancel" in fields else None,
+        failures=max(0, int(fields["attempts"]) - int(fields.get("grace", 0))),
     )
 
 

@@ -132,7 +132,10 @@ class JobInfo:
     clock); ``traceback`` is the latest failed attempt's; ``cancel`` is the reason a cancel gave
     (a ``cancelled`` job's, or a running job's that was asked to stop). ``progress`` is the
     latest value its holder reported (:meth:`Queue.progress`, ``context().progress``),
-    decoded from its JSON: a number, a str, a list or a dict; None when none was reported."""
+    decoded from its JSON: a number, a str, a list or a dict; None when none was reported.
+    ``failures`` is how many attempts failed so far: ``attempts`` (the claims, the fencing
+    token) less the grace that deferrals and reprocessing gave back, the count the engine's
+    ``max_attempts`` rule reads (for an active job it includes the attempt in hand)."""
 
     id: str
     state: JobState
@@ -146,6 +149,7 @@ class JobInfo:
     finished: float | None = None
     traceback: str | None = None
     cancel: str | None = None
+    failures: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,8 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     until,
 )
 
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store
-from codemojex.workers import Pipeline, serving
 from echomq import ConsumerOptions, Job, Minter
 
 # The flood is 2 000 guesses (CI runs that: CODEMOJEX_TEST_FULL_SCALE=1); 500 show the

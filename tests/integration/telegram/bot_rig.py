@@ -18,14 +18,14 @@ import pytest
 from sqlalchemy import select
 
 from codemojex.app import BotSettings, BotStack, running
+from codemojex.bot.gateway import PollingOptions
+from codemojex.keyspace import Keyspace
+from codemojex.pipeline import forget as forget_deployment
 from codemojex.store import Store, current_game, game_secret, sqlite_url
 from codemojex.store.models import RoomRow
-from codemojex.telegram.gateway import PollingOptions
 from codemojex.telegram.sandbox import Sandbox, SentMessage
 from codemojex.telegram.transport import TelegramConfig
-from echomq import Pool, Queue
-from echomq.testing import discard
-from echomq.wire.url import ConnectionOptions
+from echomq import ConnectionOptions, Pool
 
 ADA, BOB, CY, DEE = 1001, 1002, 1003, 1004
 LOUNGE = -1001
@@ -60,16 +60,7 @@ async def forget(valkey_url: str, prefix: str) -> None:
     """Delete the queues and keys of the bot deployed under ``prefix``."""
     pool = await Pool(ConnectionOptions.from_url(valkey_url), 1).connect()
     try:
-        for name in ("cm", "cm-settle", "cm.notify", "cm.bot.commands"):
-            await discard(Queue(prefix + name, pool))
-        for pattern in (f"{prefix}cm:*", f"cm:{{{prefix}*", f"cmn:{{{prefix}*"):
-            cursor: object = b"0"
-            while True:
-                cursor, keys = await pool.call("SCAN", cursor, "MATCH", pattern, "COUNT", 500)
-                if keys:
-                    await pool.call("DEL", *keys)
-                if cursor in (b"0", 0, "0"):
-                    break
+        await forget_deployment(pool, Keyspace(prefix))
     finally:
         await pool.close()
 

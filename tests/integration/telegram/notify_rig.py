@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 from aiogram import Bot
 
-from codemojex.services.notifier import Notifier
-from codemojex.workers.notify import NOTIFY_CONSUMER, NotificationConsumer, NotifyWorker
-from codemojex.workers.notify_policy import BadTokenError, NotifyOptions
+from codemojex.notify.api import Notifier
+from codemojex.notify.consumer import NOTIFY_CONSUMER, NotificationConsumer
+from codemojex.notify.policy import BadTokenError, NotifyOptions
+from codemojex.notify.worker import NotifyWorker
 from echomq import Minter, Queue, Tally
 
 #: The consumer options the application ships with: the tests measure what runs.

@@ -10,10 +10,12 @@ from bot_rig import (  # noqa: F401 (fixtures register)
     LOUNGE,
     bot_fixture,
     secret_of,
+    wait_for,
     wait_for_text,
 )
 
 from codemojex.app import BotStack
+from codemojex.domain import DEFAULT_SET
 from codemojex.store import balances, find_player
 from codemojex.telegram.sandbox import Sandbox
 
@@ -31,9 +33,20 @@ async def test_two_players_one_cracks_the_code_and_wins_the_pool(
     secret = await secret_of(bot.pipeline.store, LOUNGE)
     # Bob guesses the secret backwards: every emoji right, every place wrong (not 600).
     sandbox.say(BOB, "/guess " + "".join(reversed(secret)), chat=LOUNGE)
-    bob_scored = await wait_for_text(sandbox, LOUNGE, "Bob: ")
-    assert "%" in bob_scored.text
-    assert not any(symbol in bob_scored.text for symbol in secret)  # feedback, never emojis
+    backwards = "".join(reversed(secret))
+    status = await wait_for_text(sandbox, LOUNGE, f"Bob: {backwards} → ")
+    assert status.text.startswith("🎯 Live scores")
+    # Bob's own copy comes to his private chat, the guess with its score.
+    personal = await wait_for_text(sandbox, BOB, f"Your guess: Bob: {backwards} → ")
+    assert personal.text.endswith("%")
+    wrong = [next(s for s in DEFAULT_SET.symbols if s not in secret), *secret[1:]]
+    sandbox.say(ADA, "/guess " + "".join(wrong), chat=LOUNGE)
+    # One live status in the group: Ada's score edits it, it is not a message of its own.
+    both = await wait_for(
+        sandbox, LOUNGE, lambda m: m.message_id == status.message_id and "Ada: " in m.text
+    )
+    assert f"Bob: {backwards} → " in both.text
+    assert sum(m.text.startswith("🎯 Live scores") for m in sandbox.messages(LOUNGE)) == 1
 
     sandbox.say(ADA, "".join(secret), chat=LOUNGE)  # a bare message of 6 emojis
     await wait_for_text(sandbox, LOUNGE, "🎉 Ada cracked the code!")
@@ -49,7 +62,7 @@ async def test_two_players_one_cracks_the_code_and_wins_the_pool(
         assert bob is not None
         ada_wallet = await balances(session, ada.id)
         bob_wallet = await balances(session, bob.id)
-    assert (ada_wallet.diamonds, ada_wallet.clips) == (10, 99)
+    assert (ada_wallet.diamonds, ada_wallet.clips) == (10, 98)
     assert (bob_wallet.diamonds, bob_wallet.clips) == (0, 99)
 
     # The winner's balance shows in /me, and the diamonds convert into a key.

@@ -9,16 +9,47 @@ import time
 from bot_rig import ADA, CY, DEE, LOUNGE, bot_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
+from codemojex.bot.routers.convert import USAGE
+from codemojex.domain import legend
 from codemojex.store import RoomKind, balances, ensure_room, find_player
 from codemojex.telegram.sandbox import Sandbox
-from codemojex.workers.commands.convert import USAGE
 
 
-async def test_help_lists_the_commands(sandbox: Sandbox, bot: BotStack) -> None:
+async def test_help_lists_the_commands_and_explains_the_game(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
     sandbox.say(ADA, "/help")
     reply = await wait_for_text(sandbox, ADA, "/convert")
     assert "/play" in reply.text
     assert "/board" in reply.text
+    assert legend() in reply.text  # every square, from the domain's one legend
+    assert "6 different emojis out of the 24" in reply.text
+    assert "A game runs 35 hours" in reply.text
+    assert "the best score takes it" in reply.text  # what the end of the clock does
+    assert "topped back up to 100 clips" in reply.text  # how clips come back
+
+
+async def test_a_guess_that_repeats_an_emoji_is_refused_for_free(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    sandbox.say(DEE, "/play")
+    started = await wait_for_text(sandbox, DEE, "started a new game")
+    assert "🟩 right emoji, right place" in started.text  # /play explains the squares too
+    sandbox.say(DEE, "/guess 🍒🍒🍒🍒🍒🍒")
+    refused = await wait_for_text(sandbox, DEE, "Each emoji at most once: 🍒 repeated")
+    assert "6 different emojis" in refused.text
+    async with bot.pipeline.store.read() as session:
+        player = await find_player(session, DEE)
+        assert player is not None
+        assert (await balances(session, player.id)).clips == 100  # refused before any charge
+
+
+async def test_commands_are_case_insensitive_and_one_clip_is_singular(
+    sandbox: Sandbox, bot: BotStack
+) -> None:
+    sandbox.say(CY, "/PLAY")  # Telegram clients send commands in any case
+    started = await wait_for_text(sandbox, CY, "Cy started a new game")
+    assert "a guess costs 1 clip." in started.text
 
 
 async def test_unknown_command_gets_a_helpful_reply(sandbox: Sandbox, bot: BotStack) -> None:

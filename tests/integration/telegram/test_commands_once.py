@@ -11,6 +11,7 @@ from bot_rig import ADA, bot_fixture, secret_of, wait_for_text  # noqa: F401
 from sqlalchemy import func, select
 
 from codemojex.app import BotStack
+from codemojex.bot.worker import CommandWorker, Handled
 from codemojex.domain import Currency
 from codemojex.store import balances, find_player
 from codemojex.store.exchange import CONVERT_REASON
@@ -18,7 +19,6 @@ from codemojex.store.guesses import GUESS_REASON
 from codemojex.store.models import GuessRow, LedgerRow
 from codemojex.store.wallets import credit
 from codemojex.telegram.sandbox import Sandbox
-from codemojex.workers.commands.worker import CommandWorker, Handled
 from echomq import Job
 
 

@@ -10,7 +10,7 @@ import time
 from bot_rig import ADA, LOUNGE, bot_fixture, wait_for_text  # noqa: F401
 
 from codemojex.app import BotStack
-from codemojex.services.notifier import Skipped
+from codemojex.notify.api import Skipped
 from codemojex.telegram.sandbox import Sandbox
 
 

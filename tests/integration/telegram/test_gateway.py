@@ -20,11 +20,10 @@ from bot_rig import (  # noqa: F401 (fixtures register)
 )
 
 from codemojex.app import BotStack
-from codemojex.telegram.gateway import GatewayError, Poller, PollingOptions
+from codemojex.bot.gateway import GatewayError, Poller, PollingOptions
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from echomq import EchoMQError, Pool, Queue
-from echomq.wire.url import ConnectionOptions
+from echomq import ConnectionOptions, EchoMQError, Pool, Queue
 
 
 async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(

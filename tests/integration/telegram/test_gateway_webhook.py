@@ -23,9 +23,9 @@ from bot_rig import (
 )
 
 from codemojex.app import running
+from codemojex.bot.webhook import SECRET_HEADER, WebhookGateway, WebhookOptions
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from codemojex.telegram.webhook import SECRET_HEADER, WebhookGateway, WebhookOptions
 from echomq import Job, Queue
 
 SECRET = "right-secret_0123456789"

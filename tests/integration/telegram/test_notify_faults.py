@@ -9,11 +9,12 @@ from collections import Counter
 from aiogram import Bot
 from notify_rig import rig, running, until
 
-from codemojex.services.notifier import Notification, Skipped
-from codemojex.telegram.delivery import Transient
+from codemojex.notify.api import Notification, Skipped
+from codemojex.notify.delivery import Transient
+from codemojex.notify.policy import NotifyOptions
+from codemojex.notify.rate import NotifyLimits
+from codemojex.notify.worker import NotifyWorker
 from codemojex.telegram.sandbox import Faults, Sandbox
-from codemojex.workers.notify import NotifyWorker
-from codemojex.workers.notify_policy import NotifyLimits, NotifyOptions
 from echomq import Job, Minter, Queue, Retry
 
 ADA, BOB, CY = 1001, 1002, 1003

@@ -6,8 +6,9 @@ from __future__ import annotations
 from aiogram import Bot
 from notify_rig import rig, running
 
+from codemojex.notify.policy import NotifyOptions
+from codemojex.notify.rate import NotifyLimits
 from codemojex.telegram.sandbox import Sandbox
-from codemojex.workers.notify_policy import NotifyLimits, NotifyOptions
 from echomq import Queue
 
 CHATS = (1001, 1002, 1003, 1004)

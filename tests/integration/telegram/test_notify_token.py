@@ -10,9 +10,9 @@ import pytest
 from aiogram import Bot
 from notify_rig import rig, running, until
 
+from codemojex.notify.policy import BadTokenError, NotifyOptions
 from codemojex.telegram import TelegramConfig, open_bot
 from codemojex.telegram.sandbox import Sandbox
-from codemojex.workers.notify_policy import BadTokenError, NotifyOptions
 from echomq import Queue
 
 WRONG = "424242:not-the-sandbox-token"

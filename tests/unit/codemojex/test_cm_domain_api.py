@@ -13,7 +13,7 @@ PINNED = {
     "PAID_ROOM_FEE", "SETS", "STARTING_CLIPS", "CodeError", "CodemojexError", "Currency",
     "EconomyError", "EmojiSet", "EmojiSetError", "Fee", "Feedback", "GuessError", "GuessProblem",
     "Score", "diamonds_to_keys", "draw_secret", "get_set", "parse_guess", "room_fee", "score",
-    "split_pool",
+    "split_pool", "DAILY_CLIPS", "allowance", "legend", "unit",
 }  # fmt: skip
 
 

@@ -105,3 +105,20 @@ def test_bad_pools_and_winner_lists_are_refused() -> None:
     with pytest.raises(EconomyError) as caught:
         split_pool(10, ["PLR0000000000a", "PLR0000000000a"])
     assert caught.value.reason == "duplicate"
+
+
+def test_the_daily_allowance_refills_a_player_who_cannot_pay_once_a_day() -> None:
+    from codemojex.domain import DAILY_CLIPS, allowance
+
+    assert allowance(0, fee=1, granted_today=False) == DAILY_CLIPS
+    assert allowance(0, fee=1, granted_today=True) == 0  # once per UTC day
+    assert allowance(1, fee=1, granted_today=False) == 0  # can still pay: nothing yet
+    with pytest.raises(EconomyError):
+        allowance(-1, fee=1, granted_today=False)
+
+
+def test_one_of_a_currency_is_singular() -> None:
+    from codemojex.domain import unit
+
+    assert [unit(n, Currency.CLIPS) for n in (0, 1, 2)] == ["clips", "clip", "clips"]
+    assert unit(1, Currency.DIAMONDS) == "diamond"

@@ -125,3 +125,12 @@ def test_bad_arguments_exit_2_with_the_reason(
         main(["flood", *argv])
     assert stopped.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_report_says_why_notifications_still_wait() -> None:
+    from codemojex.flood.report import waiting_note
+
+    note = waiting_note(486)
+    assert note.startswith("486 notifications still wait")
+    assert "not lost" in note
+    assert "20 a minute to one group" in note

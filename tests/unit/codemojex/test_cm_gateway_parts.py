@@ -8,12 +8,14 @@ import asyncio
 
 import pytest
 
-from codemojex.telegram.admission import update_chat, update_dedup_key, update_id_of
-from codemojex.telegram.gateway import PollingOptions, redact
-from codemojex.telegram.webhook import WebhookOptions, is_authorised, new_secret
-from codemojex.workers.commands import CommandOptions, LaneLocks
-from codemojex.workers.commands.convert import parse_amount
-from codemojex.workers.commands.guess import looks_like_emojis
+from codemojex.bot.api import update_chat, update_dedup_key, update_id_of
+from codemojex.bot.context import CommandOptions
+from codemojex.bot.gateway import PollingOptions
+from codemojex.bot.routers.convert import parse_amount
+from codemojex.bot.routers.guess import looks_like_emojis
+from codemojex.bot.webhook import WebhookOptions, is_authorised, new_secret
+from codemojex.bot.worker import LaneLocks
+from codemojex.telegram.transport import redact
 
 CHAT = {"id": -1001, "type": "group"}
 

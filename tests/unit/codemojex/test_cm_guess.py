@@ -46,8 +46,16 @@ def test_six_symbols_are_read_with_or_without_separators_and_command(text: str) 
     assert parse_guess(text, DEFAULT_SET) == SIX
 
 
-def test_duplicates_are_allowed_in_a_guess() -> None:
-    assert parse_guess("🍎🍎🍎🍎🍎🍎", DEFAULT_SET) == ("🍎",) * 6
+def test_a_repeated_emoji_is_refused_naming_it() -> None:
+    with pytest.raises(GuessError) as refused:
+        parse_guess("🍒🍒🍎🍌🍒🍌", DEFAULT_SET)
+    assert refused.value.reason is GuessProblem.REPEATED
+    assert refused.value.unknown == ("🍒", "🍌")
+    assert "distinct" in str(refused.value)
+
+
+def test_a_guess_recorded_before_the_distinct_rule_still_reads() -> None:
+    assert parse_guess("🍎🍎🍎🍎🍎🍎", DEFAULT_SET, distinct=False) == ("🍎",) * 6
 
 
 def test_multi_code_point_symbols_are_single_symbols_by_longest_match() -> None:
@@ -67,7 +75,14 @@ def test_a_missing_or_extra_variation_selector_is_tolerated() -> None:
     signs = SETS["signs"]
     # ❤ without U+FE0F, 👍 with a stray one, 🏳‍🌈 without its inner U+FE0F, ✌ with two.
     text = "\u2764 \U0001f44d\ufe0f \U0001f3f3\u200d\U0001f308 \u270c\ufe0f\ufe0f 🏁 🏁"
-    assert parse_guess(text, signs) == (HEART, THUMBS_UP, RAINBOW_FLAG, VICTORY, "🏁", "🏁")
+    assert parse_guess(text, signs, distinct=False) == (
+        HEART,
+        THUMBS_UP,
+        RAINBOW_FLAG,
+        VICTORY,
+        "🏁",
+        "🏁",
+    )
 
 
 def test_symbols_are_returned_as_the_keyboard_spells_them() -> None:

@@ -20,14 +20,9 @@ from aiogram.exceptions import (
 )
 from aiogram.methods import SendMessage
 
-from codemojex.telegram.delivery import BadToken, Permanent, Transient, classify
-from codemojex.workers.notify_policy import (
-    BadTokenError,
-    NotifyLimits,
-    NotifyOptions,
-    RecentChats,
-    backoff,
-)
+from codemojex.notify.delivery import BadToken, Permanent, Transient, classify
+from codemojex.notify.policy import BadTokenError, NotifyOptions, backoff
+from codemojex.notify.rate import NotifyLimits, RecentChats
 
 METHOD = SendMessage(chat_id=1001, text="hi")
 TOKEN = "123456:SECRET-token"

@@ -99,3 +99,12 @@ def test_a_score_whose_fields_disagree_is_refused() -> None:
         Score((100,) * 6, 500, (Feedback.EXACT,) * 6)
     with pytest.raises(CodeError):
         Score((100,) * 6, 600, (Feedback.EXACT,) * 5)
+
+
+def test_the_legend_explains_every_square_once_from_the_feedback_classes() -> None:
+    from codemojex.domain import legend
+
+    lines = legend().splitlines()
+    assert [line.split()[0] for line in lines] == [f.symbol for f in Feedback]
+    assert lines[0] == "🟩 right emoji, right place"
+    assert "not in the code" in lines[-1]

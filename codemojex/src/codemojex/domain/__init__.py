@@ -5,15 +5,18 @@ deterministic. The rest of the application imports from here.
 """
 
 from codemojex.domain.economy import (
+    DAILY_CLIPS,
     DIAMONDS_PER_KEY,
     FREE_ROOM_FEE,
     PAID_ROOM_FEE,
     STARTING_CLIPS,
     Currency,
     Fee,
+    allowance,
     diamonds_to_keys,
     room_fee,
     split_pool,
+    unit,
 )
 from codemojex.domain.emoji import CODE_LENGTH, DEFAULT_SET, SETS, EmojiSet, get_set
 from codemojex.domain.errors import (
@@ -25,11 +28,12 @@ from codemojex.domain.errors import (
     GuessProblem,
 )
 from codemojex.domain.guess import parse_guess
-from codemojex.domain.scoring import MAX_TOTAL, Feedback, Score, score
+from codemojex.domain.scoring import MAX_TOTAL, Feedback, Score, legend, score
 from codemojex.domain.secret import draw_secret
 
 __all__ = [
     "CODE_LENGTH",
+    "DAILY_CLIPS",
     "DEFAULT_SET",
     "DIAMONDS_PER_KEY",
     "FREE_ROOM_FEE",
@@ -48,11 +52,14 @@ __all__ = [
     "GuessError",
     "GuessProblem",
     "Score",
+    "allowance",
     "diamonds_to_keys",
     "draw_secret",
     "get_set",
+    "legend",
     "parse_guess",
     "room_fee",
     "score",
     "split_pool",
+    "unit",
 ]

@@ -46,13 +46,35 @@ PAID_ROOM_FEE: Final = Fee(Currency.KEYS, 1)
 STARTING_CLIPS: Final = 100
 """Clips granted to a new player, so free rooms are playable at once."""
 
+DAILY_CLIPS: Final = STARTING_CLIPS
+"""The daily allowance: once per UTC day, a player short of clips is topped back up to this."""
+
 DIAMONDS_PER_KEY: Final = 10
 """Diamonds that convert into one key."""
+
+
+def unit(amount: int, currency: Currency) -> str:
+    """The currency's word for ``amount`` of it: ``clip`` for one, ``clips`` otherwise."""
+    return currency.value[:-1] if amount == 1 else currency.value
 
 
 def room_fee(*, is_paid: bool) -> Fee:
     """The default fee of a guess: keys in a paid room, clips in a free one."""
     return PAID_ROOM_FEE if is_paid else FREE_ROOM_FEE
+
+
+def allowance(clips: int, *, fee: int, granted_today: bool) -> int:
+    """The clips a player's daily allowance credits now: enough to bring ``clips`` back to
+    :data:`DAILY_CLIPS` when they cannot pay a guess (``clips`` < ``fee``) and nothing was
+    granted yet this UTC day; else 0. Clips win nothing, so the refill only keeps free rooms
+    playable: at most one top-up a day, never above the allowance."""
+    if clips < 0:
+        raise EconomyError("clips", clips, "negative", "a balance is 0 or more")
+    if fee < 1:
+        raise EconomyError("fee", fee, "not_positive", "a fee is at least 1")
+    if granted_today or clips >= fee:
+        return 0
+    return max(0, DAILY_CLIPS - clips)
 
 
 def diamonds_to_keys(diamonds: int) -> tuple[int, int]:

@@ -37,13 +37,16 @@ class GuessProblem(StrEnum):
     TOO_FEW = "too_few"
     TOO_MANY = "too_many"
     UNKNOWN_SYMBOL = "unknown_symbol"
+    REPEATED = "repeated"
+    """An emoji appears twice: the secret is six distinct emojis, so a guess is too."""
 
 
 class GuessError(CodemojexError, ValueError):
     """A guess text was refused before any charge.
 
     ``found`` is how many keyboard symbols were read, ``expected`` how many a guess needs,
-    ``unknown`` the text not on the keyboard, as typed (empty unless that is the problem).
+    ``unknown`` the text not on the keyboard, as typed, or the repeated emojis (empty unless
+    one of those is the problem).
     """
 
     reason: GuessProblem

@@ -19,11 +19,14 @@ COMMAND: Final = "/guess"
 _ZWJ: Final = "\u200d"
 
 
-def parse_guess(text: str, keyboard: EmojiSet) -> tuple[str, ...]:
+def parse_guess(text: str, keyboard: EmojiSet, *, distinct: bool = True) -> tuple[str, ...]:
     """The symbols of ``text``, spelled as ``keyboard`` spells them.
 
     Refusals, in this order: text not on the keyboard (every such symbol is named, as typed),
-    then no symbols at all (``empty``), then fewer or more than :data:`CODE_LENGTH`.
+    then no symbols at all (``empty``), then fewer or more than :data:`CODE_LENGTH`, then (with
+    ``distinct``, as for every new guess) an emoji given twice (``repeated``, each one named):
+    the secret is six distinct emojis. ``distinct=False`` reads a guess recorded before that
+    rule.
     """
     body = _strip_command(text)
     # Drop U+FE0F but remember where each kept character was, to quote unknown symbols as typed.
@@ -70,6 +73,16 @@ def parse_guess(text: str, keyboard: EmojiSet) -> tuple[str, ...]:
             f"too {word} emojis: found {len(symbols)}, need {CODE_LENGTH}",
             found=len(symbols),
             expected=CODE_LENGTH,
+        )
+    repeated = tuple(dict.fromkeys(s for s in symbols if symbols.count(s) > 1))
+    if distinct and repeated:
+        raise GuessError(
+            GuessProblem.REPEATED,
+            f"each emoji at most once (the code is {CODE_LENGTH} distinct emojis): "
+            f"{' '.join(repeated)} repeated",
+            found=len(symbols),
+            expected=CODE_LENGTH,
+            unknown=repeated,
         )
     return tuple(symbols)
 

@@ -86,6 +86,26 @@ _SYMBOLS: Final = MappingProxyType(
 )
 
 
+LEGEND: Final = (
+    (Feedback.EXACT, "right emoji, right place", "right place"),
+    (Feedback.ADJACENT, "in the code, 1 place off", "1 off"),
+    (Feedback.NEAR, "2 or 3 places off", "2–3 off"),
+    (Feedback.FAR, "4 places off", "4 off"),
+    (Feedback.MAX, "5 places off (the far end)", "5 off"),
+    (Feedback.MISS, "not in the code", "not in it"),
+)
+"""What each square means, for people (in full, and short), in the order of the table above."""
+
+
+def legend(*, short: bool = False) -> str:
+    """The squares explained, built from :class:`Feedback`: one per line
+    (``🟩 right emoji, right place``…), or with ``short`` one line for the keyboard message
+    (``🟩 right place · 🟨 1 off · …``). The one legend every message shows."""
+    if short:
+        return " · ".join(f"{feedback.symbol} {brief}" for feedback, _, brief in LEGEND)
+    return "\n".join(f"{feedback.symbol} {meaning}" for feedback, meaning, _ in LEGEND)
+
+
 @dataclass(frozen=True, slots=True)
 class Score:
     """The score of one guess: points per position, their total, and each position's class.

@@ -21,8 +21,9 @@ from codemojex.flood.measure import GuessSample, percentile
 from codemojex.flood.scenario import FloodOptions, Plan, PlayerPlan, RoomPlan, plan
 from codemojex.flood.seeding import Seeded, discard_run, seed, unscored_count
 from codemojex.flood.sending import SendCounts, Sending, open_sending
+from codemojex.game.settle import SettleOutcome
+from codemojex.pipeline import Pipeline, serving
 from codemojex.store import open_store, sqlite_url
-from codemojex.workers import Pipeline, SettleOutcome, serving
 from echomq import ConnectionOptions, ConsumerOptions, Job, Minter, Pool, Subscription
 
 log = logging.getLogger("codemojex.flood")
@@ -52,7 +53,8 @@ class Trace:
     sends: tuple[float, ...]
     notifications: SendCounts
     expected_notifications: int
-    """Notifications the game asked for: one per scored guess, one per close, one per result."""
+    """Notifications the game asked for: two per scored guess (the group's status, the
+    player's own), one per crack, one per close, one per result."""
     unscored: int
     """Guesses the store still holds unscored at the end (0 when nothing was lost)."""
     refused: int
@@ -85,6 +87,7 @@ class _Run:
         self.refused = 0
         self.closed: set[str] = set()
         self.results = 0
+        self.cracked = 0
         self.flood = (0.0, 0.0)
 
     def now(self) -> float:
@@ -148,6 +151,7 @@ class _Run:
                 for watcher in room.watchers:
                     await self._tell(watcher, settled.game, f"{over}: the top score {top}")
                 self.closed.add(settled.game)
+                self.cracked += settled.top_score == MAX_TOTAL
         return settled
 
     async def _tell(self, user: int, game: str, text: str) -> None:
@@ -189,7 +193,10 @@ class _Run:
             for job, (room, player, at, charged) in self.submitted.items()
         )
         sends = tuple(at - self.t0_monotonic for at in sending.send_times())
-        expected = len(self.submitted) - unscored + len(self.closed) + self.results
+        # Every room is a group: a scored guess updates the room's live status and tells its
+        # player privately (two notifications); a crack is also announced to the room.
+        scored = len(self.submitted) - unscored
+        expected = 2 * scored + self.cracked + len(self.closed) + self.results
         return Trace(
             self.plan, samples, sends, counts, expected, unscored, self.refused,
             len(self.closed), self.now(), self.flood,
@@ -276,7 +283,7 @@ async def run_flood(
                 counts = await sending.counts()
             return run.trace(sending, counts, await unscored_count(store))
         finally:
-            await discard_run(pipeline, prefix)
+            await discard_run(pipeline)
             await minter.release()
             await pool.close()
             await store.close()

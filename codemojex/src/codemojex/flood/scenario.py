@@ -142,7 +142,7 @@ class Plan:
 
 def _guess(rng: random.Random, symbols: tuple[str, ...], secret: tuple[str, ...]) -> str:
     while True:
-        drawn = tuple(rng.choice(symbols) for _ in range(CODE_LENGTH))
+        drawn = tuple(rng.sample(symbols, CODE_LENGTH))  # distinct, as the game requires
         if drawn != secret:  # only the finale cracks a code
             return "".join(drawn)
 

@@ -11,10 +11,9 @@ from sqlalchemy import func, select
 
 from codemojex.domain import FREE_ROOM_FEE, Currency
 from codemojex.flood.scenario import KEYBOARD, Plan, RoomPlan
+from codemojex.pipeline import Pipeline
 from codemojex.store import RoomKind, Store, create_game, credit, ensure_player, ensure_room
 from codemojex.store.models import GuessRow
-from codemojex.workers import Pipeline
-from echomq.testing import discard
 
 DEADLINE_MARGIN = 1.5
 """Seconds a quiet game outlives its players' last guess, so the timer, not a refusal, ends it."""
@@ -76,22 +75,6 @@ async def unscored_count(store: Store) -> int:
         return int(await session.scalar(query) or 0)
 
 
-async def discard_run(pipeline: Pipeline, prefix: str) -> None:
-    """Delete the run's queues, its board keys (under ``prefix``) and the notifier's keys (its
-    delivered ids and token buckets, under the notify queue's hash tag)."""
-    for queue in (pipeline.queues.score, pipeline.queues.settle, pipeline.queues.notify):
-        await discard(queue)
-    notify = pipeline.queues.notify.name
-    for pattern in (f"{prefix}cm:*", f"cmn:{{{notify}}}:*", f"emqb:{{{notify}}}:*"):
-        await _delete_matching(pipeline, pattern)
-
-
-async def _delete_matching(pipeline: Pipeline, pattern: str) -> None:
-    wire = pipeline.queues.wire
-    cursor: bytes | str | int = b"0"
-    while True:
-        cursor, keys = await wire.call("SCAN", cursor, "MATCH", pattern, "COUNT", 500)
-        if keys:
-            await wire.call("DEL", *keys)
-        if cursor in (b"0", 0, "0"):
-            break
+async def discard_run(pipeline: Pipeline) -> None:
+    """Delete the run's queues and keys (the pipeline's own, its notify buckets included)."""
+    await pipeline.forget()

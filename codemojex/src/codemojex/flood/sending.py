@@ -11,10 +11,10 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 from codemojex.flood.scenario import Plan
+from codemojex.notify.consumer import NotificationConsumer
+from codemojex.pipeline import Pipeline
 from codemojex.telegram.sandbox import Sandbox, SandboxOptions
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from codemojex.workers import Pipeline
-from codemojex.workers.notify import NotificationConsumer
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,7 +22,8 @@ class SendCounts:
     """What the notification path did: the worker's ``delivered``, ``deferred`` (over a budget,
     put back, no attempt spent), ``retried`` (transient failures), ``dropped`` (permanent
     failures) and ``dead`` (out of attempts); the sandbox's ``too_many_requests`` (429s it
-    answered) and ``sandbox_delivered``; ``pending``: notifications still on ``cm.notify``."""
+    answered) and ``sandbox_delivered``; ``pending``: notifications still on ``cm.notify``;
+    ``coalesced``: status updates a later send of the same live status message showed."""
 
     delivered: int = 0
     deferred: int = 0
@@ -32,6 +33,7 @@ class SendCounts:
     too_many_requests: int = 0
     sandbox_delivered: int = 0
     pending: int = 0
+    coalesced: int = 0
 
 
 class Sending:
@@ -65,6 +67,7 @@ class Sending:
             too_many_requests=stats.too_many_requests,
             sandbox_delivered=stats.delivered,
             pending=queue.pending + queue.scheduled + queue.active,
+            coalesced=worker.coalesced,
         )
 
     def has_delivered(self, chats: Sequence[int]) -> bool:

@@ -1,10 +1,12 @@
-"""The SQL system of record: players, wallets with an append-only ledger, rooms, games, guesses.
+"""The SQL system of record: players, wallets with an append-only ledger, rooms, games, guesses;
+and the Valkey board (:class:`Board`) with the typed key/value layer (:mod:`codemojex.store.kv`).
 
 SQLite by default (a file), PostgreSQL by URL. Repository functions take an ``AsyncSession``
 from :meth:`Store.transaction` and never commit: the caller's block is the transaction.
 """
 
-from codemojex.store.board import Board, Standing, board_key, close_lock_key
+from codemojex.store._sql import checked_id
+from codemojex.store.board import Board, Standing
 from codemojex.store.engine import Store, open_store, sqlite_url
 from codemojex.store.errors import (
     GameClosed,
@@ -64,9 +66,8 @@ __all__ = [
     "Store",
     "UnsupportedDatabase",
     "balances",
-    "board_key",
+    "checked_id",
     "close_game",
-    "close_lock_key",
     "create_game",
     "credit",
     "current_game",

@@ -12,14 +12,13 @@ from sqlalchemy.sql.dml import ReturningInsert
 from codemojex.domain import EconomyError
 from codemojex.store.errors import InvalidId
 from codemojex.store.models import Base
-from echomq import InvalidArgument
-from echomq.engine.ids import validate
+from echomq import InvalidArgument, validate_id
 
 
 def checked_id(value: object, namespace: str, argument: str) -> str:
     """``value`` if it is a branded id of ``namespace``; otherwise :class:`InvalidId`."""
     try:
-        return validate(value, namespace, argument)
+        return validate_id(value, namespace, argument)
     except InvalidArgument as error:
         raise InvalidId(argument, value, namespace, error.reason) from None
 

@@ -1,6 +1,6 @@
 """A game's Valkey keys: the leaderboard (a sorted set of each player's best total) and the close
-lock. Both live under the game's hash tag (``cm:{GAM…}:board``, ``cm:{GAM…}:closed``), so one
-game's keys share a cluster slot; this module is the only place that builds them.
+lock. Both live under the game's hash tag (:class:`codemojex.keyspace.GameKeys`), so one game's
+keys share a cluster slot.
 
 The board is derived data: SQL is the system of record, and a lost board can be rebuilt from the
 scored guesses. ``ZADD … GT`` keeps the best total, so replaying a score never lowers it.
@@ -8,27 +8,11 @@ scored guesses. ``ZADD … GT`` keeps the best total, so replaying a score never
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from typing import Final
 
+from codemojex.keyspace import GameKeys
 from codemojex.store._sql import checked_id
 from echomq import Wire
-
-DEFAULT_PREFIX: Final = "cm"
-"""Every key of a game is ``<prefix>:{<game id>}:<suffix>``; ``cm`` unless told otherwise."""
-
-_PREFIX: Final = re.compile(r"[A-Za-z0-9._-]{1,128}")
-
-
-def board_key(game: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """The sorted set of best totals of ``game`` (member: ``PLR`` id, score: best total)."""
-    return f"{prefix}:{{{checked_id(game, 'GAM', 'game')}}}:board"
-
-
-def close_lock_key(game: str, prefix: str = DEFAULT_PREFIX) -> str:
-    """The close lock of ``game``: taken ``NX`` by the settlement that closes it."""
-    return f"{prefix}:{{{checked_id(game, 'GAM', 'game')}}}:closed"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +24,18 @@ class Standing:
 
 
 class Board:
-    """The boards and close locks of every game, on one Valkey ``wire`` (e.g. the queues' pool).
+    """The boards and close locks of every game, on one Valkey ``wire`` (e.g. the queues' pool),
+    under ``keys`` (the deployment's :attr:`codemojex.keyspace.Keyspace.game`)."""
 
-    ``prefix`` (``[A-Za-z0-9._-]``, default ``cm``) keeps deployments on one server apart.
-    """
-
-    def __init__(self, wire: Wire, *, prefix: str = DEFAULT_PREFIX) -> None:
-        if not isinstance(prefix, str) or _PREFIX.fullmatch(prefix) is None:
-            raise ValueError(f"prefix {prefix!r}: 1 to 128 of [A-Za-z0-9._-]")
+    def __init__(self, wire: Wire, keys: GameKeys) -> None:
         self.wire = wire
-        self.prefix = prefix
+        self.keys = keys
+
+    def _board(self, game: str) -> str:
+        return self.keys.board(checked_id(game, "GAM", "game"))
+
+    def _lock(self, game: str) -> str:
+        return self.keys.close_lock(checked_id(game, "GAM", "game"))
 
     # -- the leaderboard -----------------------------------------------------------------------
 
@@ -59,21 +45,21 @@ class Board:
         Idempotent and order-free: the set keeps the greatest total ever offered.
         """
         player = checked_id(player, "PLR", "player")
-        key = board_key(game, self.prefix)
+        key = self._board(game)
         changed = await self.wire.call("ZADD", key, "GT", "CH", total, player)
         return int(changed) == 1
 
     async def best(self, game: str, player: str) -> int | None:
         """``player``'s best total in ``game``, or ``None`` if they have no scored guess."""
         player = checked_id(player, "PLR", "player")
-        value = await self.wire.call("ZSCORE", board_key(game, self.prefix), player)
+        value = await self.wire.call("ZSCORE", self._board(game), player)
         return None if value is None else int(float(value))
 
     async def top(self, game: str, n: int = 10) -> tuple[Standing, ...]:
         """The ``n`` best players of ``game``, best first, ties in ascending id order."""
         if isinstance(n, bool) or not isinstance(n, int) or n < 1:
             raise ValueError(f"n {n!r}: the number of rows is an integer >= 1")
-        key = board_key(game, self.prefix)
+        key = self._board(game)
         flat = await self.wire.call("ZRANGE", key, 0, n - 1, "REV", "WITHSCORES")
         rows = _standings(flat)
         if len(rows) < n:
@@ -95,9 +81,7 @@ class Board:
         Returns ``None`` when ``holder`` took the lock, else the value already there (which is
         ``holder`` itself when an earlier attempt of the same holder took it).
         """
-        found = await self.wire.call(
-            "SET", close_lock_key(game, self.prefix), holder, "NX", "GET", "PX", ttl_ms
-        )
+        found = await self.wire.call("SET", self._lock(game), holder, "NX", "GET", "PX", ttl_ms)
         return None if found is None else _text(found)
 
     async def mark_settled(self, game: str, mark: str, keep_s: int) -> None:
@@ -105,8 +89,8 @@ class Board:
         disappear after ``keep_s`` seconds."""
         await self.wire.call_many(
             [
-                ("SET", close_lock_key(game, self.prefix), mark, "EX", keep_s),
-                ("EXPIRE", board_key(game, self.prefix), keep_s),
+                ("SET", self._lock(game), mark, "EX", keep_s),
+                ("EXPIRE", self._board(game), keep_s),
             ]
         )
 

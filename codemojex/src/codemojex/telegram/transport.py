@@ -38,3 +38,12 @@ def open_bot(config: TelegramConfig) -> Bot:
     api = PRODUCTION if config.is_telegram else TelegramAPIServer.from_base(config.base.rstrip("/"))
     session = AiohttpSession(api=api, timeout=config.timeout)
     return Bot(config.token, session=session)
+
+
+def redact(text: str, token: str) -> str:
+    """``text`` with the bot token (and its secret half) cut out: error texts may quote a URL,
+    or only the part after the colon. The one redaction of the delivery and the gateway."""
+    for secret in (token, token.partition(":")[2]):
+        if secret:
+            text = text.replace(secret, "<token>")
+    return text

@@ -1,0 +1,141 @@
+"""The notification stage's producer API, the one way other stages reach it: a message for a
+chat becomes a job on that chat's lane of ``cm.notify`` (:class:`Notifier`), unless the chat
+blocked the bot (the blocklist the notification worker keeps); and the queue itself
+(:func:`notify_queue`), built here and nowhere else.
+
+No Telegram I/O here: sending (rate limits, retries, Telegram) is the notification worker's job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from codemojex.keyspace import Keyspace, NotifyKeys
+from codemojex.notify.blocklist import Blocklist
+from codemojex.notify.status import StatusBoard
+from codemojex.store.kv import Valkey
+from echomq import Minter, Queue, Verdict, Wire
+
+
+def notify_queue(wire: Wire, keyspace: Keyspace, minter: Minter) -> Queue:
+    """The deployment's ``cm.notify`` on ``wire``: one lane per chat. The one place the queue
+    is constructed, so a queue-wide setting (such as per-lane ordering) is set here."""
+    return Queue(keyspace.notify_queue, wire, minter=minter)
+
+
+@dataclass(frozen=True, slots=True)
+class Skipped:
+    """A notification not enqueued: ``reason`` says why (``"chat blocked"``)."""
+
+    chat: int
+    reason: str
+    kind: Literal["skipped"] = "skipped"
+
+    @property
+    def ok(self) -> bool:
+        """A skip is a normal outcome, like a duplicate."""
+        return True
+
+    def __str__(self) -> str:
+        return f"skipped: {self.reason}"
+
+
+@dataclass(frozen=True, slots=True)
+class Notification:
+    """One message for one chat: ``id`` is its ``NOT`` id, ``chat`` the Telegram chat id.
+
+    ``markup`` is a Bot API ``reply_markup`` object (an inline keyboard); ``edit`` names a message
+    of the bot's in ``chat`` whose text (and markup) this notification replaces instead of sending
+    a new message. ``status`` (a ``GAM`` id) makes it the group game's live status message:
+    ``text`` is its title, the lines are read when it is sent, ``version`` is the status it
+    must show at least (see :mod:`codemojex.notify.status`).
+    """
+
+    id: str
+    chat: int
+    text: str
+    markup: dict[str, Any] | None = None
+    edit: int | None = None
+    status: str | None = None
+    version: int = 0
+
+    def payload(self) -> dict[str, Any]:
+        """The job payload on ``cm.notify`` (optional fields only when set)."""
+        body: dict[str, Any] = {"notification": self.id, "chat": self.chat, "text": self.text}
+        if self.markup is not None:
+            body["markup"] = self.markup
+        if self.edit is not None:
+            body["edit"] = self.edit
+        if self.status is not None:
+            body["status"] = self.status
+            body["version"] = self.version
+        return body
+
+    @classmethod
+    def from_payload(cls, payload: dict[str, Any]) -> Notification:
+        """The notification a ``cm.notify`` job carries."""
+        markup = payload.get("markup")
+        edit = payload.get("edit")
+        status = payload.get("status")
+        return cls(
+            str(payload["notification"]),
+            int(payload["chat"]),
+            str(payload["text"]),
+            markup=dict(markup) if markup is not None else None,
+            edit=int(edit) if edit is not None else None,
+            status=str(status) if status is not None else None,
+            version=int(payload.get("version", 0)),
+        )
+
+
+class Notifier:
+    """Enqueues notifications on ``queue`` (``cm.notify``), one lane per chat, skipping the
+    chats on the blocklist."""
+
+    def __init__(self, queue: Queue, minter: Minter) -> None:
+        self.queue = queue
+        self.minter = minter
+        kv = Valkey(queue.wire)
+        self.blocklist = Blocklist(kv, NotifyKeys(queue.name))
+        self.statuses = StatusBoard(kv, NotifyKeys(queue.name))
+
+    async def unblock(self, chat: int) -> bool:
+        """``chat`` talks to the bot again: take it off the blocklist; True when it was on it."""
+        return await self.blocklist.unmark(chat)
+
+    async def notify(
+        self,
+        chat: int,
+        text: str,
+        *,
+        markup: dict[str, Any] | None = None,
+        edit: int | None = None,
+        dedup_key: str | None = None,
+    ) -> Verdict | Skipped:
+        """Enqueue ``text`` for ``chat``; with ``dedup_key``, once while the first is pending.
+
+        A chat that blocked the bot gets nothing: the answer is ``Skipped(chat, "chat blocked")``.
+        """
+        if await self.blocklist.has(chat):
+            return Skipped(chat, "chat blocked")
+        notification = Notification(self.minter.mint("NOT"), chat, text, markup, edit)
+        return await self.queue.enqueue(
+            notification.payload(), group=str(chat), dedup_key=dedup_key
+        )
+
+    async def status(
+        self, chat: int, game: str, *, title: str, player: str, line: str, rank: int
+    ) -> Verdict | Skipped:
+        """Put ``player``'s ``line`` on ``game``'s live status message in group ``chat`` (best
+        ``rank`` first) and enqueue its update: one send or edit shows every line set so far,
+        so updates that queue up behind the group's budget cost one edit, not one each."""
+        if await self.blocklist.has(chat):
+            return Skipped(chat, "chat blocked")
+        version = await self.statuses.post(game, player, line, rank)
+        notification = Notification(
+            self.minter.mint("NOT"), chat, title, status=game, version=version
+        )
+        return await self.queue.enqueue(
+            notification.payload(), group=str(chat), dedup_key=f"status:{game}:{version}"
+        )

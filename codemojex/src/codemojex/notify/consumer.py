@@ -1,0 +1,56 @@
+"""The consumer of ``cm.notify``: how it claims (batches, leases) and how it stops on a bad
+token, around :class:`~codemojex.notify.worker.NotifyWorker`."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from codemojex.notify.policy import BadTokenError, NotifyCounts
+from codemojex.notify.worker import NotifyWorker
+from echomq import Consumer, ConsumerOptions, Tally
+
+#: How the notification consumer works unless told otherwise: batches as long as a chat's
+#: burst (a lane's burst goes in one claim under a backlog); eight sends in hand are plenty for
+#: 30/s (more only contend for the global bucket: the flood test measured half the deferrals
+#: at 8 as at 16, at the same throughput); a short beat and idle upkeep, because a deferral
+#: scheduled while the consumer is parked comes back only at its next upkeep (an idle one
+#: costs one tick script); leases far longer than a send.
+NOTIFY_CONSUMER = ConsumerOptions(concurrency=8, lease=60.0, batch=3, beat=0.25, idle_upkeep=0.25)
+
+
+class NotificationConsumer(Consumer):
+    """A consumer of ``cm.notify`` running ``worker``: its ``max_attempts`` is the worker's
+    ``attempts``; ``run`` checks the token first and raises :class:`BadTokenError` (after
+    stopping, with every notification still queued) when the Bot API refuses it."""
+
+    def __init__(
+        self,
+        worker: NotifyWorker,
+        options: ConsumerOptions | None = None,
+        *,
+        name: str = "notify",
+        check_token: bool = True,
+    ) -> None:
+        options = dataclasses.replace(
+            options or NOTIFY_CONSUMER, max_attempts=worker.options.attempts
+        )
+        super().__init__(worker.queue, worker, options, name=name)
+        self.worker = worker
+        self.check_token = check_token
+        worker.on_fault = self._fault
+
+    def _fault(self, error: BadTokenError) -> None:
+        self.stop()
+
+    @property
+    def counts(self) -> NotifyCounts:
+        """The worker's counters (a snapshot)."""
+        return self.worker.counts
+
+    async def run(self) -> Tally:
+        if self.check_token:
+            await self.worker.check_token()
+        tally = await super().run()
+        if self.worker.fault is not None:
+            raise self.worker.fault
+        return tally

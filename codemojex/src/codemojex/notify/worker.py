@@ -1,0 +1,206 @@
+"""The notification worker, the handler of ``cm.notify``, in three layers: fairness
+(:mod:`~codemojex.notify.fairness`: a lane per chat, so one chat's burst cannot starve the
+others), rate (:mod:`~codemojex.notify.rate`: one atomic take of the engine's token buckets
+before each send; over budget the notification is deferred, never dropped) and delivery
+(:mod:`~codemojex.notify.delivery`: success completes; transient failures back off; permanent
+ones drop; a bad token stops).
+
+At most one delivery per ``NOT`` id on our side: a delivered id is recorded (for a day: it only
+has to outlive a crash between the send and the complete, see ``keep_delivered``) and checked
+before each send. The window left open is a crash (or a lost connection)
+between Telegram's answer and the record: that notification is sent again once its lease is
+reaped. Closing it would need Telegram to deduplicate, which the Bot API cannot.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import random
+from collections.abc import Callable
+
+import aiohttp
+from aiogram import Bot
+from aiogram.exceptions import AiogramError
+
+from codemojex.keyspace import NotifyKeys
+from codemojex.notify.api import Notification
+from codemojex.notify.blocklist import Blocklist
+from codemojex.notify.delivery import BadToken, Delivered, Permanent, Transient, classify, deliver
+from codemojex.notify.fairness import ChatTurns
+from codemojex.notify.policy import BadTokenError, NotifyCounts, NotifyOptions
+from codemojex.notify.rate import Rate
+from codemojex.notify.records import Records
+from codemojex.notify.status import StatusBoard, StatusView
+from codemojex.store.kv import Valkey
+from echomq import Defer, Drop, Job, Queue, Retry
+
+log = logging.getLogger("codemojex.notify")
+
+
+class NotifyWorker:
+    """The handler of ``cm.notify``: ``await worker(job)`` sends one notification or says why
+    not through the consumer's signals (``Defer``: over budget; ``Retry``: transient; ``Drop``:
+    malformed). Run it with :class:`NotificationConsumer`, which honours its ``attempts``.
+    Its keys are the :class:`~codemojex.keyspace.NotifyKeys` of ``queue``."""
+
+    def __init__(
+        self,
+        bot: Bot,
+        queue: Queue,
+        options: NotifyOptions | None = None,
+        *,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.bot = bot
+        self.queue = queue
+        self.options = options or NotifyOptions()
+        kv = Valkey(queue.wire)
+        self.rate = Rate(queue, self.options.limits, self.options.hold)
+        keys = NotifyKeys(queue.name)
+        self.blocklist = Blocklist(kv, keys)
+        self.records = Records(kv, keys, self.options.keep_delivered)
+        self.statuses = StatusBoard(kv, keys)
+        self.rng = rng or random.Random()
+        self.fault: BadTokenError | None = None
+        #: Called once with the error when the token turns out bad (the consumer stops).
+        self.on_fault: Callable[[BadTokenError], None] | None = None
+        self.turns = ChatTurns()
+        self._tally = dict.fromkeys((f.name for f in dataclasses.fields(NotifyCounts)), 0)
+
+    @property
+    def counts(self) -> NotifyCounts:
+        return NotifyCounts(**self._tally)
+
+    def _count(self, name: str, n: int = 1) -> None:
+        self._tally[name] += n
+
+    async def __call__(self, job: Job) -> None:
+        try:
+            notification = Notification.from_payload(job.payload)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            self._count("dead")
+            raise Drop(f"malformed notification payload: {type(exc).__name__}: {exc}") from None
+        if self.fault is not None:
+            raise Defer(self.options.bad_token_delay, "the bot token is bad")
+        async with self.turns.turn(notification.chat):
+            await self._send(job, notification)
+
+    async def _send(self, job: Job, notification: Notification) -> None:
+        if await self._settled_before(notification):
+            return
+        view: StatusView | None = None
+        if notification.status is not None:
+            # Before the budget: an update already on screen costs no token.
+            view = await self.statuses.read(notification.status)
+            if view.shown >= notification.version:
+                self._count("coalesced")
+                return
+        wait = await self.rate.pay(notification.chat)
+        if wait is not None:
+            self._count("deferred")
+            raise Defer(wait, "over the send budget")
+        sending = notification
+        if view is not None:
+            text = view.render(notification.text)
+            sending = dataclasses.replace(notification, text=text, edit=view.message)
+        outcome = await deliver(self.bot, sending)
+        if isinstance(outcome, Delivered):
+            await self.records.delivered(notification.id, outcome.message_id)
+            if view is not None and notification.status is not None:
+                await self.statuses.shown(notification.status, view.version, outcome.message_id)
+            self._count("delivered")
+        elif isinstance(outcome, Permanent) and view is not None and view.message is not None:
+            # The status message is gone (deleted, too old to edit): send a new one next run.
+            assert notification.status is not None
+            await self.statuses.lost(notification.status)
+            raise Defer(0.0, f"status message lost: {outcome.reason}")
+        elif isinstance(outcome, Permanent):
+            await self._drop(notification, outcome)
+        elif isinstance(outcome, Transient):
+            raise await self._again(job, notification, outcome)
+        else:
+            self._stop(outcome)
+            raise Defer(self.options.bad_token_delay, "the bot token is bad")
+
+    async def _settled_before(self, notification: Notification) -> bool:
+        """Already delivered (a redelivery) or for a blocked chat: complete without a send.
+        A chat still inside a 429's ``retry_after`` defers the notification until it ends."""
+        before = await self.records.before(notification.id, notification.chat)
+        if before.cooling > 0:
+            # A 429's retry_after holds for the chat, not only the message that got it.
+            self._count("deferred")
+            raise Defer(before.cooling, "the chat is under flood control")
+        if before.delivered:
+            self._count("duplicates")
+            return True
+        if before.blocked:
+            self._count("dropped")
+            log.info(
+                "notification %s dropped: chat %s blocked the bot",
+                notification.id,
+                notification.chat,
+            )
+            return True
+        return False
+
+    async def _drop(self, notification: Notification, outcome: Permanent) -> None:
+        self._count("dropped")
+        if outcome.blocked and await self.blocklist.mark(notification.chat):
+            self._count("blocked")
+        log.warning(
+            "notification %s to chat %s dropped: %s",
+            notification.id,
+            notification.chat,
+            outcome.reason,
+        )
+
+    async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
+        """The retry signal for a transient failure: after exactly ``retry_after`` for a 429
+        (never shortened by the cap), else the capped backoff with jitter."""
+        failures = await self._failures(job)
+        if outcome.retry_after is not None:
+            self._count("too_many_requests")
+            delay = outcome.retry_after
+            await self.records.cool(notification.chat, delay)
+        else:
+            delay = self.options.backoff(failures, self.rng.random())
+        if failures >= self.options.attempts:
+            self._count("dead")
+            log.warning(
+                "notification %s to chat %s is dead after %d attempts: %s",
+                notification.id,
+                notification.chat,
+                failures,
+                outcome.reason,
+            )
+        else:
+            self._count("retried")
+        return Retry(delay, outcome.reason)
+
+    async def _failures(self, job: Job) -> int:
+        """Failed attempts so far, this one included (deferrals are not failures): the engine's
+        own count, the one its ``max_attempts`` rule reads."""
+        info = await self.queue.job(job.id)
+        return info.failures if info is not None else job.attempts
+
+    async def check_token(self) -> None:
+        """Ask ``getMe``: raise :class:`BadTokenError` when the token is refused. Any other
+        failure (Telegram unreachable) is logged: sends will retry on their own."""
+        try:
+            await self.bot.get_me()
+        except (TimeoutError, AiogramError, aiohttp.ClientError, OSError) as exc:
+            outcome = classify(exc, secret=self.bot.token)
+            if isinstance(outcome, BadToken):
+                self._stop(outcome)
+                assert self.fault is not None
+                raise self.fault from None
+            log.warning("getMe failed, sending anyway: %s", getattr(outcome, "reason", outcome))
+
+    def _stop(self, outcome: BadToken) -> None:
+        if self.fault is not None:
+            return
+        self.fault = BadTokenError(outcome.reason)
+        log.error("%s", self.fault)
+        if self.on_fault is not None:
+            self.on_fault(self.fault)
