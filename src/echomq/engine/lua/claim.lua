@@ -143,7 +143,8 @@ local function serve(g, room)
   end
   if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
   if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
-    -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget is benched until its window ends.
+    -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
+    -- is benched until its window ends.
     off_ring(g)
     if spent_budget and l.depth > 0 then bench(root, g, now) end
   elseif l.weight > 1 and served + n < l.weight then
