@@ -237,7 +237,10 @@ end
 local function detach(root, id, fields, keep)
   local state, g = fields[2], fields[3] or '_'
   if state == 'active' then
-    local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
+    -- The meta read tells whether the queue is ordered too: an unordered queue's settle (the
+    -- hot path) pays nothing for holders.
+    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered')
+    local ceiling = tonumber(cfg[1] or '0')
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
@@ -247,10 +250,13 @@ local function detach(root, id, fields, keep)
       -- A slot under the queue's ceiling freed up: parked consumers may claim again.
       if ceiling > 0 and active_before >= ceiling then wake(root) end
     end
+    if cfg[2] then unhold(root, g, id, keep) end
   elseif state == 'pending' then
     if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
+    unhold(root, g, id, keep)
   elseif state == 'scheduled' then
     redis.call('ZREM', root .. 'schedule', id)
+    unhold(root, g, id, keep)
   elseif state == 'dead' then
     redis.call('ZREM', root .. 'dead', id)
   elseif state == 'completed' or state == 'cancelled' then
@@ -258,7 +264,6 @@ local function detach(root, id, fields, keep)
   elseif state == 'waiting' then
     redis.call('ZREM', root .. 'waiting', id)
   end
-  unhold(root, g, id, keep)
   return g
 end
 
