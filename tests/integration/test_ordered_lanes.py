@@ -80,6 +80,38 @@ async def test_a_reaped_head_goes_back_to_the_head_of_its_lane(queue: Queue) -> 
     assert await queue.claim() == Empty()
 
 
+async def test_a_delayed_job_holds_nothing_until_due_then_goes_by_mint_order(
+    queue: Queue,
+) -> None:
+    await queue.ordered(True)
+    await queue.enqueue_in(30.0, "tomorrow", group="a")
+    delayed = await queue.enqueue_in(0.05, "soon", group="a")
+    ids = await enqueue_all(queue, [("a", "x1"), ("a", "x2")])
+    head = await claim_job(queue)
+    assert head.id == ids["x1"]  # the delayed jobs hold nothing
+    await wait_for_server_ms(queue, await server_ms(queue) + 60)
+    assert await queue.promote() == 1
+    await queue.complete(head)
+    assert (await claim_job(queue)).id == delayed.id  # minted before x2, both waiting
+
+
+async def test_a_reaped_head_goes_before_an_older_job_that_came_due_meanwhile(
+    queue: Queue,
+) -> None:
+    await queue.ordered(True)
+    older = await queue.enqueue_in(0.05, "older", group="a")
+    await queue.enqueue("x", group="a")
+    head = await claim_job(queue, lease=0.02)
+    assert head.payload == "x"
+    await wait_for_server_ms(queue, await server_ms(queue) + 60)
+    upkeep = await queue.upkeep()
+    assert (upkeep.moved, upkeep.reaped.recovered) == (1, [head.id])
+    again = await claim_job(queue)
+    assert (again.id, again.attempts) == (head.id, 2)  # the holder first, then the older job
+    await queue.complete(again)
+    assert (await claim_job(queue)).id == older.id
+
+
 async def test_a_dead_or_removed_head_frees_its_lane(queue: Queue) -> None:
     await queue.ordered(True)
     ids = await enqueue_all(queue, [("a", "a1"), ("a", "a2"), ("a", "a3")])
