@@ -1,6 +1,6 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-    progress and logs, abort, flows, and the dashboard mounted in an ASGI app."""
+progress and logs, abort, flows, ordered lanes, and the dashboard mounted in an ASGI app."""
 
 from __future__ import annotations
 
@@ -62,6 +62,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         "abort-demo",
         "flows-demo",
         "flows-demo-media",
+        "ordered-demo",
     )
 
 
@@ -170,6 +171,16 @@ async def test_flows_example_runs_a_chain_and_a_group_with_a_callback(
     out = run("flows.py", valkey_url).splitlines()
     # "<page of example.com>" is 21 characters; 5*100 + 6*100 + len("local").
     assert out == ["flow ids: 3 and 4", "chain: 21 chars", "group: 1105"]
+
+
+async def test_ordered_lanes_example_sends_each_chat_in_order(valkey_url: str, clean: None) -> None:
+    """Deferred Bs and retried Cs keep their place: each chat reads exactly what was sent."""
+    assert run("ordered_lanes.py", valkey_url).splitlines() == [
+        "g-1: A B C D A B C D",
+        "g-2: A B C D A B C D",
+    ]
+    guide = (EXAMPLES.parent / "docs" / "guides" / "ordered-lanes.md").read_text()
+    assert '--8<-- "examples/ordered_lanes.py"' in guide  # the page shows this very file
 
 
 async def test_dashboard_mounts_in_an_asgi_app(

@@ -28,7 +28,7 @@ from echomq.engine.keys import VERSION_KEY
 from echomq.engine.transitions import Failure, Success
 from echomq.errors import ArgumentRefused, EchoMQError, VersionFenceError
 from echomq.testing import claim_job, discard, server_ms, wait_for_server_ms
-from echomq.wire.connector import Connector
+from echomq.wire.connector import WIRE_VERSION, Connector
 from echomq.wire.url import ConnectionOptions
 
 TTL = 60.0
@@ -612,10 +612,11 @@ async def test_a_process_of_an_older_wire_version_is_refused_by_a_deployment_of_
         await cleaner.call("DEL", VERSION_KEY)
     try:
         async with Connector(options) as new:
-            assert await new.call("GET", VERSION_KEY) == b"echomq:5"  # abort + flows moved it
-        for older in ("echomq:1", "echomq:3", "echomq:4"):  # 3 would retry cancelled jobs; 4 was
-            # abort or flows alone
-            with pytest.raises(VersionFenceError, match="'echomq:5'"):
+            assert await new.call("GET", VERSION_KEY) == WIRE_VERSION.encode()
+        # 3 would retry cancelled jobs; 4 was abort or flows alone; 5 would claim past an
+        # ordered lane's holder.
+        for older in ("echomq:1", "echomq:3", "echomq:4", "echomq:5"):
+            with pytest.raises(VersionFenceError, match=f"'{WIRE_VERSION}'"):
                 await Connector(options, version_fence=older).connect()
     finally:
         async with Connector(options, version_fence=None) as cleaner:

@@ -34,6 +34,11 @@ class Admin:
         value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
         await self._engine.configure(("concurrency", value))
 
+    async def ordered(self, on: bool) -> None:
+        if not isinstance(on, bool):
+            raise InvalidArgument("on", on, "must be True or False")
+        await self._engine.configure(("ordered", 1 if on else ""))
+
     async def rate_limit(self, max: int | None, window: float | None) -> None:
         if max is None:
             await self._engine.configure(("max", "", "window", ""))

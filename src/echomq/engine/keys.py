@@ -196,6 +196,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "the lane at the head of the ring (group) and its claims this visit (served)",
     ),
     KeyShape(
+        QUEUE_ROOT + "holders",
+        "HASH",
+        "Keyspace.holders",
+        "ordered queues: group -> the job holding its lane (claimed, not finished: leased, "
+        "scheduled by a retry or a defer, or back in the lane after a reap)",
+    ),
+    KeyShape(
         QUEUE_ROOT + "lanes",
         "SET",
         "Keyspace.lanes",
@@ -241,7 +248,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "meta",
         "HASH",
         "Keyspace.meta",
-        "queue settings: paused, concurrency, max, window",
+        "queue settings: paused, concurrency, max, window, ordered",
     ),
     KeyShape(
         QUEUE_ROOT + "limiter",
@@ -407,6 +414,7 @@ class Keyspace:
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
+    holders: str = field(init=False, repr=False)
     lanes: str = field(init=False, repr=False)
     rdue: str = field(init=False, repr=False)
     active: str = field(init=False, repr=False)

@@ -364,6 +364,18 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """
         await self._admin.rate_limit(max, window)
 
+    async def ordered(self, on: bool) -> None:
+        """Serve each lane one job at a time, in mint order (``on=True``), or not (``False``).
+
+        Queue-wide and stored in the engine, so every producer and consumer of the queue, in
+        any process, agrees. While on, a claimed job holds its lane until it completes, goes
+        dead or is removed: retried, deferred or reaped, it keeps the lane's head, and no later
+        job of the lane is claimed meanwhile. Other lanes are served as before. Switch it on
+        before the queue carries work: jobs leased before hold nothing. Switching it off
+        releases every held lane at once (docs/guides/ordered-lanes.md).
+        """
+        await self._admin.ordered(on)
+
     async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
         """Delete every pending job (and scheduled ones with ``schedule``, kept results of
         completed jobs with ``results``); leased and dead jobs survive."""
@@ -405,6 +417,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     async def is_paused(self) -> bool:
         """Whether the whole queue is paused."""
         return await self._reads.is_paused()
+
+    async def is_ordered(self) -> bool:
+        """Whether the queue serves each lane one job at a time, in mint order (:meth:`ordered`)."""
+        return await self._reads.is_ordered()
 
     async def rate_limit_ttl(self) -> float:
         """Seconds until the queue's rate window admits claims again (0 = it admits now)."""

@@ -38,6 +38,9 @@ class Reads:
     async def is_paused(self) -> bool:
         return bool(await self._engine.wire.call("HEXISTS", self._keys.meta, "paused"))
 
+    async def is_ordered(self) -> bool:
+        return bool(await self._engine.wire.call("HEXISTS", self._keys.meta, "ordered"))
+
     async def rate_limit_ttl(self) -> float:
         keys = self._keys
         meta, spent, ttl = await self._engine.wire.call_many(

@@ -78,10 +78,30 @@ local function lane_rate_wait(root, g)
   return ttl
 end
 
--- Serviceable = lane non-empty, not paused, under its ceiling, under its rate budget.
--- The ring holds exactly the serviceable groups.
+-- Ordered queues (meta `ordered`): `holders` maps a lane to the job that holds it, claimed and
+-- not finished: leased, scheduled by a retry or a defer, or back in its lane after a reap. No
+-- other job of the lane is claimed meanwhile. Returns the live holder of g, or nil. A holder
+-- whose row left the lane for good (deleted, dead, completed, moved to another lane) is stale:
+-- forgotten here, so a transition that ends a job without releasing it cannot block the lane.
+local function holder(root, g)
+  local h = redis.call('HGET', root .. 'holders', g)
+  if not h then return nil end
+  local fields = redis.call('HMGET', root .. 'job:' .. h, 'state', 'group')
+  local state = fields[1]
+  if (fields[2] or '_') == g and (state == 'active' or state == 'scheduled'
+      or state == 'pending') then
+    return h
+  end
+  redis.call('HDEL', root .. 'holders', g)
+  return nil
+end
+
+-- Serviceable = lane non-empty, not paused, under its ceiling, under its rate budget, and (in
+-- an ordered queue) not held by a job out of the lane. The ring holds exactly these groups.
 local function serviceable(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
+  local h = holder(root, g)
+  if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
   local limit = redis.call('HGET', root .. 'glimit', g)
   if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= tonumber(limit) then
@@ -118,6 +138,29 @@ local function rering(root, g, now)
     dering(root, g)
     if now then bench(root, g, now) end
   end
+end
+
+-- The job an ordered lane serves next, taken out of the lane: its holder when that is back in
+-- the lane (reaped, or promoted after a retry or a defer), else the oldest job, which becomes
+-- the holder. Answers as ZPOPMIN does ({id, score}), or {} while the holder is out of the lane.
+local function pop_ordered(root, g)
+  local lane = lane_of(root, g)
+  local h = holder(root, g)
+  if h then
+    if redis.call('ZREM', lane, h) == 1 then return {h, '0'} end
+    return {}
+  end
+  local heads = redis.call('ZPOPMIN', lane, 1)
+  if heads[1] then redis.call('HSET', root .. 'holders', g, heads[1]) end
+  return heads
+end
+
+-- After job id left its place (detach): a holder that finished frees its lane, one that goes on
+-- holding (`keep`: a retry or a defer) keeps it; either way the lane's place on the ring follows.
+local function unhold(root, g, id, keep)
+  if redis.call('HGET', root .. 'holders', g) ~= id then return end
+  if not keep then redis.call('HDEL', root .. 'holders', g) end
+  rering(root, g)
 end
 
 -- Add id to g's lane (score 0: byte order = mint order), keeping `lanes` = non-empty lanes.
@@ -189,11 +232,15 @@ end
 
 -- Take job `id` out of whichever set holds it, per its row's state, with the bookkeeping that
 -- goes with leaving it (gactive, lane membership, wakes). The row itself is left to the caller.
--- `fields` is read_row's answer. Returns the job's group.
-local function detach(root, id, fields)
+-- `fields` is read_row's answer; `keep`: the job goes on holding its lane (unhold). Returns the
+-- job's group.
+local function detach(root, id, fields, keep)
   local state, g = fields[2], fields[3] or '_'
   if state == 'active' then
-    local ceiling = tonumber(redis.call('HGET', root .. 'meta', 'concurrency') or '0')
+    -- The meta read tells whether the queue is ordered too: an unordered queue's settle (the
+    -- hot path) pays nothing for holders.
+    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered')
+    local ceiling = tonumber(cfg[1] or '0')
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
@@ -203,10 +250,13 @@ local function detach(root, id, fields)
       -- A slot under the queue's ceiling freed up: parked consumers may claim again.
       if ceiling > 0 and active_before >= ceiling then wake(root) end
     end
+    if cfg[2] then unhold(root, g, id, keep) end
   elseif state == 'pending' then
     if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
+    unhold(root, g, id, keep)
   elseif state == 'scheduled' then
     redis.call('ZREM', root .. 'schedule', id)
+    unhold(root, g, id, keep)
   elseif state == 'dead' then
     redis.call('ZREM', root .. 'dead', id)
   elseif state == 'completed' or state == 'cancelled' then

@@ -17,12 +17,15 @@
 -- every headroom (lane ceiling, lane rate, queue ceiling and rate), then moves on, so it never
 -- pushes gactive past glimit and leases exactly the jobs a run of single claims would. A lane
 -- alone on the ring starts its next turn at once: it serves the rest of the batch.
+-- An ordered queue (meta `ordered`) serves one job per lane visit, its holder or its oldest
+-- (pop_ordered in _lib.lua), and the lane leaves the ring until that job finishes.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
 local ring, active = root .. 'ring', root .. 'active'
 
-local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window')
+local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
+  'ordered')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -60,6 +63,7 @@ local function nothing()
   return nil
 end
 
+local ordered = cfg[5] ~= false
 local deadline = now + lease
 local out = {deadline, 1}
 -- What the walk knows of each lane it visits, read once per call: settings, in-flight count
@@ -106,7 +110,11 @@ local function serve(g, room)
     if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
   end
   local heads = {}
-  if take > 0 then heads = redis.call('ZPOPMIN', lane_of(root, g), take) end
+  if take > 0 and ordered then
+    heads = pop_ordered(root, g)
+  elseif take > 0 then
+    heads = redis.call('ZPOPMIN', lane_of(root, g), take)
+  end
   local n = #heads / 2
   if n == 0 then
     -- Defensive: a lane that cannot serve never stays on the ring.
@@ -134,8 +142,9 @@ local function serve(g, room)
     spent_budget = l.used >= l.rmax
   end
   if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
-  if l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
-    -- No longer serviceable: off the ring; a spent rate budget is benched until its window ends.
+  if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
+    -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
+    -- is benched until its window ends.
     off_ring(g)
     if spent_budget and l.depth > 0 then bench(root, g, now) end
   elseif l.weight > 1 and served + n < l.weight then

@@ -15,7 +15,8 @@ local row = root .. 'job:' .. id
 
 local fields = held(row, token, 'delay')
 if not fields then return 0 end
-detach(root, id, fields)
+-- In an ordered queue it goes on holding its lane, unless a cancel ends it here.
+detach(root, id, fields, not fields[6])
 if fields[6] then
   end_marked(root, id, row, fields[4], fields[6], now_ms())
   announce(root, {id})

@@ -62,8 +62,8 @@ for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
   redis.call('DEL', lane_limiter_of(root, g))
 end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
-    'turn', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed', 'periodic',
-    'flow:outbox', 'meta', 'metrics:cancelled'}) do
+    'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
+    'periodic', 'flow:outbox', 'meta', 'metrics:cancelled'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)

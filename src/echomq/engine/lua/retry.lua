@@ -15,6 +15,7 @@
 -- rule is `holding` in _lib.lua. Every number and every traceback's size is checked (EMQARG)
 -- before the first write. A buried or cancelled job gets `finished` (server ms) and is
 -- announced on the shard channel `done` (announce in _lib.lua).
+-- A job retried (not dead) goes on holding its lane in an ordered queue (unhold in _lib.lua).
 -- Failed attempts = attempts - grace: delays and reprocessing add grace, not failures.
 local root = KEYS[1]
 for i = 1, #ARGV, 6 do
@@ -62,7 +63,7 @@ for i = 1, #ARGV, 6 do
     record(row, err, traceback)
     out[#out + 1] = 1
   else
-    local g = detach(root, id, fields)
+    local g = detach(root, id, fields, true) -- in an ordered queue it goes on holding its lane
     record(row, err, traceback)
     if delay > 0 then
       redis.call('HSET', row, 'state', 'scheduled')
