@@ -43,6 +43,31 @@ async def test_5xx_and_html_502_answers_are_retried_until_all_are_delivered_once
     assert (await queue.counts()).pending == 0
 
 
+async def test_each_chat_gets_its_messages_in_order_through_retries_and_two_consumers(
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+) -> None:
+    """The issue's ABCDABCD: two consumers (as two processes would be) and 5xx answers that
+    send a message back to retry; each chat's lane is ordered, so its retried head holds it."""
+    sandbox.set_faults(Faults(error_rate=0.25, seed=3))
+    chats = list(range(5101, 5105))
+    for chat in chats:
+        sandbox.add_user(chat, f"user {chat}")
+    first, second = rig(queue, sandbox_bot), rig(queue, sandbox_bot)
+    async with running(first.consumer), running(second.consumer):
+        await until(queue.is_ordered, 20.0, "the queue ordered by its consumers")
+        for n in range(8):
+            for chat in chats:
+                await first.notifier.notify(chat, f"{'ABCD'[n % 4]}{n}")
+
+        def delivered() -> bool:
+            return first.worker.counts.delivered + second.worker.counts.delivered == 32
+
+        await until(delivered, 60.0, "32 deliveries")
+    assert sandbox.stats.faults > 0
+    for chat in chats:
+        assert [m.text for m in sandbox.messages(chat)] == [f"{'ABCD'[n % 4]}{n}" for n in range(8)]
+
+
 async def test_a_blocked_user_is_dropped_once_and_then_skipped_by_the_notifier(
     sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
 ) -> None:
@@ -91,11 +116,13 @@ async def test_a_429_is_retried_after_retry_after_and_not_before(
     assert isinstance(worker, ClockedWorker)
     (refused_at,) = worker.answered_at
     assert all(message.at - refused_at >= 2.0 for message in sent)
-    assert sorted(m.text for m in sent) == ["after the flood control", "and this one too"]
+    assert [m.text for m in sent] == ["after the flood control", "and this one too"]
     assert sandbox.stats.too_many_requests == 1
     counts = worker.counts
     assert (counts.too_many_requests, counts.retried, counts.delivered) == (1, 1, 2)
-    assert counts.deferred >= 1
+    # The chat's lane is ordered: its next message waits in the lane behind the retried head,
+    # never claimed early to be deferred.
+    assert counts.deferred == 0
 
 
 async def test_bad_requests_are_dropped_and_counted(

@@ -1,5 +1,5 @@
-"""The consumer of ``cm.notify``: how it claims (batches, leases) and how it stops on a bad
-token, around :class:`~codemojex.notify.worker.NotifyWorker`."""
+"""The consumer of ``cm.notify``: how it claims (batches, leases), that each chat's lane is
+ordered, and how it stops on a bad token, around :class:`~codemojex.notify.worker.NotifyWorker`."""
 
 from __future__ import annotations
 
@@ -50,6 +50,11 @@ class NotificationConsumer(Consumer):
     async def run(self) -> Tally:
         if self.check_token:
             await self.worker.check_token()
+        # A chat's messages arrive in the order they were minted, across processes and through
+        # deferrals: each chat's lane serves one notification at a time, its head holding
+        # through Telegram's retry-after (echomq's ordered lanes, a setting the engine keeps,
+        # so every sending process agrees; setting it again is harmless).
+        await self.queue.ordered(True)
         tally = await super().run()
         if self.worker.fault is not None:
             raise self.worker.fault
