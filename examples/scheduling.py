@@ -22,9 +22,19 @@ async def remind(text: str) -> str:
     return f"reminded: {text}"
 
 
+# --8<-- [start:periodic]
 @app.periodic(every=3600.0, missed="once", kwargs={"kind": "hourly"})  # seconds; no extra
 async def report(kind: str) -> str:
     return f"{kind} report"
+
+
+@app.periodic(cron="0 9 * * mon-fri", tz="Europe/Paris")  # the echomq[cron] extra
+@app.task(timeout=60.0)  # a task's own options, stacked under the schedule
+async def standup() -> str:
+    return "good morning"
+
+
+# --8<-- [end:periodic]
 
 
 async def main() -> None:
@@ -42,6 +52,8 @@ async def main() -> None:
         hourly = app.schedules["report"]
         tick = hourly.after(int(time.time() * 1000))  # the next tick, Unix ms (an explicit _ms)
         print("next report at", time.strftime("%H:%M", time.gmtime(tick / 1000)), "UTC")
+        morning = app.schedules["standup"].after(int(time.time() * 1000))
+        print("next standup", time.strftime("%a %H:%M", time.gmtime(morning / 1000)), "UTC")
 
 
 if __name__ == "__main__":

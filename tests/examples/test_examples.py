@@ -59,7 +59,8 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
     await forget(
         valkey_url,
         *("email", "rates-demo", "results-demo", "progress-demo", "quickstart", "fair-demo"),
-        *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo"),
+        *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
+        "sync-demo",
     )
 
 
@@ -212,6 +213,7 @@ async def test_scheduling_delays_refuses_milliseconds_and_plans_ticks(
     ]
     assert out[3].startswith("next report at ")
     assert out[3].endswith(":00 UTC")
+    assert out[4].split()[2] in {"Mon", "Tue", "Wed", "Thu", "Fri"}  # 9:00 in Paris, weekdays
 
 
 async def test_retries_end_dead_and_reprocess_brings_back(valkey_url: str, clean: None) -> None:
@@ -223,3 +225,24 @@ async def test_retries_end_dead_and_reprocess_brings_back(valkey_url: str, clean
         "dead letters: ['ValueError: order 17: card declined']",
         "order 17 charged",
     ]
+
+
+async def test_hooks_run_around_the_worker_and_each_attempt(valkey_url: str, clean: None) -> None:
+    out = run("hooks.py", valkey_url).splitlines()
+    assert out == [
+        "Acme Corp",
+        "startup | before company attempt 1 | after company: 'Acme Corp' | shutdown",
+    ]
+
+
+async def test_sync_queue_admits_dedups_schedules_and_configures(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("sync_queue.py", valkey_url).splitlines()
+    assert out == ["enqueued duplicate scheduled scheduled 500", "pending scheduled", "None"]
+    queue = await Queue.connect(valkey_url, "sync-demo")
+    try:
+        acme = await queue.lane("acme").info()
+    finally:
+        await queue.close()
+    assert (acme.limit, acme.rate, acme.depth) == (2, (5, 1.0), 1)
