@@ -271,6 +271,8 @@ def test_the_rule_refuses_what_it_should(monkeypatch: pytest.MonkeyPatch) -> Non
         check_command("pip install celery", monkeypatch)
     with pytest.raises(AssertionError, match="does not check"):
         check_command("rm -rf /", monkeypatch)
+    with pytest.raises(AssertionError, match="Expected"):
+        check_pycon(">>> 1 + 1\n3\n", "arithmetic")
     with pytest.raises(AssertionError, match="code in a text block"):
         check_text("await queue.claim()\n")
     check_command("ECHOMQ_URL=valkey://h:6379 .venv/bin/echomq lanes cm.notify &", monkeypatch)
