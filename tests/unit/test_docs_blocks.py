@@ -85,7 +85,7 @@ def _tested_files() -> set[Path]:
     tested = {
         path
         for path in (ROOT / "examples").glob("*.py")
-        if path.name in named or path.stem in named
+        if f'"{path.name}"' in named or f'"{path.stem}"' in named  # run("x.py"), or imported
     }
     tested.update((ROOT / "examples" / "emailapp").glob("*.py"))  # driven by test_examples.py
     tested.update((ROOT / "examples").rglob("test_*.py"))
