@@ -9,6 +9,7 @@ tests/examples/test_examples.py runs it the same way, with a real ``echomq worke
 
 from __future__ import annotations
 
+# --8<-- [start:app]
 import asyncio
 import os
 
@@ -30,3 +31,4 @@ async def main() -> None:
 
 if __name__ == "__main__":  # the worker imports this module: only `python quickstart.py` runs it
     asyncio.run(main())
+# --8<-- [end:app]
