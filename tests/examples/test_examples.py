@@ -20,10 +20,12 @@ from types import ModuleType
 import httpx
 import pytest
 
+import echomq
 from echomq import AppWorker, Queue
 from echomq.testing import discard, serve_app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SOURCE = Path(echomq.__file__).resolve().parents[1]  # the folder the echomq under test is in
 
 
 def run(script: str, url: str) -> str:
@@ -149,7 +151,8 @@ async def test_dashboard_mounts_in_an_asgi_app(
 
 
 def test_quickstart_runs_with_a_real_worker_process(valkey_url: str) -> None:
-    env = {**os.environ, "ECHOMQ_URL": valkey_url, "PYTHONPATH": ""}
+    # The worker and the script import the echomq under test (not whatever else is installed).
+    env = {**os.environ, "ECHOMQ_URL": valkey_url, "PYTHONPATH": str(SOURCE)}
     worker = subprocess.Popen(  # as getting-started says: from the example's own folder
         [sys.executable, "-m", "echomq", "worker", "quickstart:app"],
         cwd=EXAMPLES,
