@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 SOURCES := src codemojex/src tests bench examples
 
-.PHONY: run test check lint fmt bench clean tls-deps browser-deps cluster
+.PHONY: run test check lint fmt bench clean tls-deps browser-deps cluster docs docs-build
 
 # Two distributions: echomq (the library, with every extra) and codemojex (the game, on echomq).
 $(STAMP): pyproject.toml codemojex/pyproject.toml
@@ -53,8 +53,17 @@ fmt: $(STAMP)
 cluster: $(STAMP)
 	$(BIN)/python -m echomq.server.cluster
 
+# The documentation site (MkDocs Material + mkdocstrings), served on loopback with live reload.
+# `make test` builds it with --strict (tests/unit/test_docs_site.py): warnings are errors.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
+# The site built once, strict, into an ignored folder (site/), as the test does.
+docs-build: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+
 bench: $(STAMP)
 	$(BIN)/python bench/wire.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache site

@@ -1,4 +1,4 @@
-"""Testing code that uses echomq, as docs/tasks.md shows it: eager mode for unit tests (no
+"""Testing code that uses echomq, as docs/guides/tasks.md shows it: eager mode for unit tests (no
 server), and the pytest plugin's embedded Valkey with a real worker for integration tests.
 
 Run: ``pytest examples/test_emailapp.py`` (the ``echomq`` pytest plugin comes with echomq; its

@@ -1,11 +1,16 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, abort, flows, ordered lanes, and the dashboard mounted in an ASGI app."""
+progress and logs, abort, flows, ordered lanes, batch tasks, periodic tasks, the dashboard mounted
+in an ASGI app, and the documentation site's programs (the quickstart with a real ``echomq
+worker``, the fair worker, a raw consumer, token buckets, scheduling, retries and dead letters).
+tests/unit/test_docs_blocks.py lets a docs page include an example only if this file names it."""
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import os
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -15,10 +20,12 @@ from types import ModuleType
 import httpx
 import pytest
 
+import echomq
 from echomq import AppWorker, Queue
 from echomq.testing import discard, serve_app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+SOURCE = Path(echomq.__file__).resolve().parents[1]  # the folder the echomq under test is in
 
 
 def run(script: str, url: str) -> str:
@@ -53,15 +60,10 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
     yield
     await forget(
         valkey_url,
-        "email",
-        "rates-demo",
-        "results-demo",
-        "progress-demo",
-        "batch-demo",
-        "periodic-demo",
-        "abort-demo",
-        "flows-demo",
-        "flows-demo-media",
+        *("email", "rates-demo", "results-demo", "progress-demo", "batch-demo", "periodic-demo"),
+        *("abort-demo", "flows-demo", "flows-demo-media", "quickstart", "fair-demo"),
+        *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
+        "sync-demo",
         "ordered-demo",
     )
 
@@ -199,3 +201,104 @@ async def test_dashboard_mounts_in_an_asgi_app(
     assert home.text.startswith("my app")
     assert [q["name"] for q in snapshot.json()["queues"]] == ["email"]
     assert refused.status_code == 403
+
+
+def test_quickstart_runs_with_a_real_worker_process(valkey_url: str) -> None:
+    # The worker and the script import the echomq under test (not whatever else is installed).
+    env = {**os.environ, "ECHOMQ_URL": valkey_url, "PYTHONPATH": str(SOURCE)}
+    worker = subprocess.Popen(  # as getting-started says: from the example's own folder
+        [sys.executable, "-m", "echomq", "worker", "quickstart:app"],
+        cwd=EXAMPLES,
+        env=env,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        out = subprocess.run(
+            [sys.executable, "quickstart.py"],
+            cwd=EXAMPLES,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        worker.send_signal(signal.SIGTERM)
+        _, log = worker.communicate(timeout=30)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "enqueued hello, ada\n"
+    assert worker.returncode == 0, log
+    asyncio.run(forget(valkey_url, "quickstart"))
+
+
+async def test_fair_worker_serves_the_ring_by_weight_with_results(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("fair_worker.py", valkey_url).splitlines()
+    # noisy flooded first, yet gold (weight 3) and free are served at once, by the ring.
+    assert out[0] == "served: noisy gold gold gold free noisy gold gold gold free noisy noisy"
+    assert out[1] == "gold's results: ['gold/page-0.pdf', 'gold/page-1.pdf', 'gold/page-2.pdf']"
+    assert out[2] == "last served: noisy"
+
+
+async def test_consumer_completes_retries_and_drops(valkey_url: str, clean: None) -> None:
+    out = run("consumer.py", valkey_url).splitlines()
+    assert out == [
+        "sent ['a@acme.test', 'b@acme.test']",
+        "completed 2 retried 1 dead 1",
+        "dead letter: [('zen', 'dropped: address bounced')]",
+    ]
+
+
+async def test_token_buckets_defer_past_the_burst(valkey_url: str, clean: None) -> None:
+    out = run("token_buckets.py", valkey_url).splitlines()
+    assert out == [
+        "chat 7, four takes at once: ['Taken', 'Taken', 'Taken', 'Wait']",
+        "chat 8: 5 sent, the last two after waiting for their tokens",
+    ]
+
+
+async def test_scheduling_delays_refuses_milliseconds_and_plans_ticks(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("scheduling.py", valkey_url).splitlines()
+    assert out[:3] == [
+        "scheduled scheduled",
+        "refused: at - looks like milliseconds: it takes Unix seconds (time.time())",
+        "reminded: in half a second | tomorrow's is scheduled",
+    ]
+    assert out[3].startswith("next report at ")
+    assert out[3].endswith(":00 UTC")
+    assert out[4].split()[2] in {"Mon", "Tue", "Wed", "Thu", "Fri"}  # 9:00 in Paris, weekdays
+
+
+async def test_retries_end_dead_and_reprocess_brings_back(valkey_url: str, clean: None) -> None:
+    out = run("retries.py", valkey_url).splitlines()
+    assert out == [
+        "fetched https://api.example.test/rates at attempt 3",
+        "dead: ValueError: order 17: card declined | traceback ends: "
+        "ValueError: order 17: card declined",
+        "dead letters: ['ValueError: order 17: card declined']",
+        "order 17 charged",
+    ]
+
+
+async def test_hooks_run_around_the_worker_and_each_attempt(valkey_url: str, clean: None) -> None:
+    out = run("hooks.py", valkey_url).splitlines()
+    assert out == [
+        "Acme Corp",
+        "startup | before company attempt 1 | after company: 'Acme Corp' | shutdown",
+    ]
+
+
+async def test_sync_queue_admits_dedups_schedules_and_configures(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("sync_queue.py", valkey_url).splitlines()
+    assert out == ["enqueued duplicate scheduled scheduled 500", "pending scheduled", "None"]
+    queue = await Queue.connect(valkey_url, "sync-demo")
+    try:
+        acme = await queue.lane("acme").info()
+    finally:
+        await queue.close()
+    assert (acme.limit, acme.rate, acme.depth) == (2, (5, 1.0), 1)

@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import echomq
 from echomq import Queue
 
 README = Path(__file__).resolve().parents[2] / "README.md"
@@ -31,7 +32,8 @@ def test_readme_first_block_is_the_task_api_and_runs_with_a_worker(
     assert len(code.strip().splitlines()) <= 20
     code = code.replace("valkey://127.0.0.1:6379", valkey_url).replace('"email"', repr(queue_name))
     (tmp_path / "emailapp.py").write_text(code)  # the worker imports it as written
-    env = {**os.environ, "PYTHONPATH": ""}
+    # Only the echomq under test on the path (not the checkout's tests or an other install).
+    env = {**os.environ, "PYTHONPATH": str(Path(echomq.__file__).resolve().parents[1])}
     worker = subprocess.Popen(
         [sys.executable, "-m", "echomq", "worker", "emailapp:app"],
         cwd=tmp_path,

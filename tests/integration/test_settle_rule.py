@@ -1,6 +1,7 @@
-"""One settle rule (docs/concepts.md, "Who may settle"): complete, retry, delay and extend accept
-exactly the same holders. The fencing token decides: the claim that minted it may settle while
-the job is leased, or reaped and not claimed since; after the next claim it is stale."""
+"""One settle rule (docs/concepts/delivery.md, "Who may settle"): complete, retry, delay and
+extend accept exactly the same holders. The fencing token decides: the claim that minted it may
+settle while the job is leased, or reaped and not claimed since; after the next claim it is
+stale."""
 
 from __future__ import annotations
 

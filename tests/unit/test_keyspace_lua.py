@@ -1,9 +1,9 @@
 """The key layout, held together: every key the Lua scripts under src/echomq/engine/lua touch (as
 ``lua_keys`` reads them) must be a ``_keys.LAYOUT`` shape, traced to a declared ``KEYS`` entry and
 of the type its command needs, and every shape is touched by a script or marked ``host_only`` and
-used by the Python code. ``Keyspace`` and docs/reference.md are held to ``LAYOUT`` as well, and
-``test_the_checker_flags_*`` proves the checker bites: a script that builds ``root .. 'new'``
-without declaring it in ``LAYOUT`` fails here.
+used by the Python code. ``Keyspace`` and docs/reference/keyspace.md are held to ``LAYOUT`` as
+well, and ``test_the_checker_flags_*`` proves the checker bites: a script that builds
+``root .. 'new'`` without declaring it in ``LAYOUT`` fails here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from echomq.engine.keys import LAYOUT, QUEUE_ROOT, Keyspace
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 SRC_DIR = Path(_keys.__file__).parents[1]
-REFERENCE = ROOT_DIR / "docs" / "reference.md"
+REFERENCE = ROOT_DIR / "docs" / "reference" / "keyspace.md"
 
 #: A value per placeholder name (the builder's parameter name).
 SAMPLES = {
@@ -261,7 +261,7 @@ def _doc_form(pattern: str) -> str:
 
 
 def _reference_table() -> dict[str, str]:
-    """The keyspace table of docs/reference.md: each key (in doc form) and its type cell."""
+    """The keyspace table of docs/reference/keyspace.md: each key (doc form) and its type cell."""
     text = REFERENCE.read_text("utf-8")
     section = text.split("## Keyspace of queue", 1)[1].split("\n## ", 1)[0]
     root = _doc_form(QUEUE_ROOT)

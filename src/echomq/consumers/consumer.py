@@ -79,7 +79,21 @@ class Drop(Exception):
 
 @dataclass(frozen=True, slots=True)
 class ConsumerOptions:
-    """How a consumer works. Durations are seconds."""
+    """How a consumer works. Durations are seconds (``float``), as everywhere in echomq.
+
+    Attributes:
+        concurrency: jobs in hand at once.
+        lease: seconds a claim holds a job before it may be reaped (extended while it runs).
+        beat: seconds between upkeeps (promote, reap) and the longest park on the wake list.
+        max_attempts: failed attempts in all before a job is dead.
+        backoff: the delay before each retry (seconds, computed host-side).
+        batch: most jobs per claim; ``None`` claims the free slots in one call.
+        max_stalled: expired leases (crashes) a job survives before it is dead as ``stalled``.
+        stop_timeout: seconds jobs in hand may take to finish after ``stop()``.
+        upkeep: whether this consumer runs the upkeep (a metronome runs it for a pool).
+        idle_upkeep: longest an idle consumer goes without upkeep, in seconds.
+        claims_in_flight: most claims kept in flight at once on the connection.
+    """
 
     concurrency: int = 10
     lease: float = 30.0

@@ -47,7 +47,9 @@ def load_handler(spec: str) -> Handler:
 
 @dataclass(frozen=True, slots=True)
 class WorkerOptions:
-    """A worker process: ``consumers`` consumers sharing a pool, each ``options``-shaped."""
+    """A worker process: ``consumers`` consumers sharing a pool, each ``options``-shaped;
+    ``metronome`` parks them on one blocking read, ``pool_size`` connections carry their
+    calls, and a summary is logged every ``summary_every`` seconds."""
 
     consumers: int = 1
     metronome: bool = False

@@ -182,7 +182,8 @@ class Minter:
 
     Two kinds: ``Minter(node)`` mints as an explicit node (you promise no other live process
     uses it); ``Minter.leased(wire)`` leases its node from the engine, so every live process on
-    one deployment mints as a node of its own, with no configuration (docs/reference.md, "Ids").
+    one deployment mints as a node of its own, with no configuration (docs/reference/bounds.md,
+    "Ids").
     """
 
     __slots__ = ("_ceiling", "_clock", "_last", "_lock", "_valid_until", "lease", "node")

@@ -159,14 +159,14 @@ QUEUE_ROOT: Final = "emq:{<q>}:"
 #: Every key echomq builds, one shape each: the one declared layout. ``Keyspace`` derives its
 #: fixed keys (and their order in ``all_fixed``) from it. tests/unit/test_keyspace_lua.py holds
 #: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``_nodes.NODES_KEY``,
-#: every key the Lua scripts build, and the keyspace table of docs/reference.md.
+#: every key the Lua scripts build, and the keyspace table of docs/reference/keyspace.md.
 LAYOUT: Final[tuple[KeyShape, ...]] = (
     KeyShape(
         QUEUE_ROOT,
         "STRING",
         "Keyspace.root",
         "the prefix of every key of the queue (KEYS[1] of its scripts); as a key, absent except "
-        "while a slot migration lets the queue's scripts run on a node (docs/cluster.md)",
+        "while a slot migration lets the queue's scripts run on a node (docs/guides/cluster.md)",
     ),
     KeyShape(
         QUEUE_ROOT + "ring",
@@ -287,7 +287,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     ),
     # Declared by every script call with the root: while a cluster migrates the queue's slot,
     # the root (as a key) and the gate exist only where the scripts may run, so a node holding
-    # one without the other answers TRYAGAIN (docs/cluster.md, "Migrating").
+    # one without the other answers TRYAGAIN (docs/guides/cluster.md, "Migrating").
     KeyShape(
         QUEUE_ROOT + "gate",
         "STRING",

@@ -80,13 +80,15 @@ def delay_run_at(delay: float) -> int:
     return -ms(delay, "delay")
 
 
-def when_run_at(when: float) -> int:
-    """``enqueue_at``'s Unix seconds as engine ms, refusing milliseconds and the far future."""
+def when_run_at(when: float, argument: str = "when") -> int:
+    """An epoch timestamp in Unix seconds (``enqueue_at``'s ``when``, ``task.using(at=)``) as
+    engine ms. A value above 10**11 is a millisecond timestamp by mistake (BullMQ and JavaScript
+    count in ms): refused, naming ``argument``, as is anything more than 10 years ahead."""
     if isinstance(when, int | float) and not isinstance(when, bool) and when > MAX_UNIX_SECONDS:
         raise InvalidArgument(
-            "when", when, "looks like milliseconds: enqueue_at takes Unix seconds (time.time())"
+            argument, when, "looks like milliseconds: it takes Unix seconds (time.time())"
         )
-    return ms(when, "when", positive=True, most=time.time() + MAX_DURATION)
+    return ms(when, argument, positive=True, most=time.time() + MAX_DURATION)
 
 
 def admission_options(options: Mapping[str, Any]) -> dict[str, Any]:

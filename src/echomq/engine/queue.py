@@ -99,7 +99,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self.wire = wire
         self.codec = codec or JsonCodec()
         # No minter given: one whose node is leased from the engine at the first mint, so
-        # producers in many processes never mint the same id (docs/reference.md, "Ids").
+        # producers in many processes never mint the same id (docs/reference/bounds.md, "Ids").
         self.minter = minter if minter is not None else _ids.Minter.leased(wire)
         self._owns_minter = minter is None
         self.scripts = scripts or ScriptRegistry.from_package()
@@ -122,7 +122,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
 
         One connector is the default: it pipelines without bound, and a wider pool measured
-        slower within one process (docs/consumers.md, "The pool"). A cluster (several seeds
+        slower within one process (docs/guides/consumers.md, "The pool"). A cluster (several seeds
         in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
         """
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late

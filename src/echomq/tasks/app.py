@@ -484,6 +484,7 @@ class App:
     async def _run_eager(self, call: Call[R]) -> Handle[R]:
         from echomq.tasks.eager import run  # the runtime imports the app: imported late
 
+        _run_at(call)  # eager runs at once, but a bad delay or a ms `at` is refused as live
         return await run(self, call)
 
 
@@ -496,7 +497,7 @@ def _run_at(call: Call[Any]) -> int:
     """A call's ``delay`` (seconds from now) or ``at`` (Unix seconds) as the engine's run_at."""
     if call.delay is not None:
         return delay_run_at(call.delay)
-    return 0 if call.at is None else when_run_at(call.at)
+    return 0 if call.at is None else when_run_at(call.at, "at")
 
 
 def _admission(

@@ -420,7 +420,7 @@ class ClusterRouter:
         acknowledged every write sent before it (within ``timeout`` seconds).
 
         Replication is asynchronous: a write is on a replica only once this says so, and a
-        failover may lose any write it did not cover (docs/cluster.md, "Failover").
+        failover may lose any write it did not cover (docs/guides/cluster.md, "Failover").
         """
         node = await self._node(_slot(key))
         return int(await node.call("WAIT", replicas, max(1, round(timeout * 1000))))

@@ -1,5 +1,5 @@
 -- node.lua: lease, renew or release a node of the id space (the 10-bit field of every minted
--- id), deployment-wide, so no two live minters share one (docs/reference.md, "Ids").
+-- id), deployment-wide, so no two live minters share one (docs/reference/bounds.md, "Ids").
 -- KEYS[1] nodes    `{emq}:nodes` (HASH: node -> "owner:expires_ms:ceiling")
 -- ARGV[1] op       'lease' | 'renew' | 'release'
 -- ARGV[2] owner    the holder's random token (hex)
