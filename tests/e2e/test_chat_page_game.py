@@ -1,33 +1,79 @@
-"""The game itself in the chat page: ``codemojex up`` runs as a newcomer starts it, and headless
-Chromium (Debian's binary, driven by Playwright) plays as Ada — ``/play``, six taps on the inline
-emoji keyboard, ✅ — and sees the score worker's reply arrive live."""
+"""The game itself in the chat page: ``codemojex up`` runs as a newcomer starts it (one run per
+test), and headless Chromium (Debian's binary, driven by Playwright) plays it.
+
+In a private chat Ada reads ``/help`` (the squares, the 6-of-24 code), has a guess repeating an
+emoji refused, then composes one on the inline keyboard and sees its score, guess included. In the
+lounge (a group) four players send a burst of 8 guesses, ABCDABCD: the game's one live status
+message and each player's own chat must show them in the order they were sent.
+"""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from playwright.async_api import Browser, expect
+from playwright.async_api import Browser, Page, expect
 from up_rig import codemojex_up
 
-WAIT_MS = 20_000  # generous: the machine is shared
+from codemojex.domain import get_set
+from codemojex.telegram.sandbox import LOUNGE, PREDEFINED_USERS
+
+WAIT_MS = 30_000  # generous: the machine is shared
 TAPS = ["🍎", "🍌", "🍒", "🍇", "🐶", "🐱"]
+SQUARES = "🟩🟨🟧🟥🟪⬛"
+# Six squares, as an alternation: the browser's regular expressions count UTF-16 units, and
+# five of the squares are two of them.
+SIX_SQUARES = f"(?:{'|'.join(SQUARES)}){{6}}"
+KEYBOARD = get_set("classic").symbols  # the default room's 24 emojis
+# Eight different guesses of six different emojis (windows of the keyboard, none cracks a code
+# drawn at random but by a 1 in 96 million chance), sent by the four players in turn.
+BURST = [
+    (PREDEFINED_USERS[n % 4], "".join(KEYBOARD[2 * n : 2 * n + 6])) for n in range(len("ABCDABCD"))
+]
+STATUS_LINE = re.compile(rf"^(\w+): (\S+) → {SIX_SQUARES} \d+%$")
 
 
-async def test_a_player_composes_a_guess_on_the_keyboard_and_sees_its_score(
+def score_text(name: str, guess: str, prefix: str = "") -> re.Pattern[str]:
+    """A score message for ``name``'s ``guess``: the guess shown with its squares."""
+    return re.compile(f"^{re.escape(prefix)}{name}: {re.escape(guess)} → {SIX_SQUARES} \\d+%$")
+
+
+async def open_chat(page: Page, user: int, chat: int) -> None:
+    await page.click(f'#users button[data-user="{user}"]')
+    await page.click(f'#chats button[data-chat="{chat}"]')
+    await expect(page.locator(f'#chats button.on[data-chat="{chat}"]')).to_have_count(1)
+
+
+async def send(page: Page, text: str) -> None:
+    await page.fill("#text", text)
+    await page.click("#send")
+    await expect(page.locator(".msg.mine .text", has_text=text).last).to_be_visible()
+
+
+async def test_a_player_reads_the_help_is_refused_a_repeat_and_sees_the_guess_in_its_score(
     tmp_path: Path, browser: Browser
 ) -> None:
     async with codemojex_up(tmp_path) as run:
         page = await browser.new_page()
         try:
             await page.goto(f"{run.chat}/?token={run.token}")
-            await page.click('#users button[data-user="1001"]')
-            await page.click('#chats button[data-chat="1001"]')
+            await open_chat(page, 1001, 1001)
             await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
-            await page.fill("#text", "/play")
-            await page.click("#send")
+
+            await send(page, "/help")
+            help_ = page.locator(".msg.bot .text", has_text="/board")
+            for square in SQUARES:  # each square, with what it means
+                await expect(help_).to_contain_text(re.compile(f"{square} \\w"), timeout=WAIT_MS)
+            await expect(help_).to_contain_text(re.compile(r"\b6\b[^\n]*\b24\b"))
+
+            await send(page, "/play")
             started = page.locator(".msg.bot", has_text="started a new game")
             await expect(started).to_have_count(1, timeout=WAIT_MS)
+
+            await send(page, "/guess 🍒🍒🍒🍒🍒🍒")
+            refused = page.locator(".msg.bot .text", has_text="at most once")
+            await expect(refused).to_contain_text("🍒 repeated", timeout=WAIT_MS)
+
             # The keyboard message is edited as the draft grows: follow it by its id.
             message_id = await started.get_attribute("data-message-id")
             board = page.locator(f'.msg.bot[data-message-id="{message_id}"]')
@@ -37,7 +83,108 @@ async def test_a_player_composes_a_guess_on_the_keyboard_and_sees_its_score(
                 draft = "".join(TAPS[:n])
                 await expect(board.locator(".text")).to_contain_text(draft, timeout=WAIT_MS)
             await board.locator(".keyboard button", has_text="✅").click()
-            scored = page.locator(".msg.bot .text", has_text=re.compile(r"^Ada: \S+ → \S+ \d+%$"))
-            await expect(scored).to_have_count(1, timeout=WAIT_MS)
+            scores = page.locator(".msg.bot .text", has_text=re.compile(r"→ .* \d+%$"))
+            # One score, the keyboard guess's, showing it: the repeat was never charged.
+            await expect(scores).to_have_text([score_text("Ada", "".join(TAPS))], timeout=WAIT_MS)
+        finally:
+            await page.close()
+
+
+RECORD = """token => new Promise((opened, failed) => {
+  // Every message and edit the sandbox delivers, in the order it delivers them.
+  window.recorded = [];
+  const stream = new EventSource("/sandbox/stream?token=" + encodeURIComponent(token));
+  const keep = (kind) => (e) => {
+    const m = JSON.parse(e.data);
+    window.recorded.push({ kind, chat: m.chat.id, id: m.message_id, bot: m.from.is_bot,
+                           text: m.text || "" });
+  };
+  stream.addEventListener("message", keep("message"));
+  stream.addEventListener("edit", keep("edit"));
+  stream.onopen = () => opened(true);
+  stream.onerror = () => failed(new Error("the recording stream failed"));
+})"""
+
+BURST_JS = """async ([token, chat, burst]) => {
+  // One guess after another, each sent once the sandbox took the previous one: a burst.
+  for (const [user, text] of burst) {
+    const response = await fetch("/sandbox/say", { method: "POST",
+      headers: { "X-Sandbox-Token": token, "Content-Type": "application/json" },
+      body: JSON.stringify({ user, chat, text }) });
+    if (!response.ok) throw new Error(`say ${text}: HTTP ${response.status}`);
+  }
+}"""
+
+
+def shown(status: str) -> dict[str, str]:
+    """The live status's lines as ``{player: guess}`` (its first line is the title)."""
+    lines = status.split("\n")[1:]
+    found = {}
+    for line in lines:
+        match = STATUS_LINE.match(line)
+        assert match is not None, f"a status line without its guess: {line!r} in {status!r}"
+        found[match.group(1)] = match.group(2)
+    assert len(found) == len(lines), f"a player on two lines: {status!r}"
+    return found
+
+
+def reached(status: str) -> int:
+    """How far into the burst a status is, checking it is in order: a status showing guess n
+    must show every guess before it, or a later one of the same player (each player's latest
+    guess is shown). Returns how many of the burst's guesses it accounts for."""
+    index = {(name, guess): n for n, ((_, name), guess) in enumerate(BURST)}
+    latest = {name: index[(name, guess)] for name, guess in shown(status).items()}
+    covered = {n for n, ((_, name), _) in enumerate(BURST) if n <= latest.get(name, -1)}
+    missing = sorted(set(range(max(covered, default=-1) + 1)) - covered)
+    assert not missing, (
+        f"out of order: the status accounts for guesses {sorted(n + 1 for n in covered)} of "
+        f"the burst (1-8, ABCDABCD) but not for {[n + 1 for n in missing]} sent before: "
+        f"{status!r}"
+    )
+    return len(covered)
+
+
+async def test_a_burst_of_guesses_in_a_group_arrives_in_order_on_its_live_status(
+    tmp_path: Path, browser: Browser
+) -> None:
+    async with codemojex_up(tmp_path) as run:
+        page = await browser.new_page()
+        try:
+            await page.goto(f"{run.chat}/?token={run.token}")
+            await open_chat(page, 1001, LOUNGE)
+            await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
+            await send(page, "/play")
+            started = page.locator(".msg.bot", has_text="started a new game")
+            await expect(started).to_have_count(1, timeout=WAIT_MS)
+
+            await page.evaluate(RECORD, run.token)
+            burst = [[user, f"/guess {guess}"] for (user, _), guess in BURST]
+            await page.evaluate(BURST_JS, [run.token, LOUNGE, burst])
+
+            # The group: one live status message, ending on each player's latest guess.
+            status = page.locator(".msg.bot", has_text="Live scores")
+            for (_, name), guess in BURST[4:]:
+                await expect(status.locator(".text")).to_contain_text(
+                    f"{name}: {guess} →", timeout=WAIT_MS
+                )
+            await expect(status).to_have_count(1)
+            final = await status.locator(".text").inner_text()
+            status_id = int(await status.get_attribute("data-message-id") or 0)
+            assert shown(final) == {name: guess for (_, name), guess in BURST[4:]}
+
+            # Each player's own chat: their two scores, in the order they guessed.
+            for n, (user, name) in enumerate(PREDEFINED_USERS):
+                await open_chat(page, user, user)
+                mine = [score_text(name, BURST[k][1], "Your guess: ") for k in (n, n + 4)]
+                await expect(page.locator(".msg.bot .text")).to_have_text(mine, timeout=WAIT_MS)
+
+            # Everything the sandbox delivered during the burst, in its order.
+            recorded = await page.evaluate("window.recorded")
+            lounge = [e for e in recorded if e["chat"] == LOUNGE and e["bot"]]
+            assert [e["id"] for e in lounge] == [status_id] * len(lounge), lounge
+            assert lounge[0]["kind"] == "message", lounge  # sent once, then edited
+            steps = [reached(e["text"]) for e in lounge]
+            assert steps == sorted(steps), f"the status went back: {lounge}"
+            assert steps[-1] == len(BURST)
         finally:
             await page.close()
