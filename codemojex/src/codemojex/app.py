@@ -126,6 +126,10 @@ async def running(
         await minter.ready()
         stack.push_async_callback(minter.release)
         pipeline = Pipeline.build(store, pool, minter=minter, prefix=settings.prefix)
+        # A player's guesses are scored one at a time, in the order sent, so their scores
+        # reach their chat in that order (echomq's ordered lanes: the setting lives in the
+        # engine, so every score worker process agrees; setting it again is harmless).
+        await pipeline.queues.score.ordered(True)
         bot = open_bot(settings.telegram)
         stack.push_async_callback(bot.session.close)
         report("bot", await check_bot(bot, settings.telegram.token))
