@@ -1,11 +1,13 @@
 """``make run`` (``codemojex up``) as a newcomer runs it: a process tree that gets ready, plays a
-guess through the sandbox's HTTP API, stops on one Ctrl-C with exit 0 and no stray process, and
-after a restart still has the game and the balance."""
+guess through the sandbox's HTTP API, prints the ``echomq`` line that reads its queues, stops on
+one SIGINT with exit 0 and no stray process (even started in the background, where the shell
+ignores SIGINT for it), and after a restart still has the game and the balance."""
 
 from __future__ import annotations
 
 import asyncio
 import re
+import shlex
 import signal
 import sys
 from pathlib import Path
@@ -15,7 +17,7 @@ from up_rig import GUESS, alive, clean_env, codemojex_up, say_and_wait
 
 
 async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -> None:
-    async with codemojex_up(tmp_path) as run:
+    async with codemojex_up(tmp_path, in_background=True) as run:
         ready = [line.split(" ready", 1)[0] for line in run.lines if " ready (" in line]
         for component in ("valkey", "sandbox", "store", "score worker", "notification worker",
                           "command worker", "gateway", "dashboard"):  # fmt: skip
@@ -31,6 +33,20 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
         # The game's series beside the engine's, on the dashboard's /metrics.
         assert re.search(r'codemojex_notifications_total\{outcome="delivered"\} [1-9]', metrics)
         assert 'echomq_completed_total{queue="cm"}' in metrics
+        # The line an operator pastes to read the game's queues, run as printed (no ECHOMQ_URL:
+        # its --url alone names the embedded Valkey).
+        [inspect] = [line.split("inspect", 1)[1] for line in run.lines if "  inspect  " in line]
+        [port] = re.findall(r"valkey ready \(\S+ on 127\.0\.0\.1:(\d+)", "".join(run.lines))
+        argv = shlex.split(inspect)
+        assert argv == ["echomq", "--url", f"valkey://127.0.0.1:{port}/0", "stats", "cm.notify"]
+        stats = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "echomq.cli", *argv[1:], env=clean_env(),
+            stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
+        )  # fmt: skip
+        table = (await asyncio.wait_for(stats.communicate(), 60.0))[0].decode()
+        assert stats.returncode == 0, table
+        assert re.search(r"pending\W+\d+", table), table
+        assert re.search(r"completed\W+\d+", table), table
         children = run.descendants()
         assert children, "the embedded Valkey runs as a child"
         run.process.send_signal(signal.SIGINT)

@@ -64,12 +64,20 @@ def clean_env() -> dict[str, str]:
 
 @asynccontextmanager
 async def codemojex_up(
-    data_dir: Path, env: dict[str, str] | None = None, sandbox_port: int = 0
+    data_dir: Path,
+    env: dict[str, str] | None = None,
+    sandbox_port: int = 0,
+    *,
+    in_background: bool = False,
 ) -> AsyncIterator[Run]:
     """``codemojex up`` on ``data_dir`` with the embedded defaults plus ``env``; without a
     Telegram token in ``env`` its sandbox's chat page is ``Run.chat`` (else ``Run.chat`` is ""),
-    on ``sandbox_port`` (0: a free one; a restart that keeps a tab's link names the same one)."""
+    on ``sandbox_port`` (0: a free one; a restart that keeps a tab's link names the same one).
+    ``in_background``: started as a shell starts ``make run &``, with SIGINT ignored (POSIX
+    asks that of an asynchronous command without job control; ``exec`` keeps it ignored)."""
+    shell = ["sh", "-c", 'trap "" INT; exec "$@"', "sh"] if in_background else []
     process = await asyncio.create_subprocess_exec(
+        *shell,
         sys.executable, "-u", "-m", "codemojex.cli", "up", "--data-dir", str(data_dir),
         "--sandbox-port", str(sandbox_port), "--dashboard-port", "0",
         env={**clean_env(), **(env or {})},

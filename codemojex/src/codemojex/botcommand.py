@@ -4,6 +4,9 @@ An application entry point, so it reads the environment, once: ``TELEGRAM_BOT_TO
 ``TELEGRAM_API_BASE`` (never printed nor logged; without a token an in-process sandbox Bot API
 stands in and its chat page is printed), ``ECHOMQ_URL`` (else the embedded Valkey in the data
 directory), ``CODEMOJEX_DB`` (else SQLite in the data directory), ``TELEGRAM_WEBHOOK_SECRET``.
+
+The bot's modules (aiogram, SQLAlchemy, the sandbox) load when it runs, not when ``codemojex
+--help`` declares its arguments.
 """
 
 from __future__ import annotations
@@ -15,13 +18,12 @@ import os
 import signal
 from contextlib import AsyncExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from codemojex.app import BotSettings, Mode, run_bot
-from codemojex.bot.webhook import WebhookOptions, new_secret
-from codemojex.datadir import DataDir
-from codemojex.domain import CodemojexError
-from codemojex.launch import bot_api, engine
+if TYPE_CHECKING:
+    from codemojex.app import Mode
+    from codemojex.bot.webhook import WebhookOptions
+    from codemojex.datadir import DataDir
 
 
 def add_command(commands: Any) -> None:
@@ -39,6 +41,11 @@ def add_command(commands: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run until Ctrl-C; 0 on a clean stop, 2 when the bot cannot run (bad token, …)."""
+    from codemojex.bot.webhook import WebhookOptions, new_secret
+    from codemojex.datadir import DataDir
+    from codemojex.domain import CodemojexError
+    from codemojex.launch import engine
+
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("aiogram.event").setLevel(logging.WARNING)  # one line per update: noise
     data = DataDir(Path(args.data_dir).resolve())
@@ -70,6 +77,9 @@ def main(args: argparse.Namespace) -> int:
 async def _serve(
     args: argparse.Namespace, data: DataDir, echomq_url: str, webhook: WebhookOptions
 ) -> None:
+    from codemojex.app import BotSettings, run_bot
+    from codemojex.launch import bot_api
+
     # SIGTERM stops as cleanly as Ctrl-C: the consumers finish the jobs in hand.
     task = asyncio.current_task()
     assert task is not None

@@ -8,6 +8,9 @@ hand, then the dashboard, the Bot API and the engine. A second ``up`` on the sam
 says who holds it. Reads the environment once, here: ``CODEMOJEX_DATA``, ``ECHOMQ_URL``,
 ``CODEMOJEX_DB``, ``TELEGRAM_BOT_TOKEN``, ``TELEGRAM_API_BASE``, ``CODEMOJEX_SANDBOX_TOKEN``,
 ``ECHOMQ_DASHBOARD_TOKEN``.
+
+The game's modules (aiogram, SQLAlchemy, the sandbox: seconds to import) load when ``up`` runs,
+not when ``codemojex --help`` declares its arguments.
 """
 
 from __future__ import annotations
@@ -17,19 +20,14 @@ import asyncio
 import logging
 import os
 import secrets
+import shlex
 import signal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from codemojex.app import BotSettings, running
-from codemojex.datadir import DataDir
-from codemojex.domain import CodemojexError
-from codemojex.launch import bot_api, engine
-from codemojex.notify.consumer import NotificationConsumer
-from codemojex.notify.metrics import NotificationMetrics
-from echomq import EchoMQError
-from echomq.dashboard import Hosts, create_app, serving
-from echomq.metrics import Metrics
+if TYPE_CHECKING:
+    from codemojex.datadir import DataDir
 
 SANDBOX_PORT = 8470
 DASHBOARD_PORT = 8471
@@ -57,6 +55,11 @@ def add_command(commands: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     """Run until Ctrl-C or SIGTERM: 0 on a clean stop, 2 when the game cannot start."""
+    from codemojex.datadir import DataDir
+    from codemojex.domain import CodemojexError
+    from codemojex.launch import engine
+    from echomq import EchoMQError
+
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s")
     data = DataDir(Path(args.data_dir).resolve())
     try:
@@ -75,6 +78,8 @@ def main(args: argparse.Namespace) -> int:
 
 def host_name(text: str) -> str:
     """``--public-host``'s check: a host name (argparse reports the ValueError)."""
+    from echomq.dashboard import Hosts
+
     Hosts([text])
     return text
 
@@ -83,7 +88,22 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
+def stats_command(url: str, queue: str) -> str:
+    """The ``echomq`` line an operator pastes to read ``queue`` on the engine at ``url``. A URL
+    with a password is never printed: only ``ECHOMQ_URL`` can carry one (the embedded Valkey has
+    none), so the line names that variable instead, as the dashboard's line names its token."""
+    shown = '"$ECHOMQ_URL"' if urlsplit(url).password is not None else shlex.quote(url)
+    return f"echomq --url {shown} stats {shlex.quote(queue)}"
+
+
 async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
+    from codemojex.app import BotSettings, running
+    from codemojex.launch import bot_api
+    from codemojex.notify.consumer import NotificationConsumer
+    from codemojex.notify.metrics import NotificationMetrics
+    from echomq.dashboard import create_app, serving
+    from echomq.metrics import Metrics
+
     # SIGTERM stops like Ctrl-C: the main task is cancelled and every block below unwinds.
     task = asyncio.current_task()
     assert task is not None
@@ -129,6 +149,8 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
                 shown = "?token=$ECHOMQ_DASHBOARD_TOKEN" if chosen else f"?token={token}"
                 say(f"  dashboard  {base}/{shown}")
                 say(f"  metrics    {base}/metrics")
+                say(f"  queues     {', '.join(queue.name for queue in metrics.queues)}")
+                say(f"  inspect    {stats_command(echomq_url, queues.notify.name)}")
                 say("")
                 where = "in the chat page" if api.sandbox is not None else "to the bot in Telegram"
                 say(f"codemojex ready: send /play {where} (Ctrl-C stops everything)")

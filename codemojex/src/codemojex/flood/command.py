@@ -1,6 +1,7 @@
 """``codemojex flood``: the subcommand's arguments and its run — an entry point, so it reads the
 environment (``ECHOMQ_URL``: an existing Valkey instead of an embedded one; ``CODEMOJEX_DATA``:
-where the PNG goes by default).
+where the PNG goes by default). The runner, the report's tables (rich) and the engine load when a
+flood runs, not when ``codemojex --help`` declares these arguments.
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-
-from codemojex.flood.report import FloodReport, LiveProgress, render, summarise
-from codemojex.flood.run import run_flood
 from codemojex.flood.scenario import SMALL, FloodOptions
-from echomq.server import EmbeddedValkey
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from codemojex.flood.report import FloodReport
+    from echomq.server import EmbeddedValkey
 
 
 def _count(text: str) -> int:
@@ -90,6 +92,11 @@ def options_from(args: argparse.Namespace) -> FloodOptions:
 
 def run_command(args: argparse.Namespace) -> int:
     """Run the flood; exit 0 when the report is sound (no 429, nothing unscored or lost)."""
+    from rich.console import Console
+
+    from codemojex.flood.report import render
+    from echomq.server import EmbeddedValkey
+
     try:
         options = options_from(args)
     except ValueError as error:
@@ -120,6 +127,8 @@ async def _run(
     options: FloodOptions, url: str, out: Path, console: Console, *, is_live: bool
 ) -> tuple[FloodReport, Path]:
     from codemojex.flood.plot import plot  # matplotlib loads only when a flood runs
+    from codemojex.flood.report import LiveProgress, summarise
+    from codemojex.flood.run import run_flood
 
     if is_live and console.is_terminal:
         with LiveProgress(console) as live:
