@@ -9,6 +9,7 @@ idempotent by guess, so a guess is charged once and scored once however often it
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -85,6 +86,7 @@ class Guesses:
         self.queue = queue
         self.minter = minter
         self._terms: Memo[str, _Terms] = Memo()
+        self._reading: dict[str, asyncio.Future[_Terms]] = {}  # one read per game at a time
 
     async def submit(
         self, game: str, player: str, guess_text: str, *, job: str | None = None
@@ -111,7 +113,7 @@ class Guesses:
                 charged = await guess_by_job(session, checked_id(job, "JOB", "job"))
             if charged is not None:
                 return await self._receipt(charged)
-        terms = self._terms.get(game) or self._terms.put(game, await self._read_terms(game))
+        terms = await self._terms_of(game)
         if terms.deadline <= datetime.now(UTC):
             raise GameClosed(game, "expired")
         symbols = parse_guess(guess_text, terms.keyboard)
@@ -163,6 +165,20 @@ class Guesses:
             fee=view.fee,
             is_queued=await self._enqueue(record),
         )
+
+    async def _terms_of(self, game: str) -> _Terms:
+        """The game's terms, cached; concurrent misses share one read. A burst of submits to a
+        game not cached yet (a flood of 2,000 at once) would otherwise each take a connection
+        for the same row and starve the pool the charges need."""
+        cached = self._terms.get(game)
+        if cached is not None:
+            return cached
+        reading = self._reading.get(game)
+        if reading is None:
+            reading = self._reading[game] = asyncio.ensure_future(self._read_terms(game))
+            reading.add_done_callback(lambda _: self._reading.pop(game, None))
+        # Shielded: one caller cancelled does not cancel the read the others wait on.
+        return self._terms.put(game, await asyncio.shield(reading))
 
     async def _read_terms(self, game: str) -> _Terms:
         async with self.store.read() as session:
