@@ -146,6 +146,26 @@ async def test_one_members_verdict_settles_that_member_alone(app: App) -> None:
     assert (tally.completed, tally.retried, tally.dead) == (2, 1, 1)
 
 
+async def test_a_member_cancelled_while_its_batch_runs_is_not_retried(app: App) -> None:
+    """Its verdict asks for a retry, but a cancel marked it meanwhile: the engine ends it
+    cancelled, and the batch's tally says so (not a lost lease)."""
+    handles: list[Any] = []
+
+    @app.task(batch=Batching(max_size=2, min_size=2, max_wait=1.0), retries=3)
+    async def deliver(members: list[Member[str]]) -> list[MemberVerdict[str]]:
+        await handles[1].cancel("not wanted")  # the second member, while the batch runs
+        return [m.done("sent") if m.item == "keep" else m.retry(0.0, "later") for m in members]
+
+    handles.extend([await deliver.enqueue(w) for w in ("keep", "drop")])
+    tallies = await asyncio.wait_for(AppWorker(app, options=FAST).run_until_idle(), 20)
+    assert await handles[0].result(timeout=5) == "sent"
+    info = await app.queue(app.default_queue).job(handles[1].id)
+    assert info is not None
+    assert info.state == "cancelled"
+    tally = tallies[app.default_queue]
+    assert (tally.completed, tally.cancelled, tally.retried, tally.lost) == (1, 1, 0, 0)
+
+
 async def test_a_batchs_leases_are_extended_together_past_its_lease(app: App) -> None:
     queue = app.queue()
     extends: list[set[str]] = []

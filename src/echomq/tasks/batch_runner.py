@@ -303,9 +303,17 @@ class BatchConsumer:
     def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
         job = failed.job
         settled: Outcome
-        if not isinstance(outcome, str) or outcome not in ("scheduled", "dead", "gone"):
+        if not isinstance(outcome, str) or outcome not in (
+            "scheduled",
+            "dead",
+            "gone",
+            "cancelled",
+        ):
             self._lost(job, "retry", outcome)
             settled = "lost"
+        elif outcome == "cancelled":
+            self.tally.cancelled += 1  # a cancel marked it while it ran: not retried
+            settled = "cancelled"
         elif outcome == "dead":
             self.tally.dead += 1
             settled = "dead"
