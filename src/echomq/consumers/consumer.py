@@ -159,6 +159,47 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def count_lost(tally: Tally, name: str, job: Job, verb: str, outcome: object) -> None:
+    """A settle that did not take: the lease decides (it expires and the job is reaped and run
+    again), nothing is lost."""
+    tally.lost += 1
+    log.warning("%s: could not %s job %s: %s", name, verb, job.id, outcome)
+
+
+def count_complete(
+    tally: Tally, name: str, job: Job, outcome: CompleteOutcome | EchoMQError
+) -> Outcome:
+    """Count the settler's answer for one completed job ("gone" counts: nothing to redo);
+    shared by every consumer (the batch runner too)."""
+    if isinstance(outcome, str) and outcome in ("completed", "gone"):
+        tally.completed += 1
+        return "completed"
+    count_lost(tally, name, job, "complete", outcome)
+    return "lost"
+
+
+def count_retry(
+    tally: Tally, name: str, failed: Failed, outcome: RetryOutcome | EchoMQError
+) -> Outcome:
+    """Count the settler's answer for one failed job: retried, dead (logged), cancelled (a
+    cancel marked it while it ran: not retried) or lost."""
+    if not isinstance(outcome, str) or outcome not in ("scheduled", "dead", "cancelled", "gone"):
+        count_lost(tally, name, failed.job, "retry", outcome)
+        return "lost"
+    if outcome == "cancelled":
+        tally.cancelled += 1
+        return "cancelled"
+    if outcome == "dead":
+        tally.dead += 1
+        job = failed.job
+        log.warning(
+            "%s: job %s is dead at attempt %d: %s", name, job.id, job.attempts, failed.error
+        )
+        return "dead"
+    tally.retried += 1
+    return "retried"
+
+
 class Consumer:
     """Runs ``handler`` on the jobs of ``queue``, up to ``concurrency`` at once."""
 
@@ -485,53 +526,22 @@ class Consumer:
 
     def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
         """The settler's answer for one completed job ("gone" counts: nothing to redo)."""
-        is_lost = not isinstance(outcome, str) or outcome not in ("completed", "gone")
-        if is_lost:
-            self._lost(job, "complete", outcome)
-        else:
-            self.tally.completed += 1
-        if self.observer is not None:
-            self.observer.settled(self.queue.name, job, "lost" if is_lost else "completed")
-
-    def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
-        """The settler's answer for one failed job."""
-        job = failed.job
-        settled: Outcome
-        if not isinstance(outcome, str) or outcome not in (
-            "scheduled",
-            "dead",
-            "cancelled",
-            "gone",
-        ):
-            self._lost(job, "retry", outcome)
-            settled = "lost"
-        elif outcome == "cancelled":
-            self.tally.cancelled += 1  # a cancel marked it while it ran: not retried
-            settled = "cancelled"
-        elif outcome == "dead":
-            self.tally.dead += 1
-            settled = "dead"
-            log.warning(
-                "%s: job %s is dead at attempt %d: %s",
-                self.name,
-                job.id,
-                job.attempts,
-                failed.error,
-            )
-        else:
-            self.tally.retried += 1
-            settled = "retried"
-            if outcome == "scheduled" and failed.delay > 0:
-                # Asked once the job is on the schedule, never before its write: an upkeep that
-                # began in between would answer without it, and this request would be lost.
-                self.cadence.soon(time.monotonic(), failed.delay)
+        settled = count_complete(self.tally, self.name, job, outcome)
         if self.observer is not None:
             self.observer.settled(self.queue.name, job, settled)
 
+    def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
+        """The settler's answer for one failed job."""
+        settled = count_retry(self.tally, self.name, failed, outcome)
+        if outcome == "scheduled" and failed.delay > 0:
+            # Asked once the job is on the schedule, never before its write: an upkeep that
+            # began in between would answer without it, and this request would be lost.
+            self.cadence.soon(time.monotonic(), failed.delay)
+        if self.observer is not None:
+            self.observer.settled(self.queue.name, failed.job, settled)
+
     def _lost(self, job: Job, verb: str, outcome: str | EchoMQError) -> None:
-        # The lease decides: it expires and the job is reaped and run again, nothing is lost.
-        self.tally.lost += 1
-        log.warning("%s: could not %s job %s: %s", self.name, verb, job.id, outcome)
+        count_lost(self.tally, self.name, job, verb, outcome)
 
     async def _settle(self, call: Awaitable[Any], counter: str) -> Any:
         try:

@@ -16,7 +16,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
-from echomq.consumers.consumer import ConsumerOptions, Observer, Outcome, Tally, describe
+from echomq.consumers.consumer import (
+    ConsumerOptions,
+    Observer,
+    Outcome,
+    Tally,
+    count_complete,
+    count_lost,
+    count_retry,
+    describe,
+)
 from echomq.engine.checks import MAX_BATCH, ms
 from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RetryOutcome
 from echomq.engine.settler import Settler
@@ -293,51 +302,20 @@ class BatchConsumer:
         self._settler.retry(Failed(member.job, error[:2000], delay, most, formatted))
 
     def _completed(self, job: Job, outcome: CompleteOutcome | EchoMQError) -> None:
-        is_lost = not isinstance(outcome, str) or outcome not in ("completed", "gone")
-        if is_lost:
-            self._lost(job, "complete", outcome)
-        else:
-            self.tally.completed += 1
-        self._observe(job, "lost" if is_lost else "completed")
+        self._observe(job, count_complete(self.tally, self.name, job, outcome))
 
     def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
-        job = failed.job
-        settled: Outcome
-        if not isinstance(outcome, str) or outcome not in (
-            "scheduled",
-            "dead",
-            "gone",
-            "cancelled",
-        ):
-            self._lost(job, "retry", outcome)
-            settled = "lost"
-        elif outcome == "cancelled":
-            self.tally.cancelled += 1  # a cancel marked it while it ran: not retried
-            settled = "cancelled"
-        elif outcome == "dead":
-            self.tally.dead += 1
-            settled = "dead"
-            log.warning(
-                "%s: job %s is dead at attempt %d: %s",
-                self.name,
-                job.id,
-                job.attempts,
-                failed.error,
-            )
-        else:
-            self.tally.retried += 1
-            settled = "retried"
-            if outcome == "scheduled" and failed.delay > 0:
-                self.cadence.soon(time.monotonic(), failed.delay)  # promote it when it falls due
-        self._observe(job, settled)
+        settled = count_retry(self.tally, self.name, failed, outcome)
+        if outcome == "scheduled" and failed.delay > 0:
+            self.cadence.soon(time.monotonic(), failed.delay)  # promote it when it falls due
+        self._observe(failed.job, settled)
 
     def _observe(self, job: Job, outcome: Outcome) -> None:
         if self.observer is not None:
             self.observer.settled(self.queue.name, job, outcome)
 
     def _lost(self, job: Job, verb: str, outcome: str | EchoMQError) -> None:
-        self.tally.lost += 1
-        log.warning("%s: could not %s job %s: %s", self.name, verb, job.id, outcome)
+        count_lost(self.tally, self.name, job, verb, outcome)
 
     # -- leases and stopping -------------------------------------------------------------------
 
