@@ -4,7 +4,6 @@ others, because each player's guesses ride a lane of their own on ``cm``.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -14,6 +13,7 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     new_players,
     pipeline_fixture,
     store_fixture,
+    submit_all,
     until,
 )
 
@@ -37,8 +37,8 @@ async def test_quiet_players_are_scored_before_the_floods_200th_guess(
     quiet = await new_players(store, minter, QUIET_PLAYERS, first=9000)
     started = time.monotonic()
     # Everything is charged and waiting before the one consumer starts, the flood first.
-    await asyncio.gather(
-        *(pipeline.guesses.submit(game.id, flooder, "🍎🍌🍒🐸🐙🦋") for _ in range(FLOOD))
+    await submit_all(
+        pipeline.guesses.submit(game.id, flooder, "🍎🍌🍒🐸🐙🦋") for _ in range(FLOOD)
     )
     for player in quiet:
         for _ in range(QUIET_EACH):

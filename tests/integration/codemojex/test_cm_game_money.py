@@ -22,6 +22,7 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     new_players,
     pipeline_fixture,
     store_fixture,
+    submit_all,
     unscored,
     until,
 )
@@ -77,12 +78,10 @@ async def test_concurrent_guesses_are_scored_once_and_charged_once(
 
     started = time.monotonic()
     async with serving(consumers):
-        receipts: list[Receipt] = await asyncio.gather(
-            *(
-                pipeline.guesses.submit(game.id, player, " ".join(guess))
-                for player, guesses in planned.items()
-                for guess in guesses
-            )
+        receipts: list[Receipt] = await submit_all(
+            pipeline.guesses.submit(game.id, player, " ".join(guess))
+            for player, guesses in planned.items()
+            for guess in guesses
         )
         await until(lambda: _all_scored(store, pipeline.queues.score))
     elapsed = time.monotonic() - started

@@ -8,7 +8,7 @@ Test modules import ``pipeline_fixture`` (it registers as ``pipeline``) with the
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -16,6 +16,7 @@ from cm_store_fixtures import minter_fixture, store_fixture  # noqa: F401 (fixtu
 from sqlalchemy import func, select
 
 from codemojex.domain import FREE_ROOM_FEE, PAID_ROOM_FEE, Currency
+from codemojex.game.api import Receipt
 from codemojex.pipeline import Pipeline
 from codemojex.store import (
     GameView,
@@ -88,6 +89,23 @@ async def new_players(
                     await credit(session, player, currency, amount, "top-up", minter=minter)
             players.append(player)
     return players
+
+
+IN_FLIGHT = 10
+"""Submits a burst keeps in flight at once: below the store's pool (5 + 10 overflow), as the
+command worker's concurrency keeps a real burst. Thousands awaited at once would queue for a
+connection past the pool's 30 s timeout on a loaded host, which tests the host, not the game."""
+
+
+async def submit_all(calls: Iterable[Awaitable[Receipt]]) -> list[Receipt]:
+    """Await ``calls`` with :data:`IN_FLIGHT` of them running at a time; receipts in order."""
+    gate = asyncio.Semaphore(IN_FLIGHT)
+
+    async def gated(call: Awaitable[Receipt]) -> Receipt:
+        async with gate:
+            return await call
+
+    return await asyncio.gather(*(gated(call) for call in calls))
 
 
 async def until(condition: Callable[[], Awaitable[bool]], timeout: float = 30.0) -> None:
