@@ -1,6 +1,7 @@
 """The operations pages keep up with the code: docs/operations/metrics.md's table names every
 Prometheus series echomq exposes (counters under their exposed ``_total`` name), and
-docs/operations/cli.md's table has a row for every verb of the ``echomq`` command."""
+docs/operations/cli.md's table has a row for every verb of the ``echomq`` command; the
+reference pages name every exception echomq exports and every script of the engine."""
 
 from __future__ import annotations
 
@@ -48,3 +49,28 @@ def test_every_cli_verb_has_a_row(monkeypatch: pytest.MonkeyPatch) -> None:
         verb for verb in verbs.choices if not re.search(rf"^\| `[^|]*\b{verb}\b", rows, re.M)
     ]
     assert not missing, f"verbs without a row in docs/operations/cli.md: {missing}"
+
+
+def test_every_exported_exception_is_in_the_errors_page() -> None:
+    errors = (OPERATIONS.parent / "reference" / "errors.md").read_text()
+    exported = [
+        name
+        for name in echomq.__all__
+        if isinstance(getattr(echomq, name), type)
+        and issubclass(getattr(echomq, name), BaseException)
+    ]
+    assert {"EchoMQError", "TaskFailed", "Retry"} <= set(exported)
+    missing = [name for name in exported if not re.search(rf"\b{name}\b", errors)]
+    assert not missing, f"exceptions missing from docs/reference/errors.md: {missing}"
+
+
+def test_every_script_has_a_row_in_the_scripts_page() -> None:
+    scripts = sorted(
+        path.stem
+        for path in (Path(echomq.__file__).parent / "engine" / "lua").glob("*.lua")
+        if not path.stem.startswith("_")
+    )
+    assert {"enqueue", "claim", "tick", "node"} <= set(scripts)
+    rows = (OPERATIONS.parent / "reference" / "scripts.md").read_text()
+    missing = [name for name in scripts if not re.search(rf"^\|[^|]*`{name}`", rows, re.M)]
+    assert not missing, f"scripts without a row in docs/reference/scripts.md: {missing}"

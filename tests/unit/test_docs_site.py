@@ -11,6 +11,7 @@ docs/reference/api/.
 
 from __future__ import annotations
 
+import doctest
 import importlib
 import inspect
 import os
@@ -81,3 +82,16 @@ def test_every_public_name_has_an_entry_in_the_reference(site: Path) -> None:
         if name not in entries and f"echomq.{short}" not in entries:
             missing.append(name)
     assert not missing, f"not in the generated reference (docs/reference/api/): {missing}"
+
+
+def test_every_docstring_example_of_the_public_modules_runs() -> None:
+    """The API pages render the docstrings: their ``>>>`` examples run here as doctests."""
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    found = 0
+    for name in ["echomq", *MODULES]:
+        for test in finder.find(importlib.import_module(name)):
+            found += len(test.examples)
+            runner.run(test)
+    assert found >= 5, "the server module's example is gone: the finder sees nothing"
+    assert runner.failures == 0, f"{runner.failures} docstring example(s) failed (output above)"

@@ -5,8 +5,20 @@
 Valkey Cluster (three primaries, optional replicas) on loopback. Both are context managers that
 stop the processes they started, and both die with the process that started them.
 
-    with EmbeddedValkey() as server:
-        queue = await Queue.connect(server.url, "email")
+    >>> import asyncio
+    >>> from echomq import Queue
+    >>> from echomq.server import EmbeddedValkey
+    >>> async def first_job(url: str) -> str:
+    ...     queue = await Queue.connect(url, "email")
+    ...     verdict = await queue.enqueue({"to": "ada@example.test"})
+    ...     await queue.close()
+    ...     return verdict.kind
+    >>> with EmbeddedValkey() as server:
+    ...     asyncio.run(first_job(server.url))
+    'enqueued'
+
+(``tests/unit/test_docs_site.py`` runs this example, and every ``>>>`` example in the
+docstrings of echomq's public modules.)
 """
 
 from __future__ import annotations
