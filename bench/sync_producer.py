@@ -6,6 +6,9 @@ case, the median of ``--runs`` interleaved runs: jobs (or calls) per second and 
 per call. The threaded case shares one SyncQueue between ``--threads`` threads (CPU is per job
 there, each thread opens its socket in the timing). Each run of each case gets a fresh queue.
 ``PING`` on the SyncQueue's own socket is the floor of any one-call-per-job producer here.
+``Task.enqueue_sync`` is what an application calls (Django, Flask, a script): a task of an
+``App`` on the same queue, so the row beside ``SyncQueue.enqueue`` is the task layer's own cost
+(binding and checking the arguments, the ``{"task", "args"}`` envelope, the handle).
 ``--no-spin`` turns the reply spin off (:data:`echomq.wire.blocking.SPIN`) to show what it buys.
 ``--listener`` adds ``enqueue`` and ``enqueue_many`` with a subscriber on the queue's events
 channel, so every admission publishes its event (a subscriber that never reads: the server
@@ -24,7 +27,7 @@ from collections.abc import Callable, Iterator
 
 import valkey
 
-from echomq import ConnectionOptions, SyncQueue
+from echomq import App, ConnectionOptions, SyncQueue
 from echomq.server import EmbeddedValkey
 from echomq.wire import blocking as sync_wire
 from echomq.wire.blocking import pack
@@ -61,6 +64,18 @@ def measure(
         for _ in range(jobs):
             put(payload)
 
+    def task_enqueue_sync(queue: SyncQueue) -> None:
+        app = App(url, queue=queue.name)
+
+        @app.task(name="bench:add")
+        async def add(a: int, b: int) -> int:
+            return a + b
+
+        add.enqueue_sync(0, 0)  # the app's own SyncQueue: its script linked, its node leased
+        timed = _timed(jobs, lambda: [add.enqueue_sync(1, 2) for _ in range(jobs)])
+        app.sync_queue().close()
+        task_timings.append(timed)
+
     def enqueue_many(queue: SyncQueue) -> None:
         queue.enqueue_many([payload] * jobs)
 
@@ -83,6 +98,7 @@ def measure(
     cases: dict[str, Case] = {
         "huey-style LPUSH (valkey-py sync)": lpush,
         "SyncQueue.enqueue": enqueue,
+        "Task.enqueue_sync (the task layer)": task_enqueue_sync,
         "SyncQueue.enqueue_many": enqueue_many,
         f"SyncQueue.enqueue, {threads} threads (a socket each)": threaded,
         "PING on the SyncQueue's socket": floor,
@@ -95,12 +111,15 @@ def measure(
     if listener:
         cases.update(heard)
     rows: dict[str, list[tuple[float, float]]] = {case: [] for case in cases}
+    task_timings: list[tuple[float, float]] = []  # timed inside the case, past the app's setup
     for n in range(runs + 1):  # the first round warms up and is not counted
         for case, run in cases.items():
             name = f"bench-sync-{time.time_ns()}"
             with SyncQueue.connect(url, name) as queue, _subscriber(peer, queue, case in listened):
                 queue.enqueue("warm")  # the script loaded, the id node leased, listeners asked
                 timed = _timed(jobs, functools.partial(run, queue))
+                if run is task_enqueue_sync:
+                    timed = task_timings.pop()
                 if n:
                     rows[case].append(timed)
             peer.delete(huey_list)

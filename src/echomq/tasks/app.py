@@ -316,9 +316,12 @@ class App:
 
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
+        name = self.default_queue if name is None else name
+        found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
+        if found is not None:
+            return found
         from echomq.engine.sync_queue import SyncQueue
 
-        name = self.default_queue if name is None else name
         with self._sync_lock:
             found = self._sync_queues.get(name)
             if found is None:
