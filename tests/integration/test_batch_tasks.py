@@ -23,6 +23,7 @@ from echomq import (
     Member,
     MemberVerdict,
     TaskFailed,
+    group,
 )
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
@@ -280,3 +281,33 @@ async def test_a_worker_stopped_while_a_batch_waits_runs_what_it_holds(app: App)
     tallies = await asyncio.wait_for(running, 20)  # not the 60 s wait
     assert ran == [2]
     assert tallies[app.default_queue].completed == 2
+
+
+async def test_a_batch_completing_flow_children_relays_to_their_parent_at_once(
+    app: App, queue_name: str
+) -> None:
+    """A batch's completions leave entries in its queue's outbox for a parent on another queue:
+    the batch worker relays them at its next turn, not at its idle upkeep (here 60 s)."""
+    far = queue_name + "-far"
+
+    @app.task(queue=far, batch=Batching(max_size=2, max_wait=0.05))
+    async def double(members: list[Member[int]]) -> list[MemberVerdict[int]]:
+        return [m.done(m.item * 2) for m in members]
+
+    @app.task
+    async def total(values: list[int]) -> int:
+        return sum(values)
+
+    handle = await group([double.call(1), double.call(2)], then=total).enqueue()
+    parent = app.queue()
+    options = ConsumerOptions(beat=0.1, idle_upkeep=60.0, backoff=Fixed(0.0))
+    worker = AppWorker(app, queues=[far], options=options)  # the parent's queue is not served
+    running = asyncio.ensure_future(worker.run())
+    try:
+        async with asyncio.timeout(20):  # far below the idle upkeep's 60 s
+            while await parent.state(handle.id) != "pending":  # a release publishes no event
+                await asyncio.sleep(0.05)
+    finally:
+        worker.stop()
+        await running
+    assert (await parent.children(handle.id)).ordered() == [2, 4]

@@ -20,7 +20,15 @@ from echomq.consumers import abort as _abort
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
 from echomq.engine.backoff import Backoff, Exponential, Jitter
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
-from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RateLimited, RetryOutcome
+from echomq.engine.results import (
+    CompleteOutcome,
+    Empty,
+    Failed,
+    Job,
+    RateLimited,
+    RetryOutcome,
+    Upkeep,
+)
 from echomq.engine.settler import Settler
 from echomq.errors import (
     EchoMQError,
@@ -351,20 +359,8 @@ class Consumer:
 
     async def _beat_if_due(self) -> bool:
         """Run the upkeep when something may be due; True when it made something claimable."""
-        now = time.monotonic()
-        if self.queue.relay_due:  # a flow parent on another queue waits for this upkeep's relay
-            self.cadence.soon(now)
-        if not self.cadence.is_due(now):
-            return False
-        self.cadence.begin()
-        try:
-            done = await self.queue.upkeep(max_stalled=self.options.max_stalled)
-        except EchoMQError as exc:
-            log.warning("%s: upkeep of %s failed: %s", self.name, self.queue.name, exc)
-            self.cadence.soon(now, self.options.beat)
-            return False
-        self.cadence.ran(now, done)
-        return done.found_work
+        done = await upkeep_if_due(self.queue, self.cadence, self.options, self.name)
+        return done is not None and done.found_work
 
     async def _park(self, empty: Empty) -> bool:
         """Nothing claimable: wait for a wake token (or the metronome's poke), at most a beat.
@@ -400,18 +396,11 @@ class Consumer:
         return token is not None or empty.retry_in is not None
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        await sleep_unless(self._stopping, seconds)
 
     async def _wait_for_slot(self) -> None:
         self._slot_freed.clear()
-        stop = asyncio.ensure_future(self._stopping.wait())
-        slot = asyncio.ensure_future(self._slot_freed.wait())
-        try:
-            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            slot.cancel()
+        await first_of(self._stopping, self._slot_freed)
 
     # -- one job -------------------------------------------------------------------------------
 
@@ -593,3 +582,44 @@ class Consumer:
         await self.queue._cancels.release()
         if self._blocker is not None:
             await self._blocker.close()
+
+
+# -- what every claim loop shares (Consumer, and the task layer's BatchConsumer) ----------------
+
+
+async def upkeep_if_due(
+    queue: Queue, cadence: Cadence, options: ConsumerOptions, name: str
+) -> Upkeep | None:
+    """Run ``queue``'s upkeep when ``cadence`` says something may be due (or a completion left
+    flow entries for the relay); what it did, or None when it did not run or failed (logged,
+    and tried again within a beat)."""
+    now = time.monotonic()
+    if queue.relay_due:  # a flow parent on another queue waits for this upkeep's relay
+        cadence.soon(now)
+    if not cadence.is_due(now):
+        return None
+    cadence.begin()
+    try:
+        done = await queue.upkeep(max_stalled=options.max_stalled)
+    except EchoMQError as exc:
+        log.warning("%s: upkeep of %s failed: %s", name, queue.name, exc)
+        cadence.soon(now, options.beat)
+        return None
+    cadence.ran(now, done)
+    return done
+
+
+async def sleep_unless(stopping: asyncio.Event, seconds: float) -> None:
+    """Sleep ``seconds``, or less when ``stopping`` is set meanwhile."""
+    with contextlib.suppress(asyncio.TimeoutError):
+        await asyncio.wait_for(stopping.wait(), seconds)
+
+
+async def first_of(*events: asyncio.Event) -> None:
+    """Wait until any of ``events`` is set."""
+    waits = [asyncio.ensure_future(event.wait()) for event in events]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for wait in waits:
+            wait.cancel()

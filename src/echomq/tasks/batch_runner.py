@@ -7,7 +7,6 @@ together, in one call."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 import traceback
@@ -25,6 +24,9 @@ from echomq.consumers.consumer import (
     count_lost,
     count_retry,
     describe,
+    first_of,
+    sleep_unless,
+    upkeep_if_due,
 )
 from echomq.engine.checks import MAX_BATCH, ms
 from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RetryOutcome
@@ -190,17 +192,8 @@ class BatchConsumer:
             self.cadence.soon(time.monotonic())
 
     async def _beat_if_due(self) -> None:
-        now = time.monotonic()
-        if not self.options.upkeep or not self.cadence.is_due(now):
-            return
-        self.cadence.begin()
-        try:
-            done = await self.queue.upkeep(max_stalled=self.options.max_stalled)
-        except EchoMQError as exc:
-            log.warning("%s: upkeep of %s failed: %s", self.name, self.queue.name, exc)
-            self.cadence.soon(now, self.options.beat)
-            return
-        self.cadence.ran(now, done)
+        if self.options.upkeep:
+            await upkeep_if_due(self.queue, self.cadence, self.options, self.name)
 
     # -- running and settling ------------------------------------------------------------------
 
@@ -349,18 +342,11 @@ class BatchConsumer:
             log.error("%s: settling a batch failed: %s", self.name, describe(exc))
 
     async def _sleep(self, seconds: float) -> None:
-        with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(self._stopping.wait(), seconds)
+        await sleep_unless(self._stopping, seconds)
 
     async def _wait_for_slot(self) -> None:
         self._slot_freed.clear()
-        stop = asyncio.ensure_future(self._stopping.wait())
-        slot = asyncio.ensure_future(self._slot_freed.wait())
-        try:
-            await asyncio.wait({stop, slot}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            slot.cancel()
+        await first_of(self._stopping, self._slot_freed)
 
     async def _finish(self) -> None:
         if self._running:
