@@ -34,6 +34,10 @@ if TYPE_CHECKING:
     from echomq.dashboard import DashboardApp
 
 
+# The option fields whose flag is spelled otherwise (the rest: the field, "_" as "-").
+_FLAGS = {"base": "backoff_base", "cap": "backoff_cap", "pool_size": "pool"}
+
+
 def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     # The handler is the application's, named from the folder the worker runs in (as uvicorn,
     # arq and celery do): that folder comes first on the import path.
@@ -49,30 +53,34 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
         raise InvalidArgument("queue", args.queue, "a handler function serves one --queue")
     for name in args.queue or ():
         Keyspace(name)
-    count(args.processes, "processes", maximum=1024)
+    count(args.processes, "--processes", maximum=1024)
     level = logging.getLevelName(args.log_level.upper())
     if not isinstance(level, int):
-        raise InvalidArgument("log-level", args.log_level, "DEBUG, INFO, WARNING or ERROR")
+        raise InvalidArgument("--log-level", args.log_level, "DEBUG, INFO, WARNING or ERROR")
     if args.concurrency is not None:
         concurrency = args.concurrency  # checked by ConsumerOptions: 0 is refused, not ignored
     else:
         concurrency = target.concurrency if is_app else 10
-    options = ConsumerOptions(
-        concurrency=concurrency,
-        lease=args.lease,
-        beat=args.beat,
-        max_attempts=args.max_attempts,
-        backoff=Jitter(Exponential(args.backoff_base, args.backoff_cap)),
-        batch=args.batch,
-        max_stalled=args.max_stalled,
-        stop_timeout=args.stop_timeout,
-    )
-    worker = WorkerOptions(
-        consumers=args.consumers,
-        metronome=args.metronome,
-        pool_size=args.pool,
-        summary_every=args.summary_every,
-    )
+    try:
+        options = ConsumerOptions(
+            concurrency=concurrency,
+            lease=args.lease,
+            beat=args.beat,
+            max_attempts=args.max_attempts,
+            backoff=Jitter(Exponential(args.backoff_base, args.backoff_cap)),
+            batch=args.batch,
+            max_stalled=args.max_stalled,
+            stop_timeout=args.stop_timeout,
+        )
+        worker = WorkerOptions(
+            consumers=args.consumers,
+            metronome=args.metronome,
+            pool_size=args.pool,
+            summary_every=args.summary_every,
+        )
+    except InvalidArgument as refused:  # named as the user typed it: the flag, not the field
+        flag = "--" + _FLAGS.get(refused.argument, refused.argument).replace("_", "-")
+        raise InvalidArgument(flag, refused.value, refused.reason) from None
     seeds_from_url(args.url)  # a bad URL fails here, before logging starts
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     if args.processes > 1:

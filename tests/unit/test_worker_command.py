@@ -38,6 +38,30 @@ def test_an_abbreviated_option_is_refused_not_taken_for_processes(
     assert "unrecognized arguments: --proc" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [
+        ("--log-level", "LOUD"),
+        ("--backoff-base", "-1"),
+        ("--backoff-cap", "-0.5"),
+        ("--max-stalled", "0"),
+        ("--stop-timeout", "-5"),
+        ("--pool", "0"),
+        ("--concurrency", "0"),
+        ("--processes", "0"),
+    ],
+)
+def test_a_bad_worker_flag_is_refused_by_its_name_before_any_connection(
+    flag: str, value: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Port 1 refuses connections: an error naming the flag proves nothing was tried.
+    argv = ["--url", "valkey://127.0.0.1:1", "worker", "echomq.testing:discard", "--queue", "q"]
+    assert main([*argv, flag, value]) == 2
+    err = capsys.readouterr().err
+    assert f"invalid {flag} " in err, err
+    assert "connect" not in err
+
+
 def test_a_child_refusing_its_arguments_is_not_restarted() -> None:
     # `python -m echomq worker` without a target exits 2, as every child would: stop, fail.
     supervisor = Supervisor(["worker"], 2, 1.0)
