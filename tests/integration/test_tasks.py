@@ -9,6 +9,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -362,6 +363,44 @@ async def test_a_worker_serves_only_the_queues_it_is_given(app: App, queue_name:
     await AppWorker(app, [f"{queue_name}-b"], FAST).run_until_idle()
     assert await second.result(timeout=5) == "theirs"
     assert (await first.status()).state == "pending"  # type: ignore[union-attr]
+
+
+async def test_one_worker_keeps_each_queues_own_lanes_and_gates(app: App, queue_name: str) -> None:
+    """Two queues in one worker, each with lanes named alike: a pause and a ceiling on one
+    queue's lanes hold there and nowhere else."""
+    gated, free = queue_name, f"{queue_name}-free"
+    running = dict.fromkeys((gated, free), 0)
+    peak = dict.fromkeys((gated, free), 0)
+
+    def on(queue: str) -> Any:
+        @app.task(queue=queue, name=f"work-{queue}", lane="tenant")
+        async def work(tenant: str, n: int) -> str:
+            running[queue] += 1
+            peak[queue] = max(peak[queue], running[queue])
+            await asyncio.sleep(0.05)  # the job's own work, so jobs that may overlap do
+            running[queue] -= 1
+            return f"{queue}:{tenant}:{n}"
+
+        return work
+
+    tasks = {queue: on(queue) for queue in (gated, free)}
+    await app.queue(gated).lane("held").pause()
+    await app.queue(gated).lane("one").limit(1)
+    handles = {
+        queue: [await task.enqueue("held", 0)] + [await task.enqueue("one", n) for n in range(4)]
+        for queue, task in tasks.items()
+    }
+    options = ConsumerOptions(beat=0.1, concurrency=8, backoff=Fixed(0.0))
+    await asyncio.wait_for(AppWorker(app, options=options).run_until_idle(), 30)
+    assert (peak[gated], peak[free]) == (1, 5)  # one lane's ceiling, not its namesake's
+    assert await app.queue(gated).state(handles[gated][0].id) == "pending"  # paused there only
+    assert [await h.result(timeout=5) for h in handles[free]] == [
+        f"{free}:held:0",
+        *(f"{free}:one:{n}" for n in range(4)),
+    ]
+    assert [await h.result(timeout=5) for h in handles[gated][1:]] == [
+        f"{gated}:one:{n}" for n in range(4)
+    ]
 
 
 async def test_an_app_on_a_cluster_serves_two_queues_and_reads_their_results(
