@@ -215,3 +215,23 @@ def test_ctrl_c_to_the_parent_stops_the_server_in_order(tmp_path: Path) -> None:
     # The parent's atexit stop (SIGTERM) ended it, not the terminal's SIGINT.
     assert "SIGTERM" in log
     assert "SIGINT" not in log
+
+
+def test_python_m_echomq_server_runs_one_in_the_foreground_until_sigterm() -> None:
+    """The README's and getting started's `python -m echomq.server`, as a user runs it."""
+    command = [sys.executable, "-m", "echomq.server", "--port", "0"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True) as process:
+        try:
+            assert process.stdout is not None
+            ready = process.stdout.readline()  # written once the server answered a PING
+            assert ready.startswith("valkey ready: valkey://127.0.0.1:"), ready
+            address = ready.split()[2].removeprefix("valkey://").removesuffix("/0")
+            host, port = address.split(":")
+            with socket.create_connection((host, int(port)), timeout=5) as sock:
+                sock.sendall(b"PING\r\n")
+                assert sock.recv(16) == b"+PONG\r\n"
+            process.send_signal(signal.SIGTERM)
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()

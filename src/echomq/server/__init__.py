@@ -67,7 +67,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m echomq.server: {exc}", flush=True)
         return 1
     return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
