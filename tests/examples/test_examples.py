@@ -1,9 +1,9 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
-shows is checked: the FastAPI app, the pre-forking sync producer, per-tenant rates, results,
-progress and logs, abort, flows, ordered lanes, batch tasks, periodic tasks, the dashboard mounted
-in an ASGI app, and the documentation site's programs (the quickstart with a real ``echomq
-worker``, the fair worker, a raw consumer, token buckets, scheduling, retries and dead letters).
-tests/unit/test_docs_blocks.py lets a docs page include an example only if this file names it."""
+shows is checked: the FastAPI app, the pre-forking sync producer, Django views, per-tenant
+rates, results, progress and logs, abort, flows, ordered lanes, batch tasks, periodic tasks, the
+dashboard mounted in an ASGI app, and the documentation site's programs (the quickstart with a
+real ``echomq worker``, the fair worker, a raw consumer, token buckets, scheduling, retries and
+dead letters). tests/unit/test_docs_blocks.py lets a docs page include an example only if this file names it."""
 
 from __future__ import annotations
 
@@ -103,6 +103,18 @@ async def test_sync_producer_survives_the_fork_of_a_preforking_server(
     finally:
         await queue.close()
     assert lanes == {"acme": 1, "tenant-0": 50, "tenant-1": 50}  # every job once, none lost
+
+
+async def test_django_views_enqueue_and_read_a_job_through_the_url_resolver(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("django_views.py", valkey_url).splitlines()
+    assert out[:2] == ["POST 202 enqueued", "GET before the worker: pending"]
+    assert out[2] == (
+        "GET after the worker: {'state': 'completed', "
+        "'result': {'accepted': 'ceo@acme.test', 'attempt': '1'}}"
+    )
+    assert out[3].startswith("GET a malformed id: 400 invalid job id 'not-a-job'")
 
 
 async def test_tenant_rates_hold_acme_at_five_a_second(valkey_url: str, clean: None) -> None:
