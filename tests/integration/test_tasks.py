@@ -18,12 +18,16 @@ from echomq import (
     App,
     AppWorker,
     ConsumerOptions,
+    Defer,
     Fixed,
     HookFailed,
     InvalidArgument,
+    Metronome,
     Minter,
+    Queue,
     ResultMissing,
     ResultTimeout,
+    Retry,
     TaskFailed,
     context,
 )
@@ -425,3 +429,94 @@ async def test_an_app_on_a_cluster_serves_two_queues_and_reads_their_results(
         assert [await h.result(timeout=5) for h in handles] == [2, "b2", 4]
     finally:
         await forget(app)
+
+
+async def test_an_app_on_a_lent_wire_and_minter_shares_them_and_leaves_them_open(
+    valkey_url: str, queue_name: str
+) -> None:
+    with pytest.raises(InvalidArgument, match="minter"):
+        App(valkey_url, minter=Minter(1))  # a minter without the wire it mints for
+    async with await Queue.connect(valkey_url, f"{queue_name}-raw") as raw:
+        minter = Minter.leased(raw.wire)
+        await minter.ready()
+        app = App(queue=queue_name, wire=raw.wire, minter=minter, result_ttl=60)
+
+        @app.task
+        async def node(n: int) -> int:
+            return n * 2
+
+        handle = await node.enqueue(21)  # no connect: the lent wire is the app's
+        assert app.queue().minter is minter and app.queue().wire is raw.wire
+        assert handle.id.startswith("JOB")
+        await AppWorker(app, options=FAST).run_until_idle()
+        assert await handle.result(timeout=5) == 42
+        await forget(app)  # closes the app: the lent wire and minter stay the lender's
+        assert await raw.wire.call("PING") in ("PONG", b"PONG")
+        assert minter.is_ready
+        assert (await raw.enqueue({"n": 1})).kind == "enqueued"
+        await raw.pause()
+        await raw.obliterate(force=True)
+        await minter.release()
+
+
+async def test_two_workers_of_one_app_each_give_their_tasks_their_own_state(app: App) -> None:
+    @app.task(lane="who")
+    async def greet(who: str) -> str:
+        return f"{context().state['greeting']}, {who}"
+
+    ours, theirs = await greet.using(lane="a").enqueue("ada"), await greet.enqueue("bob")
+    await app.queue().lane("bob").pause()
+    await AppWorker(app, options=FAST, state={"greeting": "hello"}).run_until_idle()
+    await app.queue().lane("bob").resume()
+    await app.queue().lane("a").pause()
+    await AppWorker(app, options=FAST, state={"greeting": "hi"}).run_until_idle()
+    assert await ours.result(timeout=5) == "hello, ada"
+    assert await theirs.result(timeout=5) == "hi, bob"
+    assert app.state == {}  # neither worker wrote to the app's own
+    with pytest.raises(InvalidArgument, match="state"):
+        AppWorker(app, state=[])  # type: ignore[arg-type]
+
+
+async def test_a_deferred_task_that_asks_for_a_retry_keeps_its_own_attempts(app: App) -> None:
+    """Deferrals are no failures: a task deferred twice still gets its retry (the worker
+    used to count the claims, and buried it at its first Retry)."""
+    seen: list[int] = []
+
+    @app.task(retries=1)
+    async def flaky() -> str:
+        seen.append(context().attempt)
+        if len(seen) <= 2:
+            raise Defer(0.01, "over budget")
+        if len(seen) == 3:
+            raise Retry(0.01, "transient")
+        return "done"
+
+    handle = await flaky.enqueue()
+    await AppWorker(app, options=FAST).run_until_idle()
+    assert await handle.result(timeout=5) == "done"
+    assert seen == [1, 2, 3, 4]
+    info = await app.queue().job(handle.id)
+    assert info is not None and (info.attempts, info.last_error) == (4, "Retry: transient")
+
+
+async def test_a_pool_of_workers_on_one_queue_shares_a_metronome(app: App) -> None:
+    @app.task
+    async def one(n: int) -> int:
+        return n
+
+    metronome = Metronome(app.queue())
+    workers = [AppWorker(app, options=FAST, metronome=metronome) for _ in range(2)]
+    with pytest.raises(InvalidArgument, match="metronome"):
+        AppWorker(app, [app.default_queue, "other"], metronome=metronome)
+    handles = await app.enqueue_many([one.call(n) for n in range(20)])
+    beats = asyncio.ensure_future(metronome.run())
+    runs = [asyncio.ensure_future(w.run()) for w in workers]
+    try:
+        assert [await h.result(timeout=10) for h in handles] == list(range(20))
+    finally:
+        for worker in workers:
+            worker.stop()
+        tallies = await asyncio.gather(*runs)
+        metronome.stop()
+        await beats
+    assert sum(t[app.default_queue].completed for t in tallies) == 20

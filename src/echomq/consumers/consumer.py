@@ -427,7 +427,9 @@ class Consumer:
             finally:
                 cancels.drop(job.id)  # from here on, a late cancel is the engine's to settle
         except Retry as signal:
-            self._fail(job, signal.after, self.options.max_attempts, describe(signal))
+            # The policy's attempts (a task's own), counted by the engine in failures: a
+            # deferral before this retry is no failure and brings the burial no closer.
+            self._fail(job, signal.after, self._attempts_for(job, signal), describe(signal))
         except Drop as signal:
             self._fail(job, 0.0, 1, f"dropped: {signal.reason}")
         except Defer as signal:
@@ -473,6 +475,16 @@ class Consumer:
             self.observer.settled(
                 self.queue.name, job, "cancelled" if outcome == "cancelled" else "lost"
             )
+
+    def _attempts_for(self, job: Job, signal: Retry) -> int:
+        """The attempts allowed ``job`` in all when its handler asked for a retry: the
+        policy's (a task's own), else the options'."""
+        if self.policy is not None:
+            try:
+                return self.policy(job, signal).max_attempts
+            except Exception:  # a broken policy must not lose the job: the defaults apply
+                log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+        return self.options.max_attempts
 
     def _crashed(self, job: Job, exc: Exception) -> None:
         """An unexpected exception: retried after the backoff, dead at the last attempt (or as

@@ -91,8 +91,18 @@ class App:
         result_ttl: float = 86_400.0,
         codec: Codec | None = None,
         concurrency: int = 10,
+        wire: Wire | None = None,
+        minter: Minter | None = None,
     ) -> None:
+        """``url`` is where the app connects (its sync queues too); ``wire`` instead lends it
+        an open connection (a process that already has one, tests), which ``close`` leaves
+        open, and ``minter`` the id minter to share (one leased on that wire; ``close`` leaves
+        it leased). Without them the app opens both itself on first use."""
         seeds_from_url(url)  # a bad URL fails here, before any connection
+        if minter is not None and not isinstance(minter, Minter):
+            raise InvalidArgument("minter", minter, "expected an echomq.Minter")
+        if minter is not None and wire is None:
+            raise InvalidArgument("minter", minter, "give the wire it mints for too (wire=)")
         Keyspace(queue)
         ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         self.url = url
@@ -109,9 +119,14 @@ class App:
         #: Run enqueued tasks inline (no server); ``eager_propagate`` raises their errors.
         self.eager = False
         self.eager_propagate = False
-        self._wire: Wire | None = None
+        #: A lent wire and minter are the lender's to close; the app's own are the app's.
+        self._lent = wire is not None
+        self._lent_minter = minter is not None
+        self._wire: Wire | None = wire
         self._opening: asyncio.Task[Wire] | None = None
-        self._minter: Minter | None = None
+        self._minter: Minter | None = (
+            minter if minter is not None else None if wire is None else Minter.leased(wire)
+        )
         self._queues: dict[str, Queue] = {}
         self._sync_queues: dict[str, SyncQueue] = {}
         self._sync_lock = threading.Lock()
@@ -336,12 +351,14 @@ class App:
         queues, self._queues = list(self._queues.values()), {}
         for queue in queues:
             await queue.close()
-        if self._minter is not None:
+        if self._minter is not None and not self._lent_minter:
             await self._minter.release()
-            self._minter = None
-        wire, self._wire, self._opening = self._wire, None, None
-        if wire is not None:
-            await wire.close()
+            if not self._lent:
+                self._minter = None  # the next connect leases a fresh one with its wire
+        if not self._lent:
+            wire, self._wire, self._opening = self._wire, None, None
+            if wire is not None:
+                await wire.close()
         with self._sync_lock:
             syncs, self._sync_queues = list(self._sync_queues.values()), {}
         for sync in syncs:

@@ -15,10 +15,8 @@ from typing import TYPE_CHECKING, Any
 from echomq.consumers.consumer import (
     Consumer,
     ConsumerOptions,
-    Drop,
     Observer,
     Outcome,
-    Retry,
     RetryPlan,
     Tally,
 )
@@ -34,7 +32,9 @@ from echomq.tasks.scheduler import Scheduler
 from echomq.wire.url import redact_url
 
 if TYPE_CHECKING:
+    from echomq.consumers.metronome import Metronome
     from echomq.engine.queue import Queue
+    from echomq.engine.results import Counts
     from echomq.tasks.app import App
     from echomq.tasks.batch_runner import BatchConsumer
     from echomq.tasks.task import Task
@@ -155,14 +155,8 @@ class Dispatcher:
             args, kwargs = task.signature.load(arguments)
         except InvalidArgument as exc:
             raise Unrunnable(f"bad arguments: {exc.reason}") from None  # no retry mends them
-        try:
-            return await execute(self.app, task, job, args, kwargs, self.state, None, children)
-        except Retry as signal:
-            # The consumer never buries (its max_attempts is the most there is): the task's
-            # own attempts do, for an asked-for retry too.
-            if job.attempts >= self._max_attempts(task):
-                raise Drop(str(signal)) from None
-            raise
+        # An asked-for Retry goes on under the task's own attempts (policy), as any failure.
+        return await execute(self.app, task, job, args, kwargs, self.state, None, children)
 
     def _task(self, job: Job) -> Task[Any, Any] | None:
         name = job.payload.get("task") if isinstance(job.payload, dict) else None
@@ -193,8 +187,11 @@ class _Watch:
     def __init__(self, inner: Observer | None) -> None:
         self.inner = inner
         self.settled_event = asyncio.Event()
+        #: Jobs claimed so far: an idle check that saw this move was overtaken by a claim.
+        self.claims = 0
 
     def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
+        self.claims += len(jobs)
         if self.inner is not None:
             self.inner.claimed(queue, jobs, lease_ms)
 
@@ -206,7 +203,15 @@ class _Watch:
 
 class AppWorker:
     """Serves an App's tasks: one Consumer per queue (each with its own lanes and gates) on
-    the app's one wire. ``queues`` narrows it (default: every queue the tasks use)."""
+    the app's one wire. ``queues`` narrows it (default: every queue the tasks use).
+
+    ``state`` is the dict its tasks see as ``context().state`` and its startup hooks fill
+    (default: the app's own ``app.state``): give each worker its own when one process runs
+    several workers of one app with different dependencies (two bots, a stand-in in a test).
+    ``metronome``: the :class:`Metronome` of the one queue this worker serves, shared with
+    other workers of that queue in the process (one ``BLPOP`` and one upkeep per beat for the
+    pool: docs/guides/consumers.md).
+    """
 
     def __init__(
         self,
@@ -215,13 +220,23 @@ class AppWorker:
         options: ConsumerOptions | None = None,
         *,
         observer: Observer | None = None,
+        state: dict[str, Any] | None = None,
+        metronome: Metronome | None = None,
     ) -> None:
+        if state is not None and not isinstance(state, dict):
+            raise InvalidArgument("state", state, "expected a dict")
         self.app = app
+        self.state: dict[str, Any] = app.state if state is None else state
         self.queues = sorted(set(queues)) if queues is not None else app.queue_names()
         if not self.queues:
             raise InvalidArgument("queues", queues, "name at least one queue")
         for name in self.queues:
             Keyspace(name)
+        if metronome is not None and self.queues != [metronome.queue.name]:
+            raise InvalidArgument(
+                "metronome", metronome.queue.name, f"serves another queue than {self.queues}"
+            )
+        self.metronome = metronome
         self.options = options or ConsumerOptions(concurrency=app.concurrency)
         # Each task's own policy decides when a job is dead: the consumer never buries first.
         self._consumer_options = dataclasses.replace(self.options, max_attempts=MAX_ATTEMPTS)
@@ -259,11 +274,11 @@ class AppWorker:
             # hook 1 opened (a pool, a client) is closed.
             for hook in app.hooks.startup:
                 try:
-                    await hook(app.state)
+                    await hook(self.state)
                 except Exception as exc:
                     raise HookFailed(_name(hook), exc) from exc
             queues = [app.queue(name) for name in self.queues]
-            dispatcher = Dispatcher(app, self.options, app.state)
+            dispatcher = Dispatcher(app, self.options, self.state)
             self.consumers = {q.name: self._consumer(q, dispatcher) for q in queues}
             if self._is_stopping:
                 self.stop()
@@ -293,7 +308,7 @@ class AppWorker:
         finally:
             for hook in app.hooks.shutdown:
                 try:
-                    await hook(app.state)
+                    await hook(self.state)
                 except Exception:
                     log.exception("shutdown hook %s failed", _name(hook))
         return {name: consumer.tally for name, consumer in self.consumers.items()}
@@ -304,6 +319,8 @@ class AppWorker:
 
         task = batch_task(self.app, queue.name)
         if task is not None:
+            if self.metronome is not None:
+                raise InvalidArgument("metronome", queue.name, "a batch task's queue takes none")
             return BatchConsumer(queue, task, self.options, observer=self._watch)
         return Consumer(
             queue,
@@ -312,6 +329,7 @@ class AppWorker:
             name=queue.name,
             observer=self._watch,
             policy=dispatcher.policy,
+            metronome=self.metronome,
         )
 
     async def _stop_when_idle(self, queues: list[Queue]) -> None:
@@ -321,8 +339,16 @@ class AppWorker:
         event = self._watch.settled_event
         while not self._is_stopping:
             event.clear()
+            claims = self._watch.claims
             idle = all(c.in_flight == 0 for c in self.consumers.values())
-            if idle and await _drained(queues, self._scheduled_within):
+            # The reads are not one atomic step: a job this worker promoted and claimed (and
+            # maybe deferred again) while they ran may have slipped between them, so a claim
+            # meanwhile voids the check.
+            if (
+                idle
+                and await _drained(queues, self._scheduled_within)
+                and self._watch.claims == claims
+            ):
                 self.stop()
                 return
             with contextlib.suppress(TimeoutError):
@@ -344,8 +370,16 @@ async def _has_work(queue: Queue, scheduled_within: float) -> bool:
     a lane that is not paused (on a queue that is not paused), or one scheduled to fall due
     within ``scheduled_within`` seconds (server clock). Paused work and work far in the future
     do not keep a ``--burst`` worker alive."""
-    keys, wire = queue.keys, queue.wire
     counts = await queue.counts()
+    if await _has_work_as_counted(queue, counts, scheduled_within):
+        return True
+    # The reads after the counts are not atomic with them: a job promoted, claimed or
+    # deferred meanwhile would slip between them. It moved, so the counts moved: read again.
+    return await queue.counts() != counts
+
+
+async def _has_work_as_counted(queue: Queue, counts: Counts, scheduled_within: float) -> bool:
+    keys, wire = queue.keys, queue.wire
     if counts.active or int(await wire.call("LLEN", keys.outbox)):
         return True  # leased jobs, or flow entries to relay to parents on other queues
     if counts.pending and not await queue.is_paused():
