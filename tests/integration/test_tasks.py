@@ -446,7 +446,8 @@ async def test_an_app_on_a_lent_wire_and_minter_shares_them_and_leaves_them_open
             return n * 2
 
         handle = await node.enqueue(21)  # no connect: the lent wire is the app's
-        assert app.queue().minter is minter and app.queue().wire is raw.wire
+        assert app.queue().minter is minter
+        assert app.queue().wire is raw.wire
         assert handle.id.startswith("JOB")
         await AppWorker(app, options=FAST).run_until_idle()
         assert await handle.result(timeout=5) == 42
@@ -496,7 +497,8 @@ async def test_a_deferred_task_that_asks_for_a_retry_keeps_its_own_attempts(app:
     assert await handle.result(timeout=5) == "done"
     assert seen == [1, 2, 3, 4]
     info = await app.queue().job(handle.id)
-    assert info is not None and (info.attempts, info.last_error) == (4, "Retry: transient")
+    assert info is not None
+    assert (info.attempts, info.last_error) == (4, "Retry: transient")
 
 
 async def test_a_pool_of_workers_on_one_queue_shares_a_metronome(app: App) -> None:

@@ -1,6 +1,6 @@
 """The composition root of the running bot: from resolved :class:`BotSettings` it opens the bus
 and the store, builds the :class:`~codemojex.pipeline.Pipeline`, and runs the score, settle,
-notification and command consumers, the gateway (long polling or webhook) and the periodic
+notification and command workers, the gateway (long polling or webhook) and the periodic
 sweeps as one async context, reporting each component as it becomes ready.
 
 Settings come resolved: this module reads no environment (``codemojex bot`` does that).
@@ -22,12 +22,12 @@ from aiogram.exceptions import TelegramAPIError
 from codemojex.bot.context import CommandOptions, Services
 from codemojex.bot.gateway import GatewayError, Poller, PollingOptions, fatal
 from codemojex.bot.webhook import WebhookGateway, WebhookOptions
-from codemojex.bot.worker import COMMAND_CONSUMER, CommandWorker
+from codemojex.bot.worker import CommandWorker
 from codemojex.pipeline import Pipeline
 from codemojex.store import Store, open_store
 from codemojex.store.kv import Valkey
 from codemojex.telegram.transport import TelegramConfig, open_bot, redact
-from echomq import ConnectionOptions, Consumer, Metronome, Minter, Pool
+from echomq import AppWorker, ConnectionOptions, Metronome, Minter, Pool
 from echomq.metrics import Observer
 
 log = logging.getLogger("codemojex.app")
@@ -73,7 +73,7 @@ class BotStack:
     pipeline: Pipeline
     bot: Bot
     services: Services
-    consumers: dict[str, Consumer]
+    consumers: dict[str, AppWorker]
     gateway: Poller | WebhookGateway
     tasks: dict[str, asyncio.Task[object]]
 
@@ -148,28 +148,22 @@ async def running(
         commands = CommandWorker(services)
         score = Metronome(pipeline.queues.score)
         command = Metronome(pipeline.queues.commands)
-        # The busy queues run a pool of consumers sharing one metronome (one BLPOP and one
+        # The busy queues run a pool of workers sharing one metronome (one BLPOP and one
         # upkeep per beat for the pool); settles are rare and the notification worker keeps
-        # a chat's sends in order, so those two run one consumer each.
-        names = [("" if n == 0 else f" {n + 1}", n + 1) for n in range(settings.pool_consumers)]
-        consumers: dict[str, Consumer] = {
+        # a chat's sends in order, so those two run one worker each.
+        names = [("" if n == 0 else f" {n + 1}") for n in range(settings.pool_consumers)]
+        consumers: dict[str, AppWorker] = {
             **{
-                f"score worker{suffix}": Consumer(
-                    pipeline.queues.score, pipeline.scorer, metronome=score, name=f"score-{n}"
-                )
-                for suffix, n in names
+                f"score worker{suffix}": pipeline.score_consumer(metronome=score, observer=observer)
+                for suffix in names
             },
-            "settle worker": pipeline.settle_consumer(),
-            "notification worker": pipeline.notification_consumer(bot),
+            "settle worker": pipeline.settle_consumer(observer=observer),
+            "notification worker": pipeline.notification_consumer(bot, observer=observer),
             **{
-                f"command worker{suffix}": Consumer(
-                    pipeline.queues.commands,
-                    commands,
-                    COMMAND_CONSUMER,
-                    metronome=command,
-                    name=f"commands-{n}",
+                f"command worker{suffix}": pipeline.command_consumer(
+                    commands, metronome=command, observer=observer
                 )
-                for suffix, n in names
+                for suffix in names
             },
         }
         tasks: dict[str, asyncio.Task[object]] = {}
@@ -177,14 +171,13 @@ async def running(
         stack.push_async_callback(_stop_consumers, consumers, metronomes, tasks)
         for name, metronome in metronomes.items():
             tasks[name] = asyncio.create_task(metronome.run(), name=name)
-        pooled = f"{settings.pool_consumers} consumers on one metronome"
+        pooled = f"{settings.pool_consumers} workers on one metronome"
         for name, consumer in consumers.items():
-            consumer.observer = observer
             tasks[name] = asyncio.create_task(consumer.run(), name=name)
             if name[-1].isdigit():
                 continue
             pool_note = f", {pooled}" if consumer.metronome is not None else ""
-            report(name, consumer.queue.name + pool_note)
+            report(name, ", ".join(consumer.queues) + pool_note)
 
         tasks["sweeper"] = asyncio.create_task(
             pipeline.sweep_forever(every=settings.sweep_every), name="sweeper"
@@ -194,15 +187,13 @@ async def running(
 
         gateway: Poller | WebhookGateway
         if settings.mode == "webhook":
-            gateway = WebhookGateway(bot, pipeline.queues.commands, settings.webhook)
+            gateway = WebhookGateway(bot, pipeline.tasks.command, settings.webhook)
             await gateway.start()
             stack.push_async_callback(gateway.stop)
             report("gateway", f"webhook at {gateway.url}")
         else:
             poll_ready = asyncio.Event()
-            gateway = Poller(
-                bot, pipeline.queues.commands, settings.polling, on_ready=poll_ready.set
-            )
+            gateway = Poller(bot, pipeline.tasks.command, settings.polling, on_ready=poll_ready.set)
             tasks["gateway"] = asyncio.create_task(gateway.run(), name="gateway")
             stack.push_async_callback(_cancel, tasks, "gateway")
             # The first short poll proves the token and that no webhook is set (else it fails).
@@ -235,7 +226,7 @@ async def _cancel(tasks: dict[str, asyncio.Task[object]], name: str) -> None:
 
 
 async def _stop_consumers(
-    consumers: dict[str, Consumer],
+    consumers: dict[str, AppWorker],
     metronomes: dict[str, Metronome],
     tasks: dict[str, asyncio.Task[object]],
 ) -> None:

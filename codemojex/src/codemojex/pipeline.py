@@ -1,6 +1,9 @@
-"""The game's pipeline composed once (part of the composition root): the four queues on one
-wire, each built by its stage's producer API; the board, the notifier, the game's producers
-(guesses, closes) and its two handlers; plus running consumers for as long as a block.
+"""The game's pipeline composed once (part of the composition root): one echomq
+:class:`~echomq.App` on a lent wire with each stage's tasks registered on it (``command``,
+``score``, ``settle``, ``notify``), the four queues those tasks ride, the board, the notifier,
+the game's producers (guesses, closes) and the workers' bodies; the workers themselves
+(echomq :class:`~echomq.AppWorker` objects, each with its body in its state); plus running them for
+as long as a block.
 
 The application's composition root builds one :class:`Pipeline`; tests build one per test with
 a ``prefix`` of their own.
@@ -17,19 +20,34 @@ from dataclasses import dataclass
 from aiogram import Bot
 from sqlalchemy.exc import SQLAlchemyError
 
-from codemojex.bot.api import commands_queue
+from codemojex.bot import tasks as bot_tasks
+from codemojex.bot.worker import COMMAND_CONSUMER, CommandWorker
 from codemojex.domain import CodemojexError
-from codemojex.game.api import Closer, GameQueues, Guesses
+from codemojex.game import tasks as game_tasks
+from codemojex.game.api import SCORER, SETTLER, Closer, Guesses
 from codemojex.game.score import ScoreWorker
 from codemojex.game.settle import SettleWorker
 from codemojex.keyspace import Keyspace
-from codemojex.notify.api import Notifier, notify_queue
+from codemojex.notify import tasks as notify_tasks
+from codemojex.notify.api import Notifier
 from codemojex.notify.consumer import NotificationConsumer
 from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.worker import NotifyWorker
 from codemojex.store import Board, Store
 from codemojex.store.kv import Valkey
-from echomq import Buckets, Consumer, ConsumerOptions, EchoMQError, Minter, Queue, Tally, Wire
+from echomq import (
+    App,
+    AppWorker,
+    Buckets,
+    ConsumerOptions,
+    EchoMQError,
+    Metronome,
+    Minter,
+    Queue,
+    Tally,
+    Wire,
+)
+from echomq.metrics import Observer
 from echomq.testing import discard
 
 log = logging.getLogger("codemojex.sweep")
@@ -54,11 +72,23 @@ class Queues:
 
 
 @dataclass(frozen=True, slots=True)
+class Tasks:
+    """The deployment's four tasks, one per queue, registered on one app."""
+
+    command: bot_tasks.CommandTask
+    score: game_tasks.ScoreTask
+    settle: game_tasks.SettleTask
+    notify: notify_tasks.NotifyTask
+
+
+@dataclass(frozen=True, slots=True)
 class Pipeline:
-    """Everything the ``cm`` and ``cm-settle`` consumers and the producers share."""
+    """Everything the workers and the producers share."""
 
     store: Store
     keyspace: Keyspace
+    app: App
+    tasks: Tasks
     queues: Queues
     minter: Minter
     board: Board
@@ -73,51 +103,105 @@ class Pipeline:
         """The pipeline on ``wire``; ``prefix`` goes before every queue name and Valkey key.
 
         ``minter`` mints every id of the game: one leased from the engine
-        (``await Minter.leased(wire).ready()``), so processes never share a node.
+        (``await Minter.leased(wire).ready()``), so processes never share a node. The app
+        borrows both (closing it leaves them open); completed jobs keep no row.
         """
         keyspace = Keyspace(prefix)
-        game = GameQueues.on(wire, keyspace, minter)
+        app = App(queue=keyspace.score_queue, wire=wire, minter=minter, result_ttl=0)
+        game = game_tasks.register(app, keyspace)
+        tasks = Tasks(
+            command=bot_tasks.register(app, keyspace),
+            score=game.score,
+            settle=game.settle,
+            notify=notify_tasks.register(app, keyspace),
+        )
         queues = Queues(
-            game.score,
-            game.settle,
-            notify_queue(wire, keyspace, minter),
-            commands_queue(wire, keyspace, minter),
+            app.queue(keyspace.score_queue),
+            app.queue(keyspace.settle_queue),
+            app.queue(keyspace.notify_queue),
+            app.queue(keyspace.commands_queue),
         )
         board = Board(wire, keyspace.game)
-        notifier = Notifier(queues.notify, minter)
-        closer = Closer(store, queues.settle)
+        notifier = Notifier(tasks.notify, minter)
+        closer = Closer(store, tasks.settle)
         return cls(
             store=store,
             keyspace=keyspace,
+            app=app,
+            tasks=tasks,
             queues=queues,
             minter=minter,
             board=board,
             notifier=notifier,
             closer=closer,
-            guesses=Guesses(store, queues.score, minter),
+            guesses=Guesses(store, tasks.score, minter),
             scorer=ScoreWorker(store, queues.score, board, notifier, closer),
             settler=SettleWorker(store, board, notifier, minter),
         )
 
     def score_consumer(
-        self, options: ConsumerOptions | None = None, name: str = "score"
-    ) -> Consumer:
-        """A consumer of ``cm`` running the score worker."""
-        return Consumer(self.queues.score, self.scorer, options, name=name)
+        self,
+        options: ConsumerOptions | None = None,
+        *,
+        scorer: ScoreWorker | None = None,
+        metronome: Metronome | None = None,
+        observer: Observer | None = None,
+    ) -> AppWorker:
+        """A worker of ``cm`` running the ``score`` task with ``scorer`` (default: the
+        pipeline's); ``metronome`` when it is one of a pool."""
+        state = {SCORER: scorer or self.scorer}
+        return AppWorker(
+            self.app, [self.queues.score.name], options or ConsumerOptions(),
+            observer=observer, state=state, metronome=metronome,
+        )  # fmt: skip
+
+    def settle_consumer(
+        self,
+        options: ConsumerOptions | None = None,
+        *,
+        settler: SettleWorker | None = None,
+        observer: Observer | None = None,
+    ) -> AppWorker:
+        """A worker of ``cm-settle`` running the ``settle`` task with ``settler`` (default:
+        the pipeline's)."""
+        state = {SETTLER: settler or self.settler}
+        return AppWorker(
+            self.app, [self.queues.settle.name], options or ConsumerOptions(),
+            observer=observer, state=state,
+        )  # fmt: skip
 
     def notification_consumer(
         self,
         bot: Bot,
         options: ConsumerOptions | None = None,
-        name: str = "notify",
         *,
         notify: NotifyOptions | None = None,
+        worker: NotifyWorker | None = None,
+        check_token: bool = True,
+        observer: Observer | None = None,
     ) -> NotificationConsumer:
-        """A consumer of ``cm.notify`` sending through ``bot`` (the three layers); its
-        ``counts`` are the worker's counters and ``run`` raises ``BadTokenError`` on a bad
+        """A worker of ``cm.notify`` sending through ``bot`` (the three layers, or ``worker``);
+        its ``counts`` are the sender's counters and ``run`` raises ``BadTokenError`` on a bad
         token. ``options`` default to ``NOTIFY_CONSUMER`` (batch claims, long leases)."""
-        worker = NotifyWorker(bot, self.queues.notify, notify)
-        return NotificationConsumer(worker, options, name=name)
+        sender = worker or NotifyWorker(bot, self.queues.notify, notify)
+        return NotificationConsumer(
+            self.app, sender, options, check_token=check_token, observer=observer
+        )
+
+    def command_consumer(
+        self,
+        worker: CommandWorker,
+        options: ConsumerOptions | None = None,
+        *,
+        metronome: Metronome | None = None,
+        observer: Observer | None = None,
+    ) -> AppWorker:
+        """A worker of ``cm.bot.commands`` running the ``command`` task with ``worker`` (share
+        one per process: its lane locks keep a chat's updates in order across the pool)."""
+        return AppWorker(
+            self.app, [self.queues.commands.name], options or COMMAND_CONSUMER,
+            observer=observer, state={bot_tasks.COMMANDS: worker}, metronome=metronome,
+        )  # fmt: skip
 
     async def sweep_forever(self, every: float = 5.0, older_than: float = 30.0) -> None:
         """The periodic sweeps, until cancelled: guesses charged but never enqueued (a crash
@@ -134,12 +218,6 @@ class Pipeline:
         """Delete every queue and key of this deployment (see :func:`forget`)."""
         await forget(self.queues.wire, self.keyspace)
 
-    def settle_consumer(
-        self, options: ConsumerOptions | None = None, name: str = "settle"
-    ) -> Consumer:
-        """A consumer of ``cm-settle`` running the settle worker."""
-        return Consumer(self.queues.settle, self.settler, options, name=name)
-
 
 async def forget(wire: Wire, keyspace: Keyspace) -> None:
     """Delete every queue and key of the deployment ``keyspace`` names: its four queues, the
@@ -153,16 +231,18 @@ async def forget(wire: Wire, keyspace: Keyspace) -> None:
 
 
 @asynccontextmanager
-async def serving(consumers: Sequence[Consumer]) -> AsyncIterator[list[Tally]]:
-    """Run ``consumers`` for the block; on exit stop them and wait for the jobs in hand.
+async def serving(workers: Sequence[AppWorker]) -> AsyncIterator[list[Tally]]:
+    """Run ``workers`` for the block; on exit stop them and wait for the jobs in hand.
 
-    Yields the list their tallies are appended to once they have stopped.
+    Yields the list their tallies (one per queue each served) are appended to once they have
+    stopped.
     """
     tallies: list[Tally] = []
-    runs = [asyncio.ensure_future(consumer.run()) for consumer in consumers]
+    runs = [asyncio.ensure_future(worker.run()) for worker in workers]
     try:
         yield tallies
     finally:
-        for consumer in consumers:
-            consumer.stop()
-        tallies.extend(await asyncio.gather(*runs))
+        for worker in workers:
+            worker.stop()
+        for served in await asyncio.gather(*runs):
+            tallies.extend(served.values())

@@ -246,6 +246,11 @@ class AppWorker:
         self._scheduled_within = 60.0
         self._scheduler: Scheduler | None = None
 
+    @property
+    def tallies(self) -> dict[str, Tally]:
+        """What each served queue's consumer did so far (empty until ``run`` starts them)."""
+        return {name: consumer.tally for name, consumer in self.consumers.items()}
+
     def stop(self) -> None:
         """Claim nothing more; jobs in hand finish (up to ``stop_timeout``); ``run`` returns."""
         self._is_stopping = True
@@ -311,7 +316,7 @@ class AppWorker:
                     await hook(self.state)
                 except Exception:
                     log.exception("shutdown hook %s failed", _name(hook))
-        return {name: consumer.tally for name, consumer in self.consumers.items()}
+        return self.tallies
 
     def _consumer(self, queue: Queue, dispatcher: Dispatcher) -> Consumer | BatchConsumer:
         """A batch task's queue is gathered in batches; any other queue's jobs run one by one."""

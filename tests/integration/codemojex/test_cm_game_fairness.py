@@ -8,6 +8,7 @@ import os
 import time
 
 from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
+    Runs,
     minter_fixture,
     new_game,
     new_players,
@@ -19,7 +20,7 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store
-from echomq import ConsumerOptions, Job, Minter
+from echomq import ConsumerOptions, Minter
 
 # The flood is 2 000 guesses (CI runs that: CODEMOJEX_TEST_FULL_SCALE=1); 500 show the
 # same thing (the quiet players are done within the first ~105 scores either way) at a quarter
@@ -45,15 +46,10 @@ async def test_quiet_players_are_scored_before_the_floods_200th_guess(
             await pipeline.guesses.submit(game.id, player, "🍌🍎🍒🐸🐙🦋")
     assert await pipeline.guesses.depth(flooder) == FLOOD
 
-    order: list[str] = []
-
-    async def recording(job: Job) -> None:
-        order.append((await pipeline.scorer(job)).player)
-
-    consumer = pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))
-    consumer.handler = recording
-    async with serving([consumer]):
-        await until(lambda: _flood_reached(order, flooder, 200), timeout=60)
+    runs = Runs(pipeline, "score")
+    async with serving([pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))]):
+        await until(lambda: _flood_reached(runs, flooder, 200), timeout=60)
+    order = [scored.player for scored in runs.results]
     print(f"{FLOOD} + {QUIET_PLAYERS}×{QUIET_EACH} guesses in {time.monotonic() - started:.1f} s")
 
     flood_200th = [n for n, player in enumerate(order) if player == flooder][199]
@@ -62,5 +58,5 @@ async def test_quiet_players_are_scored_before_the_floods_200th_guess(
     assert max(quiet_scored) < flood_200th
 
 
-async def _flood_reached(order: list[str], flooder: str, count: int) -> bool:
-    return order.count(flooder) >= count
+async def _flood_reached(runs: Runs, flooder: str, count: int) -> bool:
+    return sum(scored.player == flooder for scored in runs.results) >= count

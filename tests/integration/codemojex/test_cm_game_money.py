@@ -16,6 +16,7 @@ from typing import Any
 from cm_store_fixtures import ledger_rows  # noqa: F401
 from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     SECRET,
+    Runs,
     ledger_count,
     minter_fixture,
     new_game,
@@ -28,11 +29,10 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.domain import DEFAULT_SET, STARTING_CLIPS, Currency, score
-from codemojex.game.api import Guesses, Receipt
-from codemojex.game.score import Scored
+from codemojex.game.api import Guesses, Receipt, register
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store, balances, ledger_sum
-from echomq import ConsumerOptions, Disconnected, Job, Minter, Queue, Verdict
+from echomq import App, ConnectionOptions, ConsumerOptions, Minter, Pool, Queue
 
 # The issue's 50 players × 20 guesses takes ~21 s on a 2-core machine (SQLite and PostgreSQL
 # alike: the store's charging transaction costs ~10 ms of CPU), too long for every run of the
@@ -52,17 +52,6 @@ def random_guesses(rng: random.Random, count: int) -> list[tuple[str, ...]]:
     return drawn
 
 
-class Recorder:
-    """Wraps the score worker and keeps what each run did."""
-
-    def __init__(self, pipeline: Pipeline) -> None:
-        self.pipeline = pipeline
-        self.runs: list[Scored] = []
-
-    async def __call__(self, job: Job) -> None:
-        self.runs.append(await self.pipeline.scorer(job))
-
-
 async def test_concurrent_guesses_are_scored_once_and_charged_once(
     store: Store, pipeline: Pipeline, minter: Minter
 ) -> None:
@@ -70,11 +59,9 @@ async def test_concurrent_guesses_are_scored_once_and_charged_once(
     players = await new_players(store, minter, PLAYERS)
     rng = random.Random(6)
     planned = {player: random_guesses(rng, GUESSES_EACH) for player in players}
-    recorder = Recorder(pipeline)
+    runs = Runs(pipeline, "score")
     options = ConsumerOptions(concurrency=8, beat=0.2)
-    consumers = [pipeline.score_consumer(options, name=f"score-{n}") for n in range(2)]
-    for consumer in consumers:
-        consumer.handler = recorder
+    consumers = [pipeline.score_consumer(options) for _ in range(2)]
 
     started = time.monotonic()
     async with serving(consumers):
@@ -88,11 +75,11 @@ async def test_concurrent_guesses_are_scored_once_and_charged_once(
     print(f"{PLAYERS}×{GUESSES_EACH} guesses submitted and scored in {elapsed:.1f} s")
 
     assert all(receipt.is_queued for receipt in receipts)
-    written = Counter(run.guess for run in recorder.runs if run.is_new)
+    written = Counter(run.guess for run in runs.results if run.is_new)
     assert set(written) == {receipt.guess for receipt in receipts}
     assert set(written.values()) == {1}
     expected = {r.guess: score(r.symbols, SECRET).total for r in receipts}
-    assert {run.guess: run.total for run in recorder.runs} == expected
+    assert {run.guess: run.total for run in runs.results} == expected
 
     charged = await ledger_count(store, "guess")
     assert charged == dict.fromkeys(players, GUESSES_EACH)
@@ -119,30 +106,26 @@ async def _all_scored(store: Store, queue: Queue) -> bool:
     return counts.pending == counts.active == 0 and await unscored(store) == 0
 
 
-class FailingQueue(Queue):
-    """The ``cm`` queue with an enqueue that always fails, as a crash after the commit would."""
-
-    async def enqueue(self, payload: object, **options: object) -> Verdict:
-        raise Disconnected("injected: the process died before the enqueue")
-
-
 async def charged_but_not_enqueued(
-    store: Store, pipeline: Pipeline, minter: Minter
+    store: Store, pipeline: Pipeline, minter: Minter, valkey_url: str
 ) -> tuple[Any, str, Receipt]:
     """A guess charged and recorded whose enqueue failed, as after a crash: (game, player, it)."""
     game = await new_game(store, minter)
     (player,) = await new_players(store, minter, 1)
-    score_queue = pipeline.queues.score
-    crashing = Guesses(store, FailingQueue(score_queue.name, score_queue.wire), minter)
+    # The score task of an app whose connection is gone, as a crash after the commit would be.
+    gone = await Pool(ConnectionOptions.from_url(valkey_url), 1).connect()
+    await gone.close()
+    cut_off = App(queue=pipeline.keyspace.score_queue, wire=gone, minter=minter)
+    crashing = Guesses(store, register(cut_off, pipeline.keyspace).score, minter)
     receipt = await crashing.submit(game.id, player, "🍎🍌🍒🐸🐙🦋")
     assert not receipt.is_queued
     return game, player, receipt
 
 
 async def test_a_guess_charged_but_not_enqueued_is_resweeped_and_scored_once(
-    store: Store, pipeline: Pipeline, minter: Minter
+    store: Store, pipeline: Pipeline, minter: Minter, valkey_url: str
 ) -> None:
-    game, player, receipt = await charged_but_not_enqueued(store, pipeline, minter)
+    game, player, receipt = await charged_but_not_enqueued(store, pipeline, minter, valkey_url)
     score_queue = pipeline.queues.score
     assert await pipeline.guesses.depth(player) == 0
     swept = await pipeline.guesses.resweep(older_than=0)
@@ -152,31 +135,26 @@ async def test_a_guess_charged_but_not_enqueued_is_resweeped_and_scored_once(
     assert await pipeline.guesses.depth(player) == 1
     assert (await score_queue.job(receipt.job)) is not None
 
-    recorder = Recorder(pipeline)
-    consumer = pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))
-    consumer.handler = recorder
-    async with serving([consumer]):
+    runs = Runs(pipeline, "score")
+    async with serving([pipeline.score_consumer(ConsumerOptions(concurrency=1, beat=0.2))]):
         await until(lambda: _all_scored(store, score_queue))
         # A sweep racing the score (the job already completed) enqueues a fresh copy: it runs,
         # finds the score on file and writes nothing.
-        await score_queue.enqueue({"game": game.id}, id=receipt.job, group=player)
-        await until(lambda: _ran(recorder, 2))
+        again = pipeline.tasks.score.using(id=receipt.job)
+        await again.enqueue(game.id, receipt.guess, player)
+        await until(lambda: runs.reached(2))
 
-    assert [(run.guess, run.is_new) for run in recorder.runs] == [
+    assert [(run.guess, run.is_new) for run in runs.results] == [
         (receipt.guess, True),
         (receipt.guess, False),
     ]
-    assert recorder.runs[0].total == score(receipt.symbols, SECRET).total
+    assert runs.results[0].total == score(receipt.symbols, SECRET).total
     assert (await pipeline.guesses.resweep(older_than=0)).found == 0
     assert await ledger_count(store, "guess") == {player: 1}
     async with store.read() as session:
         assert (await balances(session, player)).clips == STARTING_CLIPS - 1
     # One update of the room's status and one copy for the player, though the guess ran twice.
     assert (await pipeline.queues.notify.counts()).pending == 2
-
-
-async def _ran(recorder: Recorder, runs: int) -> bool:
-    return len(recorder.runs) >= runs
 
 
 async def test_a_paused_player_waits_and_the_others_are_scored(
@@ -187,19 +165,17 @@ async def test_a_paused_player_waits_and_the_others_are_scored(
     assert await pipeline.guesses.pause(paused)
     assert not await pipeline.guesses.pause(paused)
 
-    recorder = Recorder(pipeline)
-    consumer = pipeline.score_consumer(ConsumerOptions(concurrency=2, beat=0.2))
-    consumer.handler = recorder
-    async with serving([consumer]):
+    runs = Runs(pipeline, "score")
+    async with serving([pipeline.score_consumer(ConsumerOptions(concurrency=2, beat=0.2))]):
         for player in (paused, paused, other):
             await pipeline.guesses.submit(game.id, player, "🍎🍌🍒🐸🐙🦋")
-        await until(lambda: _ran(recorder, 1))
+        await until(lambda: runs.reached(1))
         await asyncio.sleep(0.1)  # the paused lane is not served meanwhile
-        assert [run.player for run in recorder.runs] == [other]
+        assert [run.player for run in runs.results] == [other]
         assert await pipeline.guesses.depth(paused) == 2
 
         assert await pipeline.guesses.resume(paused)
-        await until(lambda: _ran(recorder, 3))
+        await until(lambda: runs.reached(3))
     assert await pipeline.guesses.depth(paused) == 0
 
 
@@ -224,9 +200,9 @@ async def test_a_scored_event_names_the_player_and_percentage_only(
 
 
 async def test_the_periodic_sweep_rescues_a_lost_enqueue_without_being_called(
-    store: Store, pipeline: Pipeline, minter: Minter
+    store: Store, pipeline: Pipeline, minter: Minter, valkey_url: str
 ) -> None:
-    _, player, _ = await charged_but_not_enqueued(store, pipeline, minter)
+    _, player, _ = await charged_but_not_enqueued(store, pipeline, minter, valkey_url)
     score_queue = pipeline.queues.score
 
     sweeping = asyncio.ensure_future(pipeline.sweep_forever(every=0.05, older_than=0))

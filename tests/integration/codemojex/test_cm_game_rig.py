@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 from cm_store_fixtures import minter_fixture, store_fixture  # noqa: F401 (fixtures register)
@@ -28,7 +29,7 @@ from codemojex.store import (
     ensure_room,
 )
 from codemojex.store.models import GuessRow, LedgerRow
-from echomq import ConnectionOptions, Minter, Pool
+from echomq import ConnectionOptions, Context, Minter, Pool, TaskOutcome
 
 SECRET = ("🍎", "🍌", "🍒", "🍇", "🐶", "🐱")
 """The secret of every test game, on the ``classic`` keyboard."""
@@ -134,3 +135,20 @@ async def ledger_count(store: Store, reason: str, players: Sequence[str] = ()) -
         query = query.where(LedgerRow.player_id.in_(players))
     async with store.read() as session:
         return {row[0]: int(row[1]) for row in await session.execute(query)}
+
+
+class Runs:
+    """What each run of one of the pipeline's tasks returned, in the order they finished: an
+    ``after_job`` hook of the pipeline's app, as any echomq application observes its tasks."""
+
+    def __init__(self, pipeline: Pipeline, task: str) -> None:
+        self.task = task
+        self.results: list[Any] = []
+        pipeline.app.after_job(self._record)
+
+    async def _record(self, run: Context, outcome: TaskOutcome) -> None:
+        if run.task == self.task and outcome.ok:
+            self.results.append(outcome.result)
+
+    async def reached(self, count: int) -> bool:
+        return len(self.results) >= count

@@ -11,6 +11,7 @@ from typing import Any
 
 from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
     SECRET,
+    Runs,
     ledger_count,
     minter_fixture,
     new_game,
@@ -22,7 +23,7 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 )
 
 from codemojex.game.api import CloseReason
-from codemojex.game.settle import PRIZE_REASON, Settled, SettleOutcome, SettleWorker
+from codemojex.game.settle import PRIZE_REASON, SettleOutcome, SettleWorker
 from codemojex.notify.api import Notifier
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import (
@@ -38,17 +39,6 @@ from echomq import ConsumerOptions, Empty, Fixed, Job, Minter, Queue, Verdict
 FAST = ConsumerOptions(concurrency=4, beat=0.1, backoff=Fixed(0.05))
 
 
-class Recorder:
-    """Wraps a settle worker and keeps what each run did."""
-
-    def __init__(self, worker: SettleWorker) -> None:
-        self.worker = worker
-        self.runs: list[Settled] = []
-
-    async def __call__(self, job: Job) -> None:
-        self.runs.append(await self.worker(job))
-
-
 async def score_everything(pipeline: Pipeline) -> None:
     async with serving([pipeline.score_consumer(FAST)]):
         await until(lambda: _no_unscored(pipeline))
@@ -59,11 +49,11 @@ async def _no_unscored(pipeline: Pipeline) -> bool:
     return counts.pending == counts.active == 0 and await unscored(pipeline.store) == 0
 
 
-async def settle_everything(pipeline: Pipeline, recorder: Recorder, consumers: int = 1) -> None:
+async def settle_everything(
+    pipeline: Pipeline, consumers: int = 1, settler: SettleWorker | None = None
+) -> None:
     settle = pipeline.queues.settle
-    runners = [pipeline.settle_consumer(FAST, name=f"settle-{n}") for n in range(consumers)]
-    for runner in runners:
-        runner.handler = recorder
+    runners = [pipeline.settle_consumer(FAST, settler=settler) for _ in range(consumers)]
 
     async def idle() -> bool:
         counts = await settle.counts()
@@ -78,7 +68,7 @@ async def notifications(queue: Queue) -> list[dict[str, Any]]:
     payloads = []
     while not isinstance(job := await queue.claim(), Empty):
         assert isinstance(job, Job)
-        payloads.append(job.payload)
+        payloads.append(job.payload["args"])  # the notify task's arguments
         await queue.complete(job)
     return payloads
 
@@ -95,16 +85,16 @@ async def test_a_perfect_score_racing_the_timer_pays_exactly_once(
 
     assert await pipeline.closer.sweep(now=game.deadline + timedelta(seconds=1)) == 0  # dedup
     for _ in range(6):  # closes that got past the dedup (another deployment, an expired key)
-        await pipeline.queues.settle.enqueue({"game": game.id, "reason": "timer"}, group=game.id)
+        await pipeline.tasks.settle.enqueue(game.id, "timer")
     assert (await pipeline.queues.settle.counts()).pending == 7
-    recorder = Recorder(pipeline.settler)
+    runs = Runs(pipeline, "settle")
     await pipeline.queues.settle.resume()
-    await settle_everything(pipeline, recorder, consumers=3)
+    await settle_everything(pipeline, consumers=3)
 
-    outcomes = Counter(run.outcome for run in recorder.runs)
+    outcomes = Counter(run.outcome for run in runs.results)
     assert outcomes[SettleOutcome.CLOSED] == 1
     assert sum(outcomes.values()) == 7
-    (closed,) = [run for run in recorder.runs if run.outcome is SettleOutcome.CLOSED]
+    (closed,) = [run for run in runs.results if run.outcome is SettleOutcome.CLOSED]
     assert (dict(closed.shares), closed.top_score) == ({cracker: 2}, 600)  # the pool: 2 fees
     assert await ledger_count(store, PRIZE_REASON) == {cracker: 1}
     async with store.read() as session:
@@ -145,11 +135,11 @@ async def test_the_timer_closes_a_tie_and_splits_the_pool_evenly(
     assert await pipeline.closer.sweep(now=game.deadline - timedelta(seconds=1)) == 0
     assert await pipeline.closer.sweep(now=later) == 1
     assert await pipeline.closer.sweep(now=later) == 0  # the first request is still waiting
-    recorder = Recorder(pipeline.settler)
-    await settle_everything(pipeline, recorder)
+    runs = Runs(pipeline, "settle")
+    await settle_everything(pipeline)
     assert await pipeline.closer.sweep(now=later) == 0  # closed: nothing expired is open
 
-    (run,) = recorder.runs
+    (run,) = runs.results
     assert (run.outcome, dict(run.shares), run.top_score) == (
         SettleOutcome.CLOSED,
         {first: 4, second: 3},  # 4 + 3 fees = 7: the odd diamond goes to the older player
@@ -167,10 +157,10 @@ async def test_a_game_without_scored_guesses_closes_with_no_winner(
 ) -> None:
     game = await new_game(store, minter, chat=-300)
     assert await pipeline.closer.sweep(now=game.deadline) == 1
-    recorder = Recorder(pipeline.settler)
-    await settle_everything(pipeline, recorder)
+    runs = Runs(pipeline, "settle")
+    await settle_everything(pipeline)
 
-    assert [(run.outcome, run.top_score) for run in recorder.runs] == [(SettleOutcome.CLOSED, None)]
+    assert [(run.outcome, run.top_score) for run in runs.results] == [(SettleOutcome.CLOSED, None)]
     async with store.read() as session:
         view = await game_view(session, game.id)
         assert await current_game(session, game.room) is None
@@ -203,15 +193,15 @@ async def test_a_settlement_that_fails_after_its_commit_announces_without_paying
     await pipeline.guesses.submit(game.id, winner, "🍎🍌🍒🍇🦊🐶")
     await score_everything(pipeline)
     worker = SettleWorker(
-        store, pipeline.board, FlakyNotifier(pipeline.queues.notify, minter), minter
+        store, pipeline.board, FlakyNotifier(pipeline.tasks.notify, minter), minter
     )
-    recorder = Recorder(worker)
+    runs = Runs(pipeline, "settle")
     assert await pipeline.closer.sweep(now=game.deadline) == 1
-    await settle_everything(pipeline, recorder)
+    await settle_everything(pipeline, settler=worker)
 
     # The failed attempt committed the payout (it raised, so it recorded nothing here); its retry
     # holds the same lock, finds the game settled and only announces it.
-    assert [run.outcome for run in recorder.runs] == [SettleOutcome.ALREADY_CLOSED]
+    assert [run.outcome for run in runs.results] == [SettleOutcome.ALREADY_CLOSED]
     assert await ledger_count(store, PRIZE_REASON) == {winner: 1}
     async with store.read() as session:
         assert (await balances(session, winner)).diamonds == 6
@@ -226,14 +216,14 @@ async def test_a_close_that_gets_past_a_lost_lock_pays_nothing(
     (winner,) = await new_players(store, minter, 1, keys=1)
     await pipeline.guesses.submit(game.id, winner, "🍎🍌🍒🍇🦊🐶")
     await score_everything(pipeline)
-    recorder = Recorder(pipeline.settler)
+    runs = Runs(pipeline, "settle")
     await pipeline.closer.request(game.id, CloseReason.TIMER)
-    await settle_everything(pipeline, recorder)
+    await settle_everything(pipeline)
     await pipeline.board.wire.call("DEL", pipeline.keyspace.game.close_lock(game.id))
-    await pipeline.queues.settle.enqueue({"game": game.id}, group=game.id)  # no dedup key
-    await settle_everything(pipeline, recorder)
+    await pipeline.tasks.settle.enqueue(game.id)  # no dedup key
+    await settle_everything(pipeline)
 
-    assert [run.outcome for run in recorder.runs] == [
+    assert [run.outcome for run in runs.results] == [
         SettleOutcome.CLOSED,
         SettleOutcome.ALREADY_CLOSED,
     ]
@@ -245,8 +235,8 @@ async def test_a_close_that_gets_past_a_lost_lock_pays_nothing(
 async def test_a_close_of_an_unknown_game_is_dead_lettered_at_once(
     store: Store, pipeline: Pipeline, minter: Minter
 ) -> None:
-    await pipeline.queues.settle.enqueue({"game": minter.mint("GAM")}, group="GAM-unknown")
-    await settle_everything(pipeline, Recorder(pipeline.settler))
+    await pipeline.tasks.settle.enqueue(minter.mint("GAM"))
+    await settle_everything(pipeline)
 
     (dead,) = await pipeline.queues.settle.dead()
     assert dead.attempts == 1

@@ -1,7 +1,7 @@
-"""The bot stage's producer API: admitting Telegram updates onto ``cm.bot.commands`` (each
-batch in one ``enqueue_many``, a lane per chat, deduplicated by ``update_id``) and the queue
-itself, built here and nowhere else. Both gateways (long polling and the webhook) admit through
-here; nothing is handled inline.
+"""The bot stage's producer API: admitting Telegram updates as ``command`` tasks on
+``cm.bot.commands`` (each batch in one ``enqueue_many``, a lane per chat, deduplicated by
+``update_id``); the task is registered in :mod:`codemojex.bot.tasks`. Both gateways (long
+polling and the webhook) admit through here; nothing is handled inline.
 
 A malformed update (not an object, no integer ``update_id``) is logged without its content and
 dropped; it never stops the gateway.
@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from codemojex.domain import CodemojexError
-from codemojex.keyspace import Keyspace
-from echomq import InvalidArgument, Item, Minter, Queue, Wire
+from echomq import Call, InvalidArgument, Task
 
 log = logging.getLogger("codemojex.gateway")
 
@@ -42,11 +41,6 @@ class Admitted:
     duplicate: int
     dropped: int
     next_offset: int | None
-
-
-def commands_queue(wire: Wire, keyspace: Keyspace, minter: Minter) -> Queue:
-    """The deployment's ``cm.bot.commands`` on ``wire``: one lane per chat."""
-    return Queue(keyspace.commands_queue, wire, minter=minter)
 
 
 def update_dedup_key(update_id: int) -> str:
@@ -104,14 +98,15 @@ def _describe(update: object) -> str:
     return f"a {type(update).__name__}"
 
 
-async def admit(queue: Queue, updates: Sequence[object]) -> Admitted:
-    """Admit ``updates`` (as the Bot API delivered them) in one ``enqueue_many``.
+async def admit(command: Task[..., Any], updates: Sequence[object]) -> Admitted:
+    """Admit ``updates`` (as the Bot API delivered them) as ``command`` tasks, in one
+    ``enqueue_many``.
 
     Raises :class:`AdmissionError` (or the bus's :class:`~echomq.EchoMQError`) when any
     well-formed update was not admitted: the caller must not confirm the batch, and may admit it
     again later (the dedup key makes that idempotent while the first copy waits).
     """
-    items: list[Item] = []
+    calls: list[Call[Any]] = []
     ids: list[int] = []
     dropped = 0
     for position, update in enumerate(updates):
@@ -125,9 +120,10 @@ async def admit(queue: Queue, updates: Sequence[object]) -> Admitted:
         assert isinstance(update, dict)
         chat = update_chat(update)
         lane = NO_CHAT_LANE if chat is None else str(chat)
-        items.append(Item(update, group=lane, dedup_key=update_dedup_key(update_id)))
+        calls.append(command.using(lane=lane, dedup_key=update_dedup_key(update_id)).call(update))
         ids.append(update_id)
-    verdicts = await queue.enqueue_many(items) if items else []
+    handles = await command.app.enqueue_many(calls) if calls else []
+    verdicts = [handle.verdict for handle in handles]
     enqueued = duplicate = failed = 0
     problem = ""
     for update_id, verdict in zip(ids, verdicts, strict=True):

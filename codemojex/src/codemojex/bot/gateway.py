@@ -31,7 +31,7 @@ from aiogram.methods.base import TelegramMethod
 from codemojex.bot.api import AdmissionError, admit
 from codemojex.domain import CodemojexError
 from codemojex.telegram.transport import redact
-from echomq import EchoMQError, Queue
+from echomq import EchoMQError, Task
 
 log = logging.getLogger("codemojex.gateway")
 
@@ -101,7 +101,7 @@ def fatal(error: TelegramAPIError, token: str) -> GatewayError | None:
 
 
 class Poller:
-    """Long-polls ``bot`` and admits every batch onto ``queue`` (``cm.bot.commands``).
+    """Long-polls ``bot`` and admits every batch as ``command`` tasks (``cm.bot.commands``).
 
     ``on_ready`` is called once, after the first successful ``getUpdates`` (a short poll, so a
     bad token or an active webhook shows at once). Stats count what
@@ -111,13 +111,13 @@ class Poller:
     def __init__(
         self,
         bot: Bot,
-        queue: Queue,
+        command: Task[..., Any],
         options: PollingOptions | None = None,
         *,
         on_ready: Callable[[], None] | None = None,
     ) -> None:
         self.bot = bot
-        self.queue = queue
+        self.command = command
         self.options = options or PollingOptions()
         self.on_ready = on_ready
         self.offset: int | None = None
@@ -144,7 +144,7 @@ class Poller:
         )
         if not updates:
             return 0
-        admitted = await admit(self.queue, updates)
+        admitted = await admit(self.command, updates)
         self.enqueued += admitted.enqueued
         self.duplicate += admitted.duplicate
         self.dropped += admitted.dropped

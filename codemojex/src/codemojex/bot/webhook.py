@@ -16,14 +16,14 @@ import json
 import logging
 import secrets
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final
 
 from aiogram import Bot
 from aiohttp import web
 
 from codemojex.bot.api import AdmissionError, admit
 from codemojex.bot.gateway import ALLOWED_UPDATES
-from echomq import EchoMQError, Queue
+from echomq import EchoMQError, Task
 
 log = logging.getLogger("codemojex.gateway")
 
@@ -66,13 +66,15 @@ def is_authorised(given: str | None, secret: str) -> bool:
 
 
 class WebhookGateway:
-    """Serves the webhook route for ``bot`` and admits onto ``queue``; ``async with`` it, or
+    """Serves the webhook route for ``bot`` and admits ``command`` tasks; ``async with`` it, or
     :meth:`start` and :meth:`stop`. Counts ``enqueued``, ``duplicate``, ``dropped``, ``refused``.
     """
 
-    def __init__(self, bot: Bot, queue: Queue, options: WebhookOptions | None = None) -> None:
+    def __init__(
+        self, bot: Bot, command: Task[..., Any], options: WebhookOptions | None = None
+    ) -> None:
         self.bot = bot
-        self.queue = queue
+        self.command = command
         self.options = options or WebhookOptions()
         self.enqueued = 0
         self.duplicate = 0
@@ -140,7 +142,7 @@ class WebhookGateway:
             log.warning("webhook: dropped a body that is not JSON: %s", type(error).__name__)
             return web.json_response({"ok": True})
         try:
-            admitted = await admit(self.queue, [update])
+            admitted = await admit(self.command, [update])
         except (AdmissionError, EchoMQError) as error:
             log.warning("webhook: the bus did not take an update (Telegram retries): %s", error)
             return web.json_response({"ok": False, "description": "try again"}, status=503)

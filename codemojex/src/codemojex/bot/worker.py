@@ -99,21 +99,24 @@ class LaneLocks:
 
 
 class CommandWorker:
-    """``Consumer(queues.commands, CommandWorker(services), COMMAND_CONSUMER)``."""
+    """The body of the ``command`` task (a command worker's state holds it,
+    :mod:`codemojex.bot.tasks`); one per process, shared by its pool of command workers, so
+    the lane locks order a chat's updates across the pool."""
 
     def __init__(self, services: Services) -> None:
         self.services = services
         self.dispatcher = dispatcher()
         self.locks = LaneLocks()
 
-    async def __call__(self, job: Job) -> Handled:
+    async def handle(self, update: dict[str, Any], job: Job) -> Handled:
+        """Handle the Telegram ``update`` that the job ``job`` carries, once."""
         # The lane's lock first, before any await: tasks start in claim order, so they queue on
         # the lock in that order (a later await, such as a round trip, could reorder them).
         async with self.locks.hold(job.group):
-            return await self._handle(job)
+            return await self._handle(update, job)
 
-    async def _handle(self, job: Job) -> Handled:
-        update_id = update_id_of(job.payload)
+    async def _handle(self, payload: dict[str, Any], job: Job) -> Handled:
+        update_id = update_id_of(payload)
         if update_id is None:
             log.warning("job %s: dropped a payload that is not an update", job.id)
             return Handled.MALFORMED
@@ -122,7 +125,7 @@ class CommandWorker:
             return Handled.DUPLICATE
         bot = self.services.bot
         try:
-            update = Update.model_validate(job.payload, context={"bot": bot})
+            update = Update.model_validate(payload, context={"bot": bot})
         except ValidationError as error:
             log.warning(
                 "update %d: dropped, not a readable update (%d problems)",
@@ -130,7 +133,7 @@ class CommandWorker:
                 error.error_count(),
             )
             return Handled.MALFORMED
-        await self._unblock(job.payload)
+        await self._unblock(payload)
         # ``command_job``: the key that makes a charge idempotent per update (a guess, a
         # conversion): a retry of this job after a crash finds what it already charged.
         await self.dispatcher.feed_update(bot, update, services=self.services, command_job=job.id)

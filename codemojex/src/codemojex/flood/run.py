@@ -21,10 +21,18 @@ from codemojex.flood.measure import GuessSample, percentile
 from codemojex.flood.scenario import FloodOptions, Plan, PlayerPlan, RoomPlan, plan
 from codemojex.flood.seeding import Seeded, discard_run, seed, unscored_count
 from codemojex.flood.sending import SendCounts, Sending, open_sending
-from codemojex.game.settle import SettleOutcome
+from codemojex.game.settle import Settled, SettleOutcome
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import open_store, sqlite_url
-from echomq import ConnectionOptions, ConsumerOptions, Job, Minter, Pool, Subscription
+from echomq import (
+    ConnectionOptions,
+    ConsumerOptions,
+    Context,
+    Minter,
+    Pool,
+    Subscription,
+    TaskOutcome,
+)
 
 log = logging.getLogger("codemojex.flood")
 
@@ -134,11 +142,14 @@ class _Run:
 
         await asyncio.gather(*(human(room, p) for room in self.plan.quiet for p in room.players))
 
-    async def settle_and_tell(self, job: Job) -> object:
-        """The settle worker, then each player of the closed game gets their result privately:
-        the burst of notifications a finished game fans out."""
-        settled = await self.pipeline.settler(job)
-        if settled.outcome is SettleOutcome.CLOSED or job.attempts > 1:
+    async def tell_results(self, run: Context, outcome: TaskOutcome) -> None:
+        """After each settle (an ``after_job`` hook of the pipeline's app): each player of the
+        closed game gets their result privately, the burst of notifications a finished game
+        fans out."""
+        settled = outcome.result
+        if not isinstance(settled, Settled):
+            return
+        if settled.outcome is SettleOutcome.CLOSED or run.attempt > 1:
             room = self.seeded.room_of_game.get(settled.game)
             if room is not None and settled.game not in self.closed:
                 over = f"🏁 {room.title} is over"
@@ -152,7 +163,6 @@ class _Run:
                     await self._tell(watcher, settled.game, f"{over}: the top score {top}")
                 self.closed.add(settled.game)
                 self.cracked += settled.top_score == MAX_TOTAL
-        return settled
 
     async def _tell(self, user: int, game: str, text: str) -> None:
         await self.pipeline.notifier.notify(user, text, dedup_key=f"result:{game}:{user}")
@@ -272,7 +282,7 @@ async def run_flood(
                     pipeline.settle_consumer(ConsumerOptions(concurrency=2, beat=0.2)),
                     sending.consumer,
                 ]
-                consumers[1].handler = run.settle_and_tell
+                pipeline.app.after_job(run.tell_results)
                 try:
                     async with serving(consumers):
                         await _play(run, sending, progress, tick)

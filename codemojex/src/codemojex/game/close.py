@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from codemojex.store import Store, checked_id, expired_games
-from echomq import Queue, Verdict
+from echomq import Task, Verdict
+
+if TYPE_CHECKING:
+    from codemojex.game.settle import Settled
 
 CLOSE_DEDUP_TTL: Final = 60.0
 """Seconds a close request of a game stays deduplicated (one close job per game meanwhile)."""
@@ -34,21 +37,18 @@ def close_dedup_key(game: str) -> str:
 
 
 class Closer:
-    """Enqueues closes on ``queue`` (``cm-settle``); finds expired games in ``store``."""
+    """Enqueues closes as ``settle`` tasks (``cm-settle``); finds expired games in ``store``."""
 
-    def __init__(self, store: Store, queue: Queue) -> None:
+    def __init__(self, store: Store, settle: Task[[str, str], Settled]) -> None:
         self.store = store
-        self.queue = queue
+        self.settle = settle
 
     async def request(self, game: str, reason: CloseReason) -> Verdict:
         """Enqueue the close of ``game`` on its lane (a duplicate while one is waiting)."""
         game = checked_id(game, "GAM", "game")
-        return await self.queue.enqueue(
-            {"game": game, "reason": CloseReason(reason).value},
-            group=game,
-            dedup_key=close_dedup_key(game),
-            dedup_ttl=CLOSE_DEDUP_TTL,
-        )
+        once = self.settle.using(dedup_key=close_dedup_key(game))
+        handle = await once.enqueue(game, CloseReason(reason).value)
+        return handle.verdict
 
     async def sweep(self, now: datetime | None = None) -> int:
         """The timer sweep: request the close of every open game past its deadline at ``now``.

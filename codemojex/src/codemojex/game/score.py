@@ -22,7 +22,7 @@ from codemojex.notify.api import Notifier
 from codemojex.store import Board, Store, game_secret, game_view, guess_by_job, set_score
 from codemojex.store.lookups import Contact, contact, room_chat
 from codemojex.store.memo import Memo
-from echomq import Drop, Job, Queue
+from echomq import Drop, Queue
 
 log = logging.getLogger("codemojex.score")
 
@@ -67,7 +67,8 @@ STATUS_TITLE = "🎯 Live scores (each player's latest guess; /help explains the
 
 
 class ScoreWorker:
-    """``Consumer(queues.score, ScoreWorker(...))``: scores the guesses of ``cm``.
+    """Scores the guesses of ``cm``: the body of the ``score`` task (a score worker's state
+    holds it, :mod:`codemojex.game.tasks`).
 
     ``events`` is the queue whose event channel carries ``scored`` (normally ``cm`` itself).
     """
@@ -88,12 +89,14 @@ class ScoreWorker:
         self._games: Memo[str, _GameFacts] = Memo()
         self._contacts: Memo[str, Contact] = Memo(4096)
 
-    async def __call__(self, job: Job) -> Scored:
+    async def score(self, job: str, attempt: int) -> Scored:
+        """Score the guess charged under ``job`` (a ``JOB`` id); ``attempt`` is 1 on the first
+        run, more on a re-delivery."""
         async with self.store.read() as session:
-            guess = await guess_by_job(session, job.id)
+            guess = await guess_by_job(session, job)
             if guess is None:
                 # Only submit and resweep enqueue on cm, both after the guess was committed.
-                raise Drop(f"no guess is recorded under job {job.id}")
+                raise Drop(f"no guess is recorded under job {job}")
             facts = self._games.get(guess.game) or self._games.put(
                 guess.game, await _read_facts(session, guess.game)
             )
@@ -110,7 +113,7 @@ class ScoreWorker:
                 is_new = await set_score(session, guess.id, result.total, result.per_position)
 
         await self.board.record(guess.game, guess.player, result.total)
-        if is_new or job.attempts > 1:
+        if is_new or attempt > 1:
             self._publish(job, guess.game, guess.player, result.percent)
             await self._announce(
                 facts.chat, guess.game, guess.id, guess.player, who, symbols, result
@@ -145,6 +148,6 @@ class ScoreWorker:
         if result.cracked:
             await self.notifier.notify(chat, text, dedup_key=f"cracked:{guess}")
 
-    def _publish(self, job: Job, game: str, player: str, percent: int) -> None:
+    def _publish(self, job: str, game: str, player: str, percent: int) -> None:
         # At most once, like the queue's own events, and only while someone listens.
-        self.events.publish("scored", job.id, game=game, player=player, percent=percent)
+        self.events.publish("scored", job, game=game, player=player, percent=percent)

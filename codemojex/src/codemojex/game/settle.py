@@ -38,7 +38,7 @@ from codemojex.store import (
     record_winners,
 )
 from codemojex.store.lookups import player_names, room_chat, top_score
-from echomq import Drop, Job, Minter
+from echomq import Drop, Minter
 
 log = logging.getLogger("codemojex.settle")
 
@@ -83,7 +83,8 @@ def closed_text(top: int | None, shares: Mapping[str, int], names: Mapping[str, 
 
 
 class SettleWorker:
-    """``Consumer(queues.settle, SettleWorker(...))``: closes the games of ``cm-settle``.
+    """Closes the games of ``cm-settle``: the body of the ``settle`` task (a settle worker's
+    state holds it, :mod:`codemojex.game.tasks`).
 
     ``board`` holds the close locks and the boards; ``lock_ttl`` (seconds) bounds how
     long a crashed closer blocks the others, ``keep`` (seconds) how long a settled game's lock
@@ -109,16 +110,17 @@ class SettleWorker:
         self.lock_ttl_ms = max(1, round(lock_ttl * 1000))
         self.keep_s = max(1, round(keep))
 
-    async def __call__(self, job: Job) -> Settled:
+    async def settle(self, game: str, job: str) -> Settled:
+        """Close ``game`` for the close job ``job`` (its ``JOB`` id holds the close lock)."""
         try:
-            game = checked_id(job.payload.get("game"), "GAM", "game")
-        except (AttributeError, InvalidId) as error:
-            raise Drop(f"close job {job.id} names no game: {error}") from None
-        holder = await self.board.take_close_lock(game, job.id, self.lock_ttl_ms)
+            game = checked_id(game, "GAM", "game")
+        except InvalidId as error:
+            raise Drop(f"close job {job} names no game: {error}") from None
+        holder = await self.board.take_close_lock(game, job, self.lock_ttl_ms)
         # None: this run took the lock. Our own id: an earlier attempt of this job took it and
         # failed part way (maybe after its commit). Anything else: another close got there first.
         is_retry = holder is not None
-        if is_retry and holder != job.id:
+        if is_retry and holder != job:
             return Settled(game, SettleOutcome.LOCKED)
 
         async with self.store.transaction() as session:

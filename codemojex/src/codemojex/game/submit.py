@@ -13,7 +13,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import TYPE_CHECKING
 
 from codemojex.domain import Currency, EmojiSet, Fee, get_set, parse_guess
 from codemojex.store import (
@@ -30,7 +30,10 @@ from codemojex.store import (
 )
 from codemojex.store.allowance import grant_allowance
 from codemojex.store.memo import Memo
-from echomq import EchoMQError, Item, Minter, Queue
+from echomq import EchoMQError, Minter, Queue, Task
+
+if TYPE_CHECKING:
+    from codemojex.game.score import Scored
 
 log = logging.getLogger("codemojex.guesses")
 
@@ -64,9 +67,10 @@ class Resweep:
     failed: int
 
 
-def score_payload(record: GuessRecord) -> dict[str, Any]:
-    """The payload of a guess's job on ``cm``: ids only, never the guess or the secret."""
-    return {"game": record.game, "guess": record.id, "player": record.player}
+def score_payload(record: GuessRecord) -> tuple[str, str, str]:
+    """The arguments of a guess's ``score`` task (game, guess, player): ids only, never the
+    guess or the secret."""
+    return record.game, record.id, record.player
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,11 +83,14 @@ class _Terms:
 
 
 class Guesses:
-    """Submits guesses into ``store`` and onto ``queue`` (``cm``), minting ids with ``minter``."""
+    """Submits guesses into ``store`` and as ``score`` tasks (on ``cm``), minting ids with
+    ``minter``."""
 
-    def __init__(self, store: Store, queue: Queue, minter: Minter) -> None:
+    def __init__(self, store: Store, score: Task[[str, str, str], Scored], minter: Minter) -> None:
         self.store = store
-        self.queue = queue
+        self.score = score
+        #: ``cm``, for its lanes (pause, resume, depth).
+        self.queue: Queue = score.app.queue(score.queue)
         self.minter = minter
         self._terms: Memo[str, _Terms] = Memo()
         self._reading: dict[str, asyncio.Future[_Terms]] = {}  # one read per game at a time
@@ -189,9 +196,8 @@ class Guesses:
 
     async def _enqueue(self, record: GuessRecord) -> bool:
         try:
-            verdict = await self.queue.enqueue(
-                score_payload(record), id=record.job_id, group=record.player
-            )
+            handle = await self.score.using(id=record.job_id).enqueue(*score_payload(record))
+            verdict = handle.verdict
         except EchoMQError as error:
             log.warning("guess %s is charged but not enqueued (resweep will): %s", record.id, error)
             return False
@@ -214,10 +220,10 @@ class Guesses:
             records = await unscored_guesses(session, cutoff, limit=limit)
         if not records:
             return Resweep(0, 0, 0, 0)
-        verdicts = await self.queue.enqueue_many(
-            Item(score_payload(record), group=record.player, id=record.job_id) for record in records
+        handles = await self.score.app.enqueue_many(
+            self.score.using(id=record.job_id).call(*score_payload(record)) for record in records
         )
-        kinds = [verdict.kind for verdict in verdicts]
+        kinds = [handle.verdict.kind for handle in handles]
         return Resweep(
             found=len(records),
             enqueued=kinds.count("enqueued"),

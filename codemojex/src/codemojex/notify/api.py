@@ -1,7 +1,7 @@
 """The notification stage's producer API, the one way other stages reach it: a message for a
-chat becomes a job on that chat's lane of ``cm.notify`` (:class:`Notifier`), unless the chat
-blocked the bot (the blocklist the notification worker keeps); and the queue itself
-(:func:`notify_queue`), built here and nowhere else.
+chat becomes a ``notify`` task on that chat's lane of ``cm.notify`` (:class:`Notifier`),
+unless the chat blocked the bot (the blocklist the notification worker keeps). The task itself
+is registered in :mod:`codemojex.notify.tasks`.
 
 No Telegram I/O here: sending (rate limits, retries, Telegram) is the notification worker's job.
 """
@@ -11,17 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from codemojex.keyspace import Keyspace, NotifyKeys
+from codemojex.keyspace import NotifyKeys
 from codemojex.notify.blocklist import Blocklist
 from codemojex.notify.status import StatusBoard
 from codemojex.store.kv import Valkey
-from echomq import Minter, Queue, Verdict, Wire
-
-
-def notify_queue(wire: Wire, keyspace: Keyspace, minter: Minter) -> Queue:
-    """The deployment's ``cm.notify`` on ``wire``: one lane per chat. The one place the queue
-    is constructed, so a queue-wide setting (such as per-lane ordering) is set here."""
-    return Queue(keyspace.notify_queue, wire, minter=minter)
+from echomq import Minter, Task, Verdict
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +55,7 @@ class Notification:
     version: int = 0
 
     def payload(self) -> dict[str, Any]:
-        """The job payload on ``cm.notify`` (optional fields only when set)."""
+        """The arguments of its ``notify`` task (optional fields only when set)."""
         body: dict[str, Any] = {"notification": self.id, "chat": self.chat, "text": self.text}
         if self.markup is not None:
             body["markup"] = self.markup
@@ -74,7 +68,8 @@ class Notification:
 
     @classmethod
     def from_payload(cls, payload: dict[str, Any]) -> Notification:
-        """The notification a ``cm.notify`` job carries."""
+        """The notification a ``notify`` task's arguments describe (``KeyError``,
+        ``TypeError``, ``ValueError`` when they describe none)."""
         markup = payload.get("markup")
         edit = payload.get("edit")
         status = payload.get("status")
@@ -90,15 +85,21 @@ class Notification:
 
 
 class Notifier:
-    """Enqueues notifications on ``queue`` (``cm.notify``), one lane per chat, skipping the
-    chats on the blocklist."""
+    """Enqueues notifications as ``notify`` tasks (on ``cm.notify``), one lane per chat,
+    skipping the chats on the blocklist."""
 
-    def __init__(self, queue: Queue, minter: Minter) -> None:
-        self.queue = queue
+    def __init__(self, notify: Task[..., None], minter: Minter) -> None:
+        self.task = notify
         self.minter = minter
-        kv = Valkey(queue.wire)
-        self.blocklist = Blocklist(kv, NotifyKeys(queue.name))
-        self.statuses = StatusBoard(kv, NotifyKeys(queue.name))
+        #: ``cm.notify``, whose hash tag the stage's own keys share.
+        self.queue = notify.app.queue(notify.queue)
+        kv = Valkey(self.queue.wire)
+        self.blocklist = Blocklist(kv, NotifyKeys(self.queue.name))
+        self.statuses = StatusBoard(kv, NotifyKeys(self.queue.name))
+
+    async def _enqueue(self, notification: Notification, dedup_key: str | None) -> Verdict:
+        sending = self.task.using(lane=str(notification.chat), dedup_key=dedup_key)
+        return (await sending.enqueue(**notification.payload())).verdict
 
     async def unblock(self, chat: int) -> bool:
         """``chat`` talks to the bot again: take it off the blocklist; True when it was on it."""
@@ -120,9 +121,7 @@ class Notifier:
         if await self.blocklist.has(chat):
             return Skipped(chat, "chat blocked")
         notification = Notification(self.minter.mint("NOT"), chat, text, markup, edit)
-        return await self.queue.enqueue(
-            notification.payload(), group=str(chat), dedup_key=dedup_key
-        )
+        return await self._enqueue(notification, dedup_key)
 
     async def status(
         self, chat: int, game: str, *, title: str, player: str, line: str, rank: int
@@ -136,6 +135,4 @@ class Notifier:
         notification = Notification(
             self.minter.mint("NOT"), chat, title, status=game, version=version
         )
-        return await self.queue.enqueue(
-            notification.payload(), group=str(chat), dedup_key=f"status:{game}:{version}"
-        )
+        return await self._enqueue(notification, f"status:{game}:{version}")

@@ -18,6 +18,7 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable
+from typing import Any
 
 import aiohttp
 from aiogram import Bot
@@ -39,10 +40,10 @@ log = logging.getLogger("codemojex.notify")
 
 
 class NotifyWorker:
-    """The handler of ``cm.notify``: ``await worker(job)`` sends one notification or says why
-    not through the consumer's signals (``Defer``: over budget; ``Retry``: transient; ``Drop``:
-    malformed). Run it with :class:`NotificationConsumer`, which honours its ``attempts``.
-    Its keys are the :class:`~codemojex.keyspace.NotifyKeys` of ``queue``."""
+    """The body of the ``notify`` task: ``await worker.send(body, job)`` sends one
+    notification or says why not through echomq's signals (``Defer``: over budget; ``Retry``:
+    transient; ``Drop``: malformed). Run it with :class:`NotificationConsumer`, which honours
+    its ``attempts``. Its keys are the :class:`~codemojex.keyspace.NotifyKeys` of ``queue``."""
 
     def __init__(
         self,
@@ -75,9 +76,11 @@ class NotifyWorker:
     def _count(self, name: str, n: int = 1) -> None:
         self._tally[name] += n
 
-    async def __call__(self, job: Job) -> None:
+    async def send(self, body: dict[str, Any], job: Job) -> None:
+        """Send the notification ``body`` holds (its fields, as :meth:`Notification.payload`
+        gives them) for the job ``job``."""
         try:
-            notification = Notification.from_payload(job.payload)
+            notification = Notification.from_payload(body)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             self._count("dead")
             raise Drop(f"malformed notification payload: {type(exc).__name__}: {exc}") from None
