@@ -110,10 +110,10 @@ class Pipeline:
         app = App(queue=keyspace.score_queue, wire=wire, minter=minter, result_ttl=0)
         game = game_tasks.register(app, keyspace)
         tasks = Tasks(
-            command=bot_tasks.register(app, keyspace),
+            command=bot_tasks.register(app, keyspace.commands_queue),
             score=game.score,
             settle=game.settle,
-            notify=notify_tasks.register(app, keyspace),
+            notify=notify_tasks.register(app, keyspace.notify_queue),
         )
         queues = Queues(
             app.queue(keyspace.score_queue),

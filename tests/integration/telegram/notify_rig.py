@@ -1,5 +1,6 @@
-"""The notification worker's test rig: a real notify queue, notifier, worker and consumer on the
-sandbox, plus the checks the flood and fault tests share (budgets from sandbox timestamps)."""
+"""The notification worker's test rig: a real notify queue with the stage's ``notify`` task on
+an app of its own, the notifier, worker and consumer on the sandbox, plus the checks the flood
+and fault tests share (budgets from sandbox timestamps)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,9 @@ from aiogram import Bot
 from codemojex.notify.api import Notifier
 from codemojex.notify.consumer import NOTIFY_CONSUMER, NotificationConsumer
 from codemojex.notify.policy import BadTokenError, NotifyOptions
+from codemojex.notify.tasks import NotifyTask, register
 from codemojex.notify.worker import NotifyWorker
-from echomq import Minter, Queue, Tally
+from echomq import App, Minter, Queue, Tally
 
 #: The consumer options the application ships with: the tests measure what runs.
 TEST_CONSUMER = NOTIFY_CONSUMER
@@ -26,6 +28,7 @@ class Rig:
     notifier: Notifier
     worker: NotifyWorker
     consumer: NotificationConsumer
+    task: NotifyTask
 
 
 def rig(
@@ -36,13 +39,18 @@ def rig(
     check_token: bool = True,
     worker: type[NotifyWorker] = NotifyWorker,
 ) -> Rig:
+    minter = Minter(node=9)
+    app = App(queue=queue.name, wire=queue.wire, minter=minter, result_ttl=0)
+    task = register(app, queue.name)
     handler = worker(bot, queue, options)
-    consumer = NotificationConsumer(handler, TEST_CONSUMER, check_token=check_token)
-    return Rig(queue, Notifier(queue, Minter(node=9)), handler, consumer)
+    consumer = NotificationConsumer(app, handler, TEST_CONSUMER, check_token=check_token)
+    return Rig(queue, Notifier(task, minter), handler, consumer, task)
 
 
 @contextlib.asynccontextmanager
-async def running(consumer: NotificationConsumer) -> AsyncIterator[asyncio.Future[Tally]]:
+async def running(
+    consumer: NotificationConsumer,
+) -> AsyncIterator[asyncio.Future[dict[str, Tally]]]:
     """The consumer runs for the block; on exit it stops (a bad token's error is the test's to
     read from the yielded future, so it is not raised here)."""
     task = asyncio.ensure_future(consumer.run())

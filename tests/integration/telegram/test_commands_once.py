@@ -39,7 +39,7 @@ async def _run_twice(bot: BotStack, update: dict[str, Any]) -> None:
     job_id = bot.services.minter.mint("JOB")
     for attempt in (1, 2):  # the second: the same job after its lease was reaped
         job = Job(job_id, update, attempt, str(ADA), 0)
-        assert await worker(job) is Handled.ROUTED
+        assert await worker.handle(update, job) is Handled.ROUTED
 
 
 async def _ledger_rows(bot: BotStack, player: str, reason: str) -> int:

@@ -21,18 +21,19 @@ from bot_rig import (  # noqa: F401 (fixtures register)
 
 from codemojex.app import BotStack
 from codemojex.bot.gateway import GatewayError, Poller, PollingOptions
+from codemojex.bot.tasks import CommandTask, register
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from echomq import ConnectionOptions, EchoMQError, Pool, Queue
+from echomq import App, ConnectionOptions, EchoMQError, Pool, Queue
 
 
 async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
-    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue, command: CommandTask
 ) -> None:
     first = sandbox.say(ADA, "/help")
     sandbox.say(BOB, "/help")
     last = sandbox.say(ADA, "/me", chat=LOUNGE)
-    poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
+    poller = Poller(sandbox_bot, command, PollingOptions(timeout=0))
 
     assert await poller.poll_once() == 3
     assert poller.enqueued == 3
@@ -49,10 +50,10 @@ async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
 
 
 async def test_a_batch_polled_again_before_confirming_is_admitted_once(
-    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue, command: CommandTask
 ) -> None:
     update = sandbox.say(ADA, "/help")
-    poller = Poller(sandbox_bot, queue, PollingOptions(timeout=0))
+    poller = Poller(sandbox_bot, command, PollingOptions(timeout=0))
     await poller.poll_once()
     sandbox.replay(update["update_id"])  # as if the confirmation had been lost
     await poller.poll_once()
@@ -91,11 +92,13 @@ async def test_malformed_updates_are_logged_dropped_and_the_gateway_runs_on(
     assert sandbox.pending_updates == 0
 
 
-async def test_a_bad_token_stops_polling_with_a_clear_error(sandbox: Sandbox, queue: Queue) -> None:
+async def test_a_bad_token_stops_polling_with_a_clear_error(
+    sandbox: Sandbox, queue: Queue, command: CommandTask
+) -> None:
     bot = open_bot(TelegramConfig("100000:wrong-secret", base=sandbox.url))
     try:
         with pytest.raises(GatewayError) as caught:
-            await Poller(bot, queue, PollingOptions(timeout=0)).run()
+            await Poller(bot, command, PollingOptions(timeout=0)).run()
     finally:
         await bot.session.close()
     assert caught.value.reason == "bad_token"
@@ -105,37 +108,40 @@ async def test_a_bad_token_stops_polling_with_a_clear_error(sandbox: Sandbox, qu
 
 
 async def test_polling_while_a_webhook_is_set_says_so(
-    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, queue: Queue, command: CommandTask
 ) -> None:
     await sandbox_bot.set_webhook("http://127.0.0.1:9/unused", secret_token="s3cret")
     with pytest.raises(GatewayError) as caught:
-        await Poller(sandbox_bot, queue, PollingOptions(timeout=0)).run()
+        await Poller(sandbox_bot, command, PollingOptions(timeout=0)).run()
     assert caught.value.reason == "webhook_active"
     assert "webhook" in str(caught.value)
     await sandbox_bot.delete_webhook()
 
 
 async def test_a_batch_the_bus_did_not_take_is_not_confirmed(
-    sandbox: Sandbox, sandbox_bot: Bot, valkey_url: str, queue: Queue
+    sandbox: Sandbox, sandbox_bot: Bot, valkey_url: str, queue: Queue, command: CommandTask
 ) -> None:
     update = sandbox.say(ADA, "/help")
-    broken = Queue(queue.name, await Pool(ConnectionOptions.from_url(valkey_url), 1).connect())
-    await broken.wire.close()  # the bus is gone: the enqueue fails
+    gone = await Pool(ConnectionOptions.from_url(valkey_url), 1).connect()
+    await gone.close()  # the bus is gone: the enqueue fails
+    broken = register(App(queue=queue.name, wire=gone), queue.name)
     poller = Poller(sandbox_bot, broken, PollingOptions(timeout=0))
     with pytest.raises(EchoMQError):
         await poller.poll_once()
     assert poller.offset is None  # nothing confirmed: the sandbox keeps the update
 
-    poller.queue = queue  # the bus is back
+    poller.command = command  # the bus is back
     assert await poller.poll_once() == 1
     assert poller.offset == update["update_id"] + 1
     assert (await queue.counts()).pending == 1
 
 
-async def test_network_errors_back_off_and_polling_goes_on(queue: Queue) -> None:
+async def test_network_errors_back_off_and_polling_goes_on(
+    queue: Queue, command: CommandTask
+) -> None:
     # Nothing listens on port 9 (discard): every getUpdates fails at the network level.
     bot = open_bot(TelegramConfig("100000:sandbox", base="http://127.0.0.1:9", timeout=2.0))
-    poller = Poller(bot, queue, PollingOptions(timeout=0, backoff=0.05, max_backoff=0.2))
+    poller = Poller(bot, command, PollingOptions(timeout=0, backoff=0.05, max_backoff=0.2))
     run = asyncio.create_task(poller.run())
     try:
         deadline = time.monotonic() + 10.0

@@ -23,6 +23,7 @@ from bot_rig import (
 )
 
 from codemojex.app import running
+from codemojex.bot.tasks import CommandTask
 from codemojex.bot.webhook import SECRET_HEADER, WebhookGateway, WebhookOptions
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
@@ -32,10 +33,10 @@ SECRET = "right-secret_0123456789"
 
 
 @pytest.fixture(name="webhook")
-async def webhook_fixture(sandbox: Sandbox, queue: Queue) -> AsyncIterator[WebhookGateway]:
+async def webhook_fixture(sandbox: Sandbox, command: CommandTask) -> AsyncIterator[WebhookGateway]:
     bot: Bot = open_bot(TelegramConfig(sandbox.options.bot_token, base=sandbox.url))
     try:
-        async with WebhookGateway(bot, queue, WebhookOptions(secret=SECRET)) as gateway:
+        async with WebhookGateway(bot, command, WebhookOptions(secret=SECRET)) as gateway:
             yield gateway
     finally:
         await bot.session.close()
@@ -130,7 +131,8 @@ async def test_the_bot_api_delivers_through_the_webhook(
     job = await queue.claim()
     assert isinstance(job, Job)
     assert job.group == str(ADA)
-    assert job.payload["message"]["text"] == "/help"
+    assert job.payload["task"] == "command"
+    assert job.payload["args"]["update"]["message"]["text"] == "/help"
 
 
 async def test_the_bot_runs_in_webhook_mode(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from collections import Counter
 
+import pytest
 from aiogram import Bot
 from notify_rig import rig, running, until
 
@@ -15,7 +16,7 @@ from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.rate import NotifyLimits
 from codemojex.notify.worker import NotifyWorker
 from codemojex.telegram.sandbox import Faults, Sandbox
-from echomq import Job, Minter, Queue, Retry
+from echomq import InvalidArgument, Job, Minter, Queue, Retry
 
 ADA, BOB, CY = 1001, 1002, 1003
 
@@ -163,7 +164,11 @@ async def test_a_malformed_job_goes_to_the_dead_letters_with_its_reason(
 ) -> None:
     under = rig(queue, sandbox_bot)
     async with running(under.consumer):
-        bad = await queue.enqueue({"chat": "not a number", "text": "hi"}, group="x")
+        with pytest.raises(InvalidArgument, match="chat"):  # the task refuses it, writing nothing
+            await under.task.enqueue(notification="NOT?", chat="not a number", text="hi")
+        # Written by hand (another producer, an older version): the worker refuses it.
+        args = {"notification": "NOT?", "chat": "not a number", "text": "hi"}
+        bad = await queue.enqueue({"task": "notify", "args": args}, group="x")
         await under.notifier.notify(ADA, "after the bad one")
         await sandbox.wait_for_messages(ADA, 1)
         await until(lambda: under.worker.counts.dead == 1, 20.0, "the dead letter")
@@ -171,7 +176,8 @@ async def test_a_malformed_job_goes_to_the_dead_letters_with_its_reason(
     assert info is not None
     assert info.state == "dead"
     assert info.last_error is not None
-    assert "malformed notification payload: KeyError" in info.last_error
+    assert "malformed notification payload: ValueError" in info.last_error
+    assert (await queue.counts()).pending == 0
 
 
 async def test_deferrals_spend_no_attempts_and_six_failures_go_dead_with_the_last_error(
@@ -204,9 +210,10 @@ async def test_a_notification_already_delivered_is_not_sent_again(
     note = Notification(Minter().mint("NOT"), ADA, "exactly once")
     under = rig(queue, sandbox_bot)
     async with running(under.consumer):
-        await queue.enqueue(note.payload(), group=str(ADA))
+        once = under.task.using(lane=str(ADA))
+        await once.enqueue(**note.payload())
         await sandbox.wait_for_messages(ADA, 1)
-        await queue.enqueue(note.payload(), group=str(ADA))
+        await once.enqueue(**note.payload())
         await until(lambda: under.worker.counts.duplicates == 1, 20.0, "the duplicate skipped")
     assert [m.text for m in sandbox.messages(ADA)] == ["exactly once"]
     assert under.worker.counts.delivered == 1

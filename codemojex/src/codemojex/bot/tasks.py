@@ -8,7 +8,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 from codemojex.bot.worker import CommandWorker, Handled
-from codemojex.keyspace import Keyspace
 from echomq import App, Task, context
 
 COMMANDS: Final = "codemojex.bot.commands"
@@ -18,10 +17,10 @@ CommandTask = Task[[dict[str, Any]], Handled]
 """The type of the ``command`` task."""
 
 
-def register(app: App, keyspace: Keyspace) -> CommandTask:
-    """Register ``command`` on ``app``, on the queue ``keyspace`` names."""
+def register(app: App, queue: str) -> CommandTask:
+    """Register ``command`` on ``app``, on ``queue`` (the deployment's ``cm.bot.commands``)."""
 
-    @app.task("command", queue=keyspace.commands_queue)
+    @app.task("command", queue=queue)
     async def command(update: dict[str, Any]) -> Handled:
         """Handle one Telegram update once: see :mod:`codemojex.bot.worker`."""
         run = context()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from codemojex.keyspace import Keyspace
 from codemojex.notify.worker import NotifyWorker
 from echomq import App, Task, context
 
@@ -18,10 +17,10 @@ NotifyTask = Task[..., None]
 """The type of the ``notify`` task."""
 
 
-def register(app: App, keyspace: Keyspace) -> NotifyTask:
-    """Register ``notify`` on ``app``, on the queue ``keyspace`` names."""
+def register(app: App, queue: str) -> NotifyTask:
+    """Register ``notify`` on ``app``, on ``queue`` (the deployment's ``cm.notify``)."""
 
-    @app.task("notify", queue=keyspace.notify_queue)
+    @app.task("notify", queue=queue)
     async def notify(
         notification: str,
         chat: int,
