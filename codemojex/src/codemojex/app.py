@@ -126,6 +126,7 @@ async def running(
         await minter.ready()
         stack.push_async_callback(minter.release)
         pipeline = Pipeline.build(store, pool, minter=minter, prefix=settings.prefix)
+        stack.push_async_callback(pipeline.close)
         # A player's guesses are scored one at a time, in the order sent, so their scores
         # reach their chat in that order (echomq's ordered lanes: the setting lives in the
         # engine, so every score worker process agrees; setting it again is harmless).

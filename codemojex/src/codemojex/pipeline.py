@@ -215,8 +215,15 @@ class Pipeline:
             await asyncio.sleep(every)
 
     async def forget(self) -> None:
-        """Delete every queue and key of this deployment (see :func:`forget`)."""
+        """Delete every queue and key of this deployment (see :func:`forget`), then
+        :meth:`close`."""
         await forget(self.queues.wire, self.keyspace)
+        await self.close()
+
+    async def close(self) -> None:
+        """Close the app: its queues' own connections (a worker's cancel subscription, result
+        waits). The wire and the minter are the caller's, and stay open."""
+        await self.app.close()
 
 
 async def forget(wire: Wire, keyspace: Keyspace) -> None:

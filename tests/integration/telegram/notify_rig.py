@@ -60,6 +60,7 @@ async def running(
         consumer.stop()
         with contextlib.suppress(BadTokenError):
             await task
+        await consumer.app.close()  # the app's queue: its cancel subscription (the wire stays)
 
 
 async def until(predicate: Callable[[], bool | Awaitable[bool]], timeout: float, what: str) -> None:
