@@ -64,8 +64,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         *("email", "rates-demo", "results-demo", "progress-demo", "batch-demo", "periodic-demo"),
         *("abort-demo", "flows-demo", "flows-demo-media", "quickstart", "fair-demo"),
         *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
-        "sync-demo",
-        "ordered-demo",
+        *("sync-demo", "ordered-demo", "sms-demo", "mail-demo"),
     )
 
 
@@ -301,6 +300,17 @@ async def test_hooks_run_around_the_worker_and_each_attempt(valkey_url: str, cle
     assert out == [
         "Acme Corp",
         "startup | before company attempt 1 | after company: 'Acme Corp' | shutdown",
+    ]
+
+
+async def test_two_workers_in_one_process_each_give_their_tasks_their_own_state(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("workers_in_one_process.py", valkey_url).splitlines()
+    assert out == [
+        "the SMS gateway texted +44 20 7946 0000",
+        "the mail relay mailed ada@example.com",
+        "the pool still answers: True",
     ]
 
 
