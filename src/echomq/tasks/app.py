@@ -384,17 +384,18 @@ class App:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
         handles in input order, each with its verdict (an ``error`` one wrote nothing)."""
         calls = list(calls)
-        for call in calls:
+        names: set[str] = set()
+        configured: dict[tuple[Any, ...], Call[Any]] = {}
+        for call in calls:  # every call checked before the first write
             if not isinstance(call, Call):
                 raise InvalidArgument("calls", call, "expected task.call(...) values")
+            task = call.task
+            names.add(task.queue)
+            if task.lane_limit is not None or task.lane_rate is not None:
+                configured[(task.queue, call.lane, task.name)] = call
         if self.eager:
             return [await self._run_eager(call) for call in calls]
-        queues = {name: await self._open_queue(name) for name in {c.task.queue for c in calls}}
-        configured = {
-            (c.task.queue, c.lane, c.task.name): c
-            for c in calls
-            if c.task.lane_limit is not None or c.task.lane_rate is not None
-        }
+        queues = {name: await self._open_queue(name) for name in names}
         if configured:
             await asyncio.gather(
                 *(
@@ -408,9 +409,14 @@ class App:
             if not queue.minter.is_ready:
                 await queue.minter.ready()
             plans[name] = (Batch(), [])
+        seen: Task[Any, Any] | None = None
         for index, call in enumerate(calls):
-            queue = queues[call.task.queue]
-            batch, indexes = plans[call.task.queue]
+            task = call.task
+            if task is not seen:  # a batch is mostly one task's calls: look its queue up once
+                seen = task
+                queue = queues[task.queue]
+                batch, indexes = plans[task.queue]
+                codec, mint, name, ttl = queue.codec, queue._mint, task.name, task.dedup_ttl
             indexes.append(index)
             run_at = 0
             if call.delay is not None or call.at is not None:
@@ -419,21 +425,14 @@ class App:
                 except InvalidArgument as exc:
                     batch.verdicts.append(Verdict("error", call.id or "", exc))
                     continue
-            batch.add(
-                queue.codec,
-                queue._mint,
-                call.payload,
-                call.lane,
-                call.id,
-                call.dedup_key,
-                call.task.dedup_ttl,
-                run_at,
-            )
+            payload = {"task": name, "args": call.args}  # Call.payload, without the lookup
+            batch.add(codec, mint, payload, call.lane, call.id, call.dedup_key, ttl, run_at)
         sent = await asyncio.gather(*(queues[name]._send(plan[0]) for name, plan in plans.items()))
         handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
         for (name, (_, indexes)), verdicts in zip(plans.items(), sent, strict=True):
+            queue = queues[name]
             for index, verdict in zip(indexes, verdicts, strict=True):
-                handles[index] = Handle(calls[index].task, verdict, queues[name])
+                handles[index] = Handle(calls[index].task, verdict, queue)
         return handles
 
     async def enqueue_flow(self, flow: TaskFlow[R]) -> FlowHandle[R]:

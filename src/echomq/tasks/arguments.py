@@ -133,6 +133,8 @@ class Signature:
             if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
         )
         self.defaults = {p.name: p.default for p in params if p.default is not p.empty}
+        #: Every required parameter can be given by place (no required keyword-only one).
+        self._by_place = self._is_plain and self._required <= frozenset(self._positional)
         self._hints: dict[str, Any] | None = None
         self._checks: list[tuple[str, tuple[type, ...]]] = []
         self._loads: dict[str, Convert] = {}
@@ -156,7 +158,10 @@ class Signature:
         """The call's arguments by parameter name (as passed: defaults stay the worker's),
         each value checked against a plain annotation."""
         arguments: dict[str, Any] | None = None
-        if self._is_plain and len(args) <= len(self._positional):
+        if not kwargs and self._by_place and len(args) == len(self._positional):
+            # The commonest call: every positional parameter given by place, nothing else due.
+            arguments = dict(zip(self._positional, args, strict=False))
+        elif self._is_plain and len(args) <= len(self._positional):
             arguments = dict(zip(self._positional, args, strict=False))
             if kwargs and (kwargs.keys() - self._names or not arguments.keys().isdisjoint(kwargs)):
                 arguments = None
@@ -223,7 +228,7 @@ class Signature:
 
     def dump(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """The arguments as JSON-shaped values (a call of plain values is its own dump)."""
-        if all(type(value) in _PLAIN for value in arguments.values()):
+        if _PLAIN.issuperset(map(type, arguments.values())):
             return arguments
         return {name: dump(value) for name, value in arguments.items()}
 
