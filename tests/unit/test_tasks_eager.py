@@ -207,3 +207,22 @@ async def test_msgspec_structs_travel_as_json_and_are_rebuilt() -> None:
     with app.eager_mode():
         handle = await flip.enqueue(Point(1, 2), [Point(3, 4)])
     assert await handle.result() == Point(2, 1)
+
+
+def test_a_call_by_place_is_checked_like_any_other() -> None:
+    """The by-place shortcut (every positional parameter given, nothing else) still checks
+    the values, and a required keyword-only parameter still has to be given."""
+    app = App(queue="t")
+
+    @app.task
+    async def pair(a: int, b: str) -> None: ...
+
+    @app.task
+    async def keyed(a: int, *, b: int) -> None: ...
+
+    assert pair.call(1, "x").args == {"a": 1, "b": "x"}
+    with pytest.raises(InvalidArgument, match="'b' expects str, got int"):
+        pair.call(1, 2)  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument, match="missing a required argument: 'b'"):
+        keyed.call(1)  # type: ignore[call-arg]
+    assert keyed.call(1, b=2).args == {"a": 1, "b": 2}
