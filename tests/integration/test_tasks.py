@@ -451,6 +451,8 @@ async def test_an_app_on_a_lent_wire_and_minter_shares_them_and_leaves_them_open
         assert handle.id.startswith("JOB")
         await AppWorker(app, options=FAST).run_until_idle()
         assert await handle.result(timeout=5) == 42
+        with pytest.raises(InvalidArgument, match="url"):
+            app.sync_queue()  # blocking sockets of its own: it would need to know where to
         await forget(app)  # closes the app: the lent wire and minter stay the lender's
         assert await raw.wire.call("PING") in ("PONG", b"PONG")
         assert minter.is_ready

@@ -42,6 +42,8 @@ BeforeHook = Callable[[Context], Awaitable[None]]
 AfterHook = Callable[[Context, TaskOutcome], Awaitable[None]]
 _H = TypeVar("_H", bound=Callable[..., Awaitable[None]])
 
+#: Where an app connects unless told (``App(url)``, ``--url``, ``ECHOMQ_URL``).
+DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The longest a completed job's row (its result) may be kept: 30 days.
 MAX_RESULT_TTL = 30 * 86_400
 #: Lanes whose per-lane settings this process already applied (least recently used dropped).
@@ -85,7 +87,7 @@ class App:
 
     def __init__(
         self,
-        url: str = "valkey://127.0.0.1:6379",
+        url: str | None = None,
         *,
         queue: str = "default",
         result_ttl: float = 86_400.0,
@@ -94,10 +96,14 @@ class App:
         wire: Wire | None = None,
         minter: Minter | None = None,
     ) -> None:
-        """``url`` is where the app connects (its sync queues too); ``wire`` instead lends it
-        an open connection (a process that already has one, tests), which ``close`` leaves
-        open, and ``minter`` the id minter to share (one leased on that wire; ``close`` leaves
-        it leased). Without them the app opens both itself on first use."""
+        """``url`` is where the app connects (its sync queues too; default
+        ``valkey://127.0.0.1:6379``); ``wire`` instead lends it an open connection (a process
+        that already has one, tests), which ``close`` leaves open, and ``minter`` the id minter
+        to share (one leased on that wire; ``close`` leaves it leased). Without them the app
+        opens both itself on first use. An app on a lent wire has sync queues only when it
+        is given ``url`` too (they open blocking sockets of their own)."""
+        self._url_given = url is not None
+        url = DEFAULT_URL if url is None else url
         seeds_from_url(url)  # a bad URL fails here, before any connection
         if minter is not None and not isinstance(minter, Minter):
             raise InvalidArgument("minter", minter, "expected an echomq.Minter")
@@ -335,6 +341,10 @@ class App:
         found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
         if found is not None:
             return found
+        if self._lent and not self._url_given:
+            raise InvalidArgument(
+                "url", None, "an app on a lent wire has no sync queues unless given url= too"
+            )
         from echomq.engine.sync_queue import SyncQueue
 
         with self._sync_lock:
