@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from echomq.engine.queue import Item, Queue
-from echomq.errors import StaleTokenError
+from echomq.errors import InvalidArgument, StaleTokenError
 from echomq.testing import claim_job, server_ms
 
 
@@ -225,3 +225,27 @@ async def test_a_lane_that_leaves_mid_turn_gets_a_full_turn_when_it_returns(queu
     await queue.lane("a").resume()
     order = "".join([(await claim_job(queue)).group for _ in range(8)])
     assert order == "baaabaaa"  # a's visits are whole turns of three again
+
+
+async def test_has_work_sees_what_a_worker_can_still_get_to_and_nothing_else(
+    queue: Queue,
+) -> None:
+    with pytest.raises(InvalidArgument, match="scheduled_within"):
+        await queue.has_work(-1)
+    assert not await queue.has_work()
+    await queue.enqueue({"n": 1}, group="a")
+    assert await queue.has_work()
+    await queue.lane("a").pause()  # paused work is no work for a --burst worker
+    assert not await queue.has_work()
+    await queue.lane("a").resume()
+    await queue.pause()
+    assert not await queue.has_work()
+    await queue.resume()
+    job = await claim_job(queue)
+    await queue.lane("a").pause()  # the lane holds nothing more, but its job is leased
+    assert await queue.has_work()
+    await queue.complete(job)
+    assert not await queue.has_work()
+    await queue.enqueue_in(3600, {"n": 2}, group="b")  # an hour away
+    assert not await queue.has_work(scheduled_within=60)
+    assert await queue.has_work(scheduled_within=7200)

@@ -418,6 +418,13 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Whether the whole queue is paused."""
         return await self._reads.is_paused()
 
+    async def has_work(self, scheduled_within: float = 0.0) -> bool:
+        """Whether a worker still has something to get to here, read in one atomic step: a
+        leased job, a flow entry to relay, a job pending in a lane that is not paused (on a
+        queue that is not paused), or a job scheduled to fall due within ``scheduled_within``
+        seconds (server clock). What a ``--burst`` worker waits for before it exits."""
+        return await self._reads.has_work(scheduled_within)
+
     async def is_ordered(self) -> bool:
         """Whether the queue serves each lane one job at a time, in mint order (:meth:`ordered`)."""
         return await self._reads.is_ordered()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from echomq.engine import ids as _ids
-from echomq.engine.checks import MAX_LIMIT, count, text
+from echomq.engine.checks import MAX_LIMIT, count, ms, text
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import lane_info
 from echomq.engine.producer import job_info, job_state
@@ -27,6 +27,9 @@ class Reads:
 
     async def counts(self) -> Counts:
         return Counts(*await self._engine.counts())
+
+    async def has_work(self, scheduled_within: float) -> bool:
+        return await self._engine.has_work(ms(scheduled_within, "scheduled_within"))
 
     async def lanes(self, groups: Sequence[str]) -> list[LaneInfo]:
         names = [validate_group(g) for g in groups]

@@ -99,6 +99,7 @@ class Engine:
         self._retry, self._delay, self._extend = get("retry"), get("delay"), get("extend")
         self._promote, self._tick, self._reap = get("promote"), get("tick"), get("reap")
         self._counts, self._lanes, self._configure = get("counts"), get("lanes"), get("configure")
+        self._work = get("work")
         self._lane_limit, self._pause, self._resume = (
             get("lane_limit"),
             get("pause"),
@@ -260,6 +261,10 @@ class Engine:
     async def counts(self) -> list[int]:
         """pending, active, scheduled, dead, completed, failed, lanes, ringed, waiting."""
         return [int(n) for n in await self._run(self._counts)]
+
+    async def has_work(self, horizon_ms: int) -> bool:
+        """Whether a worker can still get to something (see work.lua), in one atomic read."""
+        return bool(int(await self._run(self._work, (horizon_ms,))))
 
     async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:
         """Eight raw fields per lane (see lanes.lua), for ``groups`` or every lane."""

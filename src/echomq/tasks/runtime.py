@@ -21,7 +21,7 @@ from echomq.consumers.consumer import (
     Tally,
 )
 from echomq.consumers.consumer import describe as _describe
-from echomq.engine.checks import MAX_ATTEMPTS, ms, text
+from echomq.engine.checks import MAX_ATTEMPTS, ms
 from echomq.engine.flows import Children
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
@@ -34,7 +34,6 @@ from echomq.wire.url import redact_url
 if TYPE_CHECKING:
     from echomq.consumers.metronome import Metronome
     from echomq.engine.queue import Queue
-    from echomq.engine.results import Counts
     from echomq.tasks.app import App
     from echomq.tasks.batch_runner import BatchConsumer
     from echomq.tasks.task import Task
@@ -187,11 +186,8 @@ class _Watch:
     def __init__(self, inner: Observer | None) -> None:
         self.inner = inner
         self.settled_event = asyncio.Event()
-        #: Jobs claimed so far: an idle check that saw this move was overtaken by a claim.
-        self.claims = 0
 
     def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
-        self.claims += len(jobs)
         if self.inner is not None:
             self.inner.claimed(queue, jobs, lease_ms)
 
@@ -344,16 +340,10 @@ class AppWorker:
         event = self._watch.settled_event
         while not self._is_stopping:
             event.clear()
-            claims = self._watch.claims
             idle = all(c.in_flight == 0 for c in self.consumers.values())
-            # The reads are not one atomic step: a job this worker promoted and claimed (and
-            # maybe deferred again) while they ran may have slipped between them, so a claim
-            # meanwhile voids the check.
-            if (
-                idle
-                and await _drained(queues, self._scheduled_within)
-                and self._watch.claims == claims
-            ):
+            # Each queue's check is one atomic read (Queue.has_work): a job promoted, claimed
+            # or deferred meanwhile is seen where it is, never between two places.
+            if idle and await _drained(queues, self._scheduled_within):
                 self.stop()
                 return
             with contextlib.suppress(TimeoutError):
@@ -361,46 +351,8 @@ class AppWorker:
 
 
 async def _drained(queues: list[Queue], scheduled_within: float) -> bool:
-    found = await asyncio.gather(*(_has_work(queue, scheduled_within) for queue in queues))
+    found = await asyncio.gather(*(q.has_work(scheduled_within) for q in queues))
     return not any(found)
-
-
-#: Paused lanes read per idle check; past this many, their depths are not subtracted (the
-#: check errs on the side of waiting).
-_PAUSED_READ = 1000
-
-
-async def _has_work(queue: Queue, scheduled_within: float) -> bool:
-    """Whether ``queue`` holds work a worker can still get to: a job in flight, one pending in
-    a lane that is not paused (on a queue that is not paused), or one scheduled to fall due
-    within ``scheduled_within`` seconds (server clock). Paused work and work far in the future
-    do not keep a ``--burst`` worker alive."""
-    counts = await queue.counts()
-    if await _has_work_as_counted(queue, counts, scheduled_within):
-        return True
-    # The reads after the counts are not atomic with them: a job promoted, claimed or
-    # deferred meanwhile would slip between them. It moved, so the counts moved: read again.
-    return await queue.counts() != counts
-
-
-async def _has_work_as_counted(queue: Queue, counts: Counts, scheduled_within: float) -> bool:
-    keys, wire = queue.keys, queue.wire
-    if counts.active or int(await wire.call("LLEN", keys.outbox)):
-        return True  # leased jobs, or flow entries to relay to parents on other queues
-    if counts.pending and not await queue.is_paused():
-        paused = [text(g) for g in await wire.call("SRANDMEMBER", keys.paused, _PAUSED_READ)]
-        held = 0
-        if paused and len(paused) < _PAUSED_READ:
-            depths = await wire.call_many([("ZCARD", keys.lane(g)) for g in paused])
-            held = sum(int(d) for d in depths)
-        if counts.pending > held:
-            return True
-    if counts.scheduled:
-        seconds, micros = await wire.call("TIME")
-        horizon = int(seconds) * 1000 + int(micros) // 1000 + int(scheduled_within * 1000)
-        if int(await wire.call("ZCOUNT", keys.schedule, "-inf", horizon)):
-            return True
-    return False
 
 
 def _schedules(app: App, queues: list[str]) -> str:
