@@ -176,17 +176,13 @@ class Pipeline:
         options: ConsumerOptions | None = None,
         *,
         notify: NotifyOptions | None = None,
-        worker: NotifyWorker | None = None,
-        check_token: bool = True,
         observer: Observer | None = None,
     ) -> NotificationConsumer:
-        """A worker of ``cm.notify`` sending through ``bot`` (the three layers, or ``worker``);
-        its ``counts`` are the sender's counters and ``run`` raises ``BadTokenError`` on a bad
+        """A worker of ``cm.notify`` sending through ``bot`` (the three layers); its
+        ``counts`` are the sender's counters and ``run`` raises ``BadTokenError`` on a bad
         token. ``options`` default to ``NOTIFY_CONSUMER`` (batch claims, long leases)."""
-        sender = worker or NotifyWorker(bot, self.queues.notify, notify)
-        return NotificationConsumer(
-            self.app, sender, options, check_token=check_token, observer=observer
-        )
+        sender = NotifyWorker(bot, self.queues.notify, notify)
+        return NotificationConsumer(self.app, sender, options, observer=observer)
 
     def command_consumer(
         self,
