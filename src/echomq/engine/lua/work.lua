@@ -4,7 +4,9 @@
 -- KEYS[1] root  `emq:{q}:`
 -- ARGV[1] horizon ms: a scheduled job counts when it falls due within it (server clock)
 -- Returns 1 when there is work: a leased job, a flow entry to relay, a job pending in a lane
--- that is not paused (on a queue that is not paused), or one falling due within the horizon.
+-- that is not paused (on a queue that is not paused), or one falling due within the horizon;
+-- else 0. A pure read.
+-- Errors  EMQARG horizon not a whole number of ms in 0 … 10 years
 local root = KEYS[1]
 local horizon = ms_arg(ARGV[1], 'horizon', 0)
 if redis.call('ZCARD', root .. 'active') > 0 then return 1 end
