@@ -597,6 +597,12 @@ class QueueMachine(RuleBasedStateMachine):
         lost = set(model.rows) - set(places)
         assert not lost, f"jobs lost: {sorted(lost)}"
 
+        # What a --burst worker waits for (one atomic read): a lease, or a job pending in a
+        # lane that is not paused on a queue that is not paused (nothing is scheduled here).
+        waiting = any(model.lanes[g] and g not in model.paused for g in GROUPS)
+        expected = bool(model.active) or (waiting and not model.is_queue_paused)
+        assert self._run(self.queue.has_work()) == expected
+
         # Lanes in mint order, leases with their deadlines, the dead, the rows.
         assert raw["lane"] == model.lanes
         assert raw["active"] == {i: lease.deadline_ms for i, lease in model.active.items()}
