@@ -524,3 +524,29 @@ async def test_a_pool_of_workers_on_one_queue_shares_a_metronome(app: App) -> No
         metronome.stop()
         await beats
     assert sum(t[app.default_queue].completed for t in tallies) == 20
+
+
+async def test_an_app_made_before_its_pool_borrows_it_at_connect(
+    valkey_url: str, queue_name: str
+) -> None:
+    app = App(queue=queue_name, result_ttl=60)  # at import time, as a web app makes it
+
+    @app.task
+    async def double(n: int) -> int:
+        return n * 2
+
+    async with await Queue.connect(valkey_url, f"{queue_name}-raw") as raw:  # the lifespan's
+        other = await Queue.connect(valkey_url, f"{queue_name}-other")
+        await app.connect(wire=raw.wire)
+        assert app.wire is raw.wire
+        with pytest.raises(InvalidArgument, match="wire"):
+            await app.connect(wire=other.wire)  # connected already: one wire at a time
+        handle = await double.enqueue(21)
+        await AppWorker(app, options=FAST).run_until_idle()
+        assert await handle.result(timeout=5) == 42
+        await forget(app)  # the lent wire goes back to the lifespan, open
+        assert await raw.wire.call("PING") in ("PONG", b"PONG")
+        await app.connect(wire=other.wire)  # given back: another may be lent now
+        assert app.wire is other.wire
+        await app.close()
+        await other.close()

@@ -105,10 +105,7 @@ class App:
         self._url_given = url is not None
         url = DEFAULT_URL if url is None else url
         seeds_from_url(url)  # a bad URL fails here, before any connection
-        if minter is not None and not isinstance(minter, Minter):
-            raise InvalidArgument("minter", minter, "expected an echomq.Minter")
-        if minter is not None and wire is None:
-            raise InvalidArgument("minter", minter, "give the wire it mints for too (wire=)")
+        _check_lent(wire, minter)
         Keyspace(queue)
         ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         self.url = url
@@ -126,13 +123,12 @@ class App:
         self.eager = False
         self.eager_propagate = False
         #: A lent wire and minter are the lender's to close; the app's own are the app's.
-        self._lent = wire is not None
-        self._lent_minter = minter is not None
-        self._wire: Wire | None = wire
+        self._lent = self._lent_minter = False
+        self._wire: Wire | None = None
         self._opening: asyncio.Task[Wire] | None = None
-        self._minter: Minter | None = (
-            minter if minter is not None else None if wire is None else Minter.leased(wire)
-        )
+        self._minter: Minter | None = None
+        if wire is not None:
+            self._borrow(wire, minter)
         self._queues: dict[str, Queue] = {}
         self._sync_queues: dict[str, SyncQueue] = {}
         self._sync_lock = threading.Lock()
@@ -285,10 +281,23 @@ class App:
 
     # -- connections ---------------------------------------------------------------------------
 
-    async def connect(self) -> App:
-        """Open the wire (once; later calls share it)."""
+    async def connect(self, *, wire: Wire | None = None, minter: Minter | None = None) -> App:
+        """Open the wire (once; later calls share it). ``wire`` (and ``minter``) lend the app
+        an open connection instead, as ``App(wire=...)`` does: for an app made at import time,
+        before the application's pool exists (a web app's lifespan)."""
+        _check_lent(wire, minter)
+        if wire is not None:
+            if self._wire is not None and self._wire is not wire:
+                raise InvalidArgument("wire", wire, "the app is connected already: close it first")
+            if self._wire is None:
+                self._borrow(wire, minter)
         await self._connected()
         return self
+
+    def _borrow(self, wire: Wire, minter: Minter | None) -> None:
+        self._lent, self._lent_minter = True, minter is not None
+        self._wire = wire
+        self._minter = minter if minter is not None else Minter.leased(wire)
 
     async def _connected(self) -> Wire:
         if self._wire is not None:
@@ -357,18 +366,19 @@ class App:
             return found
 
     async def close(self) -> None:
-        """Close the queues, give the id node back and close the wire; and the sync queues."""
+        """Close the queues, give the id node back and close the wire; and the sync queues. A
+        lent wire and minter are given back open: a later ``connect`` opens the app's own
+        (from ``url``), or takes another lent one."""
         queues, self._queues = list(self._queues.values()), {}
         for queue in queues:
             await queue.close()
         if self._minter is not None and not self._lent_minter:
             await self._minter.release()
-            if not self._lent:
-                self._minter = None  # the next connect leases a fresh one with its wire
-        if not self._lent:
-            wire, self._wire, self._opening = self._wire, None, None
-            if wire is not None:
-                await wire.close()
+        self._minter = None  # the next connect leases a fresh one with its wire
+        wire, self._wire, self._opening = self._wire, None, None
+        if wire is not None and not self._lent:
+            await wire.close()
+        self._lent = self._lent_minter = False  # what was lent is given back, still open
         with self._sync_lock:
             syncs, self._sync_queues = list(self._sync_queues.values()), {}
         for sync in syncs:
@@ -515,6 +525,13 @@ class App:
 
         _run_at(call)  # eager runs at once, but a bad delay or a ms `at` is refused as live
         return await run(self, call)
+
+
+def _check_lent(wire: Wire | None, minter: Minter | None) -> None:
+    if minter is not None and not isinstance(minter, Minter):
+        raise InvalidArgument("minter", minter, "expected an echomq.Minter")
+    if minter is not None and wire is None:
+        raise InvalidArgument("minter", minter, "give the wire it mints for too (wire=)")
 
 
 def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
