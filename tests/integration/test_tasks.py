@@ -544,9 +544,10 @@ async def test_an_app_made_before_its_pool_borrows_it_at_connect(
         handle = await double.enqueue(21)
         await AppWorker(app, options=FAST).run_until_idle()
         assert await handle.result(timeout=5) == 42
-        await forget(app)  # the lent wire goes back to the lifespan, open
+        await forget(app)  # the lent wire stays open: the lifespan's to close
         assert await raw.wire.call("PING") in ("PONG", b"PONG")
-        await app.connect(wire=other.wire)  # given back: another may be lent now
+        assert app.wire is raw.wire  # still the app's: it never falls back to a default URL
+        await app.connect(wire=other.wire)  # closed, it may be lent another
         assert app.wire is other.wire
         await app.close()
         await other.close()

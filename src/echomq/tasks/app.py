@@ -124,6 +124,7 @@ class App:
         self.eager_propagate = False
         #: A lent wire and minter are the lender's to close; the app's own are the app's.
         self._lent = self._lent_minter = False
+        self._is_closed = False  # closed since its wire was lent: another may be lent now
         self._wire: Wire | None = None
         self._opening: asyncio.Task[Wire] | None = None
         self._minter: Minter | None = None
@@ -286,16 +287,16 @@ class App:
         an open connection instead, as ``App(wire=...)`` does: for an app made at import time,
         before the application's pool exists (a web app's lifespan)."""
         _check_lent(wire, minter)
-        if wire is not None:
-            if self._wire is not None and self._wire is not wire:
+        if wire is not None and wire is not self._wire:
+            if self._wire is not None and not self._is_closed:
+                # Its queues run on the wire it has: a second one would split them.
                 raise InvalidArgument("wire", wire, "the app is connected already: close it first")
-            if self._wire is None:
-                self._borrow(wire, minter)
+            self._borrow(wire, minter)
         await self._connected()
         return self
 
     def _borrow(self, wire: Wire, minter: Minter | None) -> None:
-        self._lent, self._lent_minter = True, minter is not None
+        self._lent, self._lent_minter, self._is_closed = True, minter is not None, False
         self._wire = wire
         self._minter = minter if minter is not None else Minter.leased(wire)
 
@@ -367,18 +368,21 @@ class App:
 
     async def close(self) -> None:
         """Close the queues, give the id node back and close the wire; and the sync queues. A
-        lent wire and minter are given back open: a later ``connect`` opens the app's own
-        (from ``url``), or takes another lent one."""
+        lent wire and minter are left open, and stay the app's (it may be used again); once
+        closed, it may be lent another wire (``connect(wire=...)``)."""
         queues, self._queues = list(self._queues.values()), {}
         for queue in queues:
             await queue.close()
         if self._minter is not None and not self._lent_minter:
-            await self._minter.release()
-        self._minter = None  # the next connect leases a fresh one with its wire
-        wire, self._wire, self._opening = self._wire, None, None
-        if wire is not None and not self._lent:
-            await wire.close()
-        self._lent = self._lent_minter = False  # what was lent is given back, still open
+            await self._minter.release()  # a later enqueue leases one again
+            if not self._lent:
+                self._minter = None  # the next connect leases a fresh one with its wire
+        if not self._lent:
+            wire, self._wire, self._opening = self._wire, None, None
+            if wire is not None:
+                await wire.close()
+        # A lent wire stays the app's, open: it never falls back to a URL it was not given.
+        self._is_closed = True
         with self._sync_lock:
             syncs, self._sync_queues = list(self._sync_queues.values()), {}
         for sync in syncs:
