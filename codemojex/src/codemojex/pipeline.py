@@ -149,11 +149,8 @@ class Pipeline:
     ) -> AppWorker:
         """A worker of ``cm`` running the ``score`` task with ``scorer`` (default: the
         pipeline's); ``metronome`` when it is one of a pool."""
-        state = {SCORER: scorer or self.scorer}
-        return AppWorker(
-            self.app, [self.queues.score.name], options or ConsumerOptions(),
-            observer=observer, state=state, metronome=metronome,
-        )  # fmt: skip
+        body = scorer or self.scorer
+        return self._worker(self.queues.score, options, SCORER, body, metronome, observer)
 
     def settle_consumer(
         self,
@@ -164,11 +161,8 @@ class Pipeline:
     ) -> AppWorker:
         """A worker of ``cm-settle`` running the ``settle`` task with ``settler`` (default:
         the pipeline's)."""
-        state = {SETTLER: settler or self.settler}
-        return AppWorker(
-            self.app, [self.queues.settle.name], options or ConsumerOptions(),
-            observer=observer, state=state,
-        )  # fmt: skip
+        body = settler or self.settler
+        return self._worker(self.queues.settle, options, SETTLER, body, None, observer)
 
     def notification_consumer(
         self,
@@ -194,9 +188,25 @@ class Pipeline:
     ) -> AppWorker:
         """A worker of ``cm.bot.commands`` running the ``command`` task with ``worker`` (share
         one per process: its lane locks keep a chat's updates in order across the pool)."""
+        options = options or COMMAND_CONSUMER
+        return self._worker(
+            self.queues.commands, options, bot_tasks.COMMANDS, worker, metronome, observer
+        )
+
+    def _worker(
+        self,
+        queue: Queue,
+        options: ConsumerOptions | None,
+        key: str,
+        body: object,
+        metronome: Metronome | None,
+        observer: Observer | None,
+    ) -> AppWorker:
+        """An AppWorker of the app serving ``queue`` alone, its task's body in its state
+        under ``key``."""
         return AppWorker(
-            self.app, [self.queues.commands.name], options or COMMAND_CONSUMER,
-            observer=observer, state={bot_tasks.COMMANDS: worker}, metronome=metronome,
+            self.app, [queue.name], options or ConsumerOptions(),
+            observer=observer, state={key: body}, metronome=metronome,
         )  # fmt: skip
 
     async def sweep_forever(self, every: float = 5.0, older_than: float = 30.0) -> None:

@@ -476,25 +476,26 @@ class Consumer:
                 self.queue.name, job, "cancelled" if outcome == "cancelled" else "lost"
             )
 
+    def _plan(self, job: Job, exc: Exception) -> RetryPlan | None:
+        """The failure policy's plan for ``job``, or None: no policy, or one that raised."""
+        if self.policy is None:
+            return None
+        try:
+            return self.policy(job, exc)
+        except Exception:  # a broken policy must not lose the job: the defaults apply
+            log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+            return None
+
     def _attempts_for(self, job: Job, signal: Retry) -> int:
         """The attempts allowed ``job`` in all when its handler asked for a retry: the
         policy's (a task's own), else the options'."""
-        if self.policy is not None:
-            try:
-                return self.policy(job, signal).max_attempts
-            except Exception:  # a broken policy must not lose the job: the defaults apply
-                log.exception("%s: the failure policy raised for job %s", self.name, job.id)
-        return self.options.max_attempts
+        plan = self._plan(job, signal)
+        return self.options.max_attempts if plan is None else plan.max_attempts
 
     def _crashed(self, job: Job, exc: Exception) -> None:
         """An unexpected exception: retried after the backoff, dead at the last attempt (or as
         the policy says), with one ERROR record and its traceback, which the row keeps too."""
-        plan = None
-        if self.policy is not None:
-            try:
-                plan = self.policy(job, exc)
-            except Exception:  # a broken policy must not lose the job: the defaults apply
-                log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+        plan = self._plan(job, exc)
         if plan is None:
             plan = RetryPlan(
                 describe(exc), self.options.backoff.delay(job.attempts), self.options.max_attempts
