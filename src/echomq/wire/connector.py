@@ -98,8 +98,9 @@ class _Protocol(asyncio.Protocol):
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        # Any loop's stream transport (uvloop's is not an ``asyncio.Transport`` subclass, but it
+        # has the same ``write``/``abort``/``close``), so no isinstance check here.
+        self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
         reader = self.reader
