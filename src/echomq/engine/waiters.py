@@ -13,18 +13,47 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import Final
+from typing import Final, TypeVar
 
 from echomq.engine.checks import text
 from echomq.engine.events import ShardChannel, Subscription
 from echomq.engine.keys import DONE_WILDCARD
 from echomq.engine.results import FINISHED, JobInfo
-from echomq.errors import Closed
+from echomq.errors import Closed, Disconnected, WireTimeout
 from echomq.wire.pool import Wire
 
 WILDCARD: Final = DONE_WILDCARD.encode()
 
 Read = Callable[[str], Awaitable[JobInfo | None]]
+
+#: The first pause before a read cut by a dropped socket is tried again; doubled up to the cap.
+RETRY_START = 0.05
+RETRY_CAP = 1.0
+
+T = TypeVar("T")
+
+
+async def through_cuts(attempt: Callable[[], Awaitable[T]], deadline: float | None) -> T:
+    """``attempt()``, tried again after a dropped socket or a reconnect still under way, until
+    ``deadline`` (loop time; None: no limit). Only for calls that change nothing (reads, a
+    subscription), which are safe to repeat.
+
+    A wait is long-lived by nature: a cut in its middle is an ordinary event, not an answer.
+    The last wire error is raised once the deadline has passed.
+    """
+    loop = asyncio.get_running_loop()
+    pause = RETRY_START
+    while True:
+        try:
+            return await attempt()
+        except (Disconnected, WireTimeout):
+            left = None if deadline is None else deadline - loop.time()
+            if left is not None and left <= 0:
+                raise
+            # A short pause before the next try: the connector's own reconnect is under way,
+            # and a call issued now would only wait for it (or fail the same way).
+            await asyncio.sleep(pause if left is None else min(pause, left))
+            pause = min(pause * 2, RETRY_CAP)
 
 
 class _DoneChannel(ShardChannel):
@@ -87,10 +116,10 @@ class WaiterHub:
         # Registered before the first read: a message between the read and the wait is kept.
         self._waiters.setdefault(job_id, set()).add(event)
         try:
-            await self._subscribed()
+            await through_cuts(self._subscribed, deadline)
             while True:
                 event.clear()
-                info = await self._read(job_id)
+                info = await through_cuts(lambda: self._read(job_id), deadline)
                 if info is None or info.state in FINISHED:
                     return info
                 left = None if deadline is None else deadline - loop.time()

@@ -4,9 +4,11 @@ task's return annotation. :class:`Handle` awaits; :class:`SyncHandle` blocks."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+import asyncio
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from echomq.engine.results import FINISHED, Cancellation, JobInfo, Verdict
+from echomq.engine.waiters import through_cuts
 from echomq.errors import ResultMissing, ResultTimeout, TaskCancelled, TaskFailed
 
 if TYPE_CHECKING:
@@ -15,6 +17,9 @@ if TYPE_CHECKING:
     from echomq.tasks.task import Task
 
 R = TypeVar("R")
+
+#: Seconds a result's last read (after the wait ended) rides out a dropped socket.
+FALLBACK_GRACE: Final = 5.0
 
 
 class _Base(Generic[R]):
@@ -84,11 +89,14 @@ class Handle(_Base[R]):
         if self._info is not None or self._queue is None:
             return self._resolve(self._info, timeout)
         self._refused()
-        info = await self._queue.wait(self.id, timeout)
+        queue = self._queue
+        info = await queue.wait(self.id, timeout)
         if info is None or info.state not in FINISHED:
             # Why there was none: still running (a timeout), or no row at all; a finish just
-            # after the timeout is read here too.
-            info = await self._queue.job(self.id)
+            # after the timeout is read here too. The wait rode out cuts until its deadline;
+            # this one read rides them out for a few seconds more rather than answer a cut.
+            grace = asyncio.get_running_loop().time() + FALLBACK_GRACE
+            info = await through_cuts(lambda: queue.job(self.id), grace)
         return self._resolve(info, timeout)
 
     async def cancel(self, reason: str = "") -> Cancellation:

@@ -296,26 +296,46 @@ class Connector:
         return await self.call(*args)
 
     async def _call_later(self, args: tuple[Arg, ...]) -> Any:
-        await self._wait_ready()
-        return await self.call(*args)
+        deadline = await self._wait_live()
+        return await self._within(self.call(*args), deadline)
 
     async def _call_many_later(self, commands: Sequence[Command]) -> list[Any]:
-        await self._wait_ready()
-        return await self.call_many(commands)
+        deadline = await self._wait_live()
+        replies: list[Any] = await self._within(self.call_many(commands), deadline)
+        return replies
 
-    async def _wait_ready(self) -> None:
-        if self._closed:
-            raise Closed("connector is closed", address=self.address)
-        if self._ready is None:
-            raise Disconnected("connector was never connected", address=self.address)
+    async def _wait_live(self) -> float:
+        """Wait until a socket has passed its handshake; returns the call's deadline.
+
+        The call's timeout is counted once, from the call: a call that waits through several
+        reconnects (the socket dropped again before it was written) keeps its first deadline,
+        and loops rather than recursing.
+        """
+        loop = self._loop or asyncio.get_running_loop()
+        deadline = loop.time() + self.options.call_timeout
+        while True:
+            if self._closed:
+                raise Closed("connector is closed", address=self.address)
+            if self._ready is None:
+                raise Disconnected("connector was never connected", address=self.address)
+            if self._proto is not None:
+                return deadline
+            try:
+                await asyncio.wait_for(self._ready.wait(), max(deadline - loop.time(), 0.0))
+            except TimeoutError:
+                raise WireTimeout(
+                    f"not connected within {self.options.call_timeout}s", address=self.address
+                ) from None
+
+    async def _within(self, call: Awaitable[Any], deadline: float) -> Any:
+        """``call`` awaited until ``deadline`` (loop time) at the latest."""
+        loop = self._loop or asyncio.get_running_loop()
         try:
-            await asyncio.wait_for(self._ready.wait(), self.options.call_timeout)
+            return await asyncio.wait_for(call, max(deadline - loop.time(), 0.0))
         except TimeoutError:
             raise WireTimeout(
-                f"not connected within {self.options.call_timeout}s", address=self.address
+                f"no reply within {self.options.call_timeout}s", address=self.address
             ) from None
-        if self._closed:
-            raise Closed("connector is closed", address=self.address)
 
     def _schedule_flush(self) -> None:
         self._flush_scheduled = True
@@ -388,14 +408,26 @@ class Connector:
                 f"cannot connect: {exc.strerror or exc}", address=self.address
             ) from exc
         assert isinstance(proto, _Protocol)
-        self.last_reply_at = time.monotonic()
-        self._proto = proto
+        # The socket stays private until its handshake has passed: a caller that found it
+        # published could write before ``HELLO 3``/``AUTH``/``SELECT`` (a write in the wrong
+        # database, a ``NOAUTH``, a RESP2 reply).
         try:
-            await asyncio.wait_for(self._handshake(), opts.connect_timeout)
+            await asyncio.wait_for(self._handshake(proto), opts.connect_timeout)
+            if proto.lost.done():
+                raise Disconnected("connection lost during the handshake", address=self.address)
+            self.last_reply_at = time.monotonic()
+            self._proto = proto
             if self.on_connect is not None:
                 await self.on_connect(self)
+            if self._closed:
+                raise Closed("connector closed while connecting", address=self.address)
+            if proto.lost.done():
+                raise Disconnected("connection lost during the handshake", address=self.address)
         except BaseException as exc:
-            self._proto = None
+            if self._proto is proto:
+                self._proto = None
+                self._wbuf.clear()
+            self._fail_pending(proto, Disconnected("connection lost", address=self.address))
             if proto.transport is not None:
                 proto.transport.abort()
                 if not isinstance(exc, asyncio.CancelledError):
@@ -411,9 +443,15 @@ class Connector:
         if self._ready is not None:
             self._ready.set()
 
-    async def _handshake(self) -> None:
-        replies = await self.call_many(handshake(self.options, self.version_fence))
-        check_handshake(replies, self.version_fence, self.address)
+    async def _handshake(self, proto: _Protocol) -> None:
+        """The handshake, written straight to ``proto``'s socket (not yet published)."""
+        commands = handshake(self.options, self.version_fence)
+        future: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        proto.pending.append(_Gather(future, len(commands)))
+        if proto.transport is None or proto.lost.done():
+            raise Disconnected("connection lost before the handshake", address=self.address)
+        proto.transport.write(b"".join(_pack(tuple(command)) for command in commands))
+        check_handshake(await future, self.version_fence, self.address)
 
     def _lost(self, proto: _Protocol, exc: Exception | None) -> None:
         n = len(proto.pending)
