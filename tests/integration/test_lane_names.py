@@ -144,6 +144,10 @@ async def test_the_cli_dashboard_and_metrics_show_every_name_exactly(
         "changed"
     ]
 
+    broken = "line\nbreak\r\ttab"
+    said = await asyncio.to_thread(cli, "pause", queue.name, broken)
+    assert said == f"queue: {queue.name}, lane: {json.dumps(broken)}, paused: True, changed: True\n"
+
     token = "dashboard-token-for-tests-0123456789"
     app = create_app(queue.wire, [queue.name], token, interval=0.05, lanes=len(NAMES))
     async with serve_app(app) as base, aiohttp.ClientSession() as http:

@@ -241,7 +241,9 @@ def show(command: str, data: Any, as_json: bool) -> None:
         _table(["state", "value"], rows)
     elif command == "job":
         for key, value in data.items():
-            if key != "log" and value is not None:
+            if key == "group":
+                print(f"group: {_shown(value)}")
+            elif key != "log" and value is not None:
                 print(f"{key}: {json.dumps(value) if key == 'progress' else value}")
         print("log:" if data["log"] else "log: (none)")
         for line in data["log"]:
@@ -249,7 +251,8 @@ def show(command: str, data: Any, as_json: bool) -> None:
     elif command == "ring":
         print(" -> ".join(map(_shown, data)) if data else "(the ring is empty)")
     else:
-        print(", ".join(f"{k}: {v}" for k, v in data.items() if v is not None))
+        fields = {k: _shown(v) if isinstance(v, str) else v for k, v in data.items()}
+        print(", ".join(f"{k}: {v}" for k, v in fields.items() if v is not None))
 
 
 def _shown(value: str) -> str:
