@@ -29,9 +29,18 @@ from echomq.engine.checks import count
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job
 from echomq.engine.snapshot import QueueSnapshot, read_snapshot
-from echomq.ops.observations import OTHER_LANE, Observations
+from echomq.ops.observations import OTHER_LANE, Observations, lane_label, lane_of_label
 
-__all__ = ["CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics", "Observer", "Outcome"]
+__all__ = [
+    "CONTENT_TYPE",
+    "OTHER_LANE",
+    "WAIT_BUCKETS",
+    "Metrics",
+    "Observer",
+    "Outcome",
+    "lane_label",
+    "lane_of_label",
+]
 
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Seconds; a claim minutes after its mint is a backlog worth seeing, not a rounding error.
@@ -66,7 +75,7 @@ class _EngineCollector(Collector):
             families["rate_wait"].add_metric([q], snap.limiter.wait)
             shown = sorted(snap.lanes, key=lambda lane: -(lane.depth + lane.active))
             for lane in shown[: self.max_lanes]:
-                labels = [q, lane.group]
+                labels = [q, lane_label(lane.group)]
                 lanes["lane_depth"].add_metric(labels, lane.depth)
                 lanes["lane_active"].add_metric(labels, lane.active)
                 lanes["lane_weight"].add_metric(labels, lane.weight)

@@ -125,7 +125,7 @@ async def test_a_bad_number_is_refused_and_changes_nothing(
 
 async def test_a_bad_lane_name_exits_2_with_the_reason(queue: Queue, cli: Cli) -> None:
     await queue.enqueue(1)
-    ran = await cli("pause", queue.name, "no spaces")
+    ran = await cli("pause", queue.name, "x" * 1025)
     assert ran.code == 2
     assert "invalid group" in ran.err
 

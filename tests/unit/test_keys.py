@@ -148,51 +148,109 @@ def test_illegal_queue_names_are_refused_with_their_reason(name: object, reason:
         _keys.Keyspace.for_queue(name)  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("name", ["_", "-100123456", "chat:42", "a@b.c", "g" * 128])
-def test_legal_group_names_are_accepted(name: str) -> None:
+#: Names the old rule refused; every one is legal now, byte for byte.
+ANY_NAMES = [
+    "_",
+    "-100123456",
+    "chat:42",
+    "billing+eu@acme.test",
+    "a b",
+    "{x}",
+    "}{",
+    "a/b",
+    "a*b?[c]",
+    'say "hi"',
+    "line\nbreak",
+    "back\\slash",
+    "nul\x00byte",
+    "Zürich 🚀",
+    "g" * _keys.MAX_NAME_BYTES,
+    "é" * (_keys.MAX_NAME_BYTES // 2),
+]
+
+
+@pytest.mark.parametrize("name", ANY_NAMES)
+def test_any_name_of_at_most_the_byte_bound_is_a_lane_a_dedup_key_and_a_bucket(name: str) -> None:
     assert _keys.validate_group(name) == name
+    assert _keys.validate_dedup(name) == name
+    assert _keys.validate_bucket(name) == name
+    ks = _keys.Keyspace.for_queue("orders")
+    assert ks.lane(name) == "emq:{orders}:g:" + name + ":pending"
+    assert ks.lane_limiter(name) == "emq:{orders}:g:" + name + ":limiter"
+    assert ks.dedup(name) == "emq:{orders}:de:" + name
+    # The queue's tag comes first: a brace in the name never moves a key off the queue's slot.
+    root = _keys.slot(ks.root)
+    assert {_keys.slot(ks.lane(name)), _keys.slot(ks.dedup(name))} == {root}
+    assert _keys.slot(_keys.bucket_key("orders", name)) == root
 
 
 @pytest.mark.parametrize(
     ("name", "reason"),
     [
-        ("", "must be 1 to 128 characters, got 0"),
-        ("g" * 129, "must be 1 to 128 characters, got 129"),
-        ("a/b", "character '/' at position 1 is not allowed (allowed: A-Za-z0-9._:@-)"),
-        ("{x}", "character '{' at position 0 is not allowed (allowed: A-Za-z0-9._:@-)"),
+        ("", "must be 1 to 1024 bytes of UTF-8, got 0"),
+        ("g" * 1025, "must be 1 to 1024 bytes of UTF-8, got 1025"),
+        ("é" * 512 + "x", "must be 1 to 1024 bytes of UTF-8, got 1025"),
+        (
+            "ab\udfff",
+            "holds a lone surrogate '\\udfff' at position 2: not a character, it has no UTF-8 "
+            "encoding",
+        ),
         (42, "must be a str, got int"),
+        (b"acme", "must be a str, got bytes"),
+        (None, "must be a str, got NoneType"),
     ],
 )
-def test_illegal_group_names_are_refused_with_their_reason(name: object, reason: str) -> None:
-    with pytest.raises(InvalidArgument) as refused:
-        _keys.validate_group(name)
-    assert refused.value.argument == "group"
-    assert refused.value.reason == reason
-
-
-def test_lane_keys_refuse_an_illegal_group() -> None:
+def test_bad_names_are_refused_with_their_reason_and_argument(name: object, reason: str) -> None:
     ks = _keys.Keyspace.for_queue("orders")
-    with pytest.raises(InvalidArgument, match="group"):
-        ks.lane("a b")
-    with pytest.raises(InvalidArgument, match="group"):
-        ks.lane_limiter("")
+    checks = [
+        ("group", _keys.validate_group),
+        ("group", ks.lane),
+        ("group", ks.lane_limiter),
+        ("dedup key", _keys.validate_dedup),
+        ("dedup key", ks.dedup),
+        ("bucket name", _keys.validate_bucket),
+    ]
+    for argument, check in checks:
+        with pytest.raises(InvalidArgument) as refused:
+            check(name)  # type: ignore[arg-type]
+        assert (refused.value.argument, refused.value.reason) == (argument, reason)
 
 
-@pytest.mark.parametrize("key", ["k", "order:42@v1", "d" * 255])
-def test_legal_dedup_keys_are_accepted(key: str) -> None:
-    assert _keys.validate_dedup(key) == key
+def _ends(pattern: str) -> tuple[str, str]:
+    """The literal text before the first and after the last placeholder (all of a fixed key)."""
+    if "<" not in pattern:
+        return pattern, pattern
+    return pattern[: pattern.index("<")], pattern[pattern.rindex(">") + 1 :]
 
 
-@pytest.mark.parametrize(
-    ("key", "reason"),
-    [
-        ("", "must be 1 to 255 characters, got 0"),
-        ("d" * 256, "must be 1 to 255 characters, got 256"),
-        ("a*b", "character '*' at position 1 is not allowed (allowed: A-Za-z0-9._:@-)"),
-    ],
-)
-def test_illegal_dedup_keys_are_refused_with_their_reason(key: str, reason: str) -> None:
-    with pytest.raises(InvalidArgument) as refused:
-        _keys.Keyspace.for_queue("orders").dedup(key)
-    assert refused.value.argument == "dedup key"
-    assert refused.value.reason == reason
+def _may_collide(a: str, b: str) -> bool:
+    """False when no filling of the two patterns' placeholders, whatever their bytes, can give
+    the same key: their heads differ at some byte, or their tails do."""
+    (head_a, tail_a), (head_b, tail_b) = _ends(a), _ends(b)
+    heads_agree = head_a.startswith(head_b) or head_b.startswith(head_a)
+    tails_agree = tail_a.endswith(tail_b) or tail_b.endswith(tail_a)
+    return heads_agree and tails_agree
+
+
+def test_no_name_can_make_one_key_shape_spell_another() -> None:
+    # Names go into keys raw (any bytes), so the layout itself must keep the shapes apart: a
+    # lane named `a:pending` has g:a:pending:pending, never lane `a`'s g:a:pending:limiter.
+    # Keys of the queue are compared after its root (a queue name holds no brace, so the root
+    # `emq:{q}:` ends where the first `}:` does); the deployment-wide keys as they are.
+    queue_shapes = [
+        s.pattern.removeprefix(_keys.QUEUE_ROOT)
+        for s in _keys.LAYOUT
+        if s.pattern.startswith(_keys.QUEUE_ROOT) and s.pattern != _keys.QUEUE_ROOT
+    ]
+    other_shapes = [s.pattern for s in _keys.LAYOUT if not s.pattern.startswith(_keys.QUEUE_ROOT)]
+    for shapes in (queue_shapes, [_keys.QUEUE_ROOT, *other_shapes]):
+        for i, a in enumerate(shapes):
+            assert a.count("<") <= (2 if a.startswith("emqb:") else 1), a  # one name per key
+            for b in shapes[i + 1 :]:
+                assert not _may_collide(a, b), f"a name could make {a!r} spell {b!r}"
+
+
+def test_the_collision_check_flags_a_suffix_that_ends_another() -> None:
+    assert _may_collide("g:<group>:pending", "g:<group>:x:pending")  # lane `a:x` vs lane `a`
+    assert _may_collide("d<key>", "dedups")  # a dedup key `edups` would be the index
+    assert not _may_collide("g:<group>:pending", "g:<group>:limiter")

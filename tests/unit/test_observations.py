@@ -10,7 +10,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from echomq.engine.ids import Minter, unix_ms
 from echomq.engine.results import Job
 from echomq.errors import InvalidArgument
-from echomq.ops.observations import OTHER_LANE, Observations
+from echomq.ops.observations import OTHER_LANE, Observations, lane_label, lane_of_label
 
 LEASE_MS = 30_000
 
@@ -67,6 +67,19 @@ def test_lanes_past_the_cap_fold_into_other() -> None:
         if name == "echomq_settled_total"
     }
     assert settled == {"a": 1, OTHER_LANE: 2}
+
+
+def test_any_lane_name_is_its_own_label_and_never_reads_as_other() -> None:
+    names = ["~other", "~~x", "~", 'a"b\\c\nd', "billing+eu@acme.test", "🚀 x", "nul\x00"]
+    observations = Observations([1.0], max_lanes=len(names))
+    observations.claimed("q", [_job(g, 1) for g in [*names, "folded"]], LEASE_MS)
+    samples = _samples(observations)  # through the text format and Prometheus's parser
+    labels = [
+        dict(labels)["lane"] for (name, labels), _ in samples.items() if name.endswith("_count")
+    ]
+    assert sorted(labels) == sorted([*map(lane_label, names), OTHER_LANE])
+    assert lane_label("~other") == "~~other"
+    assert sorted(map(lane_of_label, labels), key=str) == sorted([*names, None], key=str)
 
 
 @pytest.mark.parametrize("buckets", [[], [0.0], [-1.0], [float("inf")], [float("nan")]])

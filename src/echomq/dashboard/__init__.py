@@ -12,6 +12,7 @@ mounted in another app it borrows one (``create_app(wire, …)``) and never clos
 from __future__ import annotations
 
 import contextlib
+import re
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -50,6 +51,15 @@ __all__ = [
 
 #: A shorter token would be guessable by anyone who can reach the port.
 MIN_TOKEN_LENGTH = 16
+
+
+class _LaneRoute(Route):
+    """A route whose ``{group:path}`` takes any lane name, percent-encoded in one segment or
+    not: ``/`` as the path convertor allows, and newlines too, which its ``.*`` alone refuses."""
+
+    def __init__(self, path: str, endpoint: Any, **options: Any) -> None:
+        super().__init__(path, endpoint, **options)
+        self.path_regex = re.compile(self.path_regex.pattern, re.DOTALL)
 
 
 class DashboardApp(Starlette):
@@ -155,7 +165,7 @@ def create_app(
             if owned is not None:
                 await owned.close()
 
-    lane = "/api/queues/{queue}/lanes/{group}"
+    lane = "/api/queues/{queue}/lanes/{group:path}"
     job = "/api/queues/{queue}/dead/{job}"
     routes = [
         Route("/", board.page),
@@ -163,10 +173,10 @@ def create_app(
         Route("/events", board.events),
         Route("/metrics", board.metrics_text),
         Route("/api/queues/{queue}/jobs/{job}", board.job_json),
-        Route(f"{lane}/pause", board.action(_app.pause_lane), methods=["POST"]),
-        Route(f"{lane}/resume", board.action(_app.resume_lane), methods=["POST"]),
-        Route(f"{lane}/weight", board.action(_app.weight_lane), methods=["POST"]),
-        Route(f"{lane}/limit", board.action(_app.limit_lane), methods=["POST"]),
+        _LaneRoute(f"{lane}/pause", board.action(_app.pause_lane), methods=["POST"]),
+        _LaneRoute(f"{lane}/resume", board.action(_app.resume_lane), methods=["POST"]),
+        _LaneRoute(f"{lane}/weight", board.action(_app.weight_lane), methods=["POST"]),
+        _LaneRoute(f"{lane}/limit", board.action(_app.limit_lane), methods=["POST"]),
         Route(f"{job}/reprocess", board.action(_app.reprocess_job), methods=["POST"]),
         Route(f"{job}/remove", board.action(_app.remove_job), methods=["POST"]),
     ]

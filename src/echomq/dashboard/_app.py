@@ -263,27 +263,27 @@ def _setting(body: dict[str, Any]) -> int | None:
 
 
 async def pause_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    changed = await queue.lane(request.path_params["group"]).pause()
-    return {"paused": True, "changed": changed}
+    lane = queue.lane(request.path_params["group"])
+    return {"lane": lane.group, "paused": True, "changed": await lane.pause()}
 
 
 async def resume_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
-    changed = await queue.lane(request.path_params["group"]).resume()
-    return {"paused": False, "changed": changed}
+    lane = queue.lane(request.path_params["group"])
+    return {"lane": lane.group, "paused": False, "changed": await lane.resume()}
 
 
 async def weight_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
     value = _setting(body)
     await lane.weight(value)
-    return {"weight": value}
+    return {"lane": lane.group, "weight": value}
 
 
 async def limit_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
     value = _setting(body)
     await lane.limit(value)
-    return {"limit": value}
+    return {"lane": lane.group, "limit": value}
 
 
 async def reprocess_job(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:

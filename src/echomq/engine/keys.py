@@ -23,12 +23,12 @@ DEFAULT_GROUP: Final = "_"
 SLOTS: Final = 16384
 
 _QUEUE_CHARS: Final = "A-Za-z0-9._-"
-_GROUP_CHARS: Final = "A-Za-z0-9._:@-"
 _QUEUE_RE: Final = re.compile(f"[{_QUEUE_CHARS}]+")
-_GROUP_RE: Final = re.compile(f"[{_GROUP_CHARS}]+")
 _QUEUE_MAX: Final = 128
-_GROUP_MAX: Final = 128
-_DEDUP_MAX: Final = 255
+#: The most UTF-8 bytes a lane name, a dedup key or a bucket name may take. Any character is
+#: allowed: these names go into keys as their raw UTF-8 bytes, which the layout keeps apart
+#: (docs/reference/keyspace.md, "Names in keys"); the bound is for memory, not for Valkey.
+MAX_NAME_BYTES: Final = 1024
 
 
 def _check_name(
@@ -50,6 +50,32 @@ def _check_name(
     return value
 
 
+def validate_text_name(argument: str, value: object) -> str:
+    """Return ``value`` if it is a legal lane name, dedup key or bucket name: a non-empty ``str``
+    of at most ``MAX_NAME_BYTES`` bytes of UTF-8. Every character is allowed (NUL, newlines,
+    braces, emoji); a lone surrogate is not a character and cannot be encoded, so it is refused.
+    """
+    if not isinstance(value, str):
+        raise InvalidArgument(argument, value, f"must be a str, got {type(value).__name__}")
+    if value.isascii():  # the common case: one byte per character, nothing to encode
+        size = len(value)
+    else:
+        try:
+            size = len(value.encode("utf-8"))
+        except UnicodeEncodeError as error:
+            raise InvalidArgument(
+                argument,
+                value,
+                f"holds a lone surrogate {value[error.start]!r} at position {error.start}: "
+                "not a character, it has no UTF-8 encoding",
+            ) from None
+    if not 1 <= size <= MAX_NAME_BYTES:
+        raise InvalidArgument(
+            argument, value, f"must be 1 to {MAX_NAME_BYTES} bytes of UTF-8, got {size}"
+        )
+    return value
+
+
 def validate_queue(name: object) -> str:
     """Return ``name`` if it is a legal queue name: ``[A-Za-z0-9._-]{1,128}`` and not ``emq``."""
     queue = _check_name("queue name", name, _QUEUE_RE, _QUEUE_CHARS, _QUEUE_MAX)
@@ -61,8 +87,9 @@ def validate_queue(name: object) -> str:
 
 
 def validate_group(name: object) -> str:
-    """Return ``name`` if it is a legal group (lane) name: ``[A-Za-z0-9._:@-]{1,128}``."""
-    return _check_name("group", name, _GROUP_RE, _GROUP_CHARS, _GROUP_MAX)
+    """Return ``name`` if it is a legal group (lane) name: any ``str`` of 1 to
+    ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
+    return validate_text_name("group", name)
 
 
 #: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
@@ -70,8 +97,9 @@ DONE_WILDCARD: Final = "*"
 
 
 def validate_dedup(key: object) -> str:
-    """Return ``key`` if it is a legal producer dedup key: ``[A-Za-z0-9._:@-]{1,255}``."""
-    return _check_name("dedup key", key, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)
+    """Return ``key`` if it is a legal producer dedup key: any ``str`` of 1 to
+    ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
+    return validate_text_name("dedup key", key)
 
 
 def _crc16_table() -> tuple[int, ...]:
@@ -88,8 +116,9 @@ _CRC16_TABLE: Final = _crc16_table()
 
 
 def validate_bucket(name: object) -> str:
-    """Return ``name`` if it is a legal token bucket name: ``[A-Za-z0-9._:@-]{1,255}``."""
-    return _check_name("bucket name", name, _GROUP_RE, _GROUP_CHARS, _DEDUP_MAX)
+    """Return ``name`` if it is a legal token bucket name: any ``str`` of 1 to
+    ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
+    return validate_text_name("bucket name", name)
 
 
 def bucket_key(tag: str, name: str) -> str:

@@ -233,22 +233,32 @@ def show(command: str, data: Any, as_json: bool) -> None:
             print(f"(no {'lanes' if command == 'lanes' else 'dead jobs'})")
             return
         _table(
-            list(data[0].keys()), [["" if v is None else str(v) for v in r.values()] for r in data]
+            list(data[0].keys()),
+            [["" if v is None else _shown(str(v)) for v in r.values()] for r in data],
         )
     elif command == "stats":
         rows = [[k, json.dumps(v) if isinstance(v, dict) else str(v)] for k, v in data.items()]
         _table(["state", "value"], rows)
     elif command == "job":
         for key, value in data.items():
-            if key != "log" and value is not None:
+            if key == "group":
+                print(f"group: {_shown(value)}")
+            elif key != "log" and value is not None:
                 print(f"{key}: {json.dumps(value) if key == 'progress' else value}")
         print("log:" if data["log"] else "log: (none)")
         for line in data["log"]:
             print(f"  {line}")
     elif command == "ring":
-        print(" -> ".join(data) if data else "(the ring is empty)")
+        print(" -> ".join(map(_shown, data)) if data else "(the ring is empty)")
     else:
-        print(", ".join(f"{k}: {v}" for k, v in data.items() if v is not None))
+        fields = {k: _shown(v) if isinstance(v, str) else v for k, v in data.items()}
+        print(", ".join(f"{k}: {v}" for k, v in fields.items() if v is not None))
+
+
+def _shown(value: str) -> str:
+    """A cell as a table shows it: as is when printable, else JSON-quoted, so a lane name with a
+    newline or a NUL cannot break the table (``--json`` gives every name exactly)."""
+    return value if value.isprintable() else json.dumps(value)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> None:
@@ -256,6 +266,7 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
     try:
         from rich.console import Console
         from rich.table import Table
+        from rich.text import Text
     except ImportError:
         widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
         for row in [header, *rows]:
@@ -263,5 +274,5 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
         return
     table = Table(*header)
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*(Text(cell) for cell in row))  # a cell is text, never rich markup
     Console(soft_wrap=False).print(table)

@@ -19,8 +19,24 @@ from echomq.engine import ids as _ids
 from echomq.engine.results import Job
 from echomq.errors import InvalidArgument
 
-#: The label of every lane past ``max_lanes`` (``~`` is not a legal group character).
+#: The label of every lane past ``max_lanes``. A lane may be named anything, so a lane's own
+#: label is its name with one ``~`` more when the name starts with ``~`` (``lane_label``):
+#: no lane's label is ever ``~other``, and ``lane_of_label`` gives the name back.
 OTHER_LANE = "~other"
+
+
+def lane_label(group: str) -> str:
+    """The ``lane`` label value of ``group``: its name, or ``~`` + its name when it starts with
+    ``~`` (so it never reads as ``OTHER_LANE``). Prometheus's text format escapes the rest."""
+    return "~" + group if group.startswith("~") else group
+
+
+def lane_of_label(label: str) -> str | None:
+    """The lane a ``lane`` label value stands for; None for ``OTHER_LANE`` (many lanes)."""
+    if label == OTHER_LANE:
+        return None
+    return label[1:] if label.startswith("~~") else label
+
 
 _WAIT_HELP = "Seconds from a job's mint (its id) to its claim (server clock), first attempts"
 _SETTLED_HELP = "Jobs settled by this process's consumers, by outcome"
@@ -53,10 +69,10 @@ class Observations(Collector):
     def _lane(self, queue: str, group: str) -> str:
         seen = self._labelled.setdefault(queue, set())
         if group in seen:
-            return group
+            return lane_label(group)
         if len(seen) < self.max_lanes:
             seen.add(group)
-            return group
+            return lane_label(group)
         return OTHER_LANE
 
     def _wait(self, queue: str, group: str) -> _Wait:
@@ -64,7 +80,7 @@ class Observations(Collector):
         wait = self._waits.get((queue, label))
         if wait is None:
             wait = self._waits[(queue, label)] = _Wait(len(self.bounds) + 1)
-        if label == group:  # lanes folded into ~other are not cached: there may be millions
+        if label != OTHER_LANE:  # lanes folded into ~other are not cached: there may be millions
             self._wait_of[(queue, group)] = wait
         return wait
 

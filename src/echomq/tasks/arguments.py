@@ -95,6 +95,8 @@ def _classes(hint: Any) -> tuple[type, ...] | None:
     """The classes a value annotated ``hint`` must be an instance of, when that is plain."""
     if hint is float:
         return (float, int)
+    if hint is Any:  # a class on Python 3.11+, but no isinstance() target
+        return None
     if isinstance(hint, type) and not typing.get_args(hint):
         return (hint,)
     origin = typing.get_origin(hint)

@@ -12,7 +12,7 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from echomq.engine.flows import Children, FlowIds
-from echomq.engine.keys import DEFAULT_GROUP
+from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.engine.results import Job, JobInfo, Verdict
 from echomq.errors import TaskFailed
 from echomq.tasks.canvas import FlowHandle, TaskFlow, engine_flow
@@ -32,11 +32,16 @@ async def run(
 ) -> Handle[R]:
     """Run ``call`` here and now; its handle holds the outcome. A flow parent's ``children``
     are handed to it (into its receiving parameter when ``gather`` says how)."""
+    # The names a real enqueue would refuse are refused here too (a test must not pass eagerly
+    # with a lane the engine refuses); the dedup key is checked, not kept: nothing is stored.
+    lane = DEFAULT_GROUP if call.lane is None else validate_group(call.lane)
+    if call.dedup_key is not None:
+        validate_dedup(call.dedup_key)
     # The same round trip a worker's job makes: encoded with the codec and decoded.
     payload = app.codec.decode(app.codec.encode(call.payload))
     task = call.task
     job_id = call.id or app._eager_ids.mint("JOB")
-    job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)
+    job = Job(job_id, payload, 1, lane, 0, task.queue)
     arguments = payload["args"]
     if children is not None and gather is not None and call.receive is not None:
         arguments = received(arguments, [call.receive, gather], children)
