@@ -24,8 +24,8 @@ if dedup[1] and (dedup[2] or not dedup[3]) then
   local key = root .. 'de:' .. dedup[1]
   local seen = redis.call('GET', key)
   if dedup[2] then redis.call('HDEL', row, 'dedup_ttl') end
-  if seen == id then redis.call('PERSIST', key) elseif not seen then
-    redis.call('SET', key, id) end
+  -- A plain SET drops the key's TTL: its window starts again at the job's next end.
+  if not seen or seen == id then redis.call('SET', key, id) end
 end
 push_lane(root, g, id)
 rering(root, g, now_ms())
