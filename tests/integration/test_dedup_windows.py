@@ -229,9 +229,13 @@ async def app(valkey_url: str, queue_name: str) -> AsyncIterator[App]:
 
 
 async def test_a_tasks_result_ttl_and_window_ride_its_jobs(app: App) -> None:
+    # --8<-- [start:welcome]
+    # Once per user for an hour after it ran; its result is kept 5 s (the app keeps a day).
     @app.task(result_ttl=5, dedup="user", dedup_ttl=3600, dedup_from="finish")
     async def welcome(user: str) -> str:
         return user
+
+    # --8<-- [end:welcome]
 
     handle = await welcome.enqueue("u1")
     queue = app.queue(app.default_queue)
