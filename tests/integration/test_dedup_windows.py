@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from echomq import App, InvalidArgument, Item, Queue, SyncQueue
+from echomq import App, InvalidArgument, Item, Queue, SyncQueue, chain
 from echomq.testing import claim_job, discard, server_ms, wait_for_server_ms
 
 HOUR_MS = 3_600_000
@@ -250,6 +250,16 @@ async def test_a_tasks_result_ttl_and_window_ride_its_jobs(app: App) -> None:
         assert await queue.complete(await claim_job(queue))
     assert 55_000 < await queue.wire.call("PTTL", queue.keys.job(longer.id)) <= 60_000
     assert 25_000 < await queue.wire.call("PTTL", queue.keys.job(batched[0].id)) <= 30_000
+
+
+async def test_a_flow_refuses_a_calls_own_keep(app: App) -> None:
+    @app.task
+    async def step(n: int) -> int:
+        return n
+
+    with pytest.raises(InvalidArgument) as refused:
+        await app.enqueue_flow(chain(step.using(result_ttl=5).call(1), step.receiving()))
+    assert refused.value.argument == "result_ttl"
 
 
 def test_a_task_refuses_bad_window_and_keep_values(app: App) -> None:

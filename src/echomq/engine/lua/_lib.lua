@@ -269,7 +269,8 @@ end
 
 -- A dedup key counted from the job's end (the row's `dedup_after`, ms, from enqueue.lua): the
 -- job ended (completed, dead, cancelled or removed), so the key, if it still points at the
--- job, lives `dedup_after` ms from now, indexed in `dedups` like a TTL from enqueue. The row
+-- job, lives `dedup_after` ms from now, indexed in `dedups` like a TTL from enqueue (expired
+-- members trimmed here too: an app whose keys all count from the end still bounds it). The row
 -- then records it as `dedup_ttl` (a TTL of its own: the rules below leave it alone, and a
 -- second end does not restart it); reprocess.lua takes it back.
 local function dedup_window(root, id, row, dedup)
@@ -278,8 +279,10 @@ local function dedup_window(root, id, row, dedup)
   redis.call('HSET', row, 'dedup_ttl', f[1])
   local key = root .. 'de:' .. dedup
   if redis.call('GET', key) == id then
+    local now = now_ms()
     redis.call('PEXPIRE', key, f[1])
-    redis.call('ZADD', root .. 'dedups', now_ms() + tonumber(f[1]), dedup)
+    redis.call('ZADD', root .. 'dedups', now + tonumber(f[1]), dedup)
+    redis.call('ZREMRANGEBYSCORE', root .. 'dedups', '-inf', now - 1)
   end
 end
 
