@@ -155,6 +155,12 @@ async def test_a_window_from_the_finish_starts_when_the_job_is_removed_or_cancel
     assert await _pttl(kept, "cx") <= 600_000 - 20
 
 
+async def test_a_window_from_the_finish_starts_when_the_job_is_drained(queue: Queue) -> None:
+    await queue.enqueue("w", dedup_key="dr", dedup_ttl=600, dedup_from="finish")
+    assert await queue.drain() == 1
+    assert 590_000 < await _pttl(queue, "dr") <= 600_000
+
+
 async def test_a_batch_item_carries_its_window_and_keep(queue: Queue) -> None:
     (verdict,) = await queue.enqueue_many(
         [Item("w", dedup_key="b1", dedup_ttl=60, dedup_from="finish", result_ttl=30)]
