@@ -387,14 +387,15 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "ZSET",
         "Keyspace.dedups",
         "the dedup keys that have a TTL of their own (they outlive their jobs), scored by the ms "
-        "they expire; trimmed as enqueues pass, swept by obliterate",
+        "they expire; trimmed as enqueues and windows from a job's end pass, swept by obliterate",
     ),
     KeyShape(
         QUEUE_ROOT + "de:<key>",
         "STRING",
         "Keyspace.dedup",
         "a producer dedup key -> its job id; lives for its own TTL (dedup_ttl) from enqueue, "
-        "else as long as the job's row",
+        "or from the job's end (dedup_after), else as long as the job's row and not past its "
+        "death",
     ),
     KeyShape(
         "{emq}:version",

@@ -19,6 +19,7 @@ from echomq.engine.checks import (
     MAX_DURATION,
     MAX_PAYLOAD,
     MAX_RATE,
+    MAX_RESULT_TTL,
     MAX_UNIX_SECONDS,
     count,
     ms,
@@ -35,13 +36,17 @@ VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "schedu
 #: The states a row may hold; anything else reads as ``absent``.
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
-_OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl"})
+_OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl", "dedup_from", "result_ttl"})
+#: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
+#: cancelled or removed), the key living as long as the job until then.
+DEDUP_FROM = ("enqueue", "finish")
 
 
 @dataclass(frozen=True, slots=True)
 class Item:
     """One job for ``enqueue_many``. ``delay`` (seconds) schedules it for later; ``dedup_ttl``
-    (seconds) bounds how long its ``dedup_key`` holds, as in ``enqueue``."""
+    (seconds) bounds how long its ``dedup_key`` holds, counted from ``dedup_from``, and
+    ``result_ttl`` (seconds) keeps its completed row, as in ``enqueue``."""
 
     payload: Any
     group: str | None = None
@@ -49,6 +54,8 @@ class Item:
     dedup_key: str | None = None
     delay: float | None = None
     dedup_ttl: float | None = None
+    dedup_from: str = "enqueue"
+    result_ttl: float | None = None
 
 
 def admission(
@@ -60,6 +67,8 @@ def admission(
     dedup_key: str | None,
     dedup_ttl: float | None,
     run_at: int,
+    dedup_from: str | None = None,
+    result_ttl: float | None = None,
 ) -> Admission:
     """One job as the engine takes it, every argument checked (``InvalidArgument`` names the
     one refused, before anything is minted or sent). ``mint`` makes the id when ``id`` is None."""
@@ -71,8 +80,23 @@ def admission(
     lane = DEFAULT_GROUP if group is None else validate_group(group)
     dedup = "" if dedup_key is None else validate_dedup(dedup_key)
     ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
+    start = check_dedup_from(dedup_from, dedup_ttl)
+    keep = -1 if result_ttl is None else ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
     job_id = mint() if id is None else _ids.validate(id, "JOB", "job id")
-    return Admission(job_id, data, lane, run_at, dedup, ttl)
+    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep)
+
+
+def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:
+    """``dedup_from`` checked (None: ``enqueue``); counting from the finish needs a TTL."""
+    if dedup_from is None:
+        return "enqueue"
+    if dedup_from not in DEDUP_FROM:
+        raise InvalidArgument("dedup_from", dedup_from, "must be 'enqueue' or 'finish'")
+    if dedup_from == "finish" and dedup_ttl is None:
+        raise InvalidArgument(
+            "dedup_ttl", dedup_ttl, "dedup_from='finish' needs a dedup_ttl (seconds after the end)"
+        )
+    return dedup_from
 
 
 def delay_run_at(delay: float) -> int:
@@ -130,6 +154,8 @@ class Batch:
                 item.dedup_key,
                 item.dedup_ttl,
                 run_at,
+                item.dedup_from,
+                item.result_ttl,
             )
         return batch
 
@@ -143,11 +169,24 @@ class Batch:
         dedup_key: str | None,
         dedup_ttl: float | None,
         run_at: int,
+        dedup_from: str | None = None,
+        result_ttl: float | None = None,
     ) -> None:
         """One more job, checked as :func:`admission` checks it: refused, it holds its
         ``error`` verdict in place and is not sent."""
         try:
-            admitted = admission(codec, mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+            admitted = admission(
+                codec,
+                mint,
+                payload,
+                group,
+                id,
+                dedup_key,
+                dedup_ttl,
+                run_at,
+                dedup_from,
+                result_ttl,
+            )
         except InvalidArgument as exc:
             self.verdicts.append(Verdict("error", str(id or ""), exc))
             return

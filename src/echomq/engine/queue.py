@@ -188,10 +188,23 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         dedup_key: str | None,
         dedup_ttl: float | None,
         run_at: int,
+        dedup_from: str | None = None,
+        result_ttl: float | None = None,
     ) -> Verdict:
         if id is None and not self.minter.is_ready:
             await self.minter.ready()
-        item = admission(self.codec, self._mint, payload, group, id, dedup_key, dedup_ttl, run_at)
+        item = admission(
+            self.codec,
+            self._mint,
+            payload,
+            group,
+            id,
+            dedup_key,
+            dedup_ttl,
+            run_at,
+            dedup_from,
+            result_ttl,
+        )
         code, job_id = await self.engine.enqueue_one(item)
         verdict = Verdict(VERDICTS[code], job_id)
         if code and self._listened():
@@ -206,14 +219,22 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         id: str | None = None,
         dedup_key: str | None = None,
         dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
     ) -> Verdict:
         """Admit a job to its lane (``group``; default lane ``_``). Idempotent by id and dedup key.
 
         ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
         job for ``dedup_ttl`` seconds from now, whatever becomes of the job (completed, removed,
-        drained); without ``dedup_ttl``, for as long as the job's row lives (a kept result too).
+        drained); without ``dedup_ttl``, for as long as the job's row lives (a kept result too)
+        and not past its death. ``dedup_from="finish"`` counts ``dedup_ttl`` from the job's end
+        instead (completed, dead, cancelled or removed): "once per user for an hour after it
+        ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
+        instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
         """
-        return await self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
+        return await self._admit(
+            payload, group, id, dedup_key, dedup_ttl, 0, dedup_from, result_ttl
+        )
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""

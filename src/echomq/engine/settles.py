@@ -74,7 +74,8 @@ class Settles:
     ) -> bool:
         """Settle a success. False when the job is already gone.
 
-        With ``result_ttl`` 0 the row is deleted; else it is kept that long as ``completed``,
+        With ``result_ttl`` 0 the row is deleted (a job enqueued with a ``result_ttl`` of its own
+        is kept for that instead); else it is kept that long as ``completed``,
         with ``result`` (encoded with the queue's codec, at most 16 MiB) for :meth:`job` and
         :meth:`wait`. Raises :class:`StaleTokenError` when another claim holds the job now, and
         :class:`StateError` when this claim settled it already.

@@ -204,7 +204,7 @@ class SyncQueue:
             self.keys.root,
             self.keys.gate,
         )
-        self._prefix = b"*11\r\n" + pack(self._head)[len(b"*5\r\n") :]
+        self._prefix = b"*13\r\n" + pack(self._head)[len(b"*5\r\n") :]
         self._lane_head = ("EVALSHA", self._lane_limit.sha, 2, self.keys.root, self.keys.gate)
         self._events = self.keys.events
         self._done = self.keys.done  # the shard channel each completion and burial is told on
@@ -282,12 +282,25 @@ class SyncQueue:
         dedup_key: str | None,
         dedup_ttl: float | None,
         run_at: int,
+        dedup_from: str | None = None,
+        result_ttl: float | None = None,
     ) -> Verdict:
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
-        item = admission(self.codec, process.mint, payload, group, id, dedup_key, dedup_ttl, run_at)
-        # The call's first five words packed once; the item's six after them ("*6\r\n" cut).
+        item = admission(
+            self.codec,
+            process.mint,
+            payload,
+            group,
+            id,
+            dedup_key,
+            dedup_ttl,
+            run_at,
+            dedup_from,
+            result_ttl,
+        )
+        # The call's first five words packed once; the item's eight after them ("*8\r\n" cut).
         reply = process.router.call(self._slot, self._prefix + pack(item)[4:], self._enqueue)
         if type(reply) is not list:
             raise error_of(reply) if type(reply) is ReplyError else WireError(repr(reply))
@@ -312,9 +325,11 @@ class SyncQueue:
         id: str | None = None,
         dedup_key: str | None = None,
         dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
     ) -> Verdict:
         """Admit a job to its lane (``group``; default lane ``_``); see :meth:`Queue.enqueue`."""
-        return self._admit(payload, group, id, dedup_key, dedup_ttl, 0)
+        return self._admit(payload, group, id, dedup_key, dedup_ttl, 0, dedup_from, result_ttl)
 
     def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""

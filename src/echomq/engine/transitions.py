@@ -35,7 +35,8 @@ SettleCode = int | EchoMQError
 class Admission(NamedTuple):
     """One job as ``enqueue.lua`` takes it; its fields, in order, are the item's ``ARGV``.
     ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
-    ``dedup_ttl_ms`` 0 for the row's life."""
+    ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
+    (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's."""
 
     id: str
     payload: bytes
@@ -43,6 +44,8 @@ class Admission(NamedTuple):
     run_at: int = 0
     dedup: str = ""
     dedup_ttl_ms: int = 0
+    dedup_from: str = "enqueue"
+    result_ttl_ms: int = -1
 
 
 class Failure(NamedTuple):

@@ -156,6 +156,8 @@ class App:
         timeout: float | None = None,
         dedup: Key = None,
         dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
         batch: None = None,
@@ -174,6 +176,8 @@ class App:
         timeout: float | None = None,
         dedup: Key = None,
         dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
@@ -183,9 +187,11 @@ class App:
 
         ``retries`` failed attempts are allowed beyond the first (None: the worker's
         ``--max-attempts``); ``timeout`` seconds per attempt; ``lane`` / ``dedup``: a parameter's
-        name or a function of the arguments; ``lane_limit`` / ``lane_rate`` are applied to a
-        lane the first time this process enqueues on it. ``batch``: a :class:`Batching` makes a
-        batch task (docs/guides/batch-tasks.md), on a queue of its own.
+        name or a function of the arguments; ``dedup_ttl`` seconds the dedup key holds, counted
+        from ``dedup_from`` (``"enqueue"``, or ``"finish"``: the job's end); ``result_ttl``
+        seconds this task's results are kept (None: the app's); ``lane_limit`` / ``lane_rate``
+        are applied to a lane the first time this process enqueues on it. ``batch``: a
+        :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):
             return self._register(name, None, {})
@@ -441,6 +447,7 @@ class App:
                 queue = queues[task.queue]
                 batch, indexes = plans[task.queue]
                 codec, mint, name, ttl = queue.codec, queue._mint, task.name, task.dedup_ttl
+                start, keep = task.dedup_from, task.result_ttl
             indexes.append(index)
             run_at = 0
             if call.delay is not None or call.at is not None:
@@ -450,7 +457,18 @@ class App:
                     batch.verdicts.append(Verdict("error", call.id or "", exc))
                     continue
             payload = {"task": name, "args": call.args}  # Call.payload, without the lookup
-            batch.add(codec, mint, payload, call.lane, call.id, call.dedup_key, ttl, run_at)
+            batch.add(
+                codec,
+                mint,
+                payload,
+                call.lane,
+                call.id,
+                call.dedup_key,
+                ttl,
+                run_at,
+                start,
+                keep if call.result_ttl is None else call.result_ttl,
+            )
         sent = await asyncio.gather(*(queues[name]._send(plan[0]) for name, plan in plans.items()))
         handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
         for (name, (_, indexes)), verdicts in zip(plans.items(), sent, strict=True):
@@ -552,7 +570,19 @@ def _run_at(call: Call[Any]) -> int:
 
 def _admission(
     call: Call[Any],
-) -> tuple[Any, str | None, str | None, str | None, float | None, int]:
+) -> tuple[Any, str | None, str | None, str | None, float | None, int, str, float | None]:
     """A call as the arguments of a queue's one admission path (``Queue._admit`` and
-    ``SyncQueue._admit`` take the same): payload, lane, id, dedup key, its TTL, run-at."""
-    return call.payload, call.lane, call.id, call.dedup_key, call.task.dedup_ttl, _run_at(call)
+    ``SyncQueue._admit`` take the same): payload, lane, id, dedup key, its TTL, run-at, where
+    the TTL counts from, and the result's keep (the call's, else the task's)."""
+    task = call.task
+    keep = task.result_ttl if call.result_ttl is None else call.result_ttl
+    return (
+        call.payload,
+        call.lane,
+        call.id,
+        call.dedup_key,
+        task.dedup_ttl,
+        _run_at(call),
+        task.dedup_from,
+        keep,
+    )

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 from echomq.engine.backoff import Backoff
-from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, count, ms
+from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, MAX_RESULT_TTL, count, ms
 from echomq.engine.ids import validate
 from echomq.engine.keys import Keyspace
+from echomq.engine.producer import check_dedup_from
 from echomq.engine.results import Verdict
 from echomq.errors import InvalidArgument
 from echomq.tasks.arguments import Signature
@@ -46,6 +47,8 @@ class Call(NamedTuple, Generic[R]):
     at: float | None = None
     #: The parameter a flow's result goes into (``task.receiving``); None for a plain call.
     receive: str | None = None
+    #: Seconds the job's completed row is kept (``task.using(result_ttl=)``); None: the task's.
+    result_ttl: float | None = None
 
     @property
     def payload(self) -> dict[str, Any]:
@@ -60,6 +63,7 @@ class _Overrides:
     dedup_key: str | None = None
     delay: float | None = None
     at: float | None = None
+    result_ttl: float | None = None
 
 
 _NO_OVERRIDES = _Overrides()
@@ -82,6 +86,8 @@ class Task(Generic[P, R]):
         timeout: float | None = None,
         dedup: Key = None,
         dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
     ) -> None:
@@ -104,6 +110,10 @@ class Task(Generic[P, R]):
         self.backoff = backoff
         self.timeout = None if timeout is None else _seconds(timeout, "timeout")
         self.dedup_ttl = None if dedup_ttl is None else _seconds(dedup_ttl, "dedup_ttl")
+        #: Where ``dedup_ttl`` counts from: ``enqueue``, or ``finish`` (the job's end).
+        self.dedup_from = check_dedup_from(dedup_from, dedup_ttl)
+        #: Seconds this task's completed rows (results) are kept; None: the app's result_ttl.
+        self.result_ttl = None if result_ttl is None else _keep(result_ttl)
         self.lane_limit = (
             None if lane_limit is None else count(lane_limit, "lane_limit", maximum=MAX_CEILING)
         )
@@ -131,16 +141,19 @@ class Task(Generic[P, R]):
         dedup_key: str | None = None,
         delay: float | None = None,
         at: float | None = None,
+        result_ttl: float | None = None,
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
-        seconds) schedules it."""
+        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
         if delay is not None:
             ms(delay, "delay")
+        if result_ttl is not None:
+            _keep(result_ttl)
         other = copy.copy(self)
-        other._overrides = _Overrides(lane, id, dedup_key, delay, at)
+        other._overrides = _Overrides(lane, id, dedup_key, delay, at, result_ttl)
         return other
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
@@ -155,7 +168,14 @@ class Task(Generic[P, R]):
         lane = extra.lane if extra.lane is not None else self._key(self.lane, arguments)
         dedup = extra.dedup_key if extra.dedup_key is not None else self._key(self.dedup, arguments)
         return Call(
-            self, self.signature.dump(arguments), lane, extra.id, dedup, extra.delay, extra.at
+            self,
+            self.signature.dump(arguments),
+            lane,
+            extra.id,
+            dedup,
+            extra.delay,
+            extra.at,
+            result_ttl=extra.result_ttl,
         )
 
     def receiving(self, *args: Any, **kwargs: Any) -> Call[R]:
@@ -214,6 +234,11 @@ def _key(key: Key, argument: str, signature: inspect.Signature) -> Key:
 
 def _seconds(value: float, argument: str) -> float:
     ms(value, argument, positive=True)
+    return float(value)
+
+
+def _keep(value: float) -> float:
+    ms(value, "result_ttl", most=MAX_RESULT_TTL)
     return float(value)
 
 

@@ -189,11 +189,11 @@ local function release(root, g, n)
 end
 
 -- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel,
--- parent} (cancel: the reason a cancel asked a leased job to stop with, see cancel.lua;
--- parent: the job is a flow's child).
+-- parent, result_ttl} (cancel: the reason a cancel asked a leased job to stop with, see
+-- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).
 local function read_row(row)
   return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel',
-    'parent')
+    'parent', 'result_ttl')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -267,12 +267,32 @@ local function detach(root, id, fields, keep)
   return g
 end
 
+-- A dedup key counted from the job's end (the row's `dedup_after`, ms, from enqueue.lua): the
+-- job ended (completed, dead, cancelled or removed), so the key, if it still points at the
+-- job, lives `dedup_after` ms from now, indexed in `dedups` like a TTL from enqueue (expired
+-- members trimmed here too: an app whose keys all count from the end still bounds it). The row
+-- then records it as `dedup_ttl` (a TTL of its own: the rules below leave it alone, and a
+-- second end does not restart it); reprocess.lua takes it back.
+local function dedup_window(root, id, row, dedup)
+  local f = redis.call('HMGET', row, 'dedup_after', 'dedup_ttl')
+  if not f[1] or f[2] then return end
+  redis.call('HSET', row, 'dedup_ttl', f[1])
+  local key = root .. 'de:' .. dedup
+  if redis.call('GET', key) == id then
+    local now = now_ms()
+    redis.call('PEXPIRE', key, f[1])
+    redis.call('ZADD', root .. 'dedups', now + tonumber(f[1]), dedup)
+    redis.call('ZREMRANGEBYSCORE', root .. 'dedups', '-inf', now - 1)
+  end
+end
+
 -- Delete a job's row and release its producer dedup key if that still points at it and lives
--- as long as the row. A key with a TTL of its own (the row has `dedup_ttl`, from enqueue) lives
--- for that TTL, counted from enqueue, whatever happens to its job; `everything` (obliterate)
--- releases it too.
+-- as long as the row. A key with a TTL of its own (the row has `dedup_ttl`, from enqueue, or
+-- from the job's end: dedup_window) lives for that TTL whatever happens to its job;
+-- `everything` (obliterate) releases it too.
 local function delete_row(root, id, row, dedup, everything)
   if dedup then
+    if not everything then dedup_window(root, id, row, dedup) end
     local key = root .. 'de:' .. dedup
     if redis.call('GET', key) == id
         and (everything or redis.call('HEXISTS', row, 'dedup_ttl') == 0) then
@@ -370,6 +390,7 @@ local function keep_row(root, id, row, dedup, ttl, now)
   end
   redis.call('ZADD', root .. 'done', now + ttl, id)
   if dedup then
+    dedup_window(root, id, row, dedup)
     local key = root .. 'de:' .. dedup
     if redis.call('GET', key) == id then redis.call('PEXPIRE', key, ttl, 'NX') end
   end
@@ -401,7 +422,18 @@ end
 
 -- Dead-letter a job whose row is already detached: `finished` is the server ms of death, and
 -- `traceback` the failed attempt's (nil or "" for none: an older attempt's is dropped).
+-- Its dedup key: one counted from the end starts its window (dedup_window); one that lived
+-- as long as the row is released (a dead row is kept to be read, not as work done: the same
+-- work may be enqueued again); one with a TTL from enqueue runs it out.
 local function bury(root, id, row, err, now, traceback)
+  local dedup = redis.call('HGET', row, 'dedup')
+  if dedup then
+    dedup_window(root, id, row, dedup)
+    local key = root .. 'de:' .. dedup
+    if redis.call('HEXISTS', row, 'dedup_ttl') == 0 and redis.call('GET', key) == id then
+      redis.call('DEL', key)
+    end
+  end
   if traceback and traceback ~= '' then
     redis.call('HSET', row, 'state', 'dead', 'last_error', err, 'finished', now,
       'traceback', traceback)

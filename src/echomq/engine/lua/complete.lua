@@ -2,7 +2,8 @@
 -- One call settles k jobs (k >= 1), each fenced by its own token and settled on its own.
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1]        ttl: ms a completed row is kept, 0 = delete it (the queue's result_ttl);
---                at most 30 days
+--                at most 30 days. A row with a `result_ttl` of its own (enqueue.lua: its
+--                task's) is kept that long instead.
 -- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
 --                result (the codec's bytes) of job i: kept on the row when ttl > 0, handed
 --                to the job's flow parent when it has one (tell_parent in _lib.lua), else unused
@@ -11,7 +12,8 @@
 -- admin verbs find it whatever ttl other consumers of the queue keep rows for; each call trims
 -- a bounded number of members whose rows expired (score < now). A dedup key pointing at the
 -- job lives as long as the row (deleted with it at ttl 0, else given the row's ttl), unless it
--- has a TTL of its own: then it lives for that, counted from enqueue (delete_row in _lib.lua).
+-- has a TTL of its own: then it lives for that, counted from enqueue or, when the row counts
+-- it from the end (`dedup_after`), from now (dedup_window in _lib.lua).
 -- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry
 -- (keep_row in _lib.lua). A job a cancel marked while it ran completes all the same: its
 -- handler finished before the holder heard the cancel (cancel.lua).
@@ -30,7 +32,7 @@ for i = 3, #ARGV, 3 do
       ' bytes>: must be at most 16777216 bytes')
   end
 end
-local now = ttl > 0 and now_ms()
+local now = ttl > 0 and now_ms() or nil
 local out, finished = {}, {}
 for i = 2, #ARGV, 3 do
   local id = ARGV[i]
@@ -39,11 +41,13 @@ for i = 2, #ARGV, 3 do
   if fields then
     detach(root, id, fields)
     local relayed = fields[7] and child_settled(root, id, row, true, ARGV[i + 2])
-    if ttl == 0 then
+    local keep = tonumber(fields[8] or ttl)
+    if keep == 0 then
       delete_row(root, id, row, fields[4])
     else
+      now = now or now_ms()
       redis.call('HSET', row, 'state', 'completed', 'result', ARGV[i + 2], 'finished', now)
-      keep_row(root, id, row, fields[4], ttl, now)
+      keep_row(root, id, row, fields[4], keep, now)
     end
     finished[#finished + 1] = id
     out[#out + 1] = relayed and 3 or 1
@@ -57,7 +61,7 @@ for i = 2, #ARGV, 3 do
 end
 if #finished > 0 then
   redis.call('HINCRBY', root .. 'metrics:completed', 'count', #finished)
-  if ttl > 0 then
+  if now then
     -- Rows whose expiry passed are gone by themselves; forget their ids, a bounded number per
     -- call (more than a chunk adds, so the index cannot outgrow the kept rows for long). A row
     -- is still readable in the ms it expires at, hence the exclusive bound.

@@ -2,7 +2,7 @@
 -- One call admits k items (k >= 1), each atomic and idempotent on its own; the chunk is not a
 -- transaction. A refused item writes nothing and the others go on (its checks run first).
 -- KEYS[1] root      `emq:{q}:` (every other key is derived from it)
--- ARGV, six per item, item i at 6(i-1)+1 ..:
+-- ARGV, eight per item, item i at 8(i-1)+1 ..:
 --   id        branded JOB id (minted host-side)
 --   payload   bytes (the codec's output)
 --   group     lane name (`_` = the default lane)
@@ -10,7 +10,11 @@
 --   dedup     producer dedup key, or "" for none
 --   dedup_ttl ms the dedup key lives, counted from now, whatever happens to the job (the row
 --             records it as `dedup_ttl`, the `dedups` index by its expiry); 0 = as long as the
---             job's row (a kept result too)
+--             job's row (a kept result too; released when the job dies, see bury in _lib.lua)
+--   dedup_from "enqueue" (dedup_ttl counts from now) or "finish": the key lives as long as the
+--             job is not finished, then dedup_ttl (> 0) from its end (completed, dead, cancelled
+--             or removed); the row records it as `dedup_after` (dedup_window in _lib.lua)
+--   result_ttl ms this job's row is kept once completed, -1 = the completer's (complete.lua)
 -- Returns two values per item, in order: {1, id} enqueued, {2, id} scheduled, {0, existing_id}
 -- duplicate, {-1, "EMQKIND …" | "EMQARG …"} refused (nothing of that item written).
 local root = KEYS[1]
@@ -18,24 +22,37 @@ local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
 
--- The row's dedup fields: the key, and its own TTL when it has one (delete_row leaves such a
--- key to expire by itself).
-local function record_dedup(row, dedup, dedup_ttl)
+-- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
+-- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
+-- of this job's result when it has its own (`result_ttl`).
+local function record_dedup(row, dedup, dedup_ttl, from_finish, keep)
+  if keep >= 0 then redis.call('HSET', row, 'result_ttl', keep) end
   if dedup == '' then return end
-  if dedup_ttl > 0 then
+  if from_finish then
+    redis.call('HSET', row, 'dedup', dedup, 'dedup_after', dedup_ttl)
+  elseif dedup_ttl > 0 then
     redis.call('HSET', row, 'dedup', dedup, 'dedup_ttl', dedup_ttl)
   else
     redis.call('HSET', row, 'dedup', dedup)
   end
 end
 
-local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
+local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg)
   -- Policy before existence before write: every check comes before the item's first write.
   -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
   local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
   if refused then return -1, refused end
   local dedup_ttl, refused_ttl = int_or_refusal(ttl_arg, 'dedup_ttl', 0, 315360000000)
   if refused_ttl then return -1, refused_ttl end
+  local keep, refused_keep = int_or_refusal(keep_arg, 'result_ttl', -1, 2592000000)
+  if refused_keep then return -1, refused_keep end
+  if from_arg ~= 'enqueue' and from_arg ~= 'finish' then
+    return -1, 'EMQARG dedup_from ' .. from_arg .. ': must be enqueue or finish'
+  end
+  local from_finish = from_arg == 'finish' and dedup ~= ''
+  if from_finish and dedup_ttl == 0 then
+    return -1, 'EMQARG dedup_ttl 0: counting from the finish needs a ttl > 0'
+  end
   if string.sub(id, 1, 3) ~= 'JOB' then
     return -1, 'EMQKIND job id must be JOB-namespaced, got ' .. id
   end
@@ -47,7 +64,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
   if redis.call('EXISTS', row) == 1 then return 0, id end
 
   if dedup ~= '' then
-    if dedup_ttl > 0 then
+    if dedup_ttl > 0 and not from_finish then
       redis.call('SET', root .. 'de:' .. dedup, id, 'PX', dedup_ttl)
       -- Indexed by expiry, so obliterate finds a key that outlived its row; expired ones go.
       now = now or now_ms()
@@ -64,7 +81,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
     if run_at < 0 then at = now - run_at end
     if at > now then
       redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
-      record_dedup(row, dedup, dedup_ttl)
+      record_dedup(row, dedup, dedup_ttl, from_finish, keep)
       redis.call('ZADD', root .. 'schedule', at, id)
       due_changed = true
       return 2, id
@@ -72,7 +89,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
   end
 
   redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
-  record_dedup(row, dedup, dedup_ttl)
+  record_dedup(row, dedup, dedup_ttl, from_finish, keep)
   -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
   if push_lane(root, g, id) == 1 then
     if serviceable(root, g) then
@@ -90,9 +107,9 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg)
 end
 
 local out = {}
-for i = 1, #ARGV, 6 do
+for i = 1, #ARGV, 8 do
   out[#out + 1], out[#out + 2] = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4], ARGV[i + 5])
+    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
 end
 
 -- One wake token per lane that joined the ring, pushed once for the chunk (the list is capped

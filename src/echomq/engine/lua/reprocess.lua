@@ -1,6 +1,10 @@
 -- reprocess.lua: give a dead job a new life in its lane, with a fresh failure budget.
 -- KEYS[1] root  `emq:{q}:`
 -- ARGV[1] id    the job id
+-- Its dedup key, when it lived as long as the row (released at death) or counts from the job's
+-- end (its window started at death: the row's `dedup_after`), is the job's again while it
+-- lives: taken back when free or still its own, with no TTL (the window starts at its next
+-- end); one another job holds now stays that job's. A TTL from enqueue runs on as it was.
 -- Returns 1 back in its lane, 0 gone.
 -- Errors  EMQSTATE the job is not dead.
 local root, id = KEYS[1], ARGV[1]
@@ -15,6 +19,14 @@ redis.call('ZREM', root .. 'dead', id)
 redis.call('HDEL', row, 'last_error', 'stalled', 'finished', 'traceback')
 -- attempts is the fencing token and never goes back; grace resets the failure count.
 redis.call('HSET', row, 'state', 'pending', 'grace', fields[3])
+local dedup = redis.call('HMGET', row, 'dedup', 'dedup_after', 'dedup_ttl')
+if dedup[1] and (dedup[2] or not dedup[3]) then
+  local key = root .. 'de:' .. dedup[1]
+  local seen = redis.call('GET', key)
+  if dedup[2] then redis.call('HDEL', row, 'dedup_ttl') end
+  -- A plain SET drops the key's TTL: its window starts again at the job's next end.
+  if not seen or seen == id then redis.call('SET', key, id) end
+end
 push_lane(root, g, id)
 rering(root, g, now_ms())
 return 1
