@@ -218,11 +218,12 @@ async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
     return await queue.state(job_id) == state
 
 
-async def test_a_consumer_stopped_while_its_wake_connection_is_made_returns_its_tally(
-    valkey_server: Any, queue_name: str
+@pytest.mark.parametrize("loop", ["consumer", "metronome"])
+async def test_a_loop_stopped_while_its_wake_connection_is_made_ends_cleanly(
+    valkey_server: Any, queue_name: str, loop: str
 ) -> None:
     # A relay to the real server that holds the connections opened after `holding` unanswered:
-    # the consumer's wake connection is caught mid-handshake, and stopped there. This is what
+    # the loop's wake connection is caught mid-handshake, and stopped there. This is what
     # run_until_idle and `echomq worker --burst` do on an idle queue; Closed escaped run().
     upstream = ConnectionOptions.from_url(valkey_server.url)
     holding, held = False, asyncio.Event()
@@ -257,12 +258,17 @@ async def test_a_consumer_stopped_while_its_wake_connection_is_made_returns_its_
         async def never(job: Job) -> None:
             raise AssertionError("nothing was enqueued")
 
-        consumer = Consumer(queue, never, ConsumerOptions(beat=0.2))
-        running = asyncio.ensure_future(consumer.run())
+        stoppable: Consumer | Metronome
+        if loop == "consumer":
+            stoppable = Consumer(queue, never, ConsumerOptions(beat=0.2))
+        else:
+            stoppable = Metronome(queue, beat=0.2)
+        running = asyncio.ensure_future(stoppable.run())
         await asyncio.wait_for(held.wait(), 5)
-        consumer.stop()
-        tally = await asyncio.wait_for(running, 5)
-        assert (tally.completed, tally.claims) == (0, 0)
+        stoppable.stop()
+        await asyncio.wait_for(running, 5)  # returns: no Closed out of run()
+        if isinstance(stoppable, Consumer):
+            assert (stoppable.tally.completed, stoppable.tally.claims) == (0, 0)
     finally:
         await discard(queue)
         for writer in sockets:
