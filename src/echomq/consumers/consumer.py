@@ -632,11 +632,10 @@ async def open_wake(blocker: Connector, is_stopping: Callable[[], bool]) -> bool
     try:
         await blocker.connect()
     except WireError:
-        if is_stopping():
-            return False
-        raise
-    if is_stopping():  # stopped between the connect's last step and here
-        await blocker.close()
+        if not is_stopping():
+            raise
+    if is_stopping():  # a stop during the connect, or between its last step and here
+        await blocker.close()  # idempotent: the socket is gone when the loop returns
         return False
     return True
 
