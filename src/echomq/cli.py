@@ -19,6 +19,7 @@ import sys
 from typing import TYPE_CHECKING
 
 from echomq import __version__
+from echomq.consumers import loops
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.consumers.worker import WorkerOptions, load_handler, load_target, serve
 from echomq.engine.backoff import Exponential, Jitter
@@ -34,6 +35,15 @@ if TYPE_CHECKING:
     from echomq.dashboard import DashboardApp
 
 
+#: What ``echomq --help`` says: plain words, as a terminal shows them.
+DESCRIPTION = (
+    "Run workers (worker), size a pool (capacity), serve the dashboard (dashboard), and read "
+    "and steer a live queue (stats, lanes, ring, dead, job, pause, resume, weight, limit, "
+    "reprocess, remove, cancel, drain). The server is named by --url or the ECHOMQ_URL "
+    "environment variable; the dashboard's token by ECHOMQ_DASHBOARD_TOKEN (generated and "
+    "printed once when unset)."
+)
+
 # The option fields whose flag is spelled otherwise (the rest: the field, "_" as "-").
 _FLAGS = {"base": "backoff_base", "cap": "backoff_cap", "pool_size": "pool"}
 
@@ -46,6 +56,7 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     from echomq.tasks import App
 
     # Everything is validated before any connection is made (and before any child starts).
+    loop_name, loop_factory = loops.choose(args.loop)
     target = load_target(args.handler)
     is_app = isinstance(target, App)
     handler = None if is_app else load_handler(args.handler)
@@ -89,15 +100,17 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
         return supervise(
             argv, args.processes, args.stop_timeout, args.url if args.url_given else None
         )
+    logging.getLogger("echomq.worker").info("echomq worker: event loop %s", loop_name)
     if is_app:
         if args.url_given:
             target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
-        asyncio.run(serve_tasks(target, args.handler, args.queue, options, burst=args.burst))
+        main = serve_tasks(target, args.handler, args.queue, options, burst=args.burst)
+        loops.run_on(loop_factory, main)
         return 0
     assert handler is not None
     if args.burst:
         raise InvalidArgument("burst", True, "--burst runs an App's worker (module:app)")
-    asyncio.run(serve(args.url, args.queue[0], handler, options, worker))
+    loops.run_on(loop_factory, serve(args.url, args.queue[0], handler, options, worker))
     return 0
 
 
@@ -161,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     # No abbreviations: `--proc 2` must not pass for `--processes 2` (the supervisor strips the
     # spelled-out options from its children's arguments, and a child that kept one would
     # supervise children of its own).
-    parser = argparse.ArgumentParser(prog="echomq", description=__doc__, allow_abbrev=False)
+    parser = argparse.ArgumentParser(prog="echomq", description=DESCRIPTION, allow_abbrev=False)
     parser.add_argument("--version", action="version", version=f"echomq {__version__}")
     parser.add_argument("--url", default=None, help="default: $ECHOMQ_URL or the local server")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -176,21 +189,78 @@ def main(argv: list[str] | None = None) -> int:
         "--queue", action="append", help="serve this queue (repeat; default: the app's queues)"
     )
     run.add_argument(
-        "--concurrency", type=int, default=None, help="jobs at once per queue (default: app's)"
+        "--concurrency",
+        type=int,
+        default=None,
+        help="jobs at once per queue (default: the App's concurrency, 10 unless it says; "
+        "10 for a handler)",
     )
-    run.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
-    run.add_argument("--burst", action="store_true", help="exit once the queues are drained")
-    run.add_argument("--processes", type=int, default=1, help="worker processes (one per core)")
-    run.add_argument("--stop-timeout", type=float, default=30.0, help="seconds for jobs to end")
-    run.add_argument("--backoff-base", type=float, default=1.0, help="first retry delay, s")
-    run.add_argument("--backoff-cap", type=float, default=60.0, help="longest retry delay, s")
-    run.add_argument("--consumers", type=int, default=1)
-    run.add_argument("--metronome", action="store_true", help="one blocking read for the pool")
-    run.add_argument("--pool", type=int, default=1, help="connections for non-blocking calls")
-    run.add_argument("--lease", type=float, default=30.0, help="seconds")
-    run.add_argument("--beat", type=float, default=1.0, help="seconds")
     run.add_argument(
-        "--max-attempts", type=int, default=3, help="for tasks without retries, and handlers"
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
+    )
+    run.add_argument("--burst", action="store_true", help="exit once the queues are drained")
+    run.add_argument(
+        "--processes",
+        type=int,
+        default=1,
+        help="worker processes, one per core (default: %(default)s)",
+    )
+    run.add_argument(
+        "--loop",
+        choices=loops.LOOPS,
+        default="auto",
+        help="the event loop: auto takes uvloop when installed (echomq[uvloop])"
+        " (default: %(default)s)",
+    )
+    run.add_argument(
+        "--stop-timeout",
+        type=float,
+        default=30.0,
+        help="seconds for jobs to end (default: %(default)s)",
+    )
+    run.add_argument(
+        "--backoff-base",
+        type=float,
+        default=1.0,
+        help="first retry delay, seconds (default: %(default)s)",
+    )
+    run.add_argument(
+        "--backoff-cap",
+        type=float,
+        default=60.0,
+        help="longest retry delay, seconds (default: %(default)s)",
+    )
+    run.add_argument(
+        "--consumers",
+        type=int,
+        default=1,
+        help="consumers per queue in a process (default: %(default)s)",
+    )
+    run.add_argument("--metronome", action="store_true", help="one blocking read for the pool")
+    run.add_argument(
+        "--pool",
+        type=int,
+        default=1,
+        help="connections for non-blocking calls (default: %(default)s)",
+    )
+    run.add_argument(
+        "--lease",
+        type=float,
+        default=30.0,
+        help="seconds a claimed job is held (default: %(default)s)",
+    )
+    run.add_argument(
+        "--beat",
+        type=float,
+        default=1.0,
+        help="seconds between upkeeps, and the longest idle wait (default: %(default)s)",
+    )
+    run.add_argument(
+        "--max-attempts",
+        type=int,
+        default=3,
+        help="attempts of tasks without retries of their own, and of handlers"
+        " (default: %(default)s)",
     )
     run.add_argument(
         "--batch",
@@ -202,9 +272,15 @@ def main(argv: list[str] | None = None) -> int:
         "--max-stalled",
         type=int,
         default=3,
-        help="expired leases (crashes) a job survives before it is dead as 'stalled'",
+        help="expired leases (crashes) a job survives before it is dead as 'stalled'"
+        " (default: %(default)s)",
     )
-    run.add_argument("--summary-every", type=float, default=60.0, help="seconds")
+    run.add_argument(
+        "--summary-every",
+        type=float,
+        default=60.0,
+        help="seconds between summaries (default: %(default)s)",
+    )
     size = commands.add_parser("capacity", help="measure the per-claim cost and size a pool")
     size.add_argument("--queue", required=True, help="probes run on <queue>.capacity-probe")
     size.add_argument("--target", type=float, default=1000.0, help="jobs/s to size for")

@@ -18,6 +18,9 @@ from echomq.wire.cluster import ClusterRouter, command_slot
 from echomq.wire.connector import WIRE_VERSION, Connector
 from echomq.wire.url import seeds_from_url
 
+# The cluster wire's routing on asyncio's event loop and on uvloop's (tests/conftest.py).
+pytestmark = pytest.mark.every_loop
+
 Spread = Callable[[ClusterRouter, int, str], list[str]]
 
 

@@ -68,6 +68,8 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
     )
 
 
+# On uvloop too: the default loop of uvicorn[standard] and `fastapi run` (docs/guides/fastapi.md).
+@pytest.mark.every_loop
 async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
     emailapp: ModuleType, clean: None
 ) -> None:

@@ -28,6 +28,9 @@ from echomq import (
 )
 from echomq.testing import claim_job
 
+# The cancel channel's subscriber on asyncio's event loop and on uvloop's (tests/conftest.py).
+pytestmark = pytest.mark.every_loop
+
 HERE = Path(__file__).resolve().parent
 BEAT = 1.0
 LEASE = 1.0

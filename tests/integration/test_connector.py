@@ -23,6 +23,9 @@ from echomq.wire.connector import WIRE_VERSION, Connector
 from echomq.wire.pool import Pool
 from echomq.wire.url import ConnectionOptions
 
+# The wire's connector and pool on asyncio's event loop and on uvloop's (tests/conftest.py).
+pytestmark = pytest.mark.every_loop
+
 
 @pytest.fixture
 async def conn(valkey_url: str):

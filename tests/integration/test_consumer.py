@@ -8,14 +8,17 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
 from echomq import Exponential, Fixed, InvalidArgument, Job, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions, Drop, Retry
 from echomq.consumers.metronome import Metronome
+from echomq.testing import discard
 from echomq.wire.connector import Connector
-from echomq.wire.url import seeds_from_url
+from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 HERE = Path(__file__).resolve().parent
 
@@ -213,6 +216,65 @@ async def _completed(queue: Queue, n: int) -> bool:
 
 async def _state_is(queue: Queue, job_id: str, state: str) -> bool:
     return await queue.state(job_id) == state
+
+
+@pytest.mark.parametrize("loop", ["consumer", "metronome"])
+async def test_a_loop_stopped_while_its_wake_connection_is_made_ends_cleanly(
+    valkey_server: Any, queue_name: str, loop: str
+) -> None:
+    # A relay to the real server that holds the connections opened after `holding` unanswered:
+    # the loop's wake connection is caught mid-handshake, and stopped there. This is what
+    # run_until_idle and `echomq worker --burst` do on an idle queue; Closed escaped run().
+    upstream = ConnectionOptions.from_url(valkey_server.url)
+    holding, held = False, asyncio.Event()
+    sockets: list[asyncio.StreamWriter] = []
+
+    async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        while data := await source.read(65536):
+            sink.write(data)
+            await sink.drain()
+        sink.close()
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        sockets.append(writer)
+        if holding:
+            await reader.read(1)  # the handshake has been sent: it is never answered
+            held.set()
+            return
+        up_reader, up_writer = await asyncio.open_connection(upstream.host, upstream.port)
+        sockets.append(up_writer)
+        await asyncio.gather(
+            pipe(reader, up_writer), pipe(up_reader, writer), return_exceptions=True
+        )
+
+    server = await asyncio.start_server(relay, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    parts = urlsplit(valkey_server.url)
+    through = parts._replace(netloc=f"{parts.netloc.rpartition('@')[0]}@127.0.0.1:{port}")
+    queue = await Queue.connect(urlunsplit(through).replace("//@", "//"), queue_name, pool_size=1)
+    try:
+        holding = True
+
+        async def never(job: Job) -> None:
+            raise AssertionError("nothing was enqueued")
+
+        stoppable: Consumer | Metronome
+        if loop == "consumer":
+            stoppable = Consumer(queue, never, ConsumerOptions(beat=0.2))
+        else:
+            stoppable = Metronome(queue, beat=0.2)
+        running = asyncio.ensure_future(stoppable.run())
+        await asyncio.wait_for(held.wait(), 5)
+        stoppable.stop()
+        await asyncio.wait_for(running, 5)  # returns: no Closed out of run()
+        if isinstance(stoppable, Consumer):
+            assert (stoppable.tally.completed, stoppable.tally.claims) == (0, 0)
+    finally:
+        await discard(queue)
+        for writer in sockets:
+            writer.close()
+        server.close()
+        await server.wait_closed()
 
 
 async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:

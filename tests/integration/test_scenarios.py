@@ -14,6 +14,10 @@ from echomq.errors import KindError, StaleTokenError
 from echomq.testing import claim_job, server_ms, wait_for_server_ms
 from echomq.wire.connector import Connector
 
+# The engine's round trips and the event subscriber on asyncio's event loop and on uvloop's
+# (tests/conftest.py).
+pytestmark = pytest.mark.every_loop
+
 
 async def test_mint(queue: Queue) -> None:
     verdict = await queue.enqueue("cargo")

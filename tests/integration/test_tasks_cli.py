@@ -104,3 +104,28 @@ async def test_processes_restart_a_killed_child_and_all_stop_on_sigterm(
         main = await Queue.connect(valkey_url, queue_name)
         await main.obliterate(force=True)
         await main.close()
+
+
+async def test_a_burst_worker_runs_on_uvloop_when_asked(
+    valkey_url: str, queue_name: str, tmp_path: Path
+) -> None:
+    main = await Queue.connect(valkey_url, queue_name)
+    try:
+        summed = await main.enqueue({"task": "add", "args": {"a": 4, "b": 5}})
+        process = await asyncio.create_subprocess_exec(
+            *worker(
+                valkey_url, "--burst", "--beat", "0.1", "--loop", "uvloop", "--queue", queue_name
+            ),
+            env=environment(queue_name, tmp_path),
+            stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await asyncio.wait_for(process.communicate(), 30)
+        assert process.returncode == 0, err.decode()
+        assert "echomq worker: event loop uvloop" in err.decode()
+        done = await main.wait(summed.id, 5)
+        assert done is not None
+        assert (done.state, done.result) == ("completed", 9)
+    finally:
+        await main.pause()
+        await main.obliterate(force=True)
+        await main.close()

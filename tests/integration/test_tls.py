@@ -15,6 +15,9 @@ from echomq.errors import ConnectError
 from echomq.wire.connector import Connector
 from echomq.wire.url import ConnectionOptions
 
+# The wire over TLS on asyncio's event loop and on uvloop's (tests/conftest.py).
+pytestmark = pytest.mark.every_loop
+
 
 def _openssl(*args: str, cwd: Path) -> None:
     subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True)

@@ -9,8 +9,9 @@ import sys
 
 import pytest
 
-from echomq import App, EchoMQError
+from echomq import App, EchoMQError, InvalidArgument
 from echomq.cli import main
+from echomq.consumers import loops
 from echomq.ops.capacity import Capacity, report
 from echomq.tasks import serve_tasks
 from echomq.tasks.supervisor import Supervisor, child_arguments
@@ -93,3 +94,60 @@ async def test_the_startup_line_names_the_app_and_never_the_password(
         "echomq worker: app mailer:app on valkey://user:***@127.0.0.1:1; queues mail; "
         "tasks send; concurrency 10"
     )
+
+
+def _help(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 0
+    return " ".join(capsys.readouterr().out.split())  # argparse wraps to the terminal's width
+
+
+def test_worker_help_shows_every_default(capsys: pytest.CaptureFixture[str]) -> None:
+    shown = _help(["worker", "--help"], capsys)
+    assert "seconds a claimed job is held (default: 30.0)" in shown
+    assert "(default: the App's concurrency, 10 unless it says; 10 for a handler)" in shown
+    assert "of tasks without retries of their own, and of handlers (default: 3)" in shown
+    assert "--loop {auto,asyncio,uvloop}" in shown
+    assert "(default: auto)" in shown
+
+
+def test_echomq_help_is_plain_words_without_markup_or_module_names(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shown = _help(["--help"], capsys)
+    assert "``" not in shown
+    assert "echomq.ops" not in shown
+    assert "read and steer a live queue (stats, lanes, ring," in shown
+
+
+def test_loop_auto_takes_uvloop_when_installed_and_asyncio_otherwise(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert loops.choose("auto")[0] == "uvloop"  # the dev install has it
+    assert loops.choose("asyncio") == ("asyncio", asyncio.new_event_loop)
+    assert loops.run_on(loops.choose("uvloop")[1], _loop_module()) == "uvloop"
+    monkeypatch.setitem(sys.modules, "uvloop", None)  # as an install without the extra
+    assert loops.choose("auto") == ("asyncio", asyncio.new_event_loop)
+    with pytest.raises(InvalidArgument, match=r"pip install 'echomq\[uvloop\]'") as refused:
+        loops.choose("uvloop")
+    assert refused.value.argument == "--loop"
+
+
+async def _loop_module() -> str:
+    return type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
+def test_loop_uvloop_without_uvloop_is_refused_before_any_connection(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setitem(sys.modules, "uvloop", None)
+    argv = ["--url", "valkey://127.0.0.1:1", "worker", "echomq.testing:discard", "--queue", "q"]
+    assert main([*argv, "--loop", "uvloop"]) == 2
+    err = capsys.readouterr().err
+    assert "invalid --loop 'uvloop'" in err, err
+    assert "pip install 'echomq[uvloop]'" in err
+    with pytest.raises(SystemExit) as exited:
+        main([*argv, "--loop", "trio"])
+    assert exited.value.code == 2
+    assert "invalid choice: 'trio'" in capsys.readouterr().err

@@ -277,9 +277,12 @@ class Consumer:
     async def run(self) -> Tally:
         """Work until :meth:`stop`; returns the tally."""
         options = self.options
+        if self._stopping.is_set():  # stopped before it began: nothing to open or claim
+            return self.tally
         if self.metronome is None:
             self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
-            await self._blocker.connect()
+            if not await open_wake(self._blocker, self._stopping.is_set):
+                return self.tally
         # Subscribed before the first claim: a cancel of a job this consumer holds is heard.
         try:
             await self.queue._cancels.open()
@@ -620,6 +623,21 @@ async def upkeep_if_due(
         return None
     cadence.ran(now, done)
     return done
+
+
+async def open_wake(blocker: Connector, is_stopping: Callable[[], bool]) -> bool:
+    """Connect a loop's wake connection; False when a stop closed it while it was being made
+    (a worker stopped at once, as a burst worker on an idle queue is): the loop then ends with
+    nothing claimed, where the connect's ``Closed`` used to escape ``run``."""
+    try:
+        await blocker.connect()
+    except WireError:
+        if not is_stopping():
+            raise
+    if is_stopping():  # a stop during the connect, or between its last step and here
+        await blocker.close()  # idempotent: the socket is gone when the loop returns
+        return False
+    return True
 
 
 async def sleep_unless(stopping: asyncio.Event, seconds: float) -> None:

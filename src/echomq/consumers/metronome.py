@@ -16,6 +16,7 @@ import time
 from typing import TYPE_CHECKING
 
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
+from echomq.consumers.consumer import open_wake
 from echomq.engine.checks import ms
 from echomq.errors import EchoMQError
 from echomq.wire.connector import Connector
@@ -74,8 +75,11 @@ class Metronome:
             self._closing = asyncio.ensure_future(self._blocker.close())
 
     async def run(self) -> None:
+        if self._stopping:
+            return
         self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
-        await self._blocker.connect()
+        if not await open_wake(self._blocker, lambda: self._stopping):
+            return
         found_work = False  # the last upkeep made something claimable
         try:
             while not self._stopping:

@@ -19,6 +19,7 @@ from typing import Any
 from echomq._extras import missing
 
 try:
+    import prometheus_client  # noqa: F401 (its /metrics: the dashboard extra brings it)
     from starlette.applications import Starlette
     from starlette.datastructures import Headers
     from starlette.responses import JSONResponse

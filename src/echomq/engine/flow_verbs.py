@@ -11,10 +11,12 @@ from typing import Any
 from echomq.engine import ids as _ids
 from echomq.engine.checks import count
 from echomq.engine.flows import (
+    EXPECTED_MS,
     RELAY_BATCH,
     Children,
     Flow,
     FlowIds,
+    Plan,
     children_of,
     grouped,
     plan,
@@ -57,6 +59,7 @@ class FlowVerbs:
         if not self.minter.is_ready:
             await self.minter.ready()
         laid = plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB"))
+        await self._expect_parents(laid)
         written = False
         for queue, nodes in laid.writes.items():
             admitted, _existing = await self._engine_of(queue).flow([n.args() for n in nodes])
@@ -69,6 +72,26 @@ class FlowVerbs:
         if written:
             return ids
         return FlowIds(ids.id, ids.queue, ids.children, "duplicate")
+
+    async def _expect_parents(self, laid: Plan) -> None:
+        """Mark the parents that ``laid`` writes after some of their children (a flow nesting
+        queues both ways, A -> B -> A, writes the grandchild on A before its parent on B): the
+        relay keeps those children's entries until the parent is admitted, for up to 60 s, and
+        drops an entry whose parent has no row and no mark at once (removed, drained ...)."""
+        order = {queue: i for i, queue in enumerate(laid.writes)}
+        late = {
+            (node.parent_queue, node.parent)
+            for queue, nodes in laid.writes.items()
+            for node in nodes
+            if node.parent_queue and order[node.parent_queue] > order[queue]
+        }
+        if late:
+            await self.wire.call_many(
+                [
+                    ("SET", Keyspace(queue).flow_expected(parent), "1", "PX", EXPECTED_MS)
+                    for queue, parent in sorted(late)
+                ]
+            )
 
     async def children(self, id: str) -> Children:
         """What parent ``id``'s children left it so far: their ids in flow order, the results

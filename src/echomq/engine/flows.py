@@ -25,6 +25,9 @@ MAX_FLOW_NODES = 1_000
 MAX_FLOW_DEPTH = 32
 #: Outbox entries one relay pass reads and delivers.
 RELAY_BATCH = 100
+#: How long the relay keeps an entry for a parent that is expected but not admitted yet (ms;
+#: flow_deliver.lua drops such an entry at this age too).
+EXPECTED_MS = 60_000
 
 #: What a child's death does to its parent: ``fail_parent`` buries the parent (its error names
 #: the child); ``ignore`` records the failure and counts the child as settled.

@@ -358,6 +358,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "failed the parent); lives as long as the row",
     ),
     KeyShape(
+        QUEUE_ROOT + "flow:<id>:expected",
+        "STRING",
+        "Keyspace.flow_expected",
+        "a flow parent not admitted yet whose children on other queues were (a flow nesting "
+        "queues both ways); for 60 s, the relay keeps their entries until it comes",
+    ),
+    KeyShape(
         QUEUE_ROOT + "job:<id>",
         "HASH",
         "Keyspace.job",
@@ -492,6 +499,10 @@ class Keyspace:
     def flow_failed(self, id: str) -> str:
         """A flow parent's failed children ``flow:<id>:failed``: child id -> error text."""
         return self.root + "flow:" + _ids.validate(id, argument="job id") + ":failed"
+
+    def flow_expected(self, id: str) -> str:
+        """A flow parent about to be admitted ``flow:<id>:expected``: its entries wait for it."""
+        return self.root + "flow:" + _ids.validate(id, argument="job id") + ":expected"
 
     def lane(self, group: str) -> str:
         """The lane of ``group``: ``g:<group>:pending``, its pending job ids in mint order."""

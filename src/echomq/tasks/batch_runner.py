@@ -25,6 +25,7 @@ from echomq.consumers.consumer import (
     count_retry,
     describe,
     first_of,
+    open_wake,
     sleep_unless,
     upkeep_if_due,
 )
@@ -102,8 +103,11 @@ class BatchConsumer:
 
     async def run(self) -> Tally:
         """Gather and run batches until :meth:`stop`; returns the tally (counted per member)."""
+        if self._stopping.is_set():  # stopped before it began: nothing to open or claim
+            return self.tally
         self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
-        await self._blocker.connect()
+        if not await open_wake(self._blocker, self._stopping.is_set):
+            return self.tally
         extender = asyncio.ensure_future(self._keep_leased())
         try:
             while not self._stopping.is_set():

@@ -8,12 +8,18 @@ Fixtures (all lazy: nothing starts unless a test asks for it):
   ``--echomq-url`` / the ``echomq_url`` ini option.
 * ``echomq_queue_name``: a queue name unique to the test (tests never flush the server).
 * ``echomq_queue``: a connected :class:`echomq.Queue` of that name, deleted after the test.
+
+``echomq_queue`` is async, so its tests are run by pytest-asyncio: in its default strict mode an
+``async def`` test that asks for it is marked ``asyncio`` here (no marker, no ``asyncio_mode``
+to set); without pytest-asyncio such a test fails saying what to install, not with pytest's
+generic "async def functions are not natively supported".
 """
 
 from __future__ import annotations
 
+import inspect
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Generator, Iterator
 
 import pytest
 
@@ -24,6 +30,51 @@ try:  # async fixtures under pytest-asyncio's strict mode too; plain pytest othe
     from pytest_asyncio import fixture as _async_fixture
 except ImportError:  # pragma: no cover - depends on the user's test stack
     _async_fixture = pytest.fixture  # type: ignore[assignment]
+
+
+#: The plugin's async fixtures: a test asking for one needs an async runner.
+ASYNC_FIXTURES = frozenset({"echomq_queue"})
+#: The markers of the async runners that can run them (pytest-asyncio's, anyio's).
+RUNNERS = ("asyncio", "anyio")
+NO_RUNNER = (
+    "{name} asks for echomq's async fixture {fixture}, and nothing runs async tests: install "
+    "pytest-asyncio (pip install pytest-asyncio); echomq marks such tests for it"
+)
+
+
+def _asks_async(obj: object) -> str | None:
+    """The async fixture of echomq that an ``async def`` test asks for by name, if any."""
+    if not inspect.iscoroutinefunction(obj):
+        return None
+    try:
+        asked = inspect.signature(obj).parameters
+    except (TypeError, ValueError):  # pragma: no cover - not a plain function
+        return None
+    return next((name for name in asked if name in ASYNC_FIXTURES), None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_pycollect_makeitem(
+    collector: pytest.Collector, name: str, obj: object
+) -> Generator[None, object, None]:
+    # Marked before the item is made, so pytest-asyncio's strict mode converts it like a test
+    # marked by hand. A test marked for a runner already keeps its marker.
+    if (
+        _asks_async(obj) is not None
+        and collector.config.pluginmanager.has_plugin("asyncio")
+        and not any(getattr(m, "name", None) in RUNNERS for m in getattr(obj, "pytestmark", []))
+    ):
+        pytest.mark.asyncio(obj)
+    yield
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    fixture = _asks_async(getattr(item, "obj", None))
+    if fixture is None or item.config.pluginmanager.has_plugin("asyncio"):
+        return
+    if item.get_closest_marker("anyio") is None:
+        pytest.fail(NO_RUNNER.format(name=item.name, fixture=fixture), pytrace=False)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -13,6 +13,8 @@
 --             (recorded in the parent's `flow:<id>:failed`, counted as done)
 --   children  the node's children's ids (any queue), space-joined in flow order; "" = a leaf.
 --             A parent's row keeps them (`children`) and counts them down (`deps`).
+-- A parent admitted here clears its `flow:<id>:expected` (set by the host when a child's queue
+-- was written first): from now on its row answers its children's entries.
 -- Returns {1, n} admitted (n nodes), or {0, id}: that node exists already, nothing written
 -- (admitting a flow again is a duplicate).
 -- Errors  EMQKIND an id is not JOB-namespaced; EMQARG a malformed node (before any write).
@@ -51,6 +53,7 @@ for _, node in ipairs(nodes) do
   if node[8] > 0 then
     redis.call('HSET', row, 'state', 'waiting', 'deps', node[8], 'children', node[7])
     redis.call('ZADD', root .. 'waiting', 0, id)
+    redis.call('DEL', root .. 'flow:' .. id .. ':expected')
   else
     redis.call('HSET', row, 'state', 'pending')
     push_lane(root, g, id)

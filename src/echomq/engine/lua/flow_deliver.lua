@@ -11,9 +11,10 @@
 --   at        server ms the entry was appended to its outbox
 --   value     the result or the error, at most 16 MiB
 -- Returns one code per entry, in order: 1 counted, 0 done with (told before, the parent is no
--- longer waiting, or its row is gone for good), -1 keep it: no parent row yet and the entry is
--- younger than 60 s (a flow's queues are admitted one after another, parents first, but a
--- flow whose queues nest both ways admits a child's queue before its parent's).
+-- longer waiting, or it has no row: removed, drained, cancelled or expired), -1 keep it: no
+-- parent row yet, the parent is expected (`flow:<id>:expected`, set by the host before it
+-- admits a flow whose queues nest both ways: a child's queue is written before its parent's)
+-- and the entry is younger than 60 s.
 -- Errors  EMQARG a malformed entry (before any write).
 local root = KEYS[1]
 for i = 1, #ARGV, 6 do
@@ -33,7 +34,10 @@ local out = {}
 for i = 1, #ARGV, 6 do
   local told = tell_parent(root, ARGV[i], ARGV[i + 1], ARGV[i + 2] == '1', ARGV[i + 5],
     ARGV[i + 3])
-  if told == -1 and now - tonumber(ARGV[i + 4]) >= 60000 then told = 0 end
+  if told == -1 and (now - tonumber(ARGV[i + 4]) >= 60000
+      or redis.call('EXISTS', root .. 'flow:' .. ARGV[i] .. ':expected') == 0) then
+    told = 0
+  end
   out[#out + 1] = told
 end
 return out
