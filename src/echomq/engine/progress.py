@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any, Final
 
 from echomq.engine import ids as _ids
@@ -19,7 +20,8 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.engine.settles import _ref
 from echomq.engine.transitions import Engine
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
+from echomq.wire.codec import MAX_DEPTH, nesting_checked, too_deep
 
 #: The largest progress value, encoded as JSON (UTF-8 bytes).
 MAX_PROGRESS: Final = 1024
@@ -36,8 +38,15 @@ def progress_json(value: Any) -> str:
     bytes (``InvalidArgument`` naming ``value`` otherwise)."""
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidArgument("value", value, f"must be a JSON value: {exc}") from None
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("value", shown(value, 80), f"must be a JSON value: {exc}") from None
+    except RecursionError:
+        if too_deep(value):
+            raise InvalidArgument(
+                "value", shown(value, 80), f"nests deeper than {MAX_DEPTH} levels"
+            ) from None
+        raise
+    nesting_checked(value, encoded, "value")
     size = len(encoded.encode())
     if size > MAX_PROGRESS:
         raise InvalidArgument(
@@ -50,10 +59,15 @@ def log_lines(lines: Iterable[str] | str) -> list[str]:
     """Log lines as progress.lua appends them (a str is one line), each at most
     ``MAX_LOG_LINE`` bytes, at most ``MAX_LOG_LINES`` per report (``InvalidArgument`` naming
     ``log``)."""
-    batch = [lines] if isinstance(lines, str) else list(lines)
+    if isinstance(lines, str):
+        batch = [lines]
+    elif isinstance(lines, bytes | bytearray | memoryview) or not isinstance(lines, Iterable):
+        raise InvalidArgument("log", shown(lines, 80), "must be a str (one line) or str lines")
+    else:
+        batch = list(islice(lines, MAX_LOG_LINES + 1))  # a generator need not end
     if len(batch) > MAX_LOG_LINES:
         raise InvalidArgument(
-            "log", f"<{len(batch)} lines>", f"at most {MAX_LOG_LINES} lines per report"
+            "log", f"<over {MAX_LOG_LINES} lines>", f"at most {MAX_LOG_LINES} lines per report"
         )
     for line in batch:
         if not isinstance(line, str):

@@ -46,6 +46,11 @@ _H = TypeVar("_H", bound=Callable[..., Awaitable[None]])
 DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The longest a completed job's row (its result) may be kept: 30 days.
 MAX_RESULT_TTL = 30 * 86_400
+#: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
+TASK_OPTIONS = frozenset(
+    {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "lane_limit",
+     "lane_rate", "batch"}
+)  # fmt: skip
 #: Lanes whose per-lane settings this process already applied (least recently used dropped).
 LANES_REMEMBERED = 10_000
 
@@ -209,7 +214,11 @@ class App:
             raise InvalidArgument(
                 "name", name, "another task of this app has that name (give one a name=)"
             )
-        queue = options.pop("queue", None) or self.default_queue
+        unknown = sorted(options.keys() - TASK_OPTIONS)
+        if unknown:
+            raise InvalidArgument(unknown[0], options[unknown[0]], "is no option of app.task")
+        queue = options.pop("queue", None)
+        queue = self.default_queue if queue is None else queue  # "" is refused, not defaulted
         batching = options.pop("batch", None)
         task: Task[Any, Any]
         if batching is not None:

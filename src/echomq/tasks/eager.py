@@ -15,7 +15,7 @@ from echomq.engine.flows import Children, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Job, JobInfo, Verdict
 from echomq.errors import TaskFailed
-from echomq.tasks.canvas import FlowHandle, TaskFlow, engine_flow
+from echomq.tasks.canvas import FlowHandle, TaskFlow, checked
 from echomq.tasks.context import Trail
 from echomq.tasks.handle import Handle
 from echomq.tasks.runtime import error_text, execute, received
@@ -76,7 +76,7 @@ async def run(
 async def run_flow(app: App, flow: TaskFlow[R]) -> FlowHandle[R]:
     """Run a flow of tasks here, children first, each parent given what its children left:
     a dead child fails its parent (its error names the child) unless the policy ignores it."""
-    engine_flow(flow)  # the checks a worker's flow gets, before anything runs
+    checked(flow)  # the checks a worker's flow gets, before anything runs
     handle, ids = await _run_node(app, flow)
     return FlowHandle(handle, ids)
 

@@ -101,6 +101,8 @@ class Task(Generic[P, R]):
             if retries is None
             else count(retries, "retries", minimum=0, maximum=MAX_ATTEMPTS - 1)
         )
+        if backoff is not None and not callable(getattr(backoff, "delay", None)):
+            raise InvalidArgument("backoff", backoff, "must be a Backoff (Fixed, Exponential…)")
         self.backoff = backoff
         self.timeout = None if timeout is None else _seconds(timeout, "timeout")
         self.dedup_ttl = None if dedup_ttl is None else _seconds(dedup_ttl, "dedup_ttl")
