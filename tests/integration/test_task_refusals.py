@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -225,3 +225,26 @@ async def test_an_eager_handle_checks_its_arguments_as_a_live_one(app: App) -> N
         with pytest.raises(InvalidArgument) as exc:
             await call()
         refused(exc, argument)
+
+
+class Sized(Protocol):  # not runtime_checkable: isinstance() with it raises TypeError
+    def size(self) -> int: ...
+
+
+async def test_a_parameter_annotated_any_or_a_protocol_takes_any_value(app: App) -> None:
+    @app.task
+    async def anything(value: Any, shape: Sized | None = None) -> Any:
+        return value
+
+    with app.eager_mode():  # a TypeError from isinstance(value, Any) on Python 3.11+
+        assert await (await anything.enqueue({"a": 1})).result() == {"a": 1}
+    assert (await anything.enqueue([1, "x"], None)).verdict.kind == "enqueued"
+
+
+async def test_enqueue_many_refuses_what_is_no_iterable_of_calls(app: App, queue_name: str) -> None:
+    first, _ = declare(app)
+    for calls in (3, None, first.call(1), "calls"):
+        with pytest.raises(InvalidArgument) as exc:
+            await app.enqueue_many(calls)  # type: ignore[arg-type]
+        refused(exc, "calls")
+    assert await keys_named(app.queue(), queue_name) == []

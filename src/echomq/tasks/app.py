@@ -416,6 +416,8 @@ class App:
     async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
         handles in input order, each with its verdict (an ``error`` one wrote nothing)."""
+        if isinstance(calls, str | bytes | Call) or not isinstance(calls, Iterable):
+            raise InvalidArgument("calls", calls, "expected an iterable of task.call(...) values")
         calls = list(calls)
         names: set[str] = set()
         configured: dict[tuple[Any, ...], Call[Any]] = {}

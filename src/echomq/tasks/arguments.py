@@ -107,7 +107,13 @@ def _classes(hint: Any) -> tuple[type, ...] | None:
     """The classes a value annotated ``hint`` must be an instance of, when that is plain."""
     if hint is float:
         return (float, int)
+    if hint is Any:
+        return None  # a class since Python 3.11, but no class of values
     if isinstance(hint, type) and not typing.get_args(hint):
+        try:
+            isinstance(None, hint)  # a Protocol that is not runtime_checkable cannot check
+        except TypeError:
+            return None
         return (hint,)
     origin = typing.get_origin(hint)
     if origin in (list, dict, tuple, set, frozenset):
