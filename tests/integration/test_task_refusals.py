@@ -144,6 +144,8 @@ async def test_progress_refuses_a_log_that_is_no_lines_and_a_deep_value(queue: Q
         ({"log": 3.5}, "log"),
         ({"log": None}, "log"),
         ({"log": [b"bytes"]}, "log"),
+        ({"log": "\ud800"}, "log"),  # a lone surrogate: no UTF-8 for the wire
+        ({"value": {"k": "\udfff"}}, "value"),
         ({"value": nested(5_000)}, "value"),
         ({"value": nested(MAX_DEPTH + 1)}, "value"),
     ]:
@@ -248,3 +250,21 @@ async def test_enqueue_many_refuses_what_is_no_iterable_of_calls(app: App, queue
             await app.enqueue_many(calls)  # type: ignore[arg-type]
         refused(exc, "calls")
     assert await keys_named(app.queue(), queue_name) == []
+
+
+async def test_text_with_a_lone_surrogate_is_refused_or_replaced_never_a_unicode_error(
+    queue: Queue,
+) -> None:
+    await queue.enqueue("x")
+    job = await queue.claim(lease=60)
+    assert isinstance(job, Job)
+    before = await keys_named(queue, queue.name)
+    with pytest.raises(InvalidArgument) as exc:
+        await queue.cancel(job.id, "\ud800")
+    refused(exc, "reason")
+    assert await keys_named(queue, queue.name) == before
+    # A retry is never lost to its text: the error is kept, its surrogate replaced.
+    assert await queue.retry(job, error="bad \ud800 decode", delay=0)
+    info = await queue.job(job.id)
+    assert info is not None
+    assert info.last_error == "bad ? decode"

@@ -99,6 +99,7 @@ values = st.one_of(
     st.sampled_from([0, 1, 2, 3, 1000, 10**4, 2**53 + 1, 1e11, 1.7e12, 1e17, 1e300, -1e-9]),
     st.sampled_from([None, True, False, "3", "", "a b", "é", b"x", [], {}, math.nan, _deep]),
     st.sampled_from(["PLR0KHTOWnGLuC", "JOB0KHTOWnGLuC", {1: 2}, (5, 1.0), (1, 2, 3), [1.5]]),
+    st.sampled_from(["\ud800", ["\udfff"], {"k": "\ud800"}]),  # lone surrogates: no UTF-8
     st.text(max_size=12),
 )
 

@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any, Final
 
 from echomq.engine import ids as _ids
-from echomq.engine.checks import MAX_LIMIT, count, text
+from echomq.engine.checks import MAX_LIMIT, count, text, utf8_size
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.engine.settles import _ref
@@ -38,6 +38,7 @@ def progress_json(value: Any) -> str:
     bytes (``InvalidArgument`` naming ``value`` otherwise)."""
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        size = len(encoded.encode())  # a lone surrogate: UnicodeEncodeError, a ValueError
     except (TypeError, ValueError) as exc:
         raise InvalidArgument("value", shown(value, 80), f"must be a JSON value: {exc}") from None
     except RecursionError:
@@ -47,7 +48,6 @@ def progress_json(value: Any) -> str:
             ) from None
         raise
     nesting_checked(value, encoded, "value")
-    size = len(encoded.encode())
     if size > MAX_PROGRESS:
         raise InvalidArgument(
             "value", f"<{size} bytes>", f"encodes to more than {MAX_PROGRESS} bytes of JSON"
@@ -72,7 +72,7 @@ def log_lines(lines: Iterable[str] | str) -> list[str]:
     for line in batch:
         if not isinstance(line, str):
             raise InvalidArgument("log", line, f"a line must be a str, got {type(line).__name__}")
-        size = len(line.encode("utf-8", "surrogatepass"))
+        size = utf8_size(line, "log")
         if size > MAX_LOG_LINE:
             raise InvalidArgument(
                 "log", f"<{size} bytes>", f"a line must be at most {MAX_LOG_LINE} bytes"

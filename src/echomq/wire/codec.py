@@ -33,12 +33,29 @@ def too_deep(value: Any, most: int = MAX_DEPTH) -> bool:
     return False
 
 
+def levels(encoded: str, most: int = MAX_DEPTH) -> int:
+    """How deep the JSON text ``encoded`` nests (``most + 1`` for anything deeper), in C-speed
+    string operations: outside its strings (escapes dropped, then every other run between
+    quotes) only brackets matter, and each pass that deletes the innermost pairs is a level."""
+    outside = "".join(encoded.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    bare = outside.encode().translate(_FOLD, _NOT_BRACKETS)
+    depth = 0
+    while bare and depth <= most:
+        depth += 1
+        bare = bare.replace(b"[]", b"")
+    return depth
+
+
+_FOLD = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
 def nesting_checked(value: Any, encoded: str, argument: str) -> str:
     """``encoded`` (the JSON of ``value``) once its nesting is within :data:`MAX_DEPTH`.
 
-    Cheap for the usual value: nesting is at most the count of ``[`` and ``{`` in the text
-    (counted in C), so only a value with more of them than the bound is walked."""
-    if encoded.count("[") + encoded.count("{") > MAX_DEPTH and too_deep(value):
+    Free for the usual value: nesting is at most the count of ``[`` and ``{`` in the text, so
+    only a text with more of them than the bound is measured (:func:`levels`)."""
+    if encoded.count("[") + encoded.count("{") > MAX_DEPTH and levels(encoded) > MAX_DEPTH:
         raise InvalidArgument(argument, shown(value, 80), f"nests deeper than {MAX_DEPTH} levels")
     return encoded
 
@@ -59,6 +76,7 @@ class JsonCodec:
     def encode(self, payload: Any) -> bytes:
         try:
             encoded = self._encoder.encode(payload)
+            data = encoded.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(
                 "payload", shown(payload, 80), f"not JSON-encodable: {exc}"
@@ -71,7 +89,8 @@ class JsonCodec:
                     "payload", shown(payload, 80), f"nests deeper than {MAX_DEPTH} levels"
                 ) from None
             raise
-        return nesting_checked(payload, encoded, "payload").encode()
+        nesting_checked(payload, encoded, "payload")
+        return data
 
     def decode(self, data: bytes) -> Any:
         return json.loads(data)
