@@ -119,6 +119,20 @@ async def test_a_deeply_nested_task_argument_is_refused_naming_args(
         assert await eager.result() == nested(MAX_DEPTH - 2)
 
 
+async def test_a_task_argument_json_cannot_carry_is_refused_as_args(
+    app: App, queue_name: str
+) -> None:
+    first, _ = declare(app)
+    for value in (b"bytes", {1, 2}, float("nan"), {"k": "\ud800"}):
+        with pytest.raises(InvalidArgument) as exc:  # the codec's "payload", which none passed
+            await first.enqueue(value)
+        refused(exc, "args")
+        with app.eager_mode(), pytest.raises(InvalidArgument) as exc:
+            await first.enqueue(value)
+        refused(exc, "args")
+    assert await keys_named(app.queue(), queue_name) == []
+
+
 async def test_the_codec_bounds_nesting_the_same_at_any_stack_depth(queue: Queue) -> None:
     async def at_depth(frames: int) -> None:
         if frames:

@@ -341,7 +341,7 @@ ACTS: dict[str, tuple[frozenset[str], Act]] = {
     ),
     "enqueue_flow": (frozenset({"flow"}), lambda t, v: t.app.enqueue_flow(v)),
     "enqueue_many": (frozenset({"calls"}), lambda t, v: t.app.enqueue_many(v)),
-    "task args": (frozenset({"args", "payload"}), lambda t, v: t.first.enqueue(v)),
+    "task args": (frozenset({"args"}), lambda t, v: t.first.enqueue(v)),
     "typed args": (frozenset({"args"}), lambda t, v: t.typed.enqueue(v)),
     "using lane": (frozenset({"group"}), lambda t, v: t.first.using(lane=v).enqueue(1)),
     "using id": (frozenset({"job id"}), lambda t, v: t.first.using(id=v).enqueue(1)),

@@ -25,7 +25,7 @@ from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
-from echomq.tasks.task import Call, Key, Task
+from echomq.tasks.task import Call, Key, Task, as_args
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.url import seeds_from_url
 
@@ -411,7 +411,11 @@ class App:
             return await self._run_eager(call)
         queue = await self._open_queue(call.task.queue)
         await self._configure_lane(queue, call)
-        return Handle(call.task, await queue._admit(*_admission(call)), queue)
+        try:
+            verdict = await queue._admit(*_admission(call))
+        except InvalidArgument as exc:
+            raise as_args(exc, call) from None
+        return Handle(call.task, verdict, queue)
 
     async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
@@ -495,7 +499,11 @@ class App:
         if key is not None:
             queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
             self._lanes.add(key)
-        return SyncHandle(task, queue._admit(*_admission(call)), queue)
+        try:
+            verdict = queue._admit(*_admission(call))
+        except InvalidArgument as exc:
+            raise as_args(exc, call) from None
+        return SyncHandle(task, verdict, queue)
 
     def _lane_due(self, queue: str, call: Call[Any]) -> tuple[Any, ...] | None:
         """The lane key whose settings this process has yet to apply for ``call``, else None."""

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from echomq.engine.flows import Children, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Job, JobInfo, Verdict
-from echomq.errors import TaskFailed
+from echomq.errors import InvalidArgument, TaskFailed
 from echomq.tasks.canvas import FlowHandle, TaskFlow, checked
 from echomq.tasks.context import Trail
 from echomq.tasks.handle import Handle
 from echomq.tasks.runtime import error_text, execute, received
-from echomq.tasks.task import Call
+from echomq.tasks.task import Call, as_args
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
@@ -33,7 +33,10 @@ async def run(
     """Run ``call`` here and now; its handle holds the outcome. A flow parent's ``children``
     are handed to it (into its receiving parameter when ``gather`` says how)."""
     # The same round trip a worker's job makes: encoded with the codec and decoded.
-    payload = app.codec.decode(app.codec.encode(call.payload))
+    try:
+        payload = app.codec.decode(app.codec.encode(call.payload))
+    except InvalidArgument as exc:
+        raise as_args(exc, call) from None
     task = call.task
     job_id = call.id or app._eager_ids.mint("JOB")
     job = Job(job_id, payload, 1, call.lane or DEFAULT_GROUP, 0, task.queue)

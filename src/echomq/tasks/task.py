@@ -225,3 +225,11 @@ def _rate(rate: tuple[int, float]) -> tuple[int, float]:
     most, window = rate
     count(most, "lane_rate", maximum=MAX_RATE)
     return most, _seconds(window, "lane_rate")
+
+
+def as_args(refusal: InvalidArgument, call: Call[Any]) -> InvalidArgument:
+    """A refusal of a call's payload (the codec's: not JSON, too deep, too big) as the task's
+    user wrote it: its ``args``; any other refusal as it is."""
+    if refusal.argument != "payload":
+        return refusal
+    return InvalidArgument("args", refusal.value, f"{call.task.name}: {refusal.reason}")
