@@ -10,7 +10,18 @@ from typing import Any, Protocol
 
 import pytest
 
-from echomq import App, InvalidArgument, Job, Queue, SyncQueue, chain, flow, group
+from echomq import (
+    App,
+    AppWorker,
+    InvalidArgument,
+    Job,
+    Queue,
+    SyncQueue,
+    TaskFailed,
+    chain,
+    flow,
+    group,
+)
 from echomq.engine.flows import MAX_FLOW_DEPTH
 from echomq.wire.codec import MAX_DEPTH
 
@@ -282,3 +293,33 @@ async def test_text_with_a_lone_surrogate_is_refused_or_replaced_never_a_unicode
     info = await queue.job(job.id)
     assert info is not None
     assert info.last_error == "bad ? decode"
+
+
+async def test_app_and_worker_declarations_name_a_bad_argument(valkey_url: str, app: App) -> None:
+    cases: list[tuple[str, Any]] = [
+        ("url", lambda: App(3)),  # type: ignore[arg-type]
+        ("url", lambda: App(b"valkey://127.0.0.1")),  # type: ignore[arg-type]
+        ("codec", lambda: App(valkey_url, codec=3)),  # type: ignore[arg-type]
+        ("queue name", lambda: app.sync_queue([])),  # type: ignore[arg-type]
+        ("app", lambda: AppWorker({})),  # type: ignore[arg-type]
+        ("queues", lambda: AppWorker(app, "default")),  # seven queues of one letter each
+        ("queues", lambda: AppWorker(app, 3)),  # type: ignore[arg-type]
+        ("queue name", lambda: AppWorker(app, ["a", 1])),  # type: ignore[list-item]
+        ("options", lambda: AppWorker(app, options=3)),  # type: ignore[arg-type]
+        ("metronome", lambda: AppWorker(app, metronome="m")),  # type: ignore[arg-type]
+    ]
+    for argument, build in cases:
+        with pytest.raises(InvalidArgument) as exc:
+            build()
+        refused(exc, argument)
+
+
+async def test_a_result_nested_past_the_bound_fails_its_job_naming_result(app: App) -> None:
+    @app.task(retries=0)
+    async def deep() -> Any:
+        return nested(MAX_DEPTH + 1)
+
+    with app.eager_mode():
+        handle = await deep.enqueue()
+    with pytest.raises(TaskFailed, match=r"invalid result .* nests deeper than 128 levels"):
+        await handle.result()

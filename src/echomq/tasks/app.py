@@ -116,7 +116,11 @@ class App:
         self.url = url
         self.default_queue = queue
         self.result_ttl = float(result_ttl)
-        self.codec = codec or JsonCodec()
+        if codec is not None and not all(
+            callable(getattr(codec, verb, None)) for verb in ("encode", "decode")
+        ):
+            raise InvalidArgument("codec", codec, "must have encode and decode (a Codec)")
+        self.codec = JsonCodec() if codec is None else codec
         self.concurrency = count(concurrency, "concurrency")
         self.tasks: dict[str, Task[Any, Any]] = {}
         #: The periodic schedules (``@app.periodic``) by name; every AppWorker runs them.
@@ -357,6 +361,8 @@ class App:
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
         name = self.default_queue if name is None else name
+        if type(name) is not str:  # the hot path's lookup needs a str (a list is unhashable)
+            Keyspace(name)
         found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
         if found is not None:
             return found

@@ -23,21 +23,21 @@ ENVELOPE = 2
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def dump(value: Any, depth: int = 1) -> Any:
+def dump(value: Any, depth: int = 1, argument: str = "args") -> Any:
     """``value`` as JSON-shaped builtins: models, structs and dataclasses become dicts.
 
     A list, dict or dataclass nested deeper than the codec's :data:`MAX_DEPTH` is refused
-    (``InvalidArgument`` naming ``args``) before it is walked further: the walk is recursive,
+    (``InvalidArgument`` naming ``argument``) before it is walked further: the walk is recursive,
     but never more than that many levels, so a deep argument is refused, never a
     ``RecursionError`` (and a self-referencing one too)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
     if depth > MAX_DEPTH and isinstance(value, list | tuple | dict):
-        raise InvalidArgument("args", shown(value, 80), f"nests deeper than {MAX_DEPTH} levels")
+        raise InvalidArgument(argument, shown(value, 80), f"nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, list | tuple):
-        return [dump(item, depth + 1) for item in value]
+        return [dump(item, depth + 1, argument) for item in value]
     if isinstance(value, dict):
-        return {key: dump(item, depth + 1) for key, item in value.items()}
+        return {key: dump(item, depth + 1, argument) for key, item in value.items()}
     if isinstance(value, type):
         return value  # a class is no value: the codec refuses it, naming it
     if callable(getattr(value, "model_dump", None)):  # pydantic v2, without importing it
@@ -47,8 +47,9 @@ def dump(value: Any, depth: int = 1) -> Any:
         return msgspec.to_builtins(value)
     if dataclasses.is_dataclass(value):
         if depth > MAX_DEPTH:
-            raise InvalidArgument("args", type(value).__name__, f"nests deeper than {MAX_DEPTH}")
-        return {f.name: dump(getattr(value, f.name), depth + 1) for f in dataclasses.fields(value)}
+            raise InvalidArgument(argument, type(value).__name__, f"nests deeper than {MAX_DEPTH}")
+        fields = dataclasses.fields(value)
+        return {f.name: dump(getattr(value, f.name), depth + 1, argument) for f in fields}
     return value  # the codec refuses what JSON cannot carry, before any write
 
 
