@@ -18,6 +18,7 @@ from echomq import (
     Queue,
     SyncQueue,
     TaskFailed,
+    TaskFlow,
     chain,
     flow,
     group,
@@ -108,6 +109,27 @@ async def test_a_canvas_given_no_sequence_or_policy_names_the_argument(app: App)
         with pytest.raises(InvalidArgument) as exc:
             build()
         refused(exc, argument)
+
+
+async def test_a_task_flow_built_by_hand_is_checked_as_one_built_by_chain(
+    app: App, queue_name: str
+) -> None:
+    first, link = declare(app)
+    cases: list[tuple[str, Any]] = [
+        ("parent", lambda: TaskFlow(3, (first.call(1),))),  # type: ignore[arg-type]
+        ("children", lambda: TaskFlow(link.receiving(), 3)),  # type: ignore[arg-type]
+        ("children", lambda: TaskFlow(link.receiving(), (3,))),  # type: ignore[arg-type]
+        ("gather", lambda: TaskFlow(link.receiving(), (first.call(1),), gather="x")),  # type: ignore[arg-type]
+    ]
+    for argument, build in cases:
+        with pytest.raises(InvalidArgument) as exc:
+            build()
+        refused(exc, argument)
+    unchecked = TaskFlow(first.call(1), (first.call(2),), "x")  # type: ignore[arg-type]
+    with pytest.raises(InvalidArgument) as exc:  # its policy is checked as it is admitted
+        await unchecked.enqueue()
+    refused(exc, "on_failure")
+    assert await keys_named(app.queue(), queue_name) == []
 
 
 async def test_a_deeply_nested_task_argument_is_refused_naming_args(

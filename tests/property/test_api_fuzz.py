@@ -34,6 +34,7 @@ from echomq import (
     StaleTokenError,
     StateError,
     Task,
+    TaskFlow,
     chain,
     flow,
     group,
@@ -338,6 +339,22 @@ ACTS: dict[str, tuple[frozenset[str], Act]] = {
     "flow on_failure": (
         frozenset({"on_failure"}),
         lambda t, v: _admit(flow(t.first.call(1), [t.first.call(2)], on_failure=v)),
+    ),
+    "TaskFlow parent": (
+        frozenset({"parent"}),
+        lambda t, v: _admit(TaskFlow(v, (t.first.call(1),))),
+    ),
+    "TaskFlow children": (
+        frozenset({"children"}),
+        lambda t, v: _admit(TaskFlow(t.link.receiving(), v, gather="one")),
+    ),
+    "TaskFlow on_failure": (
+        frozenset({"on_failure"}),
+        lambda t, v: _admit(TaskFlow(t.first.call(1), (t.first.call(2),), v)),
+    ),
+    "TaskFlow gather": (
+        frozenset({"gather"}),
+        lambda t, v: _admit(TaskFlow(t.link.receiving(), (t.first.call(2),), gather=v)),
     ),
     "enqueue_flow": (frozenset({"flow"}), lambda t, v: t.app.enqueue_flow(v)),
     "enqueue_many": (frozenset({"calls"}), lambda t, v: t.app.enqueue_many(v)),

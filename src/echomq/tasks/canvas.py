@@ -48,6 +48,14 @@ class TaskFlow(Generic[R]):
     nodes: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        # Built by chain/group/flow, or by hand: the same checks either way, here.
+        if not isinstance(self.parent, Call):
+            raise InvalidArgument("parent", self.parent, "must be task.call(...)")
+        if not isinstance(self.children, tuple | list):
+            raise InvalidArgument("children", self.children, "must be a tuple of calls or flows")
+        object.__setattr__(self, "children", tuple(_call(c, "children") for c in self.children))
+        if self.gather not in (None, "one", "all"):
+            raise InvalidArgument("gather", self.gather, "must be None, 'one' or 'all'")
         kids = [child for child in self.children if isinstance(child, TaskFlow)]
         object.__setattr__(self, "depth", 1 + max((kid.depth for kid in kids), default=0))
         nodes = 1 + len(self.children) - len(kids) + sum(kid.nodes for kid in kids)
