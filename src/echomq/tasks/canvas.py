@@ -54,6 +54,7 @@ class TaskFlow(Generic[R]):
         if not isinstance(self.children, tuple | list):
             raise InvalidArgument("children", self.children, "must be a tuple of calls or flows")
         object.__setattr__(self, "children", tuple(_call(c, "children") for c in self.children))
+        _policy(self.on_failure)
         if self.gather not in (None, "one", "all"):
             raise InvalidArgument("gather", self.gather, "must be None, 'one' or 'all'")
         kids = [child for child in self.children if isinstance(child, TaskFlow)]
@@ -151,7 +152,7 @@ def group(
     results (in the order given) into its first parameter. With ``on_failure="ignore"`` a
     dead call's place in the list is None."""
     children = _calls(calls, "calls")
-    return _bounded(TaskFlow(_link(then, "then"), children, _policy(on_failure), "all"), "calls")
+    return _bounded(TaskFlow(_link(then, "then"), children, on_failure, "all"), "calls")
 
 
 def flow(
@@ -166,7 +167,7 @@ def flow(
     if not isinstance(parent, Call):
         raise InvalidArgument("parent", parent, "must be task.call(...)")
     kids = _calls(children, "children")
-    return _bounded(TaskFlow(parent, kids, _policy(on_failure), None), "children")
+    return _bounded(TaskFlow(parent, kids, on_failure, None), "children")
 
 
 def engine_flow(node: TaskFlow[Any] | Call[Any], policy: FailurePolicy = "fail_parent") -> Flow:
@@ -203,7 +204,6 @@ def checked(taskflow: Any) -> Flow:
     """The engine's flow of ``taskflow``, every check done (live and eager runs alike)."""
     if not isinstance(taskflow, TaskFlow):
         raise InvalidArgument("flow", taskflow, "must be built by chain, group or flow")
-    _policy(taskflow.on_failure)
     return engine_flow(_bounded(taskflow, "flow"))
 
 
