@@ -46,7 +46,20 @@ class InvalidArgument(EchoMQError, ValueError):
         self.argument = argument
         self.value = value
         self.reason = reason
-        super().__init__(f"invalid {argument} {value!r}: {reason}")
+        super().__init__(f"invalid {argument} {shown(value)}: {reason}")
+
+
+def shown(value: Any, width: int | None = None) -> str:
+    """``repr(value)`` for a message, cut to ``width`` characters when given; a value whose repr
+    fails (nested past the interpreter's recursion limit, a broken ``__repr__``) is shown by
+    its type, so building a refusal never raises in its place."""
+    try:
+        text = repr(value)
+    except RecursionError:
+        text = f"<{type(value).__name__} nested too deeply to show>"
+    except Exception:  # a user's __repr__ that raises: the refusal still says what it refused
+        text = f"<{type(value).__name__} whose repr failed>"
+    return text if width is None or len(text) <= width else text[: width - 3] + "..."
 
 
 class CrossSlotError(InvalidArgument):

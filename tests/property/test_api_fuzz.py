@@ -3,7 +3,10 @@
 Each call either succeeds, leaving a queue that still claims, or is refused with an
 ``InvalidArgument`` that names the argument; a refused call leaves every key of the queue
 byte-identical (DUMP before and after). The scripts hold the same bounds on their own: a raw
-call with an argument out of bounds is an ``EMQARG`` refusal that wrote nothing.
+call with an argument out of bounds is an ``EMQARG`` refusal that wrote nothing. The task layer
+is fuzzed the same way: each ``app.task``/``app.periodic`` option, ``using``, task arguments,
+the canvas (``chain``, ``group``, ``flow``) and handles; a refused declaration leaves the app's
+tasks and schedules as they were.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import math
 from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -18,13 +22,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from echomq import (
+    App,
     ArgumentRefused,
+    Batching,
+    Fixed,
+    Handle,
     InvalidArgument,
     Job,
     LockedError,
     Queue,
     StaleTokenError,
     StateError,
+    Task,
+    TaskFlow,
+    chain,
+    flow,
+    group,
 )
 from echomq.errors import server_error
 
@@ -66,6 +79,11 @@ CALLS: dict[str, tuple[str, Call]] = {
     "lane name": ("group", lambda q, j, v: q.lane(v).pause()),
     "dead limit": ("limit", lambda q, j, v: q.dead(v)),
     "job id": ("job id", lambda q, j, v: q.job(v)),
+    "state id": ("job id", lambda q, j, v: q.state(v)),
+    "wait id": ("job id", lambda q, j, v: q.wait(v, 0.01)),
+    "children id": ("job id", lambda q, j, v: q.children(v)),
+    "progress value": ("value", lambda q, j, v: q.progress(j, value=v, log="x")),
+    "progress log": ("log", lambda q, j, v: q.progress(j, value=1, log=v)),
     "reassign group": ("group", lambda q, j, v: q.reassign(j.id, v)),
 }
 
@@ -86,6 +104,8 @@ values = st.one_of(
     st.floats(allow_nan=True, allow_infinity=True),
     st.sampled_from([0, 1, 2, 3, 1000, 10**4, 2**53 + 1, 1e11, 1.7e12, 1e17, 1e300, -1e-9]),
     st.sampled_from([None, True, False, "3", "", "a b", "é", b"x", [], {}, math.nan, _deep]),
+    st.sampled_from(["PLR0KHTOWnGLuC", "JOB0KHTOWnGLuC", {1: 2}, (5, 1.0), (1, 2, 3), [1.5]]),
+    st.sampled_from(["\ud800", ["\udfff"], {"k": "\ud800"}]),  # lone surrogates: no UTF-8
     st.text(max_size=12),
 )
 
@@ -100,6 +120,8 @@ async def _dump(queue: Queue) -> dict[bytes, tuple[bytes, bool]]:
         if cursor in (b"0", 0, "0"):
             break
     keys.sort()
+    if not keys:
+        return {}
     replies = await queue.wire.call_many(
         [c for key in keys for c in (("DUMP", key), ("PTTL", key))]
     )
@@ -221,3 +243,233 @@ async def test_scripts_refuse_out_of_bounds_arguments_before_any_write(
         await _raw(queue, script, args)
     assert refused.value.argument == argument
     assert _unchanged(before, await _dump(queue))
+
+
+# -- the task layer: declarations, the canvas, calls and handles --------------------------------
+
+#: Each declaration with one option left to the fuzzer, and the names its refusal may give (a
+#: lane is a "group" in the engine's words). A declaration touches no server: a refused one
+#: must leave the app's tasks and schedules as they were.
+Declare = Callable[[App, Any, str], object]
+DECLARATIONS: dict[str, tuple[frozenset[str], Declare]] = {
+    "task name": (frozenset({"name"}), lambda a, v, n: a.task(v)(_fresh())),
+    "task queue": (frozenset({"queue name"}), lambda a, v, n: a.task(n, queue=v)(_fresh())),
+    "task lane": (frozenset({"lane"}), lambda a, v, n: a.task(n, lane=v)(_fresh())),
+    "task retries": (frozenset({"retries"}), lambda a, v, n: a.task(n, retries=v)(_fresh())),
+    "task backoff": (frozenset({"backoff"}), lambda a, v, n: a.task(n, backoff=v)(_fresh())),
+    "task timeout": (frozenset({"timeout"}), lambda a, v, n: a.task(n, timeout=v)(_fresh())),
+    "task dedup": (frozenset({"dedup"}), lambda a, v, n: a.task(n, dedup=v)(_fresh())),
+    "task dedup_ttl": (frozenset({"dedup_ttl"}), lambda a, v, n: a.task(n, dedup_ttl=v)(_fresh())),
+    "task lane_limit": (
+        frozenset({"lane_limit"}),
+        lambda a, v, n: a.task(n, lane_limit=v)(_fresh()),
+    ),
+    "task lane_rate": (frozenset({"lane_rate"}), lambda a, v, n: a.task(n, lane_rate=v)(_fresh())),
+    "task batch": (frozenset({"batch", "queue"}), lambda a, v, n: a.task(n, batch=v)(_fresh())),
+    "periodic every": (
+        frozenset({"every", "cron"}),
+        lambda a, v, n: a.periodic(every=v, name=n)(_fresh()),
+    ),
+    "periodic cron": (frozenset({"cron"}), lambda a, v, n: a.periodic(cron=v, name=n)(_fresh())),
+    "periodic tz": (
+        frozenset({"tz"}),
+        lambda a, v, n: a.periodic(cron="0 * * * *", tz=v, name=n)(_fresh()),
+    ),
+    "periodic name": (frozenset({"name"}), lambda a, v, n: a.periodic(every=60, name=v)(_fresh())),
+    "periodic missed": (
+        frozenset({"missed"}),
+        lambda a, v, n: a.periodic(every=60, name=n, missed=v)(_fresh()),
+    ),
+    "periodic lane": (
+        frozenset({"group", "lane"}),
+        lambda a, v, n: a.periodic(every=60, name=n, lane=v)(_fresh()),
+    ),
+    "periodic args": (
+        frozenset({"args"}),
+        lambda a, v, n: a.periodic(every=60, name=n, args=v)(_fresh()),
+    ),
+    "periodic kwargs": (
+        frozenset({"kwargs", "args"}),
+        lambda a, v, n: a.periodic(every=60, name=n, kwargs=v)(_fresh()),
+    ),
+}
+
+
+def _fresh() -> Callable[..., Coroutine[Any, Any, Any]]:
+    async def beat(n: Any = 0) -> Any:
+        return n
+
+    return beat
+
+
+@dataclass(frozen=True)
+class Tasks:
+    """The tasks a canvas fuzz builds with: ``first`` takes a value, ``link`` receives one."""
+
+    app: App
+    first: Task[Any, Any]
+    link: Task[Any, Any]
+    typed: Task[Any, Any]
+    eager: Handle[Any]
+
+
+def _links(t: Tasks, v: Any) -> list[Any]:
+    """A fuzzed value as a chain's links: a count of links, a list of anything, or one value."""
+    if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= 5_000:
+        return [t.link] * v
+    return list(v) if isinstance(v, list) else [v]
+
+
+async def _admit(built: Any) -> object:
+    """Admit what a canvas call built (its refusals come from building or from admitting)."""
+    return await built.enqueue()
+
+
+#: Each call of the task layer that may write, with one argument left to the fuzzer, and the
+#: names its refusal may give: a refused call leaves every key of the app's queue as it was.
+Act = Callable[[Tasks, Any], Coroutine[Any, Any, object]]
+ACTS: dict[str, tuple[frozenset[str], Act]] = {
+    "chain links": (
+        frozenset({"links"}),
+        lambda t, v: _admit(chain(t.first.call(1), *_links(t, v))),
+    ),
+    "chain first": (frozenset({"first"}), lambda t, v: _admit(chain(v, t.link))),
+    "group calls": (
+        frozenset({"calls"}),
+        lambda t, v: _admit(group(_links(t, v) if isinstance(v, list) else v, then=t.link)),
+    ),
+    "group then": (frozenset({"then"}), lambda t, v: _admit(group([t.first.call(1)], then=v))),
+    "group on_failure": (
+        frozenset({"on_failure"}),
+        lambda t, v: _admit(group([t.first.call(1)], then=t.link, on_failure=v)),
+    ),
+    "flow parent": (frozenset({"parent"}), lambda t, v: _admit(flow(v, [t.first.call(1)]))),
+    "flow children": (frozenset({"children"}), lambda t, v: _admit(flow(t.first.call(1), v))),
+    "flow on_failure": (
+        frozenset({"on_failure"}),
+        lambda t, v: _admit(flow(t.first.call(1), [t.first.call(2)], on_failure=v)),
+    ),
+    "TaskFlow parent": (
+        frozenset({"parent"}),
+        lambda t, v: _admit(TaskFlow(v, (t.first.call(1),))),
+    ),
+    "TaskFlow children": (
+        frozenset({"children"}),
+        lambda t, v: _admit(TaskFlow(t.link.receiving(), v, gather="one")),
+    ),
+    "TaskFlow on_failure": (
+        frozenset({"on_failure"}),
+        lambda t, v: _admit(TaskFlow(t.first.call(1), (t.first.call(2),), v)),
+    ),
+    "TaskFlow gather": (
+        frozenset({"gather"}),
+        lambda t, v: _admit(TaskFlow(t.link.receiving(), (t.first.call(2),), gather=v)),
+    ),
+    "enqueue_flow": (frozenset({"flow"}), lambda t, v: t.app.enqueue_flow(v)),
+    "enqueue_many": (frozenset({"calls"}), lambda t, v: t.app.enqueue_many(v)),
+    "task args": (frozenset({"args"}), lambda t, v: t.first.enqueue(v)),
+    "typed args": (frozenset({"args"}), lambda t, v: t.typed.enqueue(v)),
+    "using lane": (frozenset({"group"}), lambda t, v: t.first.using(lane=v).enqueue(1)),
+    "using id": (frozenset({"job id"}), lambda t, v: t.first.using(id=v).enqueue(1)),
+    "using dedup_key": (
+        frozenset({"dedup key"}),
+        lambda t, v: t.first.using(dedup_key=v).enqueue(1),
+    ),
+    "using delay": (frozenset({"delay"}), lambda t, v: t.first.using(delay=v).enqueue(1)),
+    "using at": (frozenset({"at"}), lambda t, v: t.first.using(at=v).enqueue(1)),
+    "task handle": (frozenset({"job id"}), lambda t, v: t.first.handle(v).status()),
+    "eager logs": (frozenset({"limit"}), lambda t, v: t.eager.logs(v)),
+    "eager result": (frozenset({"timeout"}), lambda t, v: t.eager.result(timeout=v)),
+    "eager cancel": (frozenset({"reason"}), lambda t, v: t.eager.cancel(reason=v)),
+}
+
+task_values = st.one_of(
+    values,
+    st.sampled_from([0, 1, 31, 32, 33, 999, 1000, 5000, "0 * * * *", "61 * * * *", "UTC"]),
+    st.sampled_from([Fixed(1.0), Batching(max_size=2, max_wait=1.0), "Nowhere/City", "skip"]),
+    st.tuples(values, values),
+    st.lists(st.sampled_from([1, "x", None, "links", "calls", "flow"]), max_size=4),
+)
+
+
+def _tasks(app: App) -> Tasks:
+    @app.task(name="first")
+    async def first(n: object) -> object:
+        return n
+
+    @app.task(name="link")
+    async def link(previous: object) -> object:
+        return previous
+
+    @app.task(name="typed")
+    async def typed(n: int) -> int:
+        return n
+
+    with app.eager_mode():
+        eager = asyncio.new_event_loop()
+        try:
+            handle = eager.run_until_complete(first.enqueue(1))
+        finally:
+            eager.close()
+    return Tasks(app, first, link, typed, handle)
+
+
+def _as_canvas(t: Tasks, v: Any) -> Any:
+    """Fuzzed list items as calls, links or flows where they name one (else as they are)."""
+    named = {"links": t.link, "calls": t.first.call(2), "flow": chain(t.first.call(3), t.link)}
+    return named.get(v, v) if isinstance(v, str) else v
+
+
+@pytest.mark.timeout(300)
+def test_every_fuzzed_declaration_and_canvas_names_its_argument_and_registers_nothing(
+    valkey_url: str, queue_name: str
+) -> None:
+    loop = asyncio.new_event_loop()
+    app = App(valkey_url, queue=queue_name)
+    loop.run_until_complete(app.connect())
+    tasks = _tasks(app)
+    queue = app.queue()
+    outcomes = {"ok": 0, "refused": 0}
+    names = iter(range(10**9))
+
+    @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(call=st.sampled_from(sorted(DECLARATIONS) + sorted(ACTS)), value=task_values)
+    def fuzz(call: str, value: Any) -> None:
+        if isinstance(value, list):
+            value = [_as_canvas(tasks, item) for item in value]
+        registry = (dict(app.tasks), dict(app.schedules))
+        if call in DECLARATIONS:
+            argument, run = DECLARATIONS[call][0], DECLARATIONS[call][1]
+            before: dict[bytes, tuple[bytes, bool]] = {}
+            attempt: Callable[[], object] = lambda: run(app, value, f"n{next(names)}")  # noqa: E731
+        else:
+            argument, act = ACTS[call]
+            before = loop.run_until_complete(_dump(queue))
+            attempt = lambda: loop.run_until_complete(act(tasks, value))  # noqa: E731
+        try:
+            attempt()
+        except InvalidArgument as exc:
+            blamed = exc.argument
+            assert blamed in argument, f"{call}({value!r}) blamed {blamed!r}: {exc}"  # noqa: PT017
+            assert str(exc)  # noqa: PT017 - the message builds, whatever the value
+            assert (dict(app.tasks), dict(app.schedules)) == registry, f"{call} registered"
+            if call in ACTS:
+                assert _unchanged(before, loop.run_until_complete(_dump(queue))), f"{call} wrote"
+            outcomes["refused"] += 1
+            return
+        outcomes["ok"] += 1
+        for name in app.tasks.keys() - registry[0]:  # an accepted declaration: forgotten again
+            del app.tasks[name]
+        for name in app.schedules.keys() - registry[1]:
+            del app.schedules[name]
+
+    try:
+        fuzz()
+    finally:
+        for name in app.queue_names():
+            loop.run_until_complete(app.queue(name).pause())
+            loop.run_until_complete(app.queue(name).obliterate(force=True))
+        loop.run_until_complete(app.close())
+        loop.close()
+    assert outcomes["ok"] > 0, outcomes
+    assert outcomes["refused"] > 0, outcomes

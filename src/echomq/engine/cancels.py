@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, Literal
 
 from echomq.engine import ids as _ids
-from echomq.engine.checks import text
+from echomq.engine.checks import text, utf8_size
 from echomq.engine.events import ShardChannel
 from echomq.engine.keys import Keyspace
 from echomq.engine.producer import job_state
@@ -41,7 +41,7 @@ def cancel_reason(reason: object) -> str:
     """``reason`` as cancel.lua keeps it: a str of at most ``MAX_REASON`` UTF-8 bytes."""
     if not isinstance(reason, str):
         raise InvalidArgument("reason", reason, f"must be a str, got {type(reason).__name__}")
-    size = len(reason.encode("utf-8", "surrogatepass"))
+    size = utf8_size(reason, "reason")
     if size > MAX_REASON:
         raise InvalidArgument("reason", f"<{size} bytes>", f"must be at most {MAX_REASON} bytes")
     return reason

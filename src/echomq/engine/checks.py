@@ -76,9 +76,20 @@ def count(value: int, argument: str, *, minimum: int = 1, maximum: int = MAX_CEI
 def error_text(error: object) -> str:
     """A failure's text as ``last_error`` keeps it: at most ``MAX_ERROR`` characters."""
     message = error if isinstance(error, str) else str(error)
+    if not message.isascii():  # a lone surrogate cannot cross the wire: replaced, not refused
+        message = message.encode("utf-8", "replace").decode()
     if len(message) <= MAX_ERROR:
         return message
     return message[: MAX_ERROR - 1] + "…"
+
+
+def utf8_size(value: str, argument: str) -> int:
+    """The bytes of ``value`` in UTF-8, as the wire sends it; a str that has none (a lone
+    surrogate, from a bad decode upstream) is refused, naming ``argument``, before any write."""
+    try:
+        return len(value.encode())
+    except UnicodeEncodeError as exc:
+        raise InvalidArgument(argument, value, f"is not UTF-8 text: {exc.reason}") from None
 
 
 def traceback_text(traceback: str | None) -> str:

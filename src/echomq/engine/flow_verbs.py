@@ -96,7 +96,7 @@ class FlowVerbs:
     async def children(self, id: str) -> Children:
         """What parent ``id``'s children left it so far: their ids in flow order, the results
         of those that completed, the errors of those that died (empty for no such parent)."""
-        job_id = _ids.validate(id, argument="job id")
+        job_id = _ids.validate(id, "JOB", "job id")
         order, results, failed = await self.wire.call_many(
             [
                 ("HGET", self.keys.job(job_id), "children"),

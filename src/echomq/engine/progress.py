@@ -11,15 +11,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable
+from itertools import islice
 from typing import Any, Final
 
 from echomq.engine import ids as _ids
-from echomq.engine.checks import MAX_LIMIT, count, text
+from echomq.engine.checks import MAX_LIMIT, count, text, utf8_size
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.engine.settles import _ref
 from echomq.engine.transitions import Engine
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
+from echomq.wire.codec import MAX_DEPTH, nesting_checked, too_deep
 
 #: The largest progress value, encoded as JSON (UTF-8 bytes).
 MAX_PROGRESS: Final = 1024
@@ -36,9 +38,16 @@ def progress_json(value: Any) -> str:
     bytes (``InvalidArgument`` naming ``value`` otherwise)."""
     try:
         encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        raise InvalidArgument("value", value, f"must be a JSON value: {exc}") from None
-    size = len(encoded.encode())
+        size = len(encoded.encode())  # a lone surrogate: UnicodeEncodeError, a ValueError
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument("value", shown(value, 80), f"must be a JSON value: {exc}") from None
+    except RecursionError:
+        if too_deep(value):
+            raise InvalidArgument(
+                "value", shown(value, 80), f"nests deeper than {MAX_DEPTH} levels"
+            ) from None
+        raise
+    nesting_checked(value, encoded, "value")
     if size > MAX_PROGRESS:
         raise InvalidArgument(
             "value", f"<{size} bytes>", f"encodes to more than {MAX_PROGRESS} bytes of JSON"
@@ -50,15 +59,20 @@ def log_lines(lines: Iterable[str] | str) -> list[str]:
     """Log lines as progress.lua appends them (a str is one line), each at most
     ``MAX_LOG_LINE`` bytes, at most ``MAX_LOG_LINES`` per report (``InvalidArgument`` naming
     ``log``)."""
-    batch = [lines] if isinstance(lines, str) else list(lines)
+    if isinstance(lines, str):
+        batch = [lines]
+    elif isinstance(lines, bytes | bytearray | memoryview) or not isinstance(lines, Iterable):
+        raise InvalidArgument("log", shown(lines, 80), "must be a str (one line) or str lines")
+    else:
+        batch = list(islice(lines, MAX_LOG_LINES + 1))  # a generator need not end
     if len(batch) > MAX_LOG_LINES:
         raise InvalidArgument(
-            "log", f"<{len(batch)} lines>", f"at most {MAX_LOG_LINES} lines per report"
+            "log", f"<over {MAX_LOG_LINES} lines>", f"at most {MAX_LOG_LINES} lines per report"
         )
     for line in batch:
         if not isinstance(line, str):
             raise InvalidArgument("log", line, f"a line must be a str, got {type(line).__name__}")
-        size = len(line.encode("utf-8", "surrogatepass"))
+        size = utf8_size(line, "log")
         if size > MAX_LOG_LINE:
             raise InvalidArgument(
                 "log", f"<{size} bytes>", f"a line must be at most {MAX_LOG_LINE} bytes"

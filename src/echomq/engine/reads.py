@@ -54,14 +54,14 @@ class Reads:
         return int(ttl) / 1000
 
     async def job(self, id: str) -> JobInfo | None:
-        key = self._keys.job(_ids.validate(id, argument="job id"))
+        key = self._keys.job(_ids.validate(id, "JOB", "job id"))
         return self._job_info(id, await self._engine.wire.call("HGETALL", key))
 
     def _job_info(self, id: str, row: dict[bytes, bytes]) -> JobInfo | None:
         return job_info(id, row, self._codec)
 
     async def state(self, id: str) -> JobState:
-        key = self._keys.job(_ids.validate(id, argument="job id"))
+        key = self._keys.job(_ids.validate(id, "JOB", "job id"))
         return job_state(await self._engine.wire.call("HGET", key, "state"))
 
     async def dead(self, limit: int) -> list[JobInfo]:

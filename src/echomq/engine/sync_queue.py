@@ -445,7 +445,7 @@ class SyncQueue:
 
     def job(self, id: str) -> JobInfo | None:
         """A job's row, or None when no such job exists."""
-        job_id = _ids.validate(id, argument="job id")
+        job_id = _ids.validate(id, "JOB", "job id")
         return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
 
     def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
@@ -457,7 +457,7 @@ class SyncQueue:
     def state(self, id: str) -> JobState:
         """``pending``, ``active``, ``scheduled``, ``dead``, ``completed``, ``cancelled`` or
         ``absent``."""
-        job_id = _ids.validate(id, argument="job id")
+        job_id = _ids.validate(id, "JOB", "job id")
         return job_state(self._read(("HGET", self.keys.job(job_id), "state")))
 
     def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
@@ -467,7 +467,7 @@ class SyncQueue:
         Subscribes to the queue's completion channel first and reads the row after the server
         confirmed it (and again after every reconnect), so a completion is never missed.
         """
-        job_id = _ids.validate(id, argument="job id")
+        job_id = _ids.validate(id, "JOB", "job id")
         if timeout is not None:
             ms(timeout, "timeout", most=MAX_DURATION)
         deadline = None if timeout is None else time.monotonic() + timeout

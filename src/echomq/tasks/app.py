@@ -25,7 +25,7 @@ from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
-from echomq.tasks.task import Call, Key, Task
+from echomq.tasks.task import Call, Key, Task, as_args
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.url import seeds_from_url
 
@@ -46,6 +46,11 @@ _H = TypeVar("_H", bound=Callable[..., Awaitable[None]])
 DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The longest a completed job's row (its result) may be kept: 30 days.
 MAX_RESULT_TTL = 30 * 86_400
+#: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
+TASK_OPTIONS = frozenset(
+    {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "lane_limit",
+     "lane_rate", "batch"}
+)  # fmt: skip
 #: Lanes whose per-lane settings this process already applied (least recently used dropped).
 LANES_REMEMBERED = 10_000
 
@@ -111,7 +116,11 @@ class App:
         self.url = url
         self.default_queue = queue
         self.result_ttl = float(result_ttl)
-        self.codec = codec or JsonCodec()
+        if codec is not None and not all(
+            callable(getattr(codec, verb, None)) for verb in ("encode", "decode")
+        ):
+            raise InvalidArgument("codec", codec, "must have encode and decode (a Codec)")
+        self.codec = JsonCodec() if codec is None else codec
         self.concurrency = count(concurrency, "concurrency")
         self.tasks: dict[str, Task[Any, Any]] = {}
         #: The periodic schedules (``@app.periodic``) by name; every AppWorker runs them.
@@ -215,7 +224,11 @@ class App:
             raise InvalidArgument(
                 "name", name, "another task of this app has that name (give one a name=)"
             )
-        queue = options.pop("queue", None) or self.default_queue
+        unknown = sorted(options.keys() - TASK_OPTIONS)
+        if unknown:
+            raise InvalidArgument(unknown[0], options[unknown[0]], "is no option of app.task")
+        queue = options.pop("queue", None)
+        queue = self.default_queue if queue is None else queue  # "" is refused, not defaulted
         batching = options.pop("batch", None)
         task: Task[Any, Any]
         if batching is not None:
@@ -354,6 +367,8 @@ class App:
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
         name = self.default_queue if name is None else name
+        if type(name) is not str:  # the hot path's lookup needs a str (a list is unhashable)
+            Keyspace(name)
         found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
         if found is not None:
             return found
@@ -408,11 +423,17 @@ class App:
             return await self._run_eager(call)
         queue = await self._open_queue(call.task.queue)
         await self._configure_lane(queue, call)
-        return Handle(call.task, await queue._admit(*_admission(call)), queue)
+        try:
+            verdict = await queue._admit(*_admission(call))
+        except InvalidArgument as exc:
+            raise as_args(exc, call) from None
+        return Handle(call.task, verdict, queue)
 
     async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
         handles in input order, each with its verdict (an ``error`` one wrote nothing)."""
+        if isinstance(calls, str | bytes | Call) or not isinstance(calls, Iterable):
+            raise InvalidArgument("calls", calls, "expected an iterable of task.call(...) values")
         calls = list(calls)
         names: set[str] = set()
         configured: dict[tuple[Any, ...], Call[Any]] = {}
@@ -502,7 +523,11 @@ class App:
         if key is not None:
             queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
             self._lanes.add(key)
-        return SyncHandle(task, queue._admit(*_admission(call)), queue)
+        try:
+            verdict = queue._admit(*_admission(call))
+        except InvalidArgument as exc:
+            raise as_args(exc, call) from None
+        return SyncHandle(task, verdict, queue)
 
     def _lane_due(self, queue: str, call: Call[Any]) -> tuple[Any, ...] | None:
         """The lane key whose settings this process has yet to apply for ``call``, else None."""

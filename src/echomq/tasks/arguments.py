@@ -13,21 +13,31 @@ import typing
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
+from echomq.wire.codec import MAX_DEPTH
 
 Convert = Callable[[Any], Any]
+#: Levels of a job's payload above its arguments: the payload object and its ``args``.
+ENVELOPE = 2
 #: Types JSON carries as they are (exact types: a subclass, say an IntEnum, goes through dump).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
 
-def dump(value: Any) -> Any:
-    """``value`` as JSON-shaped builtins: models, structs and dataclasses become dicts."""
+def dump(value: Any, depth: int = 1, argument: str = "args") -> Any:
+    """``value`` as JSON-shaped builtins: models, structs and dataclasses become dicts.
+
+    A list, dict or dataclass nested deeper than the codec's :data:`MAX_DEPTH` is refused
+    (``InvalidArgument`` naming ``argument``) before it is walked further: the walk is recursive,
+    but never more than that many levels, so a deep argument is refused, never a
+    ``RecursionError`` (and a self-referencing one too)."""
     if value is None or isinstance(value, str | int | float | bool):
         return value
+    if depth > MAX_DEPTH and isinstance(value, list | tuple | dict):
+        raise InvalidArgument(argument, shown(value, 80), f"nests deeper than {MAX_DEPTH} levels")
     if isinstance(value, list | tuple):
-        return [dump(item) for item in value]
+        return [dump(item, depth + 1, argument) for item in value]
     if isinstance(value, dict):
-        return {key: dump(item) for key, item in value.items()}
+        return {key: dump(item, depth + 1, argument) for key, item in value.items()}
     if isinstance(value, type):
         return value  # a class is no value: the codec refuses it, naming it
     if callable(getattr(value, "model_dump", None)):  # pydantic v2, without importing it
@@ -36,7 +46,10 @@ def dump(value: Any) -> Any:
     if msgspec is not None and isinstance(value, msgspec.Struct):
         return msgspec.to_builtins(value)
     if dataclasses.is_dataclass(value):
-        return {f.name: dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if depth > MAX_DEPTH:
+            raise InvalidArgument(argument, type(value).__name__, f"nests deeper than {MAX_DEPTH}")
+        fields = dataclasses.fields(value)
+        return {f.name: dump(getattr(value, f.name), depth + 1, argument) for f in fields}
     return value  # the codec refuses what JSON cannot carry, before any write
 
 
@@ -95,9 +108,13 @@ def _classes(hint: Any) -> tuple[type, ...] | None:
     """The classes a value annotated ``hint`` must be an instance of, when that is plain."""
     if hint is float:
         return (float, int)
-    if hint is Any:  # a class on Python 3.11+, but no isinstance() target
-        return None
+    if hint is Any:
+        return None  # a class since Python 3.11, but no class of values
     if isinstance(hint, type) and not typing.get_args(hint):
+        try:
+            isinstance(None, hint)  # a Protocol that is not runtime_checkable cannot check
+        except TypeError:
+            return None
         return (hint,)
     origin = typing.get_origin(hint)
     if origin in (list, dict, tuple, set, frozenset):
@@ -232,7 +249,9 @@ class Signature:
         """The arguments as JSON-shaped values (a call of plain values is its own dump)."""
         if _PLAIN.issuperset(map(type, arguments.values())):
             return arguments
-        return {name: dump(value) for name, value in arguments.items()}
+        # An argument sits 3 deep in its payload (``{"args": {name: value}}``): the codec's
+        # bound, less those two levels, is the argument's own.
+        return {name: dump(value, ENVELOPE + 1) for name, value in arguments.items()}
 
     def load(self, arguments: Any) -> tuple[list[Any], dict[str, Any]]:
         """A payload's ``args`` as the positional and keyword arguments of the function."""
@@ -277,6 +296,6 @@ class Signature:
 
 
 def _preview(args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
-    shown = [repr(a) for a in args] + [f"{k}={v!r}" for k, v in kwargs.items()]
-    text = f"({', '.join(shown)})"
+    parts = [shown(a, 80) for a in args] + [f"{k}={shown(v, 80)}" for k, v in kwargs.items()]
+    text = f"({', '.join(parts)})"
     return text if len(text) <= 80 else text[:77] + "..."

@@ -276,7 +276,7 @@ class BatchConsumer:
     def _complete(self, member: Member[Any], result: Any) -> None:
         assert member.job is not None
         try:
-            data = self.queue._result_data(dump(result))
+            data = self.queue._result_data(dump(result, argument="result"))
         except InvalidArgument as exc:
             self._fail(member, describe(exc), self._delay(member))
             return

@@ -11,12 +11,12 @@ the rest with ``task.receiving(...)`` (a bare task receives it alone).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
 
-from echomq.engine.flows import FailurePolicy, Flow, FlowIds
+from echomq.engine.flows import MAX_FLOW_DEPTH, MAX_FLOW_NODES, FailurePolicy, Flow, FlowIds
 from echomq.engine.results import Verdict
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
 from echomq.tasks.handle import Handle
 from echomq.tasks.task import Call, Task
 
@@ -42,6 +42,25 @@ class TaskFlow(Generic[R]):
     children: tuple[TaskFlow[Any] | Call[Any], ...]
     on_failure: FailurePolicy = "fail_parent"
     gather: Gather | None = None
+    #: Levels below the parent (1: calls only) and nodes in all, counted as it is built (no
+    #: walk of the tree), so a flow the engine would refuse is refused here, at any depth.
+    depth: int = field(init=False, repr=False, compare=False)
+    nodes: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Built by chain/group/flow, or by hand: the same checks either way, here.
+        if not isinstance(self.parent, Call):
+            raise InvalidArgument("parent", self.parent, "must be task.call(...)")
+        if not isinstance(self.children, tuple | list):
+            raise InvalidArgument("children", self.children, "must be a tuple of calls or flows")
+        object.__setattr__(self, "children", tuple(_call(c, "children") for c in self.children))
+        _policy(self.on_failure)
+        if self.gather not in (None, "one", "all"):
+            raise InvalidArgument("gather", self.gather, "must be None, 'one' or 'all'")
+        kids = [child for child in self.children if isinstance(child, TaskFlow)]
+        object.__setattr__(self, "depth", 1 + max((kid.depth for kid in kids), default=0))
+        nodes = 1 + len(self.children) - len(kids) + sum(kid.nodes for kid in kids)
+        object.__setattr__(self, "nodes", nodes)
 
     async def enqueue(self) -> FlowHandle[R]:
         """Admit the whole flow (its root task's app); the root's handle, with every id."""
@@ -75,6 +94,36 @@ def _call(call: Any, argument: str) -> TaskFlow[Any] | Call[Any]:
     raise InvalidArgument(argument, call, "must be task.call(...) or a flow")
 
 
+def _calls(calls: Any, argument: str) -> tuple[TaskFlow[Any] | Call[Any], ...]:
+    """Each of ``calls`` checked, at most a flow's node count of them (a generator may not end)."""
+    if isinstance(calls, str | bytes | TaskFlow | Call) or not isinstance(calls, Iterable):
+        raise InvalidArgument(argument, shown(calls, 80), "must be a sequence of calls or flows")
+    found: list[TaskFlow[Any] | Call[Any]] = []
+    for call in calls:
+        if len(found) == MAX_FLOW_NODES:
+            raise InvalidArgument(argument, f"<over {len(found)}>", _too_big)
+        found.append(_call(call, argument))
+    if not found:
+        raise InvalidArgument(argument, (), "needs at least one call or flow")
+    return tuple(found)
+
+
+_too_big = f"a flow nests at most {MAX_FLOW_DEPTH} levels below its root, {MAX_FLOW_NODES} nodes"
+
+
+def _policy(on_failure: Any) -> FailurePolicy:
+    if on_failure not in ("fail_parent", "ignore") or not isinstance(on_failure, str):
+        raise InvalidArgument("on_failure", on_failure, "must be 'fail_parent' or 'ignore'")
+    return on_failure  # type: ignore[return-value]
+
+
+def _bounded(node: TaskFlow[R], argument: str) -> TaskFlow[R]:
+    """``node``, unless it nests deeper or holds more nodes than a flow may."""
+    if node.depth > MAX_FLOW_DEPTH or node.nodes > MAX_FLOW_NODES:
+        raise InvalidArgument(argument, f"<{node.depth} deep, {node.nodes} nodes>", _too_big)
+    return node
+
+
 def chain(first: Call[Any] | TaskFlow[Any], *links: Task[Any, Any] | Call[Any]) -> TaskFlow[Any]:
     """``first``, then each link in turn, each given the result of the one before into its
     first parameter (``chain(a.call(1), b, c.receiving(y=2))``: ``c(b(a(1)), y=2)``). A link
@@ -82,10 +131,15 @@ def chain(first: Call[Any] | TaskFlow[Any], *links: Task[Any, Any] | Call[Any]) 
     if not links:
         raise InvalidArgument("links", links, "a chain needs at least one link after the first")
     node: TaskFlow[Any] | Call[Any] = _call(first, "first")
+    below = node.depth if isinstance(node, TaskFlow) else 0
+    if below + len(links) > MAX_FLOW_DEPTH:  # each link is a level: refused before building
+        raise InvalidArgument(
+            "links", f"<{len(links)} links>", f"{_too_big} (a chain: a level per link)"
+        )
     for link in links:
         node = TaskFlow(_link(link, "links"), (node,), "fail_parent", "one")
     assert isinstance(node, TaskFlow)
-    return node
+    return _bounded(node, "links")
 
 
 def group(
@@ -97,10 +151,8 @@ def group(
     """``calls`` run side by side; ``then`` runs once all are done, given the list of their
     results (in the order given) into its first parameter. With ``on_failure="ignore"`` a
     dead call's place in the list is None."""
-    children = tuple(_call(call, "calls") for call in calls)
-    if not children:
-        raise InvalidArgument("calls", children, "a group needs at least one call")
-    return TaskFlow(_link(then, "then"), children, on_failure, "all")
+    children = _calls(calls, "calls")
+    return _bounded(TaskFlow(_link(then, "then"), children, on_failure, "all"), "calls")
 
 
 def flow(
@@ -114,10 +166,8 @@ def flow(
     may be a flow of its own (grandchildren)."""
     if not isinstance(parent, Call):
         raise InvalidArgument("parent", parent, "must be task.call(...)")
-    kids = tuple(_call(child, "children") for child in children)
-    if not kids:
-        raise InvalidArgument("children", kids, "a flow needs at least one child")
-    return TaskFlow(parent, kids, on_failure, None)
+    kids = _calls(children, "children")
+    return _bounded(TaskFlow(parent, kids, on_failure, None), "children")
 
 
 def engine_flow(node: TaskFlow[Any] | Call[Any], policy: FailurePolicy = "fail_parent") -> Flow:
@@ -150,11 +200,16 @@ def calls_of(node: TaskFlow[Any] | Call[Any]) -> list[Call[Any]]:
     return out
 
 
-async def enqueue(app: App, taskflow: TaskFlow[R]) -> FlowHandle[R]:
-    """Admit ``taskflow`` on its root's queue; the root's handle, with every id."""
+def checked(taskflow: Any) -> Flow:
+    """The engine's flow of ``taskflow``, every check done (live and eager runs alike)."""
     if not isinstance(taskflow, TaskFlow):
         raise InvalidArgument("flow", taskflow, "must be built by chain, group or flow")
-    spec = engine_flow(taskflow)
+    return engine_flow(_bounded(taskflow, "flow"))
+
+
+async def enqueue(app: App, taskflow: TaskFlow[R]) -> FlowHandle[R]:
+    """Admit ``taskflow`` on its root's queue; the root's handle, with every id."""
+    spec = checked(taskflow)
     root = taskflow.parent
     queue = await app._open_queue(root.task.queue)
     for call in calls_of(taskflow):

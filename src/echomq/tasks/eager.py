@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from echomq.engine.flows import Children, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.engine.results import Job, JobInfo, Verdict
-from echomq.errors import TaskFailed
-from echomq.tasks.canvas import FlowHandle, TaskFlow, engine_flow
+from echomq.errors import InvalidArgument, TaskFailed
+from echomq.tasks.canvas import FlowHandle, TaskFlow, checked
 from echomq.tasks.context import Trail
 from echomq.tasks.handle import Handle
 from echomq.tasks.runtime import error_text, execute, received
-from echomq.tasks.task import Call
+from echomq.tasks.task import Call, as_args
 
 if TYPE_CHECKING:
     from echomq.tasks.app import App
@@ -38,7 +38,10 @@ async def run(
     if call.dedup_key is not None:
         validate_dedup(call.dedup_key)
     # The same round trip a worker's job makes: encoded with the codec and decoded.
-    payload = app.codec.decode(app.codec.encode(call.payload))
+    try:
+        payload = app.codec.decode(app.codec.encode(call.payload))
+    except InvalidArgument as exc:
+        raise as_args(exc, call) from None
     task = call.task
     job_id = call.id or app._eager_ids.mint("JOB")
     job = Job(job_id, payload, 1, lane, 0, task.queue)
@@ -81,7 +84,7 @@ async def run(
 async def run_flow(app: App, flow: TaskFlow[R]) -> FlowHandle[R]:
     """Run a flow of tasks here, children first, each parent given what its children left:
     a dead child fails its parent (its error names the child) unless the policy ignores it."""
-    engine_flow(flow)  # the checks a worker's flow gets, before anything runs
+    checked(flow)  # the checks a worker's flow gets, before anything runs
     handle, ids = await _run_node(app, flow)
     return FlowHandle(handle, ids)
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
+from echomq.engine.cancels import cancel_reason
+from echomq.engine.checks import MAX_LIMIT, count, ms
 from echomq.engine.results import FINISHED, Cancellation, JobInfo, Verdict
 from echomq.engine.waiters import through_cuts
 from echomq.errors import ResultMissing, ResultTimeout, TaskCancelled, TaskFailed
@@ -45,6 +47,19 @@ class _Base(Generic[R]):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.task.name!r}, {self.id!r}, {self.verdict.kind!r})"
+
+    def _eager_result(self, timeout: float | None) -> R:
+        """An eager run's (or a queue-less handle's) result, its timeout checked as live."""
+        if timeout is not None:
+            ms(timeout, "timeout")
+        return self._resolve(self._info, timeout)
+
+    def _eager_cancel(self, reason: str) -> Cancellation:
+        cancel_reason(reason)  # refused as a live cancel refuses it
+        return Cancellation(self.id, self._info.state if self._info else "absent")
+
+    def _eager_logs(self, limit: int) -> list[str]:
+        return self._lines[-count(limit, "limit", maximum=MAX_LIMIT) :]
 
     def _refused(self) -> None:
         if self.verdict.kind == "error" and self.verdict.error is not None:
@@ -87,7 +102,7 @@ class Handle(_Base[R]):
         finished in time, :class:`ResultMissing` when it has no row (its result was not kept).
         """
         if self._info is not None or self._queue is None:
-            return self._resolve(self._info, timeout)
+            return self._eager_result(timeout)
         self._refused()
         queue = self._queue
         info = await queue.wait(self.id, timeout)
@@ -104,7 +119,7 @@ class Handle(_Base[R]):
         running, its worker cancels the handler within a beat. :meth:`result` then raises
         :class:`TaskCancelled`. An eager run has finished already: ``finished``."""
         if self._info is not None or self._queue is None:
-            return Cancellation(self.id, self._info.state if self._info else "absent")
+            return self._eager_cancel(reason)
         self._refused()
         return await self._queue.cancel(self.id, reason)
 
@@ -123,7 +138,7 @@ class Handle(_Base[R]):
     async def logs(self, limit: int = 100) -> list[str]:
         """The newest ``limit`` lines the task logged (``context().log``), oldest first."""
         if self._info is not None or self._queue is None:
-            return self._lines[-limit:]
+            return self._eager_logs(limit)
         return await self._queue.logs(self.id, limit)
 
 
@@ -146,7 +161,7 @@ class SyncHandle(_Base[R]):
     def result(self, timeout: float | None = None) -> R:
         """:meth:`Handle.result`, blocking."""
         if self._info is not None or self._queue is None:
-            return self._resolve(self._info, timeout)
+            return self._eager_result(timeout)
         self._refused()
         info = self._queue.wait(self.id, timeout)
         if info is None or info.state not in FINISHED:
@@ -156,7 +171,7 @@ class SyncHandle(_Base[R]):
     def cancel(self, reason: str = "") -> Cancellation:
         """:meth:`Handle.cancel`, blocking."""
         if self._info is not None or self._queue is None:
-            return Cancellation(self.id, self._info.state if self._info else "absent")
+            return self._eager_cancel(reason)
         self._refused()
         return self._queue.cancel(self.id, reason)
 
@@ -174,5 +189,5 @@ class SyncHandle(_Base[R]):
     def logs(self, limit: int = 100) -> list[str]:
         """:meth:`Handle.logs`, blocking."""
         if self._info is not None or self._queue is None:
-            return self._lines[-limit:]
+            return self._eager_logs(limit)
         return self._queue.logs(self.id, limit)

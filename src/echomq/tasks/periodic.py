@@ -17,7 +17,7 @@ from echomq._extras import missing
 from echomq.engine.checks import ms
 from echomq.engine.ids import EPOCH_MS, NODE_SHIFT, TS_SHIFT, encode
 from echomq.engine.keys import validate_group
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
 from echomq.tasks.task import Call, Task
 
 if TYPE_CHECKING:
@@ -148,9 +148,12 @@ def declare(
     if lane is not None:
         validate_group(lane)
     if not isinstance(args, tuple | list):
-        raise InvalidArgument("args", args, "must be a tuple of positional arguments")
+        raise InvalidArgument("args", shown(args, 80), "must be a tuple of positional arguments")
     if kwargs is not None and not isinstance(kwargs, dict):
         raise InvalidArgument("kwargs", kwargs, "must be a dict of keyword arguments")
+    for key in kwargs or ():
+        if not isinstance(key, str):
+            raise InvalidArgument("kwargs", key, "a keyword argument's name must be a str")
     call = task.call(*args, **(kwargs or {}))  # a missing argument is refused here, as "args"
     if lane is not None:
         call = call._replace(lane=lane)  # and the task's lane_limit / lane_rate go to it
@@ -220,9 +223,9 @@ def register(
             raise InvalidArgument(
                 "name", schedule.name, "another schedule of this app has that name"
             )
-    except InvalidArgument:
+    except BaseException:
         if task is not fn:
-            del app.tasks[task.name]  # a refused declaration registers nothing
+            del app.tasks[task.name]  # a refused declaration registers nothing, whatever refused
         raise
     app.schedules[schedule.name] = schedule
     return task

@@ -98,7 +98,7 @@ async def execute(
             raise
         for after in app.hooks.after_job:
             await after(ctx, TaskOutcome(result=result))
-        return dump(result)
+        return dump(result, argument="result")
     finally:
         _current.reset(token)
 
@@ -219,15 +219,28 @@ class AppWorker:
         state: dict[str, Any] | None = None,
         metronome: Metronome | None = None,
     ) -> None:
+        from echomq.consumers.metronome import Metronome
+        from echomq.tasks.app import App  # the app imports the runtime's wing: imported late
+
+        if not isinstance(app, App):
+            raise InvalidArgument("app", app, "expected an echomq.App")
         if state is not None and not isinstance(state, dict):
             raise InvalidArgument("state", state, "expected a dict")
+        if options is not None and not isinstance(options, ConsumerOptions):
+            raise InvalidArgument("options", options, "expected a ConsumerOptions")
+        if metronome is not None and not isinstance(metronome, Metronome):
+            raise InvalidArgument("metronome", metronome, "expected a Metronome")
         self.app = app
         self.state: dict[str, Any] = app.state if state is None else state
-        self.queues = sorted(set(queues)) if queues is not None else app.queue_names()
+        if queues is not None and (isinstance(queues, str) or not isinstance(queues, Iterable)):
+            # A str is iterable too: "default" would be seven queues of one letter each.
+            raise InvalidArgument("queues", queues, "expected a list of queue names")
+        named = list(queues) if queues is not None else app.queue_names()
+        for name in named:
+            Keyspace(name)  # each a str, before they are sorted (mixed types cannot be)
+        self.queues = sorted(set(named))
         if not self.queues:
             raise InvalidArgument("queues", queues, "name at least one queue")
-        for name in self.queues:
-            Keyspace(name)
         if metronome is not None and self.queues != [metronome.queue.name]:
             raise InvalidArgument(
                 "metronome", metronome.queue.name, f"serves another queue than {self.queues}"

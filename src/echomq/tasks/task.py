@@ -107,6 +107,8 @@ class Task(Generic[P, R]):
             if retries is None
             else count(retries, "retries", minimum=0, maximum=MAX_ATTEMPTS - 1)
         )
+        if backoff is not None and not callable(getattr(backoff, "delay", None)):
+            raise InvalidArgument("backoff", backoff, "must be a Backoff (Fixed, Exponential…)")
         self.backoff = backoff
         self.timeout = None if timeout is None else _seconds(timeout, "timeout")
         self.dedup_ttl = None if dedup_ttl is None else _seconds(dedup_ttl, "dedup_ttl")
@@ -248,3 +250,11 @@ def _rate(rate: tuple[int, float]) -> tuple[int, float]:
     most, window = rate
     count(most, "lane_rate", maximum=MAX_RATE)
     return most, _seconds(window, "lane_rate")
+
+
+def as_args(refusal: InvalidArgument, call: Call[Any]) -> InvalidArgument:
+    """A refusal of a call's payload (the codec's: not JSON, too deep, too big) as the task's
+    user wrote it: its ``args``; any other refusal as it is."""
+    if refusal.argument != "payload":
+        return refusal
+    return InvalidArgument("args", refusal.value, f"{call.task.name}: {refusal.reason}")

@@ -7,9 +7,57 @@ must not be able to run code in the worker that decodes it.
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, shown
+
+#: The deepest a JSON value may nest (``[[1]]`` is 2 deep): serde_json's default limit, so
+#: any common decoder reads what is admitted; checked without recursion, so the bound is the
+#: same whatever the caller's stack (the interpreter's limit is not).
+MAX_DEPTH: Final = 128
+
+
+def too_deep(value: Any, most: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` nests lists, tuples or dicts more than ``most`` deep (a loop over an
+    explicit stack: a value nested past the recursion limit is measured like any other)."""
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            item = item.values()
+        elif not isinstance(item, list | tuple):
+            continue
+        if depth > most:
+            return True
+        stack.extend((child, depth + 1) for child in item if isinstance(child, list | tuple | dict))
+    return False
+
+
+def levels(encoded: str, most: int = MAX_DEPTH) -> int:
+    """How deep the JSON text ``encoded`` nests (``most + 1`` for anything deeper), in C-speed
+    string operations: outside its strings (escapes dropped, then every other run between
+    quotes) only brackets matter, and each pass that deletes the innermost pairs is a level."""
+    outside = "".join(encoded.replace("\\\\", "").replace('\\"', "").split('"')[::2])
+    bare = outside.encode().translate(_FOLD, _NOT_BRACKETS)
+    depth = 0
+    while bare and depth <= most:
+        depth += 1
+        bare = bare.replace(b"[]", b"")
+    return depth
+
+
+_FOLD = bytes.maketrans(b"{}", b"[]")
+_NOT_BRACKETS = bytes(c for c in range(256) if c not in b"[]{}")
+
+
+def nesting_checked(value: Any, encoded: str, argument: str) -> str:
+    """``encoded`` (the JSON of ``value``) once its nesting is within :data:`MAX_DEPTH`.
+
+    Free for the usual value: nesting is at most the count of ``[`` and ``{`` in the text, so
+    only a text with more of them than the bound is measured (:func:`levels`)."""
+    if encoded.count("[") + encoded.count("{") > MAX_DEPTH and levels(encoded) > MAX_DEPTH:
+        raise InvalidArgument(argument, shown(value, 80), f"nests deeper than {MAX_DEPTH} levels")
+    return encoded
 
 
 class Codec(Protocol):
@@ -27,16 +75,23 @@ class JsonCodec:
 
     def encode(self, payload: Any) -> bytes:
         try:
-            return self._encoder.encode(payload).encode()
+            encoded = self._encoder.encode(payload)
+            data = encoded.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
         except (TypeError, ValueError) as exc:
             raise InvalidArgument(
-                "payload", _preview(payload), f"not JSON-encodable: {exc}"
+                "payload", shown(payload, 80), f"not JSON-encodable: {exc}"
             ) from None
         except RecursionError:
-            # A self-referencing structure is caught as ValueError; this is real depth.
-            raise InvalidArgument(
-                "payload", _preview(payload), "nested too deeply to encode as JSON"
-            ) from None
+            # A self-referencing structure is caught as ValueError; this is depth, the value's
+            # (refused) or the caller's stack (a value within the bound: the caller's error).
+            if too_deep(payload):
+                raise InvalidArgument(
+                    "payload", shown(payload, 80), f"nests deeper than {MAX_DEPTH} levels"
+                ) from None
+            raise
+        if encoded.count("[") + encoded.count("{") > MAX_DEPTH:  # else it cannot nest deeper
+            nesting_checked(payload, encoded, "payload")
+        return data
 
     def decode(self, data: bytes) -> Any:
         return json.loads(data)
@@ -50,15 +105,7 @@ class RawCodec:
             return bytes(payload)
         if isinstance(payload, str):
             return payload.encode()
-        raise InvalidArgument("payload", _preview(payload), "RawCodec takes bytes or str")
+        raise InvalidArgument("payload", shown(payload, 80), "RawCodec takes bytes or str")
 
     def decode(self, data: bytes) -> Any:
         return data
-
-
-def _preview(payload: Any) -> str:
-    try:
-        text = repr(payload)
-    except RecursionError:
-        text = f"<deeply nested {type(payload).__name__}>"
-    return text if len(text) <= 80 else text[:77] + "..."

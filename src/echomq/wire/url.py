@@ -81,6 +81,8 @@ def seeds_from_url(url: str, **overrides: object) -> list[ConnectionOptions]:
 
     Every seed shares the URL's credentials, database, TLS and query options.
     """
+    if not isinstance(url, str):
+        raise InvalidArgument("url", type(url).__name__, "must be a str, like valkey://host:6379")
     parts = urlsplit(url)
     userinfo, at, hosts = parts.netloc.rpartition("@")
     if "," not in hosts:
