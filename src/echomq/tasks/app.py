@@ -48,8 +48,8 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 MAX_RESULT_TTL = 30 * 86_400
 #: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
 TASK_OPTIONS = frozenset(
-    {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "lane_limit",
-     "lane_rate", "batch"}
+    {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
+     "result_ttl", "lane_limit", "lane_rate", "batch"}
 )  # fmt: skip
 #: Lanes whose per-lane settings this process already applied (least recently used dropped).
 LANES_REMEMBERED = 10_000
