@@ -169,6 +169,41 @@ class ScriptRegistry:
                 replies[i] = reply
         return replies
 
+    async def run_durable(
+        self,
+        wire: Wire,
+        calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
+        wait: Command,
+    ) -> tuple[list[Any], list[Any]]:
+        """Run scripts in ONE pipeline with ``wait`` (a ``WAITAOF``) last, so the wait rides
+        the same connection and covers every write before it: one round trip, one wait for
+        the whole batch. Returns each call's reply in place (as :meth:`run_many`) and the
+        wait's replies, one per pipeline sent (a ``NOSCRIPT`` resend carries its own wait,
+        as it may go out on another connection of a pool).
+
+        A lost connection fails the whole pipeline: every call and the wait hold the error.
+        """
+        commands = [script.command(keys, args) for script, keys, args in calls]
+        try:
+            answers = await wire.call_many([*commands, wait])
+        except EchoMQError as exc:
+            return [exc] * len(commands), [exc]
+        replies, waits = answers[:-1], answers[-1:]
+        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
+        if missing:
+            again: list[Any]
+            try:
+                for script in {calls[i][0] for i in missing}:
+                    await self.load(wire, script)
+                again = await wire.call_many([*(commands[i] for i in missing), wait])
+                waits.append(again.pop())
+            except EchoMQError as exc:
+                again = [exc] * len(missing)
+                waits.append(exc)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies, waits
+
 
 def _send(wire: Wire, commands: Sequence[Command]) -> Awaitable[list[Any]]:
     """``wire.call_many``, with a refusal raised at once (closed, overloaded) turned into a

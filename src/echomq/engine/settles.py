@@ -31,7 +31,14 @@ from echomq.engine.results import (
 )
 from echomq.engine.transitions import Engine, Failure, SettleCode, Success
 from echomq.engine.waiters import WaiterHub
-from echomq.errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    NotDurable,
+    StaleTokenError,
+    StateError,
+    WireError,
+)
 from echomq.wire.codec import Codec
 
 #: 3: completed, and its flow parent on another queue waits for this queue's relay.
@@ -280,8 +287,9 @@ class Settles:
 
 
 def _outcome(code: SettleCode, table: Mapping[int, _O]) -> _O | Literal["unknown"]:
-    """A settle code as its outcome; a wire error in its place is ``unknown``."""
-    if isinstance(code, WireError):
+    """A settle code as its outcome; a wire error in its place is ``unknown``, and so is a
+    settle its durability's ``WAITAOF`` did not confirm (its lease decides, as for a drop)."""
+    if isinstance(code, WireError | NotDurable):
         return "unknown"
     if isinstance(code, EchoMQError):
         raise code  # not the connection: a server refusal of the whole call

@@ -48,9 +48,12 @@ _TWO_KEYS: Final = frozenset({"LMOVE", "BLMOVE", "RPOPLPUSH", "BRPOPLPUSH", "SMO
 _KEYLESS: Final = frozenset(
     {
         "TIME", "INFO", "PING", "ECHO", "SCRIPT", "CLUSTER", "HELLO", "CLIENT", "CONFIG",
-        "DBSIZE", "WAIT", "COMMAND", "FUNCTION", "LASTSAVE", "ASKING", "READONLY",
+        "DBSIZE", "WAIT", "WAITAOF", "COMMAND", "FUNCTION", "LASTSAVE", "ASKING", "READONLY",
     }
 )  # fmt: skip
+#: Waits for the writes made before them on their connection: in a pipeline they go to the node
+#: (and the socket) of the command before them, and again wherever that command is re-sent.
+_STICKY: Final = frozenset({"WAIT", "WAITAOF"})
 #: Every primary keeps its own script cache: these go to all of them.
 _BROADCAST: Final = frozenset({"SCRIPT"})
 _REDIRECTS: Final = frozenset({"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"})
@@ -346,9 +349,14 @@ class ClusterRouter:
         if not commands:
             raise ValueError("call_many needs at least one command")
         slots = [command_slot(command) for command in commands]  # all checked before sending
-        return self._call_many(commands, slots)
+        sticky = [i for i, command in enumerate(commands) if i and _upper(command[0]) in _STICKY]
+        for i in sticky:
+            slots[i] = slots[i - 1]
+        return self._call_many(commands, slots, sticky)
 
-    async def _call_many(self, commands: Sequence[Command], slots: list[int | None]) -> list[Any]:
+    async def _call_many(
+        self, commands: Sequence[Command], slots: list[int | None], sticky: Sequence[int] = ()
+    ) -> list[Any]:
         replies: list[Any] = [None] * len(commands)
         todo = list(range(len(commands)))
         asking: dict[int, str] = {}
@@ -375,7 +383,8 @@ class ClusterRouter:
             last = moved > MAX_REDIRECTS or time.monotonic() >= deadline
             for group, answer in zip(groups.values(), answers, strict=True):
                 for i, reply in zip(group, answer, strict=True):
-                    replies[i] = reply
+                    earlier = replies[i]
+                    replies[i] = _lower(earlier, reply) if isinstance(earlier, _Earlier) else reply
                     if not isinstance(reply, ServerError) or reply.code not in _REDIRECTS:
                         continue
                     if last:
@@ -391,6 +400,8 @@ class ClusterRouter:
                         self._point(reply)
                     else:
                         pause = True
+            if sticky and todo:
+                _follow_sticky(sticky, todo, asking, replies)
             if any(i not in asking for i in todo):
                 self._refresh_soon()
             if pause:
@@ -482,6 +493,49 @@ class KeyedConnector(Connector):
         proto = self._proto
         if proto is not None:
             self._drop(proto, ConnectError("slot moved", address=self.address), "slot moved")
+
+
+def _follow_sticky(
+    sticky: Sequence[int], todo: list[int], asking: dict[int, str], replies: list[Any]
+) -> None:
+    """A wait whose commands are re-sent elsewhere (MOVED, ASK) is re-sent behind them, so it
+    covers them on their new node; its answer there is met with the one it gave here (the
+    lower counts stand, see :func:`_lower`)."""
+    again = set(todo)
+    start = 0
+    for index in sticky:
+        resent = [i for i in range(start, index) if i in again]
+        start = index + 1
+        if not resent or index in again:
+            continue
+        todo.append(index)
+        if resent[-1] in asking:
+            asking[index] = asking[resent[-1]]
+        replies[index] = _Earlier(replies[index])
+
+
+class _Earlier:
+    """A wait's answer from a node its commands left: met with the next answer (:func:`_lower`)."""
+
+    __slots__ = ("reply",)
+
+    def __init__(self, reply: Any) -> None:
+        self.reply = reply
+
+
+def _lower(earlier: Any, reply: Any) -> Any:
+    """The weaker of two wait answers: an error wins, else the lower counts."""
+    if isinstance(earlier, _Earlier):
+        earlier = earlier.reply
+    if isinstance(earlier, BaseException):
+        return earlier
+    if isinstance(reply, BaseException):
+        return reply
+    if isinstance(earlier, int) and isinstance(reply, int):
+        return min(earlier, reply)
+    if isinstance(earlier, list) and isinstance(reply, list):
+        return [min(a, b) for a, b in zip(earlier, reply, strict=True)]
+    return reply
 
 
 def _parse_slots(reply: Any) -> list[tuple[int, int, str, int]]:
