@@ -1,6 +1,6 @@
 """The durable mode on a Valkey Cluster: the WAITAOF of a batch goes to the primary that took its
 writes, on the same connection (how it follows writes redirected by ASK or MOVED is held by
-tests/unit/test_sticky_waits.py).
+tests/unit/test_cluster_waits.py).
 
 A cluster of its own, with AOF switched on at every node (replicas too: a replica's fsync is
 what ``replicas=1`` counts), so the session's cluster keeps running without AOF.

@@ -82,6 +82,19 @@ async def test_every_single_admission_waits(durable: Queue, aof_url: str) -> Non
     assert await waitaof_calls(aof_url) - before == 3
 
 
+async def test_concurrent_admissions_share_the_wait_of_their_flush(
+    durable: Queue, aof_url: str
+) -> None:
+    await durable.minter.ready()
+    before = await waitaof_calls(aof_url)
+    verdicts = await asyncio.gather(*(durable.enqueue(i) for i in range(50)))
+    assert {v.kind for v in verdicts} == {"enqueued"}
+    # The first call goes out at once on the idle socket, the other 49 in the next write:
+    # each write ends with one WAITAOF (a wait blocks its connection: one per caller would
+    # queue 50 fsyncs behind each other).
+    assert await waitaof_calls(aof_url) - before <= 2
+
+
 async def test_the_default_queue_never_waits(aof_url: str, queue_name: str) -> None:
     queue = await Queue.connect(aof_url, queue_name)
     try:

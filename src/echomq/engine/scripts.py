@@ -18,7 +18,7 @@ from typing import Any
 
 from echomq.errors import EchoMQError, ScriptLoadError, ServerError
 from echomq.wire.connector import Arg, Command
-from echomq.wire.pool import Wire
+from echomq.wire.pool import Wire, call_durable
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,17 +175,18 @@ class ScriptRegistry:
         calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
         wait: Command,
     ) -> tuple[list[Any], list[Any]]:
-        """Run scripts in ONE pipeline with ``wait`` (a ``WAITAOF``) last, so the wait rides
-        the same connection and covers every write before it: one round trip, one wait for
-        the whole batch. Returns each call's reply in place (as :meth:`run_many`) and the
-        wait's replies, one per pipeline sent (a ``NOSCRIPT`` resend carries its own wait,
-        as it may go out on another connection of a pool).
+        """Run scripts in ONE pipeline followed by ``wait`` (a ``WAITAOF``) on the same
+        connection, so the wait covers every write before it: one round trip, one wait for the
+        whole batch (and for every other batch of the same flush, see
+        :meth:`Connector.call_durable`). Returns each call's reply in place (as
+        :meth:`run_many`) and the wait's replies, one per pipeline sent (a ``NOSCRIPT`` resend
+        carries its own wait, as it may go out on another connection of a pool).
 
         A lost connection fails the whole pipeline: every call and the wait hold the error.
         """
         commands = [script.command(keys, args) for script, keys, args in calls]
         try:
-            answers = await wire.call_many([*commands, wait])
+            answers = await call_durable(wire, commands, wait)
         except EchoMQError as exc:
             return [exc] * len(commands), [exc]
         replies, waits = answers[:-1], answers[-1:]
@@ -195,7 +196,7 @@ class ScriptRegistry:
             try:
                 for script in {calls[i][0] for i in missing}:
                     await self.load(wire, script)
-                again = await wire.call_many([*(commands[i] for i in missing), wait])
+                again = await call_durable(wire, [commands[i] for i in missing], wait)
                 waits.append(again.pop())
             except EchoMQError as exc:
                 again = [exc] * len(missing)

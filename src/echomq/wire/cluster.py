@@ -51,9 +51,6 @@ _KEYLESS: Final = frozenset(
         "DBSIZE", "WAIT", "WAITAOF", "COMMAND", "FUNCTION", "LASTSAVE", "ASKING", "READONLY",
     }
 )  # fmt: skip
-#: Waits for the writes made before them on their connection: in a pipeline they go to the node
-#: (and the socket) of the command before them, and again wherever that command is re-sent.
-_STICKY: Final = frozenset({"WAIT", "WAITAOF"})
 #: Every primary keeps its own script cache: these go to all of them.
 _BROADCAST: Final = frozenset({"SCRIPT"})
 _REDIRECTS: Final = frozenset({"MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"})
@@ -349,15 +346,23 @@ class ClusterRouter:
         if not commands:
             raise ValueError("call_many needs at least one command")
         slots = [command_slot(command) for command in commands]  # all checked before sending
-        sticky = [i for i, command in enumerate(commands) if i and _upper(command[0]) in _STICKY]
-        for i in sticky:
-            slots[i] = slots[i - 1]
-        return self._call_many(commands, slots, sticky)
+        return self._call_many(commands, slots)
+
+    def call_durable(self, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
+        """:meth:`call_many`, with ``wait`` (``WAITAOF``) after the commands on every node's
+        connection that took some of them (each in its flush's one wait, see
+        :meth:`Connector.call_durable`), in every round: a command a redirection sends to
+        another node is covered there. The replies, then the weakest wait answer."""
+        if not commands:
+            raise ValueError("call_durable needs at least one command")
+        slots = [command_slot(command) for command in commands]
+        return self._call_many(commands, slots, wait)
 
     async def _call_many(
-        self, commands: Sequence[Command], slots: list[int | None], sticky: Sequence[int] = ()
+        self, commands: Sequence[Command], slots: list[int | None], wait: Command | None = None
     ) -> list[Any]:
         replies: list[Any] = [None] * len(commands)
+        waited: list[Any] = []  # each node's wait answer, each round
         todo = list(range(len(commands)))
         asking: dict[int, str] = {}
         moved = 0
@@ -372,7 +377,8 @@ class ClusterRouter:
                     node = await self._node(slots[i])
                 groups.setdefault(node, []).append(i)
             sent = [
-                self._send_group(node, commands, group, asking) for node, group in groups.items()
+                self._send_group(node, commands, group, asking, wait)
+                for node, group in groups.items()
             ]
             try:
                 answers = await asyncio.gather(*sent)
@@ -382,9 +388,10 @@ class ClusterRouter:
             todo, asking, pause = [], {}, False
             last = moved > MAX_REDIRECTS or time.monotonic() >= deadline
             for group, answer in zip(groups.values(), answers, strict=True):
+                if wait is not None:
+                    waited.append(answer.pop())
                 for i, reply in zip(group, answer, strict=True):
-                    earlier = replies[i]
-                    replies[i] = _lower(earlier, reply) if isinstance(earlier, _Earlier) else reply
+                    replies[i] = reply
                     if not isinstance(reply, ServerError) or reply.code not in _REDIRECTS:
                         continue
                     if last:
@@ -400,21 +407,29 @@ class ClusterRouter:
                         self._point(reply)
                     else:
                         pause = True
-            if sticky and todo:
-                _follow_sticky(sticky, todo, asking, replies)
             if any(i not in asking for i in todo):
                 self._refresh_soon()
             if pause:
                 await asyncio.sleep(_RETRY_PAUSE)
             todo.sort()
+        if wait is not None:
+            replies.append(functools.reduce(_lower, waited))
         return replies
 
     @staticmethod
     async def _send_group(
-        node: Connector, commands: Sequence[Command], group: list[int], asking: dict[int, str]
+        node: Connector,
+        commands: Sequence[Command],
+        group: list[int],
+        asking: dict[int, str],
+        wait: Command | None = None,
     ) -> list[Any]:
+        """The group's replies in order (then the wait's, when one is asked)."""
         if not any(i in asking for i in group):
-            return await node.call_many([commands[i] for i in group])
+            chosen = [commands[i] for i in group]
+            if wait is not None:
+                return await node.call_durable(chosen, wait)
+            return await node.call_many(chosen)
         # ASK: each asked command rides behind its own ASKING, in one pipeline on that node.
         pipeline: list[Command] = []
         picks: list[int] = []
@@ -423,6 +438,9 @@ class ClusterRouter:
                 pipeline.append(("ASKING",))
             picks.append(len(pipeline))
             pipeline.append(commands[i])
+        if wait is not None:
+            replies = await node.call_durable(pipeline, wait)
+            return [*(replies[p] for p in picks), replies[-1]]
         replies = await node.call_many(pipeline)
         return [replies[p] for p in picks]
 
@@ -495,38 +513,9 @@ class KeyedConnector(Connector):
             self._drop(proto, ConnectError("slot moved", address=self.address), "slot moved")
 
 
-def _follow_sticky(
-    sticky: Sequence[int], todo: list[int], asking: dict[int, str], replies: list[Any]
-) -> None:
-    """A wait whose commands are re-sent elsewhere (MOVED, ASK) is re-sent behind them, so it
-    covers them on their new node; its answer there is met with the one it gave here (the
-    lower counts stand, see :func:`_lower`)."""
-    again = set(todo)
-    start = 0
-    for index in sticky:
-        resent = [i for i in range(start, index) if i in again]
-        start = index + 1
-        if not resent or index in again:
-            continue
-        todo.append(index)
-        if resent[-1] in asking:
-            asking[index] = asking[resent[-1]]
-        replies[index] = _Earlier(replies[index])
-
-
-class _Earlier:
-    """A wait's answer from a node its commands left: met with the next answer (:func:`_lower`)."""
-
-    __slots__ = ("reply",)
-
-    def __init__(self, reply: Any) -> None:
-        self.reply = reply
-
-
 def _lower(earlier: Any, reply: Any) -> Any:
-    """The weaker of two wait answers: an error wins, else the lower counts."""
-    if isinstance(earlier, _Earlier):
-        earlier = earlier.reply
+    """The weaker of two wait answers (two nodes', or two rounds'): an error wins, else the
+    lower counts."""
     if isinstance(earlier, BaseException):
         return earlier
     if isinstance(reply, BaseException):
