@@ -17,6 +17,7 @@ from echomq import (
     App,
     Connector,
     Durability,
+    Flow,
     DurabilityUnavailable,
     InvalidArgument,
     Item,
@@ -93,6 +94,14 @@ async def test_concurrent_admissions_share_the_wait_of_their_flush(
     # each write ends with one WAITAOF (a wait blocks its connection: one per caller would
     # queue 50 fsyncs behind each other).
     assert await waitaof_calls(aof_url) - before <= 2
+
+
+async def test_a_flow_waits_once_per_queue_it_writes(durable: Queue, aof_url: str) -> None:
+    await durable.minter.ready()
+    before = await waitaof_calls(aof_url)
+    ids = await durable.add_flow(Flow("parent", children=[Flow("a"), Flow("b")]))
+    assert ids.kind == "enqueued"
+    assert await waitaof_calls(aof_url) - before == 1
 
 
 async def test_the_default_queue_never_waits(aof_url: str, queue_name: str) -> None:

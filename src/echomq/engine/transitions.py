@@ -308,7 +308,10 @@ class Engine:
         """Admit a flow's nodes of this queue, all or nothing (seven values each, see
         flow.lua): ``(True, "")`` admitted, ``(False, id)`` that node existed: nothing written."""
         args = [arg for node in nodes for arg in node]
-        code, detail = await self._run(self._flow, args)
+        if self.durability is None:
+            code, detail = await self._run(self._flow, args)
+        else:
+            code, detail = await self._run_durable(self._flow, args, [str(n[0]) for n in nodes])
         return int(code) == 1, text(detail) if int(code) == 0 else ""
 
     async def flow_deliver(self, entries: Sequence[Sequence[Arg]]) -> list[int]:
@@ -369,6 +372,22 @@ class Engine:
 
     async def reprocess(self, job_id: str) -> bool:
         return bool(await self._run(self._reprocess, (job_id,)))
+
+    async def _run_durable(self, script: Script, args: Sequence[Arg], ids: Sequence[str]) -> Any:
+        """One script call followed by its durability's wait; its refusal or the wait's
+        shortfall (after the write) raised."""
+        assert self.durability is not None
+        await self.check_persistence()
+        calls = [(script, self._keys, args)]
+        (reply,), waits = await self.registry.run_durable(
+            self.wire, calls, self.durability.command()
+        )
+        if isinstance(reply, EchoMQError):
+            raise reply
+        short = self.durability.shortfall(waits, ids)
+        if short is not None:
+            raise short
+        return reply
 
     def _run(self, script: Script, args: Sequence[Arg] = ()) -> Awaitable[Any]:
         return self.registry.run(self.wire, script, self._keys, args)
