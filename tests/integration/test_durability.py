@@ -104,6 +104,28 @@ async def test_a_flow_waits_once_per_queue_it_writes(durable: Queue, aof_url: st
     assert await waitaof_calls(aof_url) - before == 1
 
 
+async def test_a_duplicate_is_covered_by_a_mark_before_its_wait(
+    durable: Queue, aof_url: str
+) -> None:
+    # A wait covers its own connection's writes only, and a duplicate wrote nothing: the job
+    # it points at came from elsewhere (here a queue without durability, on its own socket).
+    plain = await Queue.connect(aof_url, durable.name)
+    try:
+        first = await plain.enqueue({"n": 1})
+        before = await waitaof_calls(aof_url)
+        again = await durable.enqueue({"n": 1}, id=first.id)
+        assert again.kind == "duplicate"
+        assert await waitaof_calls(aof_url) - before == 2  # the batch's, then the mark's
+        assert await durable.wire.call("EXISTS", durable.keys.fsync) == 1
+        verdicts = await durable.enqueue_many([Item(2), Item(3, id=first.id)])
+        assert [v.kind for v in verdicts] == ["enqueued", "duplicate"]
+        assert await waitaof_calls(aof_url) - before == 4
+        await durable.enqueue({"n": 4})  # nothing to cover: one wait
+        assert await waitaof_calls(aof_url) - before == 5
+    finally:
+        await plain.close()
+
+
 async def test_the_default_queue_never_waits(aof_url: str, queue_name: str) -> None:
     queue = await Queue.connect(aof_url, queue_name)
     try:

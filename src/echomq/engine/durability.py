@@ -73,6 +73,13 @@ class Durability:
             ms(self.timeout, "timeout", positive=True),
         )
 
+    def mark(self, key: str) -> tuple[str, str, int, str, int]:
+        """The write that makes a wait cover what a ``duplicate`` answer points at: a wait
+        covers only the writes of its own connection, and a duplicate wrote nothing there
+        (its job may come from another connection, or a send whose wait fell short). After
+        any write the server's fsync offset must pass everything written before it."""
+        return ("SET", key, 1, "PX", 1000)
+
     def shortfall(self, waits: Sequence[Any], ids: Sequence[str]) -> EchoMQError | None:
         """Judge the ``WAITAOF`` replies of one batch (one per pipeline it took): None when
         each confirmed what is asked; else the error for every written item of ``ids``.

@@ -331,7 +331,7 @@ class SyncQueue:
             raise admitted
         code, job_id = admitted
         if self.durability is not None:
-            short = self._waited(process, before, (item.id,))
+            short = self._waited(process, before, (item.id,), duplicate=code == 0)
             if short is not None:
                 raise short
         if code == 0 and id is None and job_id == item.id:
@@ -389,7 +389,8 @@ class SyncQueue:
             else:
                 replies += [_admitted(answer[i], answer[i + 1]) for i in range(0, len(answer), 2)]
         if self.durability is not None:
-            short = self._waited(process, before, [a.id for a in admissions])
+            duplicate = any(not isinstance(r, EchoMQError) and r[0] == 0 for r in replies)
+            short = self._waited(process, before, [a.id for a in admissions], duplicate)
             if short is not None:  # every item written may not survive a crash: unknown
                 replies = [r if isinstance(r, EchoMQError) else short for r in replies]
         verdicts = batch.settle(replies)
@@ -405,15 +406,23 @@ class SyncQueue:
         return verdicts
 
     def _waited(
-        self, process: _Process, before: tuple[int, int], ids: Sequence[str]
+        self,
+        process: _Process,
+        before: tuple[int, int],
+        ids: Sequence[str],
+        duplicate: bool = False,
     ) -> EchoMQError | None:
         """One ``WAITAOF`` on the thread's socket that carried the admission: None when it
         confirmed the durability's fsyncs. A socket replaced meanwhile (a reconnect) or a
-        write redirected by ``ASK`` is not covered by a wait here: not confirmed."""
+        write redirected by ``ASK`` is not covered by a wait here: not confirmed. After a
+        ``duplicate`` (it wrote nothing here) the durability's mark is written first, so the
+        wait covers the earlier write it points at."""
         durability = self.durability
         assert durability is not None
         router = process.router
         try:
+            if duplicate:
+                router.call(self._slot, pack(durability.mark(self.keys.fsync)))
             reply = error_of(router.call(self._slot, self._wait))
         except WireError as exc:
             return exc

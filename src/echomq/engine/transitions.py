@@ -17,7 +17,7 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.errors import EchoMQError, server_error
 from echomq.wire.connector import Arg
-from echomq.wire.pool import Wire
+from echomq.wire.pool import Wire, call_durable
 
 #: Items per ``enqueue`` script call of a batch: large enough that the per-call cost (the
 #: round trip's share, EVALSHA dispatch, the script's set-up) is spread thin, small enough that
@@ -195,10 +195,31 @@ class Engine:
             self._enqueue, items, ADMIT_CHUNK, 2, (), self.durability, ids
         )
         admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
+        if self.durability is None:
+            return admitted
+        if short is not None:
+            # The wait fell short: every item written (not refused) may not survive a crash.
+            return [a if isinstance(a, EchoMQError) else short for a in admitted]
+        short = await self._cover_duplicates(admitted)
         if short is None:
             return admitted
-        # The wait fell short: every item written (not refused) may not survive a crash.
-        return [a if isinstance(a, EchoMQError) else short for a in admitted]
+        return [short if not isinstance(a, EchoMQError) and a[0] == 0 else a for a in admitted]
+
+    async def _cover_duplicates(self, admitted: Sequence[Admitted]) -> EchoMQError | None:
+        """When some item answered ``duplicate``, the batch's wait did not cover the job it
+        points at: one mark written and waited for covers it (and all before it)."""
+        durability = self.durability
+        assert durability is not None
+        duplicates = [a[1] for a in admitted if not isinstance(a, EchoMQError) and a[0] == 0]
+        if not duplicates:
+            return None
+        try:
+            *_, wait = await call_durable(
+                self.wire, [durability.mark(self.keys.fsync)], durability.command()
+            )
+        except EchoMQError as exc:
+            return exc
+        return durability.shortfall([wait], duplicates)
 
     async def enqueue_one(self, item: Admission) -> tuple[int, str]:
         """Admit one item; its refusal is raised, and so is a durability's shortfall
