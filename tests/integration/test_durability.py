@@ -17,8 +17,8 @@ from echomq import (
     App,
     Connector,
     Durability,
-    Flow,
     DurabilityUnavailable,
+    Flow,
     InvalidArgument,
     Item,
     Job,
@@ -247,6 +247,33 @@ async def test_a_shortfall_raises_not_durable_after_the_write(
         assert isinstance(verdicts[0].error, NotDurable)
         assert verdicts[1].kind == "error"  # refused before writing: not a durability matter
         assert (await queue.counts()).pending == 2
+    finally:
+        await discard(queue)
+
+
+async def test_a_caller_sends_a_short_admission_again_with_its_id(
+    valkey_url: str, queue_name: str
+) -> None:
+    # No replica exists here: every wait for one falls short, and each resend is idempotent.
+    queue = await Queue.connect(
+        valkey_url, queue_name, durability=Durability(local=False, replicas=1, timeout=0.05)
+    )
+    await queue.minter.ready()
+    shorts: list[NotDurable] = []
+    try:
+        # --8<-- [start:resend]
+        job_id = queue.minter.mint("JOB")  # an id kept by the caller: a resend carries it
+        verdict = None
+        for _attempt in range(3):
+            try:
+                verdict = await queue.enqueue({"order": 42}, id=job_id)
+                break  # on disk as asked ("enqueued", or "duplicate" of the earlier send)
+            except NotDurable as short:
+                shorts.append(short)  # written, maybe not on disk yet: send it again
+        # --8<-- [end:resend]
+        assert verdict is None  # never confirmed here
+        assert [s.got for s in shorts] == [(0, 0)] * 3
+        assert (await queue.counts()).pending == 1  # three sends, one job
     finally:
         await discard(queue)
 
