@@ -1,6 +1,6 @@
 """The durable mode on a Valkey Cluster: the WAITAOF of a batch goes to the primary that took its
-writes, on the same connection (how it follows writes redirected by ASK or MOVED is held by
-tests/unit/test_cluster_waits.py).
+writes, on the same connection, and follows writes a MOVED sends to another node (the answers
+of several nodes' waits meet as tests/unit/test_cluster_waits.py holds).
 
 A cluster of its own, with AOF switched on at every node (replicas too: a replica's fsync is
 what ``replicas=1`` counts), so the session's cluster keeps running without AOF.
@@ -60,3 +60,20 @@ async def test_each_batch_waits_on_the_node_that_took_it(
             grew = {address: after[address] - before[address] for address in after}
             assert grew == {address: int(address == owner) for address in grew}
             await discard(queue)
+
+        # A stale map: the batch goes to a node that answers MOVED, and is sent again to the
+        # owner; a wait goes with it there (the first node's wait covered nothing of it).
+        (name,) = spread(router, 1, "moved")
+        queue = Queue(name, router, durability=DURABLE)
+        await queue.enqueue(0)
+        queue_slot = slot(queue.keys.root)
+        owner = router.owner(queue_slot).address
+        stale = next(address for address in router.nodes if address != owner)
+        router._owners[queue_slot] = stale
+        before = waits(own_cluster)
+        verdicts = await queue.enqueue_many(range(150))
+        assert {v.kind for v in verdicts} == {"enqueued"}
+        after = waits(own_cluster)
+        assert router.moved > 0
+        assert after[owner] - before[owner] == 1
+        await discard(queue)
