@@ -163,7 +163,10 @@ class Settles:
         for item, outcome in zip(batch, outcomes, strict=True):
             job = item.job if isinstance(item, Completed) else item
             if outcome == "unknown":
-                raise WireError(f"the connection dropped while completing {job.id}")
+                raise WireError(
+                    f"the connection dropped (or the durability's wait fell short) while "
+                    f"completing {job.id}"
+                )
             _raised(outcome, "complete", job.id)
         return [outcome == "completed" for outcome in outcomes]
 
