@@ -2,13 +2,17 @@
 
 Run: ``.venv/bin/python bench/durability.py [--runs 5] [--seconds 1.0]``.
 
-Two embedded servers with ``appendonly yes``, one ``appendfsync everysec`` (the usual setting) and
-one ``appendfsync always``; on each, the default mode (no wait) and ``Durability()`` (one
+Two embedded servers with ``appendonly yes``, one ``appendfsync everysec`` (the usual setting)
+and one ``appendfsync always``; on each, the default mode (no wait) and ``Durability()`` (one
 ``WAITAOF 1 0`` per call or per batch), for a single sequential enqueue, 50 tasks enqueueing at
-once, and ``enqueue_many`` batches of 100 and 1000. Each cell is the median of ``--runs`` timed
-windows of ``--seconds`` (runs of the modes interleaved), with its ratio to the default mode on
-the ``everysec`` server. ``--url`` runs one server of your own instead (it must have AOF on);
-``--replicas N`` adds ``Durability(replicas=N)`` (a server with N replicas running AOF).
+once, ``enqueue_many`` batches of 100 and 1000, and four tasks each sending batches of 1000.
+Each cell is the median of ``--runs`` timed windows of ``--seconds`` (runs of the modes
+interleaved), with its ratio to the default mode on the ``everysec`` server.
+``--policies everysec,everysec+hz100,always`` adds a server whose ``hz`` is 100 (a wait under
+``everysec`` lasts about one ``hz`` tick).
+
+``--url`` runs one server of your own instead (it must have AOF on); ``--replicas N`` adds
+``Durability(replicas=N)`` (a server with N replicas running AOF).
 """
 
 from __future__ import annotations
@@ -54,11 +58,22 @@ def bulk(size: int) -> Case:
     return run
 
 
+def bulk_tasks(size: int, tasks: int) -> Case:
+    items = list(range(size))
+
+    async def run(queue: Queue) -> int:
+        await asyncio.gather(*(queue.enqueue_many(items) for _ in range(tasks)))
+        return size * tasks
+
+    return run
+
+
 CASES: dict[str, Case] = {
     "enqueue, 1 task": single,
     "enqueue, 50 tasks": concurrent,
     "enqueue_many(100)": bulk(100),
     "enqueue_many(1000)": bulk(1000),
+    "enqueue_many(1000), 4 tasks": bulk_tasks(1000, 4),
 }
 
 
@@ -124,15 +139,21 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--seconds", type=float, default=1.0)
     parser.add_argument("--replicas", type=int, default=0)
+    parser.add_argument(
+        "--policies",
+        default="everysec,always",
+        help="embedded servers' appendfsync, comma-separated; +hzN sets hz (everysec+hz100)",
+    )
     args = parser.parse_args()
     results: dict[str, dict[tuple[str, str], float]] = {}
     if args.url:
         results["yours"] = asyncio.run(measure(args.url, args))
     else:
-        for policy in ("everysec", "always"):
-            options = ServerOptions(appendonly=True, extra=(("appendfsync", policy),))
-            with EmbeddedValkey(options) as server:
-                print(f"embedded valkey {server.version}, appendfsync {policy}")
+        for policy in args.policies.split(","):
+            fsync, _, hz = policy.partition("+hz")
+            extra = (("appendfsync", fsync),) + ((("hz", hz),) if hz else ())
+            with EmbeddedValkey(ServerOptions(appendonly=True, extra=extra)) as server:
+                print(f"embedded valkey {server.version}, appendfsync {fsync}, hz {hz or 10}")
                 results[policy] = asyncio.run(measure(server.url, args))
     report(results)
 
