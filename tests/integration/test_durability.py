@@ -242,7 +242,7 @@ async def test_a_shortfall_raises_not_durable_after_the_write(
         # Sent again with the same id: idempotent, still not confirmed.
         with pytest.raises(NotDurable):
             await queue.enqueue({"n": 1}, id=job_id)
-        verdicts = await queue.enqueue_many([Item(1), Item(2, group="bad group name!")])
+        verdicts = await queue.enqueue_many([Item(1), Item(2, id="not-a-job-id")])
         assert verdicts[0].kind == "unknown"
         assert isinstance(verdicts[0].error, NotDurable)
         assert verdicts[1].kind == "error"  # refused before writing: not a durability matter
