@@ -18,6 +18,7 @@ from echomq.consumers.metronome import Metronome
 from echomq.consumers.worker import Worker, WorkerOptions, serve
 from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
 from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
+from echomq.engine.durability import Durability
 from echomq.engine.events import Subscription
 from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
@@ -50,12 +51,14 @@ from echomq.errors import (
     ConnectError,
     CrossSlotError,
     Disconnected,
+    DurabilityUnavailable,
     EchoMQError,
     HookFailed,
     InvalidArgument,
     KindError,
     LockedError,
     NodeLeaseError,
+    NotDurable,
     Overloaded,
     RateError,
     Refusal,
@@ -131,6 +134,8 @@ __all__ = [
     "Defer",
     "Disconnected",
     "Drop",
+    "Durability",
+    "DurabilityUnavailable",
     "EchoMQError",
     "Empty",
     "Exponential",
@@ -157,6 +162,7 @@ __all__ = [
     "Metronome",
     "Minter",
     "NodeLeaseError",
+    "NotDurable",
     "Overloaded",
     "Pool",
     "Queue",

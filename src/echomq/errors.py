@@ -18,6 +18,9 @@
     ├── ResultTimeout          (also TimeoutError) no result within the wait's timeout
     ├── ResultMissing          the job has no row: never admitted, or its kept result expired
     ├── HookFailed             an App's startup hook raised: the worker does not start
+    ├── NotDurable             WAITAOF confirmed fewer fsyncs than a Durability asked: the
+    │                          write happened, it may not survive a crash (send it again)
+    ├── DurabilityUnavailable  the server cannot give the asked durability (appendonly off)
     └── ServerError            an error reply from the server (message kept verbatim)
         └── Refusal            a typed `EMQ<CLASS> detail` refusal from a script
             ├── KindError      EMQKIND  (an id of the wrong namespace)
@@ -234,6 +237,48 @@ class HookFailed(EchoMQError):
         self.hook = hook
         self.error = error
         super().__init__(f"startup hook {hook} failed: {type(error).__name__}: {error}")
+
+
+class NotDurable(EchoMQError):
+    """``WAITAOF`` confirmed fewer fsyncs than the queue's :class:`~echomq.Durability` asks,
+    within its timeout, or could not answer (``reason``).
+
+    Raised (or, for a batch, put in each written item's place) *after* the writes happened:
+    they are in the server's memory and may or may not survive a crash. Admission is
+    idempotent by id, so send the same jobs again with the same ``ids``.
+    ``asked`` and ``got`` are ``(local fsyncs, replica fsyncs)``.
+    """
+
+    def __init__(
+        self,
+        ids: tuple[str, ...],
+        asked: tuple[int, int],
+        got: tuple[int, int],
+        timeout: float,
+        reason: str = "",
+    ) -> None:
+        self.ids = ids
+        self.asked = asked
+        self.got = got
+        self.timeout = timeout
+        self.reason = reason
+        why = f" ({reason})" if reason else ""
+        super().__init__(
+            f"WAITAOF confirmed {got[0]}/{asked[0]} local and {got[1]}/{asked[1]} replica "
+            f"fsyncs within {timeout:g} s for {len(ids)} job(s){why}: the write happened but "
+            "may not survive a crash; send it again with the same id (admission is idempotent)"
+        )
+
+
+class DurabilityUnavailable(EchoMQError):
+    """The server at ``address`` cannot confirm the durability asked: a local fsync needs
+    ``appendonly yes`` (``WAITAOF`` refuses otherwise). ``reason`` says what was missing."""
+
+    def __init__(self, reason: str, *, address: str = "") -> None:
+        self.reason = reason
+        self.address = address
+        where = f" on {address}" if address else ""
+        super().__init__(f"durability unavailable{where}: {reason}")
 
 
 #: The closed table of refusal classes; grown only additively.

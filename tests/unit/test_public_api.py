@@ -21,6 +21,7 @@ PINNED = {
     "Children", "FailurePolicy", "Flow", "FlowIds", "FlowHandle", "TaskFlow",
     "chain", "flow", "group",
     "validate_id",
+    "Durability", "DurabilityUnavailable", "NotDurable",
 }  # fmt: skip
 
 

@@ -43,7 +43,9 @@ class FlowVerbs:
 
     def _engine_of(self, queue: str) -> Engine:
         return (
-            self.engine if queue == self.name else Engine(self.wire, Keyspace(queue), self.scripts)
+            self.engine
+            if queue == self.name
+            else Engine(self.wire, Keyspace(queue), self.scripts, self.engine.durability)
         )
 
     async def add_flow(self, flow: Flow) -> FlowIds:

@@ -280,6 +280,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "queue settings: paused, concurrency, max, window, ordered",
     ),
     KeyShape(
+        QUEUE_ROOT + "fsync",
+        "STRING",
+        "Keyspace.fsync",
+        "a one-second mark a durable admission writes when its batch met a duplicate, so the "
+        "WAITAOF after it covers the earlier write the duplicate points at",
+        host_only=True,
+    ),
+    KeyShape(
         QUEUE_ROOT + "limiter",
         "STRING",
         "Keyspace.limiter",
@@ -461,6 +469,7 @@ class Keyspace:
     dedups: str = field(init=False, repr=False)
     wake: str = field(init=False, repr=False)
     meta: str = field(init=False, repr=False)
+    fsync: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)

@@ -28,7 +28,7 @@ from echomq.engine.checks import text as _text
 from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admission, Admitted
-from echomq.errors import EchoMQError, InvalidArgument, WireError
+from echomq.errors import EchoMQError, InvalidArgument, NotDurable, WireError
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
@@ -203,8 +203,9 @@ class Batch:
 
 
 def verdict(reply: Admitted, job_id: str) -> Verdict:
-    """One item's reply as its verdict: a lost connection is ``unknown``, a refusal ``error``."""
-    if isinstance(reply, WireError):
+    """One item's reply as its verdict: a lost connection is ``unknown``, a refusal ``error``;
+    a write its durability's ``WAITAOF`` did not confirm is ``unknown`` too (send it again)."""
+    if isinstance(reply, WireError | NotDurable):
         return Verdict("unknown", job_id, reply)
     if isinstance(reply, EchoMQError):
         return Verdict("error", job_id, reply)

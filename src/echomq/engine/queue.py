@@ -22,6 +22,8 @@ from echomq.engine.checks import (
     count,
     ms,
 )
+from echomq.engine.durability import Durability
+from echomq.engine.durability import validate as validate_durability
 from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
@@ -78,6 +80,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
 
     ``result_ttl`` (seconds, 0 … 30 days): how long a completed job's row is kept, with its
     result, for :meth:`job` and :meth:`wait`; 0 (the default) deletes it at completion.
+
+    ``durability`` (a :class:`Durability`, default None): every admission answers only once
+    ``WAITAOF`` confirmed the fsyncs it asks (one wait per batch), and every settle too with
+    its ``settles``; short of them, :class:`NotDurable` (docs/concepts/delivery.md).
     """
 
     def __init__(
@@ -90,10 +96,13 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         scripts: ScriptRegistry | None = None,
         events: bool = True,
         result_ttl: float = 0.0,
+        durability: Durability | None = None,
     ) -> None:
         self.keys = Keyspace(name)
         #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
         self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        #: What an acknowledged write must have reached (None: the server's own fsync policy).
+        self.durability = _durability(durability, wire)
         self.result_ttl = self.result_ttl_ms / 1000
         self.name = name
         self.wire = wire
@@ -104,7 +113,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self._owns_minter = minter is None
         self.scripts = scripts or ScriptRegistry.from_package()
         #: The queue's transitions, one typed method per script.
-        self.engine = Engine(wire, self.keys, self.scripts)
+        self.engine = Engine(wire, self.keys, self.scripts, self.durability)
         self._admin = Admin(self.engine, self.keys)
         self._reads = Reads(self.engine, self.keys, self.codec)
         self.publishes_events = events
@@ -131,9 +140,11 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         if "result_ttl" in options:
             ms(options["result_ttl"], "result_ttl", most=MAX_RESULT_TTL)
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
+        _durability(options.get("durability"), seeds[0])
         wire = await open_wire(seeds, pool_size)
         try:
             queue = cls(name, wire, **options)
+            await queue.engine.check_persistence()  # a durability the server cannot give
         except BaseException:
             await wire.close()
             raise
@@ -467,3 +478,17 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     async def dead(self, limit: int = 100) -> list[JobInfo]:
         """Dead-lettered jobs, oldest death first."""
         return await self._reads.dead(limit)
+
+
+def _durability(durability: Any, wire: Wire | ConnectionOptions) -> Durability | None:
+    """A queue's ``durability``, checked against the wire: a ``WAITAOF`` must answer before
+    the connector's watchdog gives up on the socket (its ``call_timeout``)."""
+    checked = validate_durability(durability)
+    options = wire if isinstance(wire, ConnectionOptions) else wire.options
+    if checked is not None and checked.timeout >= options.call_timeout:
+        raise InvalidArgument(
+            "durability.timeout",
+            checked.timeout,
+            f"must be below the connection's call_timeout ({options.call_timeout:g} s)",
+        )
+    return checked

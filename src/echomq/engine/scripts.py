@@ -18,7 +18,7 @@ from typing import Any
 
 from echomq.errors import EchoMQError, ScriptLoadError, ServerError
 from echomq.wire.connector import Arg, Command
-from echomq.wire.pool import Wire
+from echomq.wire.pool import Wire, call_durable
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +168,42 @@ class ScriptRegistry:
             for i, reply in zip(missing, again, strict=True):
                 replies[i] = reply
         return replies
+
+    async def run_durable(
+        self,
+        wire: Wire,
+        calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
+        wait: Command,
+    ) -> tuple[list[Any], list[Any]]:
+        """Run scripts in ONE pipeline followed by ``wait`` (a ``WAITAOF``) on the same
+        connection, so the wait covers every write before it: one round trip, one wait for the
+        whole batch (and for every other batch of the same flush, see
+        :meth:`Connector.call_durable`). Returns each call's reply in place (as
+        :meth:`run_many`) and the wait's replies, one per pipeline sent (a ``NOSCRIPT`` resend
+        carries its own wait, as it may go out on another connection of a pool).
+
+        A lost connection fails the whole pipeline: every call and the wait hold the error.
+        """
+        commands = [script.command(keys, args) for script, keys, args in calls]
+        try:
+            answers = await call_durable(wire, commands, wait)
+        except EchoMQError as exc:
+            return [exc] * len(commands), [exc]
+        replies, waits = answers[:-1], answers[-1:]
+        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
+        if missing:
+            again: list[Any]
+            try:
+                for script in {calls[i][0] for i in missing}:
+                    await self.load(wire, script)
+                again = await call_durable(wire, [commands[i] for i in missing], wait)
+                waits.append(again.pop())
+            except EchoMQError as exc:
+                again = [exc] * len(missing)
+                waits.append(exc)
+            for i, reply in zip(missing, again, strict=True):
+                replies[i] = reply
+        return replies, waits
 
 
 def _send(wire: Wire, commands: Sequence[Command]) -> Awaitable[list[Any]]:

@@ -31,7 +31,14 @@ from echomq.engine.results import (
 )
 from echomq.engine.transitions import Engine, Failure, SettleCode, Success
 from echomq.engine.waiters import WaiterHub
-from echomq.errors import EchoMQError, InvalidArgument, StaleTokenError, StateError, WireError
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    NotDurable,
+    StaleTokenError,
+    StateError,
+    WireError,
+)
 from echomq.wire.codec import Codec
 
 #: 3: completed, and its flow parent on another queue waits for this queue's relay.
@@ -156,7 +163,10 @@ class Settles:
         for item, outcome in zip(batch, outcomes, strict=True):
             job = item.job if isinstance(item, Completed) else item
             if outcome == "unknown":
-                raise WireError(f"the connection dropped while completing {job.id}")
+                raise WireError(
+                    f"the connection dropped (or the durability's wait fell short) while "
+                    f"completing {job.id}"
+                )
             _raised(outcome, "complete", job.id)
         return [outcome == "completed" for outcome in outcomes]
 
@@ -280,8 +290,9 @@ class Settles:
 
 
 def _outcome(code: SettleCode, table: Mapping[int, _O]) -> _O | Literal["unknown"]:
-    """A settle code as its outcome; a wire error in its place is ``unknown``."""
-    if isinstance(code, WireError):
+    """A settle code as its outcome; a wire error in its place is ``unknown``, and so is a
+    settle its durability's ``WAITAOF`` did not confirm (its lease decides, as for a drop)."""
+    if isinstance(code, WireError | NotDurable):
         return "unknown"
     if isinstance(code, EchoMQError):
         raise code  # not the connection: a server refusal of the whole call

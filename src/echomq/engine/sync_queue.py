@@ -24,6 +24,8 @@ from typing import Any
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
 from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
+from echomq.engine.durability import Durability, check_persistence
+from echomq.engine.durability import validate as validate_durability
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
 from echomq.engine.producer import (
@@ -49,6 +51,7 @@ from echomq.errors import (
     EchoMQError,
     InvalidArgument,
     NodeLeaseError,
+    NotDurable,
     Refusal,
     ServerError,
     WireError,
@@ -174,7 +177,9 @@ class SyncQueue:
     minted here, ``duplicate`` when you passed the id.
 
     ``result_ttl`` (seconds) is how long a row this queue cancels is kept, as
-    :class:`echomq.Queue`'s (0, the default: deleted).
+    :class:`echomq.Queue`'s (0, the default: deleted). ``durability`` (a :class:`Durability`)
+    makes each admission wait for ``WAITAOF`` on the socket that carried it, one wait per
+    ``enqueue_many``, as :class:`echomq.Queue`'s does.
     """
 
     def __init__(
@@ -184,12 +189,21 @@ class SyncQueue:
         *,
         codec: Codec | None = None,
         result_ttl: float = 0.0,
+        durability: Durability | None = None,
     ) -> None:
         if not seeds:
             raise InvalidArgument("seeds", seeds, "a sync queue needs at least one server")
         self.keys = Keyspace(name)
         self.name = name
         self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        self.durability = validate_durability(durability)
+        if self.durability is not None and self.durability.timeout >= seeds[0].call_timeout:
+            raise InvalidArgument(
+                "durability.timeout",
+                self.durability.timeout,
+                f"must be below the connection's call_timeout ({seeds[0].call_timeout:g} s)",
+            )
+        self._wait = b"" if self.durability is None else pack(self.durability.command())
         self.codec: Codec = codec or JsonCodec()
         self.seeds = list(seeds)
         self.scripts = ScriptRegistry.from_package()
@@ -223,14 +237,21 @@ class SyncQueue:
         *,
         codec: Codec | None = None,
         result_ttl: float = 0.0,
+        durability: Durability | None = None,
     ) -> SyncQueue:
         """Connect to ``url`` (a server, or cluster seeds ``h1:p1,h2:p2``), check the wire
-        version fence, and return the queue; :meth:`close` gives everything back."""
+        version fence (and that the server can give the ``durability`` asked), and return the
+        queue; :meth:`close` gives everything back."""
         Keyspace(name)  # validates before connecting
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
-        queue = cls(name, seeds, codec=codec, result_ttl=result_ttl)
+        queue = cls(name, seeds, codec=codec, result_ttl=result_ttl, durability=durability)
         try:
-            queue._process.router.start()
+            router = queue._process.router
+            router.start()
+            if queue.durability is not None:
+                address = router.address(queue._slot)
+                info = router.call(queue._slot, pack(("INFO", "persistence")))
+                check_persistence(error_of(info), queue.durability, address)
         except BaseException:
             queue.close()
             raise
@@ -300,6 +321,7 @@ class SyncQueue:
             dedup_from,
             result_ttl,
         )
+        before = process.router.reconnects, process.router.ask
         # The call's first five words packed once; the item's eight after them ("*8\r\n" cut).
         reply = process.router.call(self._slot, self._prefix + pack(item)[4:], self._enqueue)
         if type(reply) is not list:
@@ -308,6 +330,10 @@ class SyncQueue:
         if isinstance(admitted, EchoMQError):
             raise admitted
         code, job_id = admitted
+        if self.durability is not None:
+            short = self._waited(process, before, (item.id,), duplicate=code == 0)
+            if short is not None:
+                raise short
         if code == 0 and id is None and job_id == item.id:
             # An id minted here is nobody else's: this is our own send, which landed before
             # its connection dropped (the router sent it again).
@@ -353,6 +379,7 @@ class SyncQueue:
         chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
         head = self._head
         commands = [pack(head + tuple(arg for item in chunk for arg in item)) for chunk in chunks]
+        before = process.router.reconnects, process.router.ask
         answers = process.router.call_each(self._slot, commands, self._enqueue)
         replies: list[Any] = []
         for chunk, answer in zip(chunks, answers, strict=True):
@@ -361,6 +388,11 @@ class SyncQueue:
                 replies += [answer] * len(chunk)
             else:
                 replies += [_admitted(answer[i], answer[i + 1]) for i in range(0, len(answer), 2)]
+        if self.durability is not None:
+            duplicate = any(not isinstance(r, EchoMQError) and r[0] == 0 for r in replies)
+            short = self._waited(process, before, [a.id for a in admissions], duplicate)
+            if short is not None:  # every item written may not survive a crash: unknown
+                replies = [r if isinstance(r, EchoMQError) else short for r in replies]
         verdicts = batch.settle(replies)
         if self._listened(process):
             self._emit(
@@ -372,6 +404,33 @@ class SyncQueue:
                 ],
             )
         return verdicts
+
+    def _waited(
+        self,
+        process: _Process,
+        before: tuple[int, int],
+        ids: Sequence[str],
+        duplicate: bool = False,
+    ) -> EchoMQError | None:
+        """One ``WAITAOF`` on the thread's socket that carried the admission: None when it
+        confirmed the durability's fsyncs. A socket replaced meanwhile (a reconnect) or a
+        write redirected by ``ASK`` is not covered by a wait here: not confirmed. After a
+        ``duplicate`` (it wrote nothing here) the durability's mark is written first, so the
+        wait covers the earlier write it points at."""
+        durability = self.durability
+        assert durability is not None
+        router = process.router
+        try:
+            if duplicate:
+                router.call(self._slot, pack(durability.mark(self.keys.fsync)))
+            reply = error_of(router.call(self._slot, self._wait))
+        except WireError as exc:
+            return exc
+        if (router.reconnects, router.ask) != before:
+            return NotDurable(
+                tuple(ids), durability.asked, (0, 0), durability.timeout, "the socket changed"
+            )
+        return durability.shortfall([reply], ids)
 
     def _listened(self, process: _Process) -> bool:
         """Whether events should go out now; asks the server at most once a second."""

@@ -12,11 +12,12 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from echomq.engine.checks import text
+from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.keys import Keyspace
 from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.errors import EchoMQError, server_error
 from echomq.wire.connector import Arg
-from echomq.wire.pool import Wire
+from echomq.wire.pool import Wire, call_durable
 
 #: Items per ``enqueue`` script call of a batch: large enough that the per-call cost (the
 #: round trip's share, EVALSHA dispatch, the script's set-up) is spread thin, small enough that
@@ -92,9 +93,19 @@ class TickReply:
 class Engine:
     """The transitions of one queue on one wire, each one typed method."""
 
-    def __init__(self, wire: Wire, keys: Keyspace, scripts: ScriptRegistry) -> None:
+    def __init__(
+        self,
+        wire: Wire,
+        keys: Keyspace,
+        scripts: ScriptRegistry,
+        durability: Durability | None = None,
+    ) -> None:
         self.wire = wire
         self.registry = scripts
+        #: Admissions (and, with its ``settles``, completes and retries) wait for WAITAOF.
+        self.durability = durability
+        self._settles_durable = durability if durability and durability.settles else None
+        self._persistence_checked = False
         # KEYS[1] is the root every script builds on; the gate rides along for slot migrations.
         self._keys: tuple[Arg, ...] = (keys.root, keys.gate)
         get = scripts.__getitem__
@@ -115,6 +126,22 @@ class Engine:
         self._flow, self._flow_deliver = get("flow"), get("flow_deliver")
         self.keys = keys
 
+    async def check_persistence(self) -> None:
+        """Refuse (:class:`DurabilityUnavailable`) a server that cannot confirm the asked
+        fsyncs: AOF off while a local fsync is asked. Asked once per engine, before the first
+        durable write; ``Queue.connect`` asks at once. On a cluster every primary is asked."""
+        durability = self.durability
+        if durability is None or self._persistence_checked:
+            return
+        nodes = getattr(self.wire, "nodes", None)
+        if isinstance(nodes, dict):
+            infos = [(n.address, await n.call("INFO", "persistence")) for n in nodes.values()]
+        else:
+            infos = [(self.wire.options.address, await self.wire.call("INFO", "persistence"))]
+        for address, info in infos:
+            check_persistence(info, durability, address)
+        self._persistence_checked = True
+
     async def _batched(
         self,
         script: Script,
@@ -122,19 +149,28 @@ class Engine:
         size: int,
         width: int,
         head: Sequence[Arg] = (),
-    ) -> list[Any]:
+        durability: Durability | None = None,
+        ids: Sequence[str] = (),
+    ) -> tuple[list[Any], EchoMQError | None]:
         """Run ``script`` over ``items`` in chunks of ``size``, pipelined, each call's ``ARGV``
         opening with ``head``. Each item's reply in order: the ``width`` values the script
         answers for it (one value when ``width`` is 1), or the failure of the call that
-        carried it."""
+        carried it. With ``durability``, the chunks and one ``WAITAOF`` go out as one pipeline
+        on one connection; the second value is the shortfall of that wait (None: confirmed)."""
         chunks = [items[start : start + size] for start in range(0, len(items), size)]
         calls = [
             (script, self._keys, [*head, *(arg for item in chunk for arg in item)])
             for chunk in chunks
         ]
-        if len(calls) == 1:
+        short: EchoMQError | None = None
+        replies: list[Any]
+        if durability is not None:
+            await self.check_persistence()
+            replies, waits = await self.registry.run_durable(self.wire, calls, durability.command())
+            short = durability.shortfall(waits, ids)
+        elif len(calls) == 1:
             try:
-                replies: list[Any] = [await self.registry.run(self.wire, *calls[0])]
+                replies = [await self.registry.run(self.wire, *calls[0])]
             except EchoMQError as exc:
                 replies = [exc]
         else:
@@ -148,18 +184,50 @@ class Engine:
                 out += reply
             else:
                 out += [reply[i : i + width] for i in range(0, len(reply), width)]
-        return out
+        return out, short
 
     # -- admission and settles (batch-native: k items per call) ---------------------------------
 
     async def enqueue(self, items: Sequence[Admission]) -> list[Admitted]:
         """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
-        replies = await self._batched(self._enqueue, items, ADMIT_CHUNK, 2)
-        return [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
+        ids = [item.id for item in items] if self.durability else ()
+        replies, short = await self._batched(
+            self._enqueue, items, ADMIT_CHUNK, 2, (), self.durability, ids
+        )
+        admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
+        if self.durability is None:
+            return admitted
+        if short is not None:
+            # The wait fell short: every item written (not refused) may not survive a crash.
+            return [a if isinstance(a, EchoMQError) else short for a in admitted]
+        short = await self._cover_duplicates(admitted)
+        if short is None:
+            return admitted
+        return [short if not isinstance(a, EchoMQError) and a[0] == 0 else a for a in admitted]
+
+    async def _cover_duplicates(self, admitted: Sequence[Admitted]) -> EchoMQError | None:
+        """When some item answered ``duplicate``, the batch's wait did not cover the job it
+        points at: one mark written and waited for covers it (and all before it)."""
+        durability = self.durability
+        assert durability is not None
+        duplicates = [a[1] for a in admitted if not isinstance(a, EchoMQError) and a[0] == 0]
+        if not duplicates:
+            return None
+        try:
+            *_, wait = await call_durable(
+                self.wire, [durability.mark(self.keys.fsync)], durability.command()
+            )
+        except EchoMQError as exc:
+            return exc
+        return durability.shortfall([wait], duplicates)
 
     async def enqueue_one(self, item: Admission) -> tuple[int, str]:
-        """Admit one item; its refusal is raised."""
-        reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, item))
+        """Admit one item; its refusal is raised, and so is a durability's shortfall
+        (:class:`NotDurable`, after the write)."""
+        if self.durability is not None:
+            (reply,) = await self.enqueue([item])
+        else:
+            reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, item))
         if isinstance(reply, EchoMQError):
             raise reply
         return reply
@@ -167,12 +235,23 @@ class Engine:
     async def complete(self, jobs: Sequence[Success], ttl_ms: int = 0) -> list[SettleCode]:
         """Complete jobs, keeping each row (with its result) ``ttl_ms`` when > 0, else deleting
         it; per job 1 completed, 0 gone, -1 stale, -2 settled."""
-        return await self._batched(self._complete, jobs, SETTLE_CHUNK, 1, (ttl_ms,))
+        return await self._settle(self._complete, jobs, (ttl_ms,))
 
     async def retry(self, failures: Sequence[Failure]) -> list[SettleCode]:
         """Retry or bury failed jobs; per job 1 scheduled, 2 dead, 3 cancelled (a cancel marked
         it), 0 gone, -1 stale, -2 settled."""
-        return await self._batched(self._retry, failures, SETTLE_CHUNK, 1)
+        return await self._settle(self._retry, failures)
+
+    async def _settle(
+        self, script: Script, jobs: Sequence[Success] | Sequence[Failure], head: Sequence[Arg] = ()
+    ) -> list[SettleCode]:
+        durability = self._settles_durable
+        ids = [job.id for job in jobs] if durability else ()
+        codes, short = await self._batched(script, jobs, SETTLE_CHUNK, 1, head, durability, ids)
+        if short is None:
+            return codes
+        # Codes > 0 wrote (completed, scheduled, dead, cancelled); the others wrote nothing.
+        return [short if not isinstance(c, EchoMQError) and c > 0 else c for c in codes]
 
     # -- claim and leases ----------------------------------------------------------------------
 
@@ -250,7 +329,10 @@ class Engine:
         """Admit a flow's nodes of this queue, all or nothing (seven values each, see
         flow.lua): ``(True, "")`` admitted, ``(False, id)`` that node existed: nothing written."""
         args = [arg for node in nodes for arg in node]
-        code, detail = await self._run(self._flow, args)
+        if self.durability is None:
+            code, detail = await self._run(self._flow, args)
+        else:
+            code, detail = await self._run_durable(self._flow, args, [str(n[0]) for n in nodes])
         return int(code) == 1, text(detail) if int(code) == 0 else ""
 
     async def flow_deliver(self, entries: Sequence[Sequence[Arg]]) -> list[int]:
@@ -311,6 +393,22 @@ class Engine:
 
     async def reprocess(self, job_id: str) -> bool:
         return bool(await self._run(self._reprocess, (job_id,)))
+
+    async def _run_durable(self, script: Script, args: Sequence[Arg], ids: Sequence[str]) -> Any:
+        """One script call followed by its durability's wait; its refusal or the wait's
+        shortfall (after the write) raised."""
+        assert self.durability is not None
+        await self.check_persistence()
+        calls = [(script, self._keys, args)]
+        (reply,), waits = await self.registry.run_durable(
+            self.wire, calls, self.durability.command()
+        )
+        if isinstance(reply, EchoMQError):
+            raise reply
+        short = self.durability.shortfall(waits, ids)
+        if short is not None:
+            raise short
+        return reply
 
     def _run(self, script: Script, args: Sequence[Arg] = ()) -> Awaitable[Any]:
         return self.registry.run(self.wire, script, self._keys, args)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from echomq.engine.backoff import Backoff
 from echomq.engine.checks import count, ms
+from echomq.engine.durability import Durability
+from echomq.engine.durability import validate as validate_durability
 from echomq.engine.ids import Minter
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace
 from echomq.engine.producer import Batch, delay_run_at, when_run_at
@@ -100,19 +102,29 @@ class App:
         concurrency: int = 10,
         wire: Wire | None = None,
         minter: Minter | None = None,
+        durability: Durability | None = None,
     ) -> None:
         """``url`` is where the app connects (its sync queues too; default
         ``valkey://127.0.0.1:6379``); ``wire`` instead lends it an open connection (a process
         that already has one, tests), which ``close`` leaves open, and ``minter`` the id minter
         to share (one leased on that wire; ``close`` leaves it leased). Without them the app
         opens both itself on first use. An app on a lent wire has sync queues only when it
-        is given ``url`` too (they open blocking sockets of their own)."""
+        is given ``url`` too (they open blocking sockets of their own). ``durability`` (a
+        :class:`Durability`) is every queue's of the app, async and sync: admissions (and,
+        with its ``settles``, the workers' settles) wait for ``WAITAOF``."""
         self._url_given = url is not None
         url = DEFAULT_URL if url is None else url
-        seeds_from_url(url)  # a bad URL fails here, before any connection
+        seeds = seeds_from_url(url)  # a bad URL fails here, before any connection
         _check_lent(wire, minter)
         Keyspace(queue)
         ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+        self.durability = validate_durability(durability)
+        if self.durability is not None and self.durability.timeout >= seeds[0].call_timeout:
+            raise InvalidArgument(
+                "durability.timeout",
+                self.durability.timeout,
+                f"must be below the connection's call_timeout ({seeds[0].call_timeout:g} s)",
+            )
         self.url = url
         self.default_queue = queue
         self.result_ttl = float(result_ttl)
@@ -359,7 +371,12 @@ class App:
         found = self._queues.get(name)
         if found is None:
             found = Queue(
-                name, wire, codec=self.codec, minter=self._minter, result_ttl=self.result_ttl
+                name,
+                wire,
+                codec=self.codec,
+                minter=self._minter,
+                result_ttl=self.result_ttl,
+                durability=self.durability,
             )
             self._queues[name] = found
         return found
@@ -382,7 +399,11 @@ class App:
             found = self._sync_queues.get(name)
             if found is None:
                 found = SyncQueue.connect(
-                    self.url, name, codec=self.codec, result_ttl=self.result_ttl
+                    self.url,
+                    name,
+                    codec=self.codec,
+                    result_ttl=self.result_ttl,
+                    durability=self.durability,
                 )
                 self._sync_queues[name] = found
             return found

@@ -48,7 +48,7 @@ _TWO_KEYS: Final = frozenset({"LMOVE", "BLMOVE", "RPOPLPUSH", "BRPOPLPUSH", "SMO
 _KEYLESS: Final = frozenset(
     {
         "TIME", "INFO", "PING", "ECHO", "SCRIPT", "CLUSTER", "HELLO", "CLIENT", "CONFIG",
-        "DBSIZE", "WAIT", "COMMAND", "FUNCTION", "LASTSAVE", "ASKING", "READONLY",
+        "DBSIZE", "WAIT", "WAITAOF", "COMMAND", "FUNCTION", "LASTSAVE", "ASKING", "READONLY",
     }
 )  # fmt: skip
 #: Every primary keeps its own script cache: these go to all of them.
@@ -348,8 +348,21 @@ class ClusterRouter:
         slots = [command_slot(command) for command in commands]  # all checked before sending
         return self._call_many(commands, slots)
 
-    async def _call_many(self, commands: Sequence[Command], slots: list[int | None]) -> list[Any]:
+    def call_durable(self, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
+        """:meth:`call_many`, with ``wait`` (``WAITAOF``) after the commands on every node's
+        connection that took some of them (each in its flush's one wait, see
+        :meth:`Connector.call_durable`), in every round: a command a redirection sends to
+        another node is covered there. The replies, then the weakest wait answer."""
+        if not commands:
+            raise ValueError("call_durable needs at least one command")
+        slots = [command_slot(command) for command in commands]
+        return self._call_many(commands, slots, wait)
+
+    async def _call_many(
+        self, commands: Sequence[Command], slots: list[int | None], wait: Command | None = None
+    ) -> list[Any]:
         replies: list[Any] = [None] * len(commands)
+        waited: list[Any] = []  # each node's wait answer, each round
         todo = list(range(len(commands)))
         asking: dict[int, str] = {}
         moved = 0
@@ -364,7 +377,8 @@ class ClusterRouter:
                     node = await self._node(slots[i])
                 groups.setdefault(node, []).append(i)
             sent = [
-                self._send_group(node, commands, group, asking) for node, group in groups.items()
+                self._send_group(node, commands, group, asking, wait)
+                for node, group in groups.items()
             ]
             try:
                 answers = await asyncio.gather(*sent)
@@ -374,6 +388,8 @@ class ClusterRouter:
             todo, asking, pause = [], {}, False
             last = moved > MAX_REDIRECTS or time.monotonic() >= deadline
             for group, answer in zip(groups.values(), answers, strict=True):
+                if wait is not None:
+                    waited.append(answer.pop())
                 for i, reply in zip(group, answer, strict=True):
                     replies[i] = reply
                     if not isinstance(reply, ServerError) or reply.code not in _REDIRECTS:
@@ -396,14 +412,24 @@ class ClusterRouter:
             if pause:
                 await asyncio.sleep(_RETRY_PAUSE)
             todo.sort()
+        if wait is not None:
+            replies.append(functools.reduce(_lower, waited))
         return replies
 
     @staticmethod
     async def _send_group(
-        node: Connector, commands: Sequence[Command], group: list[int], asking: dict[int, str]
+        node: Connector,
+        commands: Sequence[Command],
+        group: list[int],
+        asking: dict[int, str],
+        wait: Command | None = None,
     ) -> list[Any]:
+        """The group's replies in order (then the wait's, when one is asked)."""
         if not any(i in asking for i in group):
-            return await node.call_many([commands[i] for i in group])
+            chosen = [commands[i] for i in group]
+            if wait is not None:
+                return await node.call_durable(chosen, wait)
+            return await node.call_many(chosen)
         # ASK: each asked command rides behind its own ASKING, in one pipeline on that node.
         pipeline: list[Command] = []
         picks: list[int] = []
@@ -412,6 +438,9 @@ class ClusterRouter:
                 pipeline.append(("ASKING",))
             picks.append(len(pipeline))
             pipeline.append(commands[i])
+        if wait is not None:
+            replies = await node.call_durable(pipeline, wait)
+            return [*(replies[p] for p in picks), replies[-1]]
         replies = await node.call_many(pipeline)
         return [replies[p] for p in picks]
 
@@ -482,6 +511,20 @@ class KeyedConnector(Connector):
         proto = self._proto
         if proto is not None:
             self._drop(proto, ConnectError("slot moved", address=self.address), "slot moved")
+
+
+def _lower(earlier: Any, reply: Any) -> Any:
+    """The weaker of two wait answers (two nodes', or two rounds'): an error wins, else the
+    lower counts."""
+    if isinstance(earlier, BaseException):
+        return earlier
+    if isinstance(reply, BaseException):
+        return reply
+    if isinstance(earlier, int) and isinstance(reply, int):
+        return min(earlier, reply)
+    if isinstance(earlier, list) and isinstance(reply, list):
+        return [min(a, b) for a, b in zip(earlier, reply, strict=True)]
+    return reply
 
 
 def _parse_slots(reply: Any) -> list[tuple[int, int, str, int]]:

@@ -61,13 +61,15 @@ _BACKOFF_MAX = 2.0
 
 
 class _Gather:
-    """The pending entry of a pipeline: collects ``n`` replies, then resolves one future."""
+    """The pending entry of a pipeline: collects ``n`` replies, then resolves one future (a
+    ``held`` one only once the shared wait of its flush answered, see :class:`_SharedWait`)."""
 
-    __slots__ = ("future", "left", "replies")
+    __slots__ = ("future", "held", "left", "replies")
 
-    def __init__(self, future: asyncio.Future[list[Any]], n: int) -> None:
+    def __init__(self, future: asyncio.Future[list[Any]], n: int, held: bool = False) -> None:
         self.future = future
         self.left = n
+        self.held = held
         self.replies: list[Any] = []
 
     def add(self, reply: Any) -> bool:
@@ -78,13 +80,42 @@ class _Gather:
         self.left -= 1
         if self.left:
             return False
-        if not self.future.done():
+        if not self.held and not self.future.done():
             self.future.set_result(self.replies)
         return True
+
+    def finish(self, reply: Any) -> None:
+        """A held pipeline's last reply: the wait that covers it."""
+        if not self.future.done():
+            self.replies.append(reply)
+            self.future.set_result(self.replies)
 
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(exc)
+
+
+class _SharedWait(_Gather):
+    """One ``WAITAOF`` (or ``WAIT``) written at the end of a flush, after every pipeline of that
+    flush that asked for it: its one reply ends each of those pipelines (:meth:`call_durable`).
+    A wait blocks its connection until answered, so one per flush, not one per caller."""
+
+    __slots__ = ("gathers",)
+
+    def __init__(self, future: asyncio.Future[list[Any]]) -> None:
+        super().__init__(future, 1)
+        self.gathers: list[_Gather] = []
+
+    def add(self, reply: Any) -> bool:
+        if type(reply) is _ReplyError:
+            reply = server_error(str(reply))
+        for gather in self.gathers:
+            gather.finish(reply)
+        return True
+
+    def fail(self, exc: BaseException) -> None:
+        for gather in self.gathers:
+            gather.fail(exc)
 
 
 class _Protocol(asyncio.Protocol):
@@ -172,6 +203,7 @@ class Connector:
         self.writes = 0
         self._proto: _Protocol | None = None
         self._wbuf = bytearray()
+        self._waits: dict[tuple[Arg, ...], _SharedWait] = {}  # for the unflushed buffer
         self._flush_scheduled = False
         self._closed = False
         self._ready: asyncio.Event | None = None
@@ -282,6 +314,38 @@ class Connector:
             self._schedule_flush()
         return future
 
+    def call_durable(self, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
+        """:meth:`call_many`, then ``wait`` (``WAITAOF``/``WAIT``), on this socket: resolves to
+        the commands' replies and, last, the wait's. The pipelines of one flush share one wait,
+        written after all of them: it covers every write before it on the connection, and a
+        wait blocks the connection until it is answered (one per caller would queue them)."""
+        proto = self._proto
+        if proto is None:
+            return self._call_durable_later(commands, wait)
+        if not commands:
+            raise ValueError("call_durable needs at least one command")
+        if len(proto.pending) >= self.max_pending:
+            raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
+        future: asyncio.Future[list[Any]] = self._loop.create_future()  # type: ignore[union-attr]
+        wbuf = self._wbuf
+        for command in commands:
+            wbuf += _pack(tuple(command))
+        is_idle = not proto.pending
+        if is_idle:
+            self.last_reply_at = time.monotonic()
+        gather = _Gather(future, len(commands), held=True)
+        key = tuple(wait)
+        shared = self._waits.get(key)
+        if shared is None:
+            shared = self._waits[key] = _SharedWait(future)
+        shared.gathers.append(gather)
+        proto.pending.append(gather)
+        if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
+            self._flush()
+        elif not self._flush_scheduled:
+            self._schedule_flush()
+        return future
+
     def send_no_reply(self, *args: Arg) -> None:
         """Send a command whose answer arrives as push frames (RESP3 SUBSCRIBE and friends)."""
         if self._proto is None:
@@ -302,6 +366,11 @@ class Connector:
     async def _call_many_later(self, commands: Sequence[Command]) -> list[Any]:
         deadline = await self._wait_live()
         replies: list[Any] = await self._within(self.call_many(commands), deadline)
+        return replies
+
+    async def _call_durable_later(self, commands: Sequence[Command], wait: Command) -> list[Any]:
+        deadline = await self._wait_live()
+        replies: list[Any] = await self._within(self.call_durable(commands, wait), deadline)
         return replies
 
     async def _wait_live(self) -> float:
@@ -346,7 +415,13 @@ class Connector:
         proto = self._proto
         if proto is None or proto.transport is None or not self._wbuf:
             self._wbuf.clear()
+            self._waits.clear()  # their pipelines failed with the socket
             return
+        if self._waits:
+            for command, shared in self._waits.items():
+                self._wbuf += _pack(command)
+                proto.pending.append(shared)
+            self._waits.clear()
         data = bytes(self._wbuf)
         self._wbuf.clear()
         self.writes += 1
@@ -478,6 +553,7 @@ class Connector:
             return
         self._proto = None
         self._wbuf.clear()
+        self._waits.clear()  # their pipelines were in ``proto.pending``: failed above
         if self._closed or not self._established:
             return  # a first connect that fails is the caller's to handle, not ours to retry
         if self._ready is not None:

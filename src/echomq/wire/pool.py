@@ -80,10 +80,26 @@ class Pool:
         members = self.members
         return members[next(self._turn) % len(members)].call_many(commands)
 
+    def call_durable(self, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
+        """:meth:`Connector.call_durable` on the next connector: the wait on the same socket."""
+        members = self.members
+        return members[next(self._turn) % len(members)].call_durable(commands, wait)
+
     def dedicated(self, **kwargs: Any) -> Connector:
         """A new connector outside the pool, for a blocking read or a subscription."""
         kwargs.setdefault("version_fence", self.version_fence)
         return Connector(self.options, **kwargs)
+
+
+def call_durable(wire: Wire, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
+    """``commands`` then ``wait`` (``WAITAOF``) on the connection that carries them: the replies,
+    the wait's last. A connector, a pool and a cluster router share one wait among the
+    pipelines of a flush; any other wire sends the wait at the end of the same pipeline."""
+    send = getattr(wire, "call_durable", None)
+    if send is not None:
+        sent: Awaitable[list[Any]] = send(commands, wait)
+        return sent
+    return wire.call_many([*commands, wait])
 
 
 def dedicated(wire: Wire, key: str, **kwargs: Any) -> Connector:

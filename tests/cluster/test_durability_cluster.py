@@ -1,0 +1,79 @@
+"""The durable mode on a Valkey Cluster: the WAITAOF of a batch goes to the primary that took its
+writes, on the same connection, and follows writes a MOVED sends to another node (the answers
+of several nodes' waits meet as tests/unit/test_cluster_waits.py holds).
+
+A cluster of its own, with AOF switched on at every node (replicas too: a replica's fsync is
+what ``replicas=1`` counts), so the session's cluster keeps running without AOF.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable
+
+from echomq import Durability, Queue
+from echomq.engine.keys import slot
+from echomq.server import EmbeddedCluster
+from echomq.server.cluster import admin
+from echomq.testing import discard
+from echomq.wire.cluster import ClusterRouter
+from echomq.wire.url import seeds_from_url
+
+Spread = Callable[[ClusterRouter, int, str], list[str]]
+DURABLE = Durability(replicas=1, timeout=3.0)
+
+
+def waits(cluster: EmbeddedCluster) -> dict[str, int]:
+    """WAITAOF calls run so far, per node address."""
+    counts = {}
+    for node in cluster.nodes:
+        info = admin(node.host, node.port, "INFO", "commandstats")
+        found = re.search(r"cmdstat_waitaof:calls=(\d+)", info)
+        counts[f"{node.host}:{node.port}"] = int(found.group(1)) if found else 0
+    return counts
+
+
+async def aof_everywhere(cluster: EmbeddedCluster) -> None:
+    for node in cluster.nodes:
+        admin(node.host, node.port, "CONFIG", "SET", "appendfsync", "always")
+        admin(node.host, node.port, "CONFIG", "SET", "appendonly", "yes")
+    # The first rewrite must end before a wait can be confirmed.
+    for node in cluster.nodes:
+        while "aof_rewrite_in_progress:0" not in admin(node.host, node.port, "INFO", "persistence"):
+            await asyncio.sleep(0.05)
+
+
+async def test_each_batch_waits_on_the_node_that_took_it(
+    own_cluster: EmbeddedCluster, spread: Spread
+) -> None:
+    await aof_everywhere(own_cluster)
+    async with ClusterRouter(seeds_from_url(own_cluster.url)) as router:
+        for name in spread(router, 3, "durable"):
+            queue = Queue(name, router, durability=DURABLE)
+            await queue.enqueue(0)  # loads the script on that node (a NOSCRIPT resend waits too)
+            owner = router.owner(slot(queue.keys.root)).address
+            before = waits(own_cluster)
+            verdicts = await queue.enqueue_many(range(250))
+            assert {v.kind for v in verdicts} == {"enqueued"}
+            after = waits(own_cluster)
+            grew = {address: after[address] - before[address] for address in after}
+            assert grew == {address: int(address == owner) for address in grew}
+            await discard(queue)
+
+        # A stale map: the batch goes to a node that answers MOVED, and is sent again to the
+        # owner; a wait goes with it there (the first node's wait covered nothing of it).
+        (name,) = spread(router, 1, "moved")
+        queue = Queue(name, router, durability=DURABLE)
+        await queue.enqueue(0)
+        queue_slot = slot(queue.keys.root)
+        owner = router.owner(queue_slot).address
+        stale = next(address for address in router.nodes if address != owner)
+        router._owners[queue_slot] = stale
+        before = waits(own_cluster)
+        verdicts = await queue.enqueue_many(range(150))
+        assert {v.kind for v in verdicts} == {"enqueued"}
+        after = waits(own_cluster)
+        assert router.moved > 0
+        assert after[owner] - before[owner] == 1
+        await discard(queue)
