@@ -167,8 +167,10 @@ class FlowMachine(RuleBasedStateMachine):
             self.model.tell(child, ok)
         if not crash:
             self._run(self.other._forget(delivered))
-            if self.model.parent != "absent":  # else kept: no parent row yet, for a while
-                self.model.outbox.clear()
+        if not crash or self.model.parent == "absent":
+            # An entry whose parent has no row (and no mark that it is still to be written) is
+            # dropped by the relay itself, crash or not (flows.md).
+            self.model.outbox.clear()
 
     @invariant()
     def parent_agrees(self) -> None:
