@@ -166,10 +166,9 @@ class FlowMachine(RuleBasedStateMachine):
         for child, ok in self.model.outbox:
             self.model.tell(child, ok)
         if not crash:
+            # Delivered, or dropped: an entry whose parent has no row (and no mark that it is
+            # still to be written) is dropped at the first relay (flows.md).
             self._run(self.other._forget(delivered))
-        if not crash or self.model.parent == "absent":
-            # An entry whose parent has no row (and no mark that it is still to be written) is
-            # dropped by the relay itself, crash or not (flows.md).
             self.model.outbox.clear()
 
     @invariant()
