@@ -200,7 +200,7 @@ class Supervisor:
                 data = b""
             os.close(read_end)
             if data:
-                log.debug("supervisor: worker %d (pid %d) is ready", slot, child.pid)
+                log.info("supervisor: worker %d (pid %d) is ready", slot, child.pid)
             if not ready.done():
                 ready.set_result(bool(data))
 
