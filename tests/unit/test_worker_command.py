@@ -20,7 +20,9 @@ from echomq.tasks.supervisor import Supervisor, child_arguments
 def test_the_supervisor_starts_children_without_its_processes_flag_or_the_url() -> None:
     argv = ["--url", "valkey://:pw@h", "worker", "app:app", "--processes", "4", "--burst"]
     assert child_arguments(argv) == ["worker", "app:app", "--burst"]
-    assert child_arguments(["worker", "a:b", "--processes=2", "--url=valkey://h"]) == [
+    assert child_arguments(
+        ["worker", "a:b", "--processes=2", "--url=valkey://h", "--ready-fd", "7"]
+    ) == [
         "worker",
         "a:b",
     ]

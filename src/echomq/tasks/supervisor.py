@@ -131,7 +131,7 @@ class Supervisor:
                 with contextlib.suppress(ProcessLookupError):
                     child.terminate()
             code = await child.wait()
-            was_ready = await _drained(ready)
+            was_ready = await _was_ready(ready)
             if self._stopping.is_set():
                 if code != 0:
                     log.warning(
@@ -228,7 +228,7 @@ class Supervisor:
                     child.kill()
 
 
-async def _drained(ready: asyncio.Future[bool]) -> bool:
+async def _was_ready(ready: asyncio.Future[bool]) -> bool:
     """Whether an exited child had said it was ready: its byte may still sit in the pipe."""
     with contextlib.suppress(TimeoutError):
         return await asyncio.wait_for(asyncio.shield(ready), READY_DRAIN)
