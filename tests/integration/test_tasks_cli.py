@@ -7,10 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import itertools
 import os
 import signal
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 from echomq import Queue
@@ -245,7 +247,14 @@ async def test_processes_back_off_children_that_fail_at_start_and_say_why(
             "0.5 s", "1.0 s", "2.0 s",
         ]  # fmt: skip
         assert any("startup hook" in line and "no database" in line for line in lines), lines
-        # 3 starts of slot 0 and about as many of slot 1 took 3.5 s and more: backed off.
+        # Each wait was kept (the next exit comes after it and a start-up), and the crash loop
+        # started few children: 3 in slot 0, about as many in slot 1.
+        logged = [datetime.strptime(line[:23], "%Y-%m-%d %H:%M:%S,%f") for line in exits]
+        waited = [
+            (later - earlier).total_seconds() for earlier, later in itertools.pairwise(logged)
+        ]
+        assert waited[0] >= 0.5, waited
+        assert waited[1] >= 1.0, waited
         assert len(os.listdir(tmp_path)) <= 8
         assert supervisor.returncode is None  # still trying: not given up
         supervisor.send_signal(signal.SIGTERM)
