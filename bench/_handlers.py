@@ -7,6 +7,7 @@ named by ``BENCH_SAMPLES`` when the process exits.
 
 from __future__ import annotations
 
+import asyncio
 import atexit
 import os
 import time
@@ -30,3 +31,8 @@ def _dump() -> None:
     if path and _samples:
         with open(path, "w") as out:
             out.write("\n".join(f"{s:.9f}" for s in _samples))
+
+
+async def sleepy(job: Job) -> None:
+    """A job that takes ``BENCH_HANDLER_MS`` (default 20) of waiting, as an I/O-bound task."""
+    await asyncio.sleep(float(os.environ.get("BENCH_HANDLER_MS", "20")) / 1000)

@@ -16,6 +16,7 @@ import os
 import secrets
 import signal
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from echomq import __version__
@@ -93,6 +94,9 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
         flag = "--" + _FLAGS.get(refused.argument, refused.argument).replace("_", "-")
         raise InvalidArgument(flag, refused.value, refused.reason) from None
     seeds_from_url(args.url)  # a bad URL fails here, before logging starts
+    on_ready = _readiness(args.ready_fd)
+    if not is_app and args.burst:
+        raise InvalidArgument("burst", True, "--burst runs an App's worker (module:app)")
     logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
     if args.processes > 1:
         from echomq.tasks.supervisor import supervise
@@ -101,17 +105,52 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
             argv, args.processes, args.stop_timeout, args.url if args.url_given else None
         )
     logging.getLogger("echomq.worker").info("echomq worker: event loop %s", loop_name)
-    if is_app:
-        if args.url_given:
-            target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
-        main = serve_tasks(target, args.handler, args.queue, options, burst=args.burst)
-        loops.run_on(loop_factory, main)
+    try:
+        if is_app:
+            if args.url_given:
+                target.url = args.url  # --url / ECHOMQ_URL names the server the worker serves
+            main = serve_tasks(
+                target, args.handler, args.queue, options, burst=args.burst, on_ready=on_ready
+            )
+            loops.run_on(loop_factory, main)
+            return 0
+        assert handler is not None
+        loops.run_on(
+            loop_factory,
+            serve(args.url, args.queue[0], handler, options, worker, on_ready=on_ready),
+        )
         return 0
-    assert handler is not None
-    if args.burst:
-        raise InvalidArgument("burst", True, "--burst runs an App's worker (module:app)")
-    loops.run_on(loop_factory, serve(args.url, args.queue[0], handler, options, worker))
-    return 0
+    except InvalidArgument:
+        raise
+    except EchoMQError as exc:
+        # Not a refusal of the arguments (exit 2, which the supervisor does not restart): a
+        # failure while serving (no server, a startup hook that raised), which may pass; the
+        # supervisor restarts it after its backoff.
+        print(f"echomq worker: {exc}", file=sys.stderr)
+        return 1
+
+
+def _readiness(fd: int | None) -> Callable[[], None] | None:
+    """``--ready-fd FD`` (given by the supervisor to its children): a callback that writes one
+    byte to FD and closes it once the worker is ready, so the supervisor tells a child killed
+    while working from one that never got going."""
+    if fd is None:
+        return None
+    if fd < 3:
+        raise InvalidArgument("--ready-fd", fd, "a pipe's descriptor (3 or more)")
+    try:
+        os.set_inheritable(fd, False)  # the worker's own subprocesses must not hold the pipe
+    except OSError:
+        raise InvalidArgument("--ready-fd", fd, "not an open descriptor") from None
+
+    def announce() -> None:
+        with contextlib.suppress(OSError):
+            try:
+                os.write(fd, b"r")
+            finally:
+                os.close(fd)
+
+    return announce
 
 
 def _capacity(args: argparse.Namespace) -> int:
@@ -281,6 +320,8 @@ def main(argv: list[str] | None = None) -> int:
         default=60.0,
         help="seconds between summaries (default: %(default)s)",
     )
+    # The supervisor's pipe to each child (--processes): not for people to type.
+    run.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
     size = commands.add_parser("capacity", help="measure the per-claim cost and size a pool")
     size.add_argument("--queue", required=True, help="probes run on <queue>.capacity-probe")
     size.add_argument("--target", type=float, default=1000.0, help="jobs/s to size for")

@@ -1,5 +1,6 @@
 """``echomq worker`` without a server: the supervisor's children's command and environment,
-refused abbreviations, the startup line, and capacity's worker processes."""
+refused abbreviations, exit 2 for refused arguments and 1 for a failure while serving, the
+startup line, and capacity's worker processes."""
 
 from __future__ import annotations
 
@@ -20,7 +21,9 @@ from echomq.tasks.supervisor import Supervisor, child_arguments
 def test_the_supervisor_starts_children_without_its_processes_flag_or_the_url() -> None:
     argv = ["--url", "valkey://:pw@h", "worker", "app:app", "--processes", "4", "--burst"]
     assert child_arguments(argv) == ["worker", "app:app", "--burst"]
-    assert child_arguments(["worker", "a:b", "--processes=2", "--url=valkey://h"]) == [
+    assert child_arguments(
+        ["worker", "a:b", "--processes=2", "--url=valkey://h", "--ready-fd", "7"]
+    ) == [
         "worker",
         "a:b",
     ]
@@ -61,6 +64,27 @@ def test_a_bad_worker_flag_is_refused_by_its_name_before_any_connection(
     err = capsys.readouterr().err
     assert f"invalid {flag} " in err, err
     assert "connect" not in err
+
+
+@pytest.mark.parametrize("fd", ["1", "999"])
+def test_a_ready_fd_that_is_no_pipe_is_refused_by_its_name(
+    fd: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["--url", "valkey://127.0.0.1:1", "worker", "echomq.testing:discard", "--queue", "q"]
+    assert main([*argv, "--ready-fd", fd]) == 2
+    err = capsys.readouterr().err
+    assert "invalid --ready-fd " in err, err
+    assert "connect" not in err
+
+
+def test_a_worker_failing_while_serving_exits_1_for_the_supervisor_to_restart(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # Exit 2 is for refused arguments, which the supervisor never restarts; a server that is
+    # not there (yet) is a crash it restarts after its backoff.
+    argv = ["--url", "valkey://127.0.0.1:1", "worker", "echomq.testing:discard", "--queue", "q"]
+    assert main(argv) == 1
+    assert "echomq worker: " in capsys.readouterr().err
 
 
 def test_a_child_refusing_its_arguments_is_not_restarted() -> None:

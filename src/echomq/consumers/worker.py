@@ -8,6 +8,7 @@ import contextlib
 import importlib
 import logging
 import signal
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -139,8 +140,11 @@ async def serve(
     handler: Handler,
     options: ConsumerOptions | None = None,
     worker: WorkerOptions | None = None,
+    *,
+    on_ready: Callable[[], None] | None = None,
 ) -> Tally:
-    """Run a worker until SIGTERM or SIGINT; jobs in hand finish first. Returns the tally."""
+    """Run a worker until SIGTERM or SIGINT; jobs in hand finish first. Returns the tally.
+    ``on_ready`` is called once it is connected and its consumers are about to claim."""
     worker = worker or WorkerOptions()
     queue = await Queue.connect(url, queue_name, pool_size=worker.pool_size)
     runner = Worker(queue, handler, options, worker)
@@ -148,6 +152,8 @@ async def serve(
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, runner.stop)
     try:
+        if on_ready is not None:
+            on_ready()
         tally = await runner.run()
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,7 +9,7 @@ import contextlib
 import dataclasses
 import logging
 import signal
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from echomq.consumers.consumer import (
@@ -254,6 +254,8 @@ class AppWorker:
         self._is_stopping = False
         self._scheduled_within = 60.0
         self._scheduler: Scheduler | None = None
+        #: Set once ``run`` connected, ran the startup hooks and started the consumers.
+        self.ready = asyncio.Event()
 
     @property
     def tallies(self) -> dict[str, Tally]:
@@ -306,6 +308,7 @@ class AppWorker:
             self._scheduler = scheduler
             if not self._is_stopping:
                 scheduler.start()
+            self.ready.set()
             idle = asyncio.ensure_future(self._stop_when_idle(queues)) if until_idle else None
             try:
                 await asyncio.gather(*runs)
@@ -363,6 +366,11 @@ class AppWorker:
                 await asyncio.wait_for(event.wait(), self.options.beat)
 
 
+async def _when(event: asyncio.Event, call: Callable[[], None]) -> None:
+    await event.wait()
+    call()
+
+
 async def _drained(queues: list[Queue], scheduled_within: float) -> bool:
     found = await asyncio.gather(*(q.has_work(scheduled_within) for q in queues))
     return not any(found)
@@ -384,8 +392,11 @@ async def serve_tasks(
     options: ConsumerOptions | None = None,
     *,
     burst: bool = False,
+    on_ready: Callable[[], None] | None = None,
 ) -> dict[str, Tally]:
-    """Run an AppWorker until SIGTERM/SIGINT (or, with ``burst``, until its queues drain)."""
+    """Run an AppWorker until SIGTERM/SIGINT (or, with ``burst``, until its queues drain).
+    ``on_ready`` is called once the worker is connected, its startup hooks ran and its
+    consumers started (the ``--processes`` supervisor learns so through a pipe)."""
     worker = AppWorker(app, queues, options)
     log.info(
         "echomq worker: app %s on %s; queues %s; tasks %s%s; concurrency %d%s",
@@ -400,9 +411,12 @@ async def serve_tasks(
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, worker.stop)
+    announce = None if on_ready is None else asyncio.ensure_future(_when(worker.ready, on_ready))
     try:
         tallies = await (worker.run_until_idle() if burst else worker.run())
     finally:
+        if announce is not None:
+            announce.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(sig)
