@@ -502,6 +502,7 @@ class Connector:
             if self._proto is proto:
                 self._proto = None
                 self._wbuf.clear()
+                self._waits.clear()
             self._fail_pending(proto, Disconnected("connection lost", address=self.address))
             if proto.transport is not None:
                 proto.transport.abort()
