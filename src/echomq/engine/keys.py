@@ -187,7 +187,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "grate",
         "HASH",
         "Keyspace.grate",
-        'group -> "max:window" (jobs per window ms), its lane\'s rate budget',
+        'group -> "max:window" (jobs per window ms; fixed window) or "max:window:smooth" '
+        "(sliding window), its lane's own rate budget",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "policies",
+        "HASH",
+        "Keyspace.policies",
+        "group -> its lane policy as JSON: the lanes named by the last policies applied",
     ),
     KeyShape(
         QUEUE_ROOT + "turn",
@@ -248,13 +255,21 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "meta",
         "HASH",
         "Keyspace.meta",
-        "queue settings: paused, concurrency, max, window, ordered",
+        "queue settings: paused, concurrency, max, window, mode, ordered; the default for "
+        "lanes: dlimit, dweight, drate",
     ),
     KeyShape(
         QUEUE_ROOT + "limiter",
         "STRING",
         "Keyspace.limiter",
         "the queue's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "claims",
+        "LIST",
+        "Keyspace.claims",
+        "the queue's sliding log (smooth rate): server ms of its claims in the last window, "
+        "oldest first, at most max",
     ),
     KeyShape(
         QUEUE_ROOT + "events",
@@ -354,6 +369,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "the lane's fixed-window rate counter; its PTTL is the window left",
     ),
     KeyShape(
+        QUEUE_ROOT + "g:<group>:claims",
+        "LIST",
+        "Keyspace.lane_claims",
+        "the lane's sliding log (smooth rate): server ms of its claims in the last window, "
+        "oldest first, at most max",
+    ),
+    KeyShape(
         QUEUE_ROOT + "dedups",
         "ZSET",
         "Keyspace.dedups",
@@ -413,6 +435,7 @@ class Keyspace:
     gactive: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
+    policies: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
     holders: str = field(init=False, repr=False)
     lanes: str = field(init=False, repr=False)
@@ -425,6 +448,7 @@ class Keyspace:
     wake: str = field(init=False, repr=False)
     meta: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)
+    claims: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)
@@ -470,6 +494,10 @@ class Keyspace:
     def lane_limiter(self, group: str) -> str:
         """The fixed-window rate counter of ``group``'s lane: ``g:<group>:limiter``."""
         return self.root + "g:" + validate_group(group) + ":limiter"
+
+    def lane_claims(self, group: str) -> str:
+        """The sliding log of ``group``'s lane (smooth rate): ``g:<group>:claims``."""
+        return self.root + "g:" + validate_group(group) + ":claims"
 
     def dedup(self, key: str) -> str:
         """The producer dedup key ``de:<key>`` that maps to a job id."""
