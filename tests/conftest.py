@@ -71,6 +71,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_weighted_share.py",
         "test_progress.py",
         "test_flows.py",
+        "test_gates.py",
     }
 )
 
