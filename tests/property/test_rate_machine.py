@@ -114,8 +114,13 @@ class RateMachine(RuleBasedStateMachine):
             assert self.queue_rule is not None
             assert is_spent(sorted(self.every), self.queue_rule, before, after)
             return
-        # Nothing claimable: every lane with work was at its ceiling or spent its rate.
+        # Nothing claimable: every lane with work was at its ceiling or spent its rate (or the
+        # queue's rate was spent while no lane was on the ring: the benched ones wait for upkeep).
         assert isinstance(got, Empty)
+        if self.queue_rule is not None and is_spent(
+            sorted(self.every), self.queue_rule, before, after
+        ):
+            return
         for group in GROUPS:
             if self.pending[group] == 0:
                 continue
