@@ -1,4 +1,5 @@
-"""The cost of flow control: token bucket takes/s, and the claim gate's own overhead.
+"""The cost of flow control: token bucket takes/s, the claim gate's own overhead, and the
+engine's µs per claim under each rate mode (fixed window, smooth sliding log).
 
 Run: ``.venv/bin/python bench/limits.py [--runs 5] [--url valkey://…]``. Medians of ``--runs``.
 """
@@ -11,8 +12,8 @@ import statistics
 import sys
 import time
 
-from _harness import serve
-from echomq import Bucket, Buckets, Item, Job, Queue
+from _harness import engine_usec_per_script, serve
+from echomq import Bucket, Buckets, Item, Job, Policy, Queue, Rate
 from echomq.testing import discard
 
 
@@ -37,8 +38,8 @@ async def takes_per_second(queue: Queue, buckets_per_take: int, seconds: float) 
 
 async def drain_rate(queue: Queue, jobs: int, limited: bool) -> float:
     if limited:  # budgets far above what the drain can reach: only the gate's cost shows
-        await queue.rate_limit(10_000_000, 1.0)
-        await queue.lane("_").rate(10_000_000, 1.0)
+        await queue.rate_limit(10_000_000, 1.0, mode="fixed")
+        await queue.lane("_").rate(10_000_000, 1.0, mode="fixed")
     else:
         await queue.rate_limit(None)
         await queue.lane("_").rate(None)
@@ -52,6 +53,30 @@ async def drain_rate(queue: Queue, jobs: int, limited: bool) -> float:
     started = time.perf_counter()
     await asyncio.gather(*(task() for _ in range(50)))
     return jobs / (time.perf_counter() - started)
+
+
+async def claim_usec(url: str, mode: str | None, jobs: int) -> float:
+    """The engine's own µs per claim script (``INFO commandstats``) on a queue whose rate and
+    whose lanes' rate (the default policy) are in ``mode`` (None: no rates), each 10 000 per
+    second: above what one claiming task reaches, so each claim pays the gate's full upkeep (a
+    smooth log holds every claim of the last second, and each claim drops the one that left)."""
+    queue = await Queue.connect(url, f"bench-modes-{time.time_ns()}", pool_size=1, events=False)
+    if mode is not None:
+        await queue.rate_limit(10_000, 1.0, mode=mode)  # type: ignore[arg-type]
+        await queue.apply_policies(default=Policy(rate=Rate(10_000, 1.0, mode)))  # type: ignore[arg-type]
+    for start in range(0, jobs, 1000):
+        groups = [f"tenant{n % 20}" for n in range(start, start + 1000)]
+        await queue.enqueue_many([Item(n, group=g) for n, g in enumerate(groups)])
+    warm = time.perf_counter() + 1.0  # a second of claims first: the logs reach their size
+    while time.perf_counter() < warm:
+        await queue.claim(600)
+    await queue.wire.call("CONFIG", "RESETSTAT")
+    while isinstance(await queue.claim(600), Job):
+        pass
+    usec = await engine_usec_per_script(queue)
+    await discard(queue)
+    await queue.close()
+    return usec
 
 
 async def run(url: str, runs: int, jobs: int) -> None:
@@ -75,6 +100,17 @@ async def run(url: str, runs: int, jobs: int) -> None:
     base = statistics.median(rows["claim+complete, no limits"])
     gated = statistics.median(rows["claim+complete, queue + lane limit far above the rate"])
     print(f"\ngate overhead: limited / unlimited = {gated / base:.2f}")
+    modes: dict[str, list[float]] = {}
+    for _ in range(runs):
+        for mode in (None, "fixed", "smooth"):
+            modes.setdefault(mode or "no rates", []).append(await claim_usec(url, mode, jobs))
+    print(f"\nengine µs per claim, queue + every lane at 10 000/s, 20 lanes, median of {runs}\n")
+    print("| rate mode | engine µs per claim |")
+    print("|---|---:|")
+    for name, values in modes.items():
+        print(f"| {name} | {statistics.median(values):.1f} |")
+    fixed, smooth = statistics.median(modes["fixed"]), statistics.median(modes["smooth"])
+    print(f"\nsmooth / fixed = {smooth / fixed:.2f}")
 
 
 def main() -> int:

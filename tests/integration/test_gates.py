@@ -136,6 +136,25 @@ async def test_a_smooth_rate_admits_the_next_claim_when_the_oldest_leaves_the_wi
     assert first.deadline_ms <= second.deadline_ms
 
 
+@pytest.mark.parametrize(("mode", "admitted"), [("fixed", 2), ("smooth", 1)])
+async def test_only_a_fixed_window_admits_a_second_budget_across_its_boundary(
+    queue: Queue, mode: str, admitted: int
+) -> None:
+    """2 per 0.3 s: one claim at t0, one at ~t0 + 0.2 s, then two asked for at ~t0 + 0.35 s.
+    A fixed window opened a new budget at t0 + 0.3 s (3 claims in 0.15 s); the sliding log lets
+    one more in, as t0 has left the window and t0 + 0.2 s has not."""
+    await queue.lane("acme").rate(2, 0.3, mode=mode)  # type: ignore[arg-type]
+    await fill(queue, "acme", 5)
+    assert len(await claims(queue, 1)) == 1
+    await asyncio.sleep(0.2)  # the window's clock is the server's: nothing to wait on
+    assert len(await claims(queue, 1)) == 1
+    await asyncio.sleep(0.15)
+    await queue.promote()  # the benched lane returns when its window (or oldest claim) ends
+    batch = await queue.claim_batch(2, LEASE)
+    assert isinstance(batch, list)
+    assert len(batch) == admitted
+
+
 async def test_a_smooth_lane_is_benched_until_its_next_slot(queue: Queue) -> None:
     await queue.lane("acme").rate(2, 60.0)
     await fill(queue, "acme", 3)

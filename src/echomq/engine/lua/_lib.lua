@@ -122,9 +122,10 @@ local function rate_wait(counter, log, max, window, smooth, now)
   return ttl
 end
 
--- Claims a rate admits now. A sliding log first drops the claims that left the window (each
--- is dropped once, so this costs O(1) amortised).
-local function rate_room(counter, log, max, window, smooth, now)
+-- Claims a rate admits now, counting up to `want` (a fixed window tells its whole room). The
+-- sliding log keeps the newest `max` claims: k more fit iff the (max-k+1)-th newest has left the
+-- window, so one claim costs one LINDEX and a batch a binary search.
+local function rate_room(counter, log, max, window, smooth, now, want)
   if not smooth then
     local used = tonumber(redis.call('GET', counter) or '0')
     if used >= max and redis.call('PTTL', counter) == -1 then
@@ -134,25 +135,31 @@ local function rate_room(counter, log, max, window, smooth, now)
     return max - used
   end
   local cutoff = now - window
-  local newest = redis.call('LINDEX', log, -1)
-  if not newest then return max end
-  if tonumber(newest) <= cutoff then
-    redis.call('DEL', log)
-    return max
+  local function fits(k)
+    if k > max then return false end
+    local t = redis.call('LINDEX', log, k - max - 1)
+    return not t or tonumber(t) <= cutoff
   end
-  while tonumber(redis.call('LINDEX', log, 0)) <= cutoff do redis.call('LPOP', log) end
-  return max - redis.call('LLEN', log)
+  if not fits(1) then return 0 end
+  local lo, hi = 1, math.min(want, max)
+  if hi == 1 or fits(hi) then return hi end
+  while hi - lo > 1 do -- fits(lo), not fits(hi)
+    local mid = math.floor((lo + hi) / 2)
+    if fits(mid) then lo = mid else hi = mid end
+  end
+  return lo
 end
 
--- Spend n claims made at `now`; true when the budget is spent by them.
-local function rate_spend(counter, log, max, window, smooth, now, n)
+-- Spend n claims made at `now`; true when the budget is spent by them (asked with `tell`: the
+-- sliding log costs a read to say so).
+local function rate_spend(counter, log, max, window, smooth, now, n, tell)
   if smooth then
     local at = {}
     for i = 1, n do at[i] = now end
-    redis.call('RPUSH', log, unpack(at))
-    redis.call('LTRIM', log, -max, -1)
+    local kept = redis.call('RPUSH', log, unpack(at))
+    if kept > max then redis.call('LTRIM', log, -max, -1) end
     redis.call('PEXPIRE', log, window)
-    return redis.call('LLEN', log) >= max
+    return tell and kept >= max and tonumber(redis.call('LINDEX', log, -max)) > now - window
   end
   local used = redis.call('INCRBY', counter, n)
   if used == n then redis.call('PEXPIRE', counter, window) end

@@ -40,7 +40,7 @@ local qmax, qwindow = tonumber(cfg[3] or '0'), tonumber(cfg[4] or '0')
 local limiter, qlog = root .. 'limiter', root .. 'claims'
 local qsmooth = cfg[6] == 'smooth'
 if qmax > 0 then
-  local room = rate_room(limiter, qlog, qmax, qwindow, qsmooth, now)
+  local room = rate_room(limiter, qlog, qmax, qwindow, qsmooth, now, want)
   if room <= 0 then
     if redis.call('LLEN', ring) == 0 then return nil end
     return math.max(1, rate_wait(limiter, qlog, qmax, qwindow, qsmooth, now))
@@ -78,7 +78,7 @@ local function lane(g)
   if l.limit then l.active = tonumber(redis.call('HGET', root .. 'gactive', g) or '0') end
   if rmax then
     local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    l.room = rate_room(counter, log, rmax, rwindow, smooth, now)
+    l.room = rate_room(counter, log, rmax, rwindow, smooth, now, want)
   end
   lanes[g] = l
   return l
@@ -138,7 +138,7 @@ local function serve(g, room)
   if l.rmax then
     -- Spent now, not at the end: bench() reads the window.
     local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    spent_budget = rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n)
+    spent_budget = rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
     l.room = l.room - n
   end
   if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
