@@ -268,8 +268,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "claims",
         "LIST",
         "Keyspace.claims",
-        "the queue's sliding log (smooth rate): server ms of its claims in the last window, "
-        "oldest first, at most max",
+        "the queue's sliding log (smooth rate): server ms of its newest claims, oldest first "
+        "(the newest max decide; at most 2 * max kept), expiring a window after the newest",
     ),
     KeyShape(
         QUEUE_ROOT + "events",
@@ -372,8 +372,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "g:<group>:claims",
         "LIST",
         "Keyspace.lane_claims",
-        "the lane's sliding log (smooth rate): server ms of its claims in the last window, "
-        "oldest first, at most max",
+        "the lane's sliding log (smooth rate): server ms of its newest claims, oldest first "
+        "(the newest max decide; at most 2 * max kept), expiring a window after the newest",
     ),
     KeyShape(
         QUEUE_ROOT + "dedups",

@@ -59,8 +59,8 @@ local function wake(root)
   redis.call('LTRIM', root .. 'wake', 0, 63)
 end
 
--- A lane's sliding log (smooth rates): the server ms of its claims in the last window, oldest
--- first, at most `max` of them.
+-- A lane's sliding log (smooth rates): the server ms of its newest claims, oldest first (the
+-- newest `max` decide; it holds at most twice that).
 local function lane_claims_of(root, g)
   return root .. 'g:' .. g .. ':claims'
 end
@@ -122,9 +122,11 @@ local function rate_wait(counter, log, max, window, smooth, now)
   return ttl
 end
 
--- Claims a rate admits now, counting up to `want` (a fixed window tells its whole room). The
--- sliding log keeps the newest `max` claims: k more fit iff the (max-k+1)-th newest has left the
--- window, so one claim costs one LINDEX and a batch a binary search.
+-- Claims a rate admits now: exact up to want + 1, so that after taking n <= want the caller
+-- knows the budget is spent iff the room left is 0 (a fixed window tells its whole room). The
+-- sliding log's newest `max` claims decide: k more fit iff the k-th of them (oldest first) has
+-- left the window. One LRANGE reads the first min(want + 1, max) of them; from a log shorter
+-- than `max`, it answers the newest (the missing oldest positions are free).
 local function rate_room(counter, log, max, window, smooth, now, want)
   if not smooth then
     local used = tonumber(redis.call('GET', counter) or '0')
@@ -134,36 +136,28 @@ local function rate_room(counter, log, max, window, smooth, now, want)
     end
     return max - used
   end
-  local cutoff = now - window
-  local function fits(k)
-    if k > max then return false end
-    local t = redis.call('LINDEX', log, k - max - 1)
-    return not t or tonumber(t) <= cutoff
+  local cap = math.min(want + 1, max)
+  local seen = redis.call('LRANGE', log, -max, cap - max - 1)
+  local free = cap - #seen -- positions 1..free hold no claim
+  for k = free + 1, cap do
+    if tonumber(seen[k - free]) > now - window then return k - 1 end
   end
-  if not fits(1) then return 0 end
-  local lo, hi = 1, math.min(want, max)
-  if hi == 1 or fits(hi) then return hi end
-  while hi - lo > 1 do -- fits(lo), not fits(hi)
-    local mid = math.floor((lo + hi) / 2)
-    if fits(mid) then lo = mid else hi = mid end
-  end
-  return lo
+  return cap
 end
 
--- Spend n claims made at `now`; true when the budget is spent by them (asked with `tell`: the
--- sliding log costs a read to say so).
-local function rate_spend(counter, log, max, window, smooth, now, n, tell)
+-- Spend n claims made at `now`. A sliding log trims itself to its newest `max` once it holds
+-- twice that (one LTRIM per `max` claims), and lives one window past its newest claim.
+local function rate_spend(counter, log, max, window, smooth, now, n)
   if smooth then
     local at = {}
     for i = 1, n do at[i] = now end
-    local kept = redis.call('RPUSH', log, unpack(at))
-    if kept > max then redis.call('LTRIM', log, -max, -1) end
+    if redis.call('RPUSH', log, unpack(at)) > 2 * max then
+      redis.call('LTRIM', log, -max, -1)
+    end
     redis.call('PEXPIRE', log, window)
-    return tell and kept >= max and tonumber(redis.call('LINDEX', log, -max)) > now - window
+    return
   end
-  local used = redis.call('INCRBY', counter, n)
-  if used == n then redis.call('PEXPIRE', counter, window) end
-  return used >= max
+  if redis.call('INCRBY', counter, n) == n then redis.call('PEXPIRE', counter, window) end
 end
 
 -- A rate was set to (max, window, smooth) (max nil: removed): the claims already made carry on

@@ -138,8 +138,9 @@ local function serve(g, room)
   if l.rmax then
     -- Spent now, not at the end: bench() reads the window.
     local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    spent_budget = rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
+    rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n)
     l.room = l.room - n
+    spent_budget = l.room <= 0
   end
   if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
   if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
