@@ -276,3 +276,32 @@ async def test_a_blocking_producer_applies_the_app_lane_policies(
         assert (await queue.lane("acme").info()).limit == 2
     finally:
         await app.close()
+
+
+async def test_the_policies_of_the_gates_page(queue: Queue) -> None:
+    # --8<-- [start:policies]
+    policies = {"billing.eu@acme": Policy(limit=1)}  # any lane name, in a mapping
+    await queue.apply_policies(
+        policies,
+        default=Policy(rate=(10, 1.0)),  # every tenant not named: at most 10 claims a second
+        acme=Policy(rate=(5, 1.0), limit=2),  # acme: 5 a second (smooth), 2 at once
+        globex=Policy(weight=3),  # globex: 3 claims per ring visit, and the default rate
+        legacy=Policy(rate=Rate(100, 60.0, mode="fixed")),  # a fixed window, 100 a minute
+    )
+    # What every process of a deploy does at start: the policies in force, applied again.
+    again = await queue.apply_policies(
+        policies,
+        default=Policy(rate=(10, 1.0)),
+        acme=Policy(rate=(5, 1.0), limit=2),
+        globex=Policy(weight=3),
+        legacy=Policy(rate=Rate(100, 60.0, mode="fixed")),
+    )
+    assert again == 0  # nothing changed: no window restarted, no fresh budget
+    await queue.enqueue("hello", group="initech")  # a tenant no policy names
+    (initech,) = await queue.lanes(["initech"])
+    assert (initech.rate, initech.rate_mode) == (
+        (10, 1.0),
+        "smooth",
+    )  # the default, read by the claim
+    # --8<-- [end:policies]
+    assert set((await queue.policies()).lanes) == {"billing.eu@acme", "acme", "globex", "legacy"}
