@@ -305,3 +305,14 @@ async def test_the_policies_of_the_gates_page(queue: Queue) -> None:
     )  # the default, read by the claim
     # --8<-- [end:policies]
     assert set((await queue.policies()).lanes) == {"billing.eu@acme", "acme", "globex", "legacy"}
+
+
+async def test_a_large_fixed_window_converts_to_a_smooth_log(queue: Queue) -> None:
+    """10 000 claims' worth of a fixed window become 10 000 log entries (in chunks)."""
+    lane = queue.lane("big")
+    await lane.rate(10_000, 60.0, mode="fixed")
+    await queue.wire.call("SET", queue.keys.lane_limiter("big"), 10_000, "PX", 60_000)
+    await fill(queue, "big", 2)
+    assert await lane.rate(10_000, 60.0)
+    assert await claims(queue) == []
+    assert await queue.wire.call("LLEN", queue.keys.lane_claims("big")) == 10_000

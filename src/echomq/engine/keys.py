@@ -269,7 +269,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "LIST",
         "Keyspace.claims",
         "the queue's sliding log (smooth rate): server ms of its newest claims, oldest first "
-        "(the newest max decide; at most 2 * max kept), expiring a window after the newest",
+        "(the newest max decide; at most 2 * max kept; no expiry: one bounded key per queue)",
     ),
     KeyShape(
         QUEUE_ROOT + "events",

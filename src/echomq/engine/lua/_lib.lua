@@ -146,15 +146,20 @@ local function rate_room(counter, log, max, window, smooth, now, want)
 end
 
 -- Spend n claims made at `now`. A sliding log trims itself to its newest `max` once it holds
--- twice that (one LTRIM per `max` claims), and lives one window past its newest claim.
-local function rate_spend(counter, log, max, window, smooth, now, n)
+-- twice that (one LTRIM per `max` claims); a lane's lives one window past its newest claim
+-- (`expire`), the queue's one log has no expiry (it is bounded, and one key per queue).
+local function rate_spend(counter, log, max, window, smooth, now, n, expire)
   if smooth then
-    local at = {}
-    for i = 1, n do at[i] = now end
-    if redis.call('RPUSH', log, unpack(at)) > 2 * max then
-      redis.call('LTRIM', log, -max, -1)
+    local kept
+    if n == 1 then
+      kept = redis.call('RPUSH', log, now)
+    else
+      local at = {}
+      for i = 1, n do at[i] = now end
+      kept = redis.call('RPUSH', log, unpack(at))
     end
-    redis.call('PEXPIRE', log, window)
+    if kept > 2 * max then redis.call('LTRIM', log, -max, -1) end
+    if expire then redis.call('PEXPIRE', log, window) end
     return
   end
   if redis.call('INCRBY', counter, n) == n then redis.call('PEXPIRE', counter, window) end
@@ -166,24 +171,24 @@ end
 -- now if that is sooner. Changing mode converts: a fixed window's count becomes that many claims
 -- leaving the sliding window when the fixed one would have ended; a sliding log's claims become
 -- the count of a fixed window that ends when the oldest of them leaves the new window.
-local function rate_moved(counter, log, max, window, smooth, now)
+local function rate_moved(counter, log, max, window, smooth, now, expire)
   if not max then return end -- the state expires by itself; a rate set again finds it
   if smooth then
     local used, ttl = tonumber(redis.call('GET', counter) or '0'), redis.call('PTTL', counter)
     redis.call('DEL', counter)
     if used > 0 and ttl > 0 then
-      local at, t = {}, now + math.min(ttl, window) - window
-      for i = 1, math.min(used, max) do at[i] = t end
-      redis.call('RPUSH', log, unpack(at))
       -- Log entries are in time order: the converted ones sort in among any kept.
-      local all = redis.call('LRANGE', log, 0, -1)
+      local all, t = redis.call('LRANGE', log, 0, -1), now + math.min(ttl, window) - window
+      for _ = 1, math.min(used, max) do all[#all + 1] = t end
       table.sort(all, function(a, b) return tonumber(a) < tonumber(b) end)
       redis.call('DEL', log)
-      redis.call('RPUSH', log, unpack(all))
+      for i = 1, #all, 1000 do -- unpack takes a bounded number of values
+        redis.call('RPUSH', log, unpack(all, i, math.min(i + 999, #all)))
+      end
     end
     if redis.call('EXISTS', log) == 1 then
       redis.call('LTRIM', log, -max, -1)
-      redis.call('PEXPIRE', log, window)
+      if expire then redis.call('PEXPIRE', log, window) end
     end
     return
   end

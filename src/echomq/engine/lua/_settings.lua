@@ -25,7 +25,7 @@ end
 local function lane_rate_moved(root, g, now)
   local max, window, smooth = lane_rate(root, g)
   local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-  rate_moved(counter, log, max, window, smooth, now)
+  rate_moved(counter, log, max, window, smooth, now, true)
   redis.call('ZREM', root .. 'rdue', g)
 end
 

@@ -138,7 +138,7 @@ local function serve(g, room)
   if l.rmax then
     -- Spent now, not at the end: bench() reads the window.
     local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n)
+    rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
     l.room = l.room - n
     spent_budget = l.room <= 0
   end
