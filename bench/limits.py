@@ -12,7 +12,7 @@ import statistics
 import sys
 import time
 
-from _harness import commandstats, engine_usec_per_script, serve
+from _harness import commandstats, serve
 from commands import _inner_calls
 from echomq import Bucket, Buckets, Item, Job, Policy, Queue, Rate
 from echomq.testing import discard
@@ -56,12 +56,10 @@ async def drain_rate(queue: Queue, jobs: int, limited: bool) -> float:
     return jobs / (time.perf_counter() - started)
 
 
-async def claim_usec(url: str, mode: str | None, jobs: int) -> tuple[float, float]:
-    """The engine's own µs per claim script (``INFO commandstats``) on a queue whose rate and
-    whose lanes' rate (the default policy) are in ``mode`` (None: no rates), each 10 000 per
-    second: above what one claiming task reaches, so each claim pays the gate's full upkeep (a
-    smooth log holds the newest 10 000 claims, and each claim pushes one and trims one), and
-    the commands the engine ran inside each claim (exact whatever the load)."""
+async def rate_queue(url: str, mode: str | None, jobs: int) -> Queue:
+    """A queue whose rate and whose lanes' rate (the default policy) are in ``mode`` (None: no
+    rates), each 10 000 per second: above what one claiming task reaches, so each claim pays the
+    gate's full upkeep (a smooth log holds the newest 10 000 claims, each claim pushes one)."""
     queue = await Queue.connect(url, f"bench-modes-{time.time_ns()}", pool_size=1, events=False)
     if mode is not None:
         await queue.rate_limit(10_000, 1.0, mode=mode)  # type: ignore[arg-type]
@@ -69,17 +67,34 @@ async def claim_usec(url: str, mode: str | None, jobs: int) -> tuple[float, floa
     for start in range(0, jobs, 1000):
         groups = [f"tenant{n % 20}" for n in range(start, start + 1000)]
         await queue.enqueue_many([Item(n, group=g) for n, g in enumerate(groups)])
-    for _ in range(jobs // 2):  # the logs reach their working size first
-        await queue.claim(600)
-    await queue.wire.call("CONFIG", "RESETSTAT")
-    for _ in range(jobs // 2):
-        assert isinstance(await queue.claim(600), Job), "a claim found nothing: not measured"
-    usec = await engine_usec_per_script(queue)
-    claims, _ = await commandstats(queue)
-    inner = await _inner_calls(queue)
-    await discard(queue)
-    await queue.close()
-    return usec, inner / claims
+    return queue
+
+
+async def claim_costs(url: str, jobs: int, block: int = 250) -> dict[str, tuple[float, float]]:
+    """The engine's own µs per claim script and the commands it ran inside each, per mode. The
+    modes take turns in blocks of ``block`` claims (a noisy host weighs on each alike); each
+    block's share is the change of ``INFO commandstats`` across it."""
+    modes: dict[str, str | None] = {"no rates": None, "fixed": "fixed", "smooth": "smooth"}
+    queues = {name: await rate_queue(url, mode, jobs) for name, mode in modes.items()}
+    for queue in queues.values():  # the logs reach their working size first
+        for _ in range(jobs // 4):
+            await queue.claim(600)
+    totals = {name: [0, 0.0, 0] for name in modes}  # claims, µs, inner commands
+    for _ in range((jobs // 2) // block):
+        for name, queue in queues.items():
+            calls, usec = await commandstats(queue)
+            inner = await _inner_calls(queue)
+            for _ in range(block):
+                assert isinstance(await queue.claim(600), Job), "a claim found nothing"
+            after_calls, after_usec = await commandstats(queue)
+            total = totals[name]
+            total[0] += after_calls - calls
+            total[1] += after_usec - usec
+            total[2] += await _inner_calls(queue) - inner
+    for queue in queues.values():
+        await discard(queue)
+        await queue.close()
+    return {name: (usec / claims, inner / claims) for name, (claims, usec, inner) in totals.items()}
 
 
 async def run(url: str, runs: int, jobs: int, modes_only: bool = False) -> None:
@@ -112,20 +127,20 @@ async def gates(url: str, runs: int, jobs: int) -> None:
 
 
 async def rate_modes(url: str, runs: int, jobs: int) -> None:
-    modes: dict[str, list[float]] = {}
+    usec: dict[str, list[float]] = {}
     calls: dict[str, float] = {}
-    for _ in range(runs):  # interleaved: a noisy host weighs on every mode alike
-        for mode in (None, "fixed", "smooth"):
-            usec, calls[mode or "no rates"] = await claim_usec(url, mode, jobs)
-            modes.setdefault(mode or "no rates", []).append(usec)
+    for _ in range(runs):
+        for name, (per_claim, inner) in (await claim_costs(url, jobs)).items():
+            usec.setdefault(name, []).append(per_claim)
+            calls[name] = inner
     print(
         f"\nthe claim per rate mode: queue + every lane at 10 000/s, 20 lanes, median of {runs}\n"
     )
     print("| rate mode | engine µs per claim | commands inside per claim |")
     print("|---|---:|---:|")
-    for name, values in modes.items():
+    for name, values in usec.items():
         print(f"| {name} | {statistics.median(values):.1f} | {calls[name]:.2f} |")
-    fixed, smooth = statistics.median(modes["fixed"]), statistics.median(modes["smooth"])
+    fixed, smooth = statistics.median(usec["fixed"]), statistics.median(usec["smooth"])
     ratio = calls["smooth"] / calls["fixed"]
     print(f"\nsmooth / fixed = {smooth / fixed:.2f} (µs), {ratio:.2f} (commands)")
 
