@@ -51,6 +51,9 @@ class Model:
     paused: set[str] = field(default_factory=set)
     limits: dict[str, int] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
+    # The default lane policy: the ceiling and weight of every lane without its own.
+    default_limit: int | None = None
+    default_weight: int | None = None
     concurrency: int | None = None
     is_queue_paused: bool = False
     active: dict[str, Lease] = field(default_factory=dict)
@@ -76,13 +79,18 @@ class Model:
         return sum(1 for lease in self.active.values() if lease.group == group)
 
     def weight(self, group: str) -> int:
-        return self.weights.get(group, 1)
+        return self.weights.get(group, self.default_weight or 1)
+
+    def ceiling(self, group: str) -> int | None:
+        """The lane's ceiling in force: its own, else the default policy's (None: none)."""
+        return self.limits.get(group, self.default_limit)
 
     def is_serviceable(self, group: str) -> bool:
+        ceiling = self.ceiling(group)
         return (
             bool(self.lanes[group])
             and group not in self.paused
-            and (group not in self.limits or self.gactive(group) < self.limits[group])
+            and (ceiling is None or self.gactive(group) < ceiling)
         )
 
     def serviceable(self) -> set[str]:
