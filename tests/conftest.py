@@ -76,6 +76,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_progress.py",
         "test_flows.py",
         "test_lane_names.py",
+        "test_gates.py",
     }
 )
 

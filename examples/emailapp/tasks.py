@@ -7,10 +7,22 @@ from __future__ import annotations
 
 import os
 
-from echomq import App, Exponential, context
+from echomq import App, Exponential, Policy, context
 
 # Applications read their settings once, at start-up; the library never reads the environment.
 app = App(os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"), queue="email")
+
+# --8<-- [start:lanes]
+# Every tenant at most 10 emails a second; acme (its provider allows 5 a second) 5 a second and
+# 2 at once; globex, a paying tenant, 3 claims per ring visit. Declared here, at import: every
+# process applies them when it connects (the web app's lifespan, each worker's start), and
+# applying the policies in force again changes nothing, so a deploy grants no fresh budget.
+app.lanes(
+    default=Policy(rate=(10, 1.0)),
+    acme=Policy(rate=(5, 1.0), limit=2),
+    globex=Policy(weight=3),
+)
+# --8<-- [end:lanes]
 
 #: What the tasks "sent" in this process (a real app would call its mail provider).
 OUTBOX: list[dict[str, str]] = []

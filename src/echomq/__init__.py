@@ -24,6 +24,7 @@ from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.ids import validate as validate_id
 from echomq.engine.lanes import Lane
+from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.producer import Item
 from echomq.engine.queue import Queue
 from echomq.engine.results import (
@@ -164,8 +165,11 @@ __all__ = [
     "NodeLeaseError",
     "NotDurable",
     "Overloaded",
+    "Policies",
+    "Policy",
     "Pool",
     "Queue",
+    "Rate",
     "RateError",
     "RateLimited",
     "RawCodec",

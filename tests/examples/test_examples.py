@@ -22,7 +22,7 @@ import httpx
 import pytest
 
 import echomq
-from echomq import AppWorker, Queue
+from echomq import AppWorker, Policy, Queue
 from echomq.testing import discard, serve_app
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -81,8 +81,11 @@ async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
         assert posted.status_code == 202
         job = posted.json()
         assert job["verdict"] == "enqueued"
-        lanes = {lane.group: lane.depth for lane in await tasks.app.queue("email").lanes()}
+        email = tasks.app.queue("email")
+        lanes = {lane.group: lane.depth for lane in await email.lanes() if lane.depth}
         assert lanes == {"acme": 1}
+        # The lifespan's connect applied the app's lane policies.
+        assert (await email.policies()).lanes["acme"] == Policy(rate=(5, 1.0), limit=2)
         await AppWorker(tasks.app).run_until_idle()
         got = await http.get(f"/emails/{job['id']}", params={"wait": 5})
     assert got.json() == {
@@ -101,7 +104,7 @@ async def test_sync_producer_survives_the_fork_of_a_preforking_server(
     assert "worker 1: enqueued 50 emails" in out
     queue = await Queue.connect(valkey_url, "email")
     try:
-        lanes = {lane.group: lane.depth for lane in await queue.lanes()}
+        lanes = {lane.group: lane.depth for lane in await queue.lanes() if lane.depth}
     finally:
         await queue.close()
     assert lanes == {"acme": 1, "tenant-0": 50, "tenant-1": 50}  # every job once, none lost

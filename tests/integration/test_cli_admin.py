@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from echomq.cli import main
+from echomq.engine.policies import Policy
 from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
 
@@ -67,9 +68,19 @@ async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
 
 async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: Cli) -> None:
     await queue.enqueue_many([Item(n, group="room-1") for n in range(3)] + [Item(0, group="r2")])
+    await queue.apply_policies(default=Policy(rate=(5, 1.0)), r2=Policy(limit=2))
     ran = await cli("--json", "lanes", queue.name)
     lanes = {lane["group"]: lane for lane in ran.json()}
     assert (lanes["room-1"]["depth"], lanes["r2"]["depth"]) == (3, 1)
+    # The settings in force, and whether a policy names the lane.
+    assert (lanes["room-1"]["rate"], lanes["room-1"]["rate_mode"]) == ([5, 1.0], "smooth")
+    assert (lanes["r2"]["limit"], lanes["r2"]["policy"], lanes["room-1"]["policy"]) == (
+        2,
+        "named",
+        "default",
+    )
+    stats = (await cli("--json", "stats", queue.name)).json()
+    assert stats["lane_default"] == {"rate": [5, 1.0, "smooth"]}
     table = await cli("lanes", queue.name)
     assert "room-1" in table.out
     assert "depth" in table.out

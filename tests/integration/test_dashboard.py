@@ -84,13 +84,14 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     lanes = {lane["group"]: lane for lane in shown["lanes"]}
     assert lanes["loud"] == {
         "group": "loud", "depth": 4, "active": 0, "limit": 0, "weight": 3,
-        "rate": None, "paused": False, "rate_wait": 0.0,
+        "rate": None, "paused": False, "rate_wait": 0.0, "rate_mode": None,
     }  # fmt: skip
     assert (lanes["calm"]["paused"], lanes["calm"]["limit"]) == (True, 2)
     assert shown["ring"] == ["loud"]
     assert shown["limiter"]["max"] == 50
     assert shown["limiter"]["window"] == 60.0
     assert shown["limiter"]["spent"] == 1  # the claim that made the dead job
+    assert shown["limiter"]["mode"] == "smooth"
     assert shown["dead"] == [
         {"id": dead_id, "group": "sick", "attempts": 1, "last_error": "ValueError: <b>not html</b>"}
     ]

@@ -75,7 +75,7 @@ async def test_rate_limit_can_be_changed_and_removed_at_run_time(queue: Queue) -
     assert isinstance(limited, RateLimited)
     assert 59 < limited.wait <= 60
     assert 59 < await queue.rate_limit_ttl() <= 60
-    await queue.rate_limit(3, 60)  # a new budget opens a new window at once
+    await queue.rate_limit(3, 60)  # a higher max admits more at once: 2 made, 3 allowed
     assert await queue.rate_limit_ttl() == 0
     assert isinstance(await queue.claim(LEASE), Job)
     await queue.rate_limit(None)

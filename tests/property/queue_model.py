@@ -51,6 +51,9 @@ class Model:
     paused: set[str] = field(default_factory=set)
     limits: dict[str, int] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
+    # The default lane policy: the ceiling and weight of every lane without its own.
+    default_limit: int | None = None
+    default_weight: int | None = None
     concurrency: int | None = None
     is_queue_paused: bool = False
     active: dict[str, Lease] = field(default_factory=dict)
@@ -76,13 +79,18 @@ class Model:
         return sum(1 for lease in self.active.values() if lease.group == group)
 
     def weight(self, group: str) -> int:
-        return self.weights.get(group, 1)
+        return self.weights.get(group, self.default_weight or 1)
+
+    def ceiling(self, group: str) -> int | None:
+        """The lane's ceiling in force: its own, else the default policy's (None: none)."""
+        return self.limits.get(group, self.default_limit)
 
     def is_serviceable(self, group: str) -> bool:
+        ceiling = self.ceiling(group)
         return (
             bool(self.lanes[group])
             and group not in self.paused
-            and (group not in self.limits or self.gactive(group) < self.limits[group])
+            and (ceiling is None or self.gactive(group) < ceiling)
         )
 
     def serviceable(self) -> set[str]:
@@ -224,3 +232,50 @@ class Fairness:
                 wait.departed += wait.ahead.pop(lane)
         for lane in now - set(self.waits):
             self.waits[lane] = Wait({g: model.weight(g) for g in now if g != lane})
+
+
+# -- rates ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RateRule:
+    """A rate as the model sees it: at most ``max`` claims per ``window_ms``, ``smooth`` (no
+    sliding window holds more) or fixed (windows open at the first claim after the last one
+    ended, as the engine's counter does)."""
+
+    max: int
+    window_ms: int
+    smooth: bool
+
+
+def windows_over(claims: list[int], rule: RateRule) -> list[list[int]]:
+    """The windows of ``claims`` (server ms, sorted) that hold more than ``rule.max``."""
+    if rule.smooth:
+        return [
+            window
+            for i, t in enumerate(claims)
+            if len(window := [u for u in claims[i:] if u < t + rule.window_ms]) > rule.max
+        ]
+    over, start, inside = [], None, []
+    for t in claims:
+        # The counter's expiry is set on the script's clock, up to 1 ms before its TIME: a claim
+        # in the window's last ms may open the next one.
+        if start is None or t >= start + rule.window_ms - 1:
+            if len(inside) > rule.max:
+                over.append(inside)
+            start, inside = t, []
+        inside.append(t)
+    return over + ([inside] if len(inside) > rule.max else [])
+
+
+def is_spent(claims: list[int], rule: RateRule, since: int, until: int) -> bool:
+    """Whether a rate could be spent at some moment in [since, until] (server ms), given the
+    claims it admitted: the model's reading of a claim that answered nothing."""
+    if rule.smooth:
+        return sum(since - rule.window_ms < t <= until for t in claims) >= rule.max
+    start, inside = None, 0
+    for t in claims:
+        if start is None or t >= start + rule.window_ms - 1:
+            start, inside = t, 0
+        inside += 1
+    return start is not None and start + rule.window_ms >= since and inside >= rule.max

@@ -26,6 +26,7 @@ from hypothesis.stateful import (
 )
 from queue_model import GROUPS, Fairness, Model, text_of
 
+from echomq.engine.policies import Policy
 from echomq.engine.queue import Item, Queue
 from echomq.engine.results import Empty, Failed, Job
 from echomq.errors import StaleTokenError, StateError
@@ -238,8 +239,9 @@ class QueueMachine(RuleBasedStateMachine):
         while taken < want and ring:
             group, weight = ring[0], model.weight(ring[0])
             take = want - taken
-            if group in model.limits:
-                take = min(take, model.limits[group] - gactive[group])
+            ceiling = model.ceiling(group)
+            if ceiling is not None:
+                take = min(take, ceiling - gactive[group])
             served = int(turn["served"]) if weight > 1 and turn.get("group") == group else 0
             if take > 1 and len(ring) > 1:
                 take = min(take, max(1, weight - served))  # a stale count still serves one
@@ -249,7 +251,7 @@ class QueueMachine(RuleBasedStateMachine):
             gactive[group] += len(heads)
             taken += len(heads)
             turns.append((group, heads))
-            if not lanes[group] or gactive[group] >= model.limits.get(group, gactive[group] + 1):
+            if not lanes[group] or (ceiling is not None and gactive[group] >= ceiling):
                 ring.pop(0)
                 turn = {}
             elif weight > 1 and served + len(heads) < weight:
@@ -281,8 +283,9 @@ class QueueMachine(RuleBasedStateMachine):
             self.fairness.settle(model)
         for group in {group for group, _ in turns}:
             info = self._run(self.queue.lane(group).info())
-            if group in model.limits:
-                assert info.active <= model.limits[group], "a claim pushed gactive past glimit"
+            ceiling = model.ceiling(group)
+            if ceiling is not None:
+                assert info.active <= ceiling, "a claim pushed gactive past its ceiling"
         if model.concurrency is not None:
             assert len(model.active) <= model.concurrency, "a claim passed the queue ceiling"
 
@@ -546,23 +549,48 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(group=groups, ceiling=st.none() | st.integers(min_value=1, max_value=3))
     def limit_lane(self, group: str, ceiling: int | None) -> None:
-        self._run(self.queue.lane(group).limit(ceiling))
-        self.model.limit_slack.pop(group, None)
+        # Idempotent: the engine answers whether the lane's own ceiling changed.
+        changed = self._run(self.queue.lane(group).limit(ceiling))
+        assert changed is (self.model.limits.get(group) != ceiling)
         if ceiling is None:
             self.model.limits.pop(group, None)
-            return
-        self.model.limits[group] = ceiling
-        if self.model.gactive(group) > ceiling:
+        else:
+            self.model.limits[group] = ceiling
+        self._slack(group)
+
+    def _slack(self, group: str) -> None:
+        """A ceiling lowered under the jobs in flight: they may exceed it until they settle."""
+        self.model.limit_slack.pop(group, None)
+        ceiling = self.model.ceiling(group)
+        if ceiling is not None and self.model.gactive(group) > ceiling:
             self.model.limit_slack[group] = self.model.gactive(group)
 
     @rule(group=groups, weight=st.none() | st.integers(min_value=1, max_value=3))
     def weigh_lane(self, group: str, weight: int | None) -> None:
-        self._run(self.queue.lane(group).weight(weight))
+        changed = self._run(self.queue.lane(group).weight(weight))
+        assert changed is (self.model.weights.get(group) != weight)
         if weight is None:
             self.model.weights.pop(group, None)
         else:
             self.model.weights[group] = weight
         self.fairness.weighted(group, self.model.weight(group))
+
+    @rule(
+        ceiling=st.none() | st.integers(min_value=1, max_value=3),
+        weight=st.none() | st.integers(min_value=1, max_value=3),
+    )
+    def default_policy(self, ceiling: int | None, weight: int | None) -> None:
+        """The default lane policy: lanes without their own ceiling or weight follow it in the
+        claim itself. Applied again (as every process does at start), it changes nothing."""
+        model = self.model
+        policy = Policy(limit=ceiling, weight=weight)
+        changed = self._run(self.queue.apply_policies(default=policy))
+        assert changed == (model.default_limit != ceiling) + (model.default_weight != weight)
+        assert self._run(self.queue.apply_policies(default=policy)) == 0
+        model.default_limit, model.default_weight = ceiling, weight
+        for group in GROUPS:
+            self._slack(group)
+            self.fairness.weighted(group, model.weight(group))
 
     @rule(ceiling=st.none() | st.integers(min_value=1, max_value=5))
     def limit_queue(self, ceiling: int | None) -> None:
@@ -650,7 +678,10 @@ class QueueMachine(RuleBasedStateMachine):
         assert raw["gweight"] == model.weights
         gactive = {g: model.gactive(g) for g in GROUPS if model.gactive(g)}
         assert raw["gactive"] == gactive
-        for group, limit in model.limits.items():
+        for group in GROUPS:
+            limit = model.ceiling(group)
+            if limit is None:
+                continue
             if gactive.get(group, 0) <= limit:
                 model.limit_slack.pop(group, None)
             assert gactive.get(group, 0) <= max(limit, model.limit_slack.get(group, 0))
@@ -670,7 +701,10 @@ class QueueMachine(RuleBasedStateMachine):
             for g in GROUPS
             if raw["lane"][g]
             and g not in raw["paused"]
-            and (g not in raw["glimit"] or raw["gactive"].get(g, 0) < raw["glimit"][g])
+            and (
+                (ceiling := raw["glimit"].get(g, raw["meta"].get("dlimit"))) is None
+                or raw["gactive"].get(g, 0) < int(ceiling)
+            )
         }
         assert set(raw["ring"]) == by_server, (
             f"ring {raw['ring']}, by the server's keys {by_server}"
@@ -680,6 +714,10 @@ class QueueMachine(RuleBasedStateMachine):
         expected_meta = {"paused": "1"} if model.is_queue_paused else {}
         if model.concurrency is not None:
             expected_meta["concurrency"] = str(model.concurrency)
+        if model.default_limit is not None:
+            expected_meta["dlimit"] = str(model.default_limit)
+        if model.default_weight is not None:
+            expected_meta["dweight"] = str(model.default_weight)
         assert raw["meta"] == expected_meta
         assert (raw["completed"], raw["failed"]) == (len(model.completed), model.failed)
         counts = self._run(self.queue.counts())
@@ -698,7 +736,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (info.depth, info.active, info.limit, info.weight, info.paused) == (
                 len(model.lanes[group]),
                 model.gactive(group),
-                model.limits.get(group, 0),
+                model.ceiling(group) or 0,
                 model.weight(group),
                 group in model.paused,
             ), info

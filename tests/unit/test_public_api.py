@@ -7,7 +7,7 @@ PINNED = {
     "ConnectionOptions", "Connector", "Counts", "Disconnected", "EchoMQError", "Empty",
     "Exponential", "Fixed", "InvalidArgument", "Item", "Jitter", "Job", "JobInfo", "JsonCodec",
     "KindError", "Lane", "LaneInfo", "LockedError", "Minter", "NodeLeaseError", "Overloaded",
-    "Pool", "Queue",
+    "Policies", "Policy", "Pool", "Queue", "Rate",
     "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",

@@ -6,10 +6,13 @@ holds one and exposes its verbs; the plane knows the engine and the keyspace, no
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from echomq.engine import ids as _ids
-from echomq.engine.checks import MAX_CEILING, MAX_RATE, count, ms
+from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import DRAIN_BUDGET, Lane, drain_lanes
+from echomq.engine.policies import Policy, policy_args, rate_value
 from echomq.engine.transitions import Engine
 from echomq.errors import InvalidArgument
 
@@ -30,24 +33,31 @@ class Admin:
     async def resume(self) -> None:
         await self._engine.configure(("paused", ""))
 
-    async def concurrency(self, ceiling: int | None) -> None:
+    async def concurrency(self, ceiling: int | None) -> bool:
         value = "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
-        await self._engine.configure(("concurrency", value))
+        return bool(await self._engine.configure(("concurrency", value)))
 
     async def ordered(self, on: bool) -> None:
         if not isinstance(on, bool):
             raise InvalidArgument("on", on, "must be True or False")
         await self._engine.configure(("ordered", 1 if on else ""))
 
-    async def rate_limit(self, max: int | None, window: float | None) -> None:
+    async def rate_limit(self, max: int | None, window: float | None, mode: str) -> bool:
         if max is None:
-            await self._engine.configure(("max", "", "window", ""))
-            return
-        count(max, "max", maximum=MAX_RATE)
-        if window is None:
-            raise InvalidArgument("window", window, "a rate limit needs a window in seconds")
-        settings = ("max", max, "window", ms(window, "window", positive=True))
-        await self._engine.configure(settings)
+            return bool(await self._engine.configure(("max", "", "window", "", "mode", "")))
+        most, window_ms = rate_value(max, window, mode).split(":")[:2]
+        smooth = "smooth" if mode == "smooth" else ""
+        return bool(
+            await self._engine.configure(("max", most, "window", window_ms, "mode", smooth))
+        )
+
+    async def apply_policies(
+        self,
+        policies: Mapping[str, Policy] | None,
+        default: Policy | None,
+        named: Mapping[str, Policy],
+    ) -> int:
+        return await self._engine.policy(policy_args(policies, default, named))
 
     async def drain(self, schedule: bool, results: bool = False) -> int:
         return await drain_lanes(self._engine, "", schedule, results)

@@ -216,7 +216,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "grate",
         "HASH",
         "Keyspace.grate",
-        'group -> "max:window" (jobs per window ms), its lane\'s rate budget',
+        'group -> "max:window" (jobs per window ms; fixed window) or "max:window:smooth" '
+        "(sliding window), its lane's own rate budget",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "policies",
+        "HASH",
+        "Keyspace.policies",
+        "group -> its lane policy as JSON: the lanes named by the last policies applied",
     ),
     KeyShape(
         QUEUE_ROOT + "turn",
@@ -277,7 +284,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "meta",
         "HASH",
         "Keyspace.meta",
-        "queue settings: paused, concurrency, max, window, ordered",
+        "queue settings: paused, concurrency, max, window, mode, ordered; the default for "
+        "lanes: dlimit, dweight, drate",
     ),
     KeyShape(
         QUEUE_ROOT + "fsync",
@@ -292,6 +300,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "STRING",
         "Keyspace.limiter",
         "the queue's fixed-window rate counter; its PTTL is the window left",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "claims",
+        "LIST",
+        "Keyspace.claims",
+        "the queue's sliding log (smooth rate): server ms of its newest claims, oldest first "
+        "(the newest max decide; at most 2 * max kept; no expiry: one bounded key per queue)",
     ),
     KeyShape(
         QUEUE_ROOT + "events",
@@ -398,6 +413,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "the lane's fixed-window rate counter; its PTTL is the window left",
     ),
     KeyShape(
+        QUEUE_ROOT + "g:<group>:claims",
+        "LIST",
+        "Keyspace.lane_claims",
+        "the lane's sliding log (smooth rate): server ms of its newest claims, oldest first "
+        "(the newest max decide; at most 2 * max kept), expiring a window after the newest",
+    ),
+    KeyShape(
         QUEUE_ROOT + "dedups",
         "ZSET",
         "Keyspace.dedups",
@@ -458,6 +480,7 @@ class Keyspace:
     gactive: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
+    policies: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
     holders: str = field(init=False, repr=False)
     lanes: str = field(init=False, repr=False)
@@ -471,6 +494,7 @@ class Keyspace:
     meta: str = field(init=False, repr=False)
     fsync: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)
+    claims: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)
@@ -520,6 +544,10 @@ class Keyspace:
     def lane_limiter(self, group: str) -> str:
         """The fixed-window rate counter of ``group``'s lane: ``g:<group>:limiter``."""
         return self.root + "g:" + validate_group(group) + ":limiter"
+
+    def lane_claims(self, group: str) -> str:
+        """The sliding log of ``group``'s lane (smooth rate): ``g:<group>:claims``."""
+        return self.root + "g:" + validate_group(group) + ":claims"
 
     def dedup(self, key: str) -> str:
         """The producer dedup key ``de:<key>`` that maps to a job id."""

@@ -9,6 +9,7 @@ from typing import Any
 
 from echomq.engine.checks import MAX_WEIGHT, count, text
 from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.policies import DEFAULT_MODE, RateMode, parse_rate
 from echomq.engine.producer import lane_limit_value, lane_rate_value
 from echomq.engine.results import LaneInfo
 from echomq.engine.transitions import Engine
@@ -20,19 +21,17 @@ DRAIN_BUDGET = 1000
 def lane_info(row: list[Any]) -> LaneInfo:
     """One lane's 8 fields as ``lanes.lua`` answers them."""
     group, depth, active, limit, weight, rate, paused, wait = row
-    budget = None
-    if rate_text := text(rate):
-        most, window = rate_text.split(":")
-        budget = (int(most), int(window) / 1000)
+    found = parse_rate(rate)
     return LaneInfo(
         group=text(group),
         depth=int(depth),
         active=int(active),
         limit=int(limit),
         weight=int(weight),
-        rate=budget,
+        rate=None if found is None else (found.max, found.window),
         paused=bool(paused),
         rate_wait=int(wait) / 1000,
+        rate_mode=None if found is None else found.mode,
     )
 
 
@@ -69,22 +68,30 @@ class Lane:
         """Pending jobs waiting in this lane."""
         return int(await self._engine.wire.call("ZCARD", self._keys.lane(self.group)))
 
-    async def limit(self, ceiling: int | None) -> None:
-        """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the ceiling."""
-        await self._engine.lane_setting(self.group, "glimit", lane_limit_value(ceiling))
+    async def limit(self, ceiling: int | None) -> bool:
+        """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the lane's own
+        ceiling (it follows the queue's default policy). False: it held that value already."""
+        return await self._engine.lane_setting(self.group, "glimit", lane_limit_value(ceiling))
 
-    async def weight(self, weight: int | None) -> None:
-        """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1)."""
+    async def weight(self, weight: int | None) -> bool:
+        """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1).
+        False: it held that value already."""
         value = "" if weight is None else count(weight, "weight", maximum=MAX_WEIGHT)
-        await self._engine.lane_setting(self.group, "gweight", value)
+        return await self._engine.lane_setting(self.group, "gweight", value)
 
-    async def rate(self, max: int | None, window: float | None = None) -> None:
+    async def rate(
+        self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
+    ) -> bool:
         """At most ``max`` claims per ``window`` seconds from this lane; ``None`` removes it.
 
-        A lane that spends its budget leaves the ring and returns when its window ends; the
-        other lanes keep being served meanwhile.
+        ``mode="smooth"`` (the default): no ``window`` seconds ever hold more than ``max``
+        claims; ``"fixed"``: back-to-back windows of ``max`` each. A lane that spends its budget
+        leaves the ring and returns when a claim fits again; the other lanes keep being served.
+        Idempotent: setting the rate in force changes nothing (False); a change carries the
+        window in flight on, never granting a fresh budget (docs/concepts/gates.md).
         """
-        await self._engine.lane_setting(self.group, "grate", lane_rate_value(max, window))
+        value = lane_rate_value(max, window, mode)
+        return await self._engine.lane_setting(self.group, "grate", value)
 
     async def info(self) -> LaneInfo:
         return lane_info((await self._engine.lanes((self.group,)))[0])

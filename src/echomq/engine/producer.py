@@ -18,7 +18,6 @@ from echomq.engine.checks import (
     MAX_CEILING,
     MAX_DURATION,
     MAX_PAYLOAD,
-    MAX_RATE,
     MAX_RESULT_TTL,
     MAX_UNIX_SECONDS,
     count,
@@ -26,6 +25,7 @@ from echomq.engine.checks import (
 )
 from echomq.engine.checks import text as _text
 from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
+from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admission, Admitted
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable, WireError
@@ -220,14 +220,10 @@ def lane_limit_value(ceiling: int | None) -> str | int:
     return "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
 
 
-def lane_rate_value(max: int | None, window: float | None) -> str:
-    """A lane's rate budget (``max`` claims per ``window`` seconds) as ``grate`` stores it."""
-    if max is None:
-        return ""
-    most = count(max, "max", maximum=MAX_RATE)
-    if window is None:
-        raise InvalidArgument("window", window, "a rate needs a window in seconds")
-    return f"{most}:{ms(window, 'window', positive=True)}"
+def lane_rate_value(max: int | None, window: float | None, mode: str = DEFAULT_MODE) -> str:
+    """A lane's rate budget (``max`` claims per ``window`` seconds, counted as ``mode`` says)
+    as ``grate`` stores it ("" clears it)."""
+    return "" if max is None else rate_value(max, window, mode)
 
 
 # -- job rows ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
@@ -28,6 +28,7 @@ from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
+from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
 from echomq.engine.producer import (
     VERDICTS,
     Batch,
@@ -384,17 +385,45 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Resume a paused queue."""
         await self._admin.resume()
 
-    async def concurrency(self, ceiling: int | None) -> None:
-        """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling."""
-        await self._admin.concurrency(ceiling)
+    async def concurrency(self, ceiling: int | None) -> bool:
+        """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling.
+        False: it held that value already (nothing written)."""
+        return await self._admin.concurrency(ceiling)
 
-    async def rate_limit(self, max: int | None, window: float | None = None) -> None:
+    async def rate_limit(
+        self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
+    ) -> bool:
         """At most ``max`` claims per ``window`` seconds across every worker; ``None`` removes it.
 
-        The check and the spend happen inside the claim script, so every worker on every host
-        shares the one budget. Takes effect at once, without restarting workers.
+        ``mode="smooth"`` (the default): no ``window`` seconds ever hold more than ``max``
+        claims; ``"fixed"``: back-to-back windows of ``max`` each (docs/concepts/gates.md). The
+        check and the spend happen inside the claim script, so every worker on every host shares
+        the one budget. Takes effect at once, without restarting workers. Idempotent: the rate
+        in force set again changes nothing (False); a change carries the window in flight on.
         """
-        await self._admin.rate_limit(max, window)
+        return await self._admin.rate_limit(max, window, mode)
+
+    async def apply_policies(
+        self,
+        policies: Mapping[str, Policy] | None = None,
+        /,
+        *,
+        default: Policy | None = None,
+        **lanes: Policy,
+    ) -> int:
+        """State the lanes' settings at once: ``default`` for every lane not named, and each
+        named lane's own (by keyword, or in the ``policies`` mapping for any lane name).
+
+        Stored in the engine and read by the claim itself: a lane with no own setting follows
+        the default, with no write per lane. Idempotent, so every process applies them at start:
+        the policies in force applied again change nothing (0) and grant no fresh budget. Lanes
+        named before and not now follow the default again. The number of settings changed.
+        """
+        return await self._admin.apply_policies(policies, default, lanes)
+
+    async def policies(self) -> Policies:
+        """The lane policies in force: the default and the named lanes'."""
+        return await self._reads.policies()
 
     async def ordered(self, on: bool) -> None:
         """Serve each lane one job at a time, in mint order (``on=True``), or not (``False``).

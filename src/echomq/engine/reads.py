@@ -6,15 +6,18 @@ Reads are pure: nothing here writes. :class:`echomq.Queue` holds one and exposes
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_LIMIT, count, ms, text
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import lane_info
+from echomq.engine.policies import Policies, Policy, Rate, parse_rate
 from echomq.engine.producer import job_info, job_state
 from echomq.engine.results import Counts, JobInfo, JobState, LaneInfo
 from echomq.engine.transitions import Engine
 from echomq.wire.codec import Codec
+from echomq.wire.pool import Wire
 
 
 class Reads:
@@ -45,13 +48,23 @@ class Reads:
         return bool(await self._engine.wire.call("HEXISTS", self._keys.meta, "ordered"))
 
     async def rate_limit_ttl(self) -> float:
-        keys = self._keys
-        meta, spent, ttl = await self._engine.wire.call_many(
-            [("HGET", keys.meta, "max"), ("GET", keys.limiter), ("PTTL", keys.limiter)]
+        return (await queue_rate(self._engine.wire, self._keys)).wait
+
+    async def policies(self) -> Policies:
+        meta, named = await self._engine.wire.call_many(
+            [
+                ("HMGET", self._keys.meta, "dlimit", "dweight", "drate"),
+                ("HGETALL", self._keys.policies),
+            ]
         )
-        if meta is None or spent is None or int(spent) < int(meta) or ttl <= 0:
-            return 0.0
-        return int(ttl) / 1000
+        limit, weight, rate = (text(v) if v is not None else "" for v in meta)
+        default = Policy(
+            rate=parse_rate(rate),
+            limit=int(limit) if limit else None,
+            weight=int(weight) if weight else None,
+        )
+        lanes = {text(g): Policy.from_json(raw) for g, raw in sorted(named.items())}
+        return Policies(default, lanes)
 
     async def job(self, id: str) -> JobInfo | None:
         key = self._keys.job(_ids.validate(id, "JOB", "job id"))
@@ -73,3 +86,39 @@ class Reads:
         rows = await wire.call_many([("HGETALL", self._keys.job(i)) for i in ids])
         jobs = (self._job_info(i, row) for i, row in zip(ids, rows, strict=True))
         return [job for job in jobs if job is not None]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueRate:
+    """The queue-wide rate as it stands: its ``rate`` (None: none), the claims ``spent`` in
+    its window (fixed) or in the last window (smooth), ``wait`` seconds until it admits again."""
+
+    rate: Rate | None
+    spent: int
+    wait: float
+
+
+async def queue_rate(wire: Wire, keys: Keyspace) -> QueueRate:
+    """Read the queue's rate and where it stands (a pure read: the claim trims the log)."""
+    meta, spent, ttl, log, now = await wire.call_many(
+        [
+            ("HMGET", keys.meta, "max", "window", "mode"),
+            ("GET", keys.limiter),
+            ("PTTL", keys.limiter),
+            ("LRANGE", keys.claims, 0, -1),
+            ("TIME",),
+        ]
+    )
+    most, window, mode = (text(v) if v is not None else "" for v in meta)
+    if not most or not window:
+        return QueueRate(None, 0, 0.0)
+    rate = parse_rate(f"{most}:{window}:{mode}")
+    assert rate is not None
+    if rate.mode == "fixed":
+        used = int(spent) if spent is not None else 0
+        wait = int(ttl) / 1000 if used >= rate.max and ttl > 0 else 0.0
+        return QueueRate(rate, used, wait)
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    inside = [int(t) for t in log if int(t) > now_ms - int(window)]
+    wait_ms = inside[-rate.max] + int(window) - now_ms if len(inside) >= rate.max else 0
+    return QueueRate(rate, len(inside), max(0, wait_ms) / 1000)

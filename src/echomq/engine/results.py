@@ -172,7 +172,8 @@ class Counts:
 
 @dataclass(frozen=True, slots=True)
 class LaneInfo:
-    """One lane's state. ``limit`` 0 = no ceiling; ``rate`` None = unlimited."""
+    """One lane's state: the settings in force (its own, else the queue's default policy).
+    ``limit`` 0 = no ceiling; ``rate`` None = unlimited."""
 
     group: str
     depth: int
@@ -182,6 +183,7 @@ class LaneInfo:
     rate: tuple[int, float] | None
     paused: bool
     rate_wait: float
+    rate_mode: str | None = None  # "smooth" or "fixed" when ``rate`` is set
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,7 @@ from typing import Any
 
 from echomq.engine.checks import text
 from echomq.engine.queue import Queue
+from echomq.engine.reads import queue_rate
 from echomq.engine.results import Counts, JobInfo, LaneInfo
 
 
@@ -22,6 +23,7 @@ class Limiter:
     window: float | None
     spent: int
     wait: float
+    mode: str | None = None  # "smooth" or "fixed"; None: no limit
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,7 @@ class QueueSnapshot:
                 "window": self.limiter.window,
                 "spent": self.limiter.spent,
                 "wait": self.limiter.wait,
+                "mode": self.limiter.mode,
             },
             "counts": {
                 field: getattr(self.counts, field) for field in self.counts.__dataclass_fields__
@@ -60,6 +63,7 @@ class QueueSnapshot:
                     "limit": lane.limit,
                     "weight": lane.weight,
                     "rate": None if lane.rate is None else list(lane.rate),
+                    "rate_mode": lane.rate_mode,
                     "paused": lane.paused,
                     "rate_wait": lane.rate_wait,
                 }
@@ -79,20 +83,16 @@ class QueueSnapshot:
 
 
 async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
-    meta, spent, ttl = await queue.wire.call_many(
-        [
-            ("HGETALL", queue.keys.meta),
-            ("GET", queue.keys.limiter),
-            ("PTTL", queue.keys.limiter),
-        ]
+    meta, rate = await asyncio.gather(
+        queue.wire.call("HGETALL", queue.keys.meta), queue_rate(queue.wire, queue.keys)
     )
     fields = {text(k): text(v) for k, v in meta.items()}
-    most = int(fields["max"]) if fields.get("max") else None
-    window = int(fields["window"]) / 1000 if fields.get("window") else None
-    used = int(spent) if spent is not None else 0
-    wait = int(ttl) / 1000 if most is not None and used >= most and ttl > 0 else 0.0
     concurrency = int(fields["concurrency"]) if fields.get("concurrency") else None
-    return bool(fields.get("paused")), concurrency, Limiter(most, window, used, wait)
+    if rate.rate is None:
+        limiter = Limiter(None, None, rate.spent, rate.wait)
+    else:
+        limiter = Limiter(rate.rate.max, rate.rate.window, rate.spent, rate.wait, rate.rate.mode)
+    return bool(fields.get("paused")), concurrency, limiter
 
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:

@@ -18,7 +18,7 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
@@ -28,6 +28,7 @@ from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
+from echomq.engine.policies import Policy, Rate, policy_args
 from echomq.engine.producer import (
     VERDICTS,
     Batch,
@@ -38,7 +39,6 @@ from echomq.engine.producer import (
     job_info,
     job_state,
     lane_limit_value,
-    lane_rate_value,
     when_run_at,
 )
 from echomq.engine.progress import LOG_KEEP
@@ -456,26 +456,47 @@ class SyncQueue:
     # -- lane settings -------------------------------------------------------------------------
 
     def configure_lane(
-        self, group: str, *, limit: int | None = None, rate: tuple[int, float] | None = None
+        self,
+        group: str,
+        *,
+        limit: int | None = None,
+        rate: Rate | tuple[int, float] | None = None,
     ) -> None:
         """Set a lane's concurrency ceiling (``limit`` jobs leased at once) and rate budget
-        (``rate = (max, window)``: at most ``max`` claims per ``window`` seconds); a setting
-        left ``None`` is left as it is. Idempotent, like ``queue.lane(group).limit()``/``.rate()``.
+        (``rate``: a :class:`echomq.Rate`, or ``(max, window)``: at most ``max`` claims per
+        ``window`` seconds, smooth); a setting left ``None`` is left as it is. Idempotent, like
+        ``queue.lane(group).limit()``/``.rate()``: the settings in force change nothing.
         """
         lane = validate_group(group)
         settings: list[tuple[str, str | int]] = []
         if limit is not None:
             settings.append(("glimit", lane_limit_value(limit)))
         if rate is not None:
-            if not isinstance(rate, tuple) or len(rate) != 2:
-                raise InvalidArgument("rate", rate, "must be a (max, window seconds) pair")
-            settings.append(("grate", lane_rate_value(*rate)))
+            settings.append(("grate", Rate.of(rate).value))
         process = self._here()
         for name, value in settings:
             command = pack((*self._lane_head, lane, name, value))
             reply = error_of(process.router.call(self._slot, command, self._lane_limit))
             if isinstance(reply, ServerError):
                 raise reply
+
+    def apply_policies(
+        self,
+        policies: Mapping[str, Policy] | None = None,
+        /,
+        *,
+        default: Policy | None = None,
+        **lanes: Policy,
+    ) -> int:
+        """:meth:`echomq.Queue.apply_policies`, blocking: the default and the named lanes'
+        policies in one idempotent step; the number of settings changed."""
+        args = policy_args(policies, default, lanes)
+        script = self.scripts["policy"]
+        command = pack(("EVALSHA", script.sha, 2, self.keys.root, self.keys.gate, *args))
+        reply = error_of(self._here().router.call(self._slot, command, script))
+        if isinstance(reply, ServerError):
+            raise reply
+        return int(reply)
 
     def cancel(self, id: str, reason: str = "") -> Cancellation:
         """:meth:`echomq.Queue.cancel`, blocking: pending and scheduled jobs end at once, a

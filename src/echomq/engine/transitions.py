@@ -123,6 +123,7 @@ class Engine:
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
         self._progress = get("progress")
         self._cancel = get("cancel")
+        self._policy = get("policy")
         self._flow, self._flow_deliver = get("flow"), get("flow_deliver")
         self.keys = keys
 
@@ -356,13 +357,18 @@ class Engine:
         flat = await self._run(self._lanes, groups)
         return [flat[i : i + 8] for i in range(0, len(flat), 8)]
 
-    async def configure(self, settings: Sequence[Arg]) -> None:
-        """Set queue-wide ``field, value`` pairs ("" clears one)."""
-        await self._run(self._configure, settings)
+    async def configure(self, settings: Sequence[Arg]) -> int:
+        """Set queue-wide ``field, value`` pairs ("" clears one); how many changed."""
+        return int(await self._run(self._configure, settings))
 
-    async def lane_setting(self, group: str, field: str, value: Arg) -> None:
-        """Set one lane's ``glimit``, ``gweight`` or ``grate`` ("" clears it)."""
-        await self._run(self._lane_limit, (group, field, value))
+    async def lane_setting(self, group: str, field: str, value: Arg) -> bool:
+        """Set one lane's ``glimit``, ``gweight`` or ``grate`` ("" clears it); False when it
+        held that value already (nothing written)."""
+        return bool(await self._run(self._lane_limit, (group, field, value)))
+
+    async def policy(self, args: Sequence[Arg]) -> int:
+        """Apply lane policies (``policy.lua``'s ARGV); how many settings changed."""
+        return int(await self._run(self._policy, args))
 
     async def pause_lane(self, group: str) -> bool:
         return bool(await self._run(self._pause, (group,)))

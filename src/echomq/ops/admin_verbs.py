@@ -9,6 +9,7 @@ Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import json
 import sys
@@ -96,14 +97,24 @@ def add_verbs(commands: Any) -> None:
 
 
 async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
-    snap = await read_snapshot(queue, dead=0)
+    snap, policies = await asyncio.gather(read_snapshot(queue, dead=0), queue.policies())
     data = snap.as_json()
     return {**data["counts"], "paused": snap.paused, "concurrency": snap.concurrency,
-            "limiter": data["limiter"]}  # fmt: skip
+            "limiter": data["limiter"],
+            "lane_default": json.loads(policies.default.to_json())}  # fmt: skip
 
 
 async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
-    return [dataclasses.asdict(lane) for lane in await queue.lanes()]
+    """Each lane's settings in force; ``policy``: ``named`` when a lane policy names it, else
+    ``default`` (its own settings, if any, else the default policy's)."""
+    lanes, policies = await asyncio.gather(queue.lanes(), queue.policies())
+    return [
+        {
+            **dataclasses.asdict(lane),
+            "policy": "named" if lane.group in policies.lanes else "default",
+        }
+        for lane in lanes
+    ]
 
 
 async def _ring(queue: Queue, args: argparse.Namespace) -> Any:
@@ -232,6 +243,8 @@ def show(command: str, data: Any, as_json: bool) -> None:
         if not data:
             print(f"(no {'lanes' if command == 'lanes' else 'dead jobs'})")
             return
+        if command == "lanes":  # one rate column: "5/1.0s smooth"
+            data = [_lane_row(lane) for lane in data]
         _table(
             list(data[0].keys()),
             [["" if v is None else _shown(str(v)) for v in r.values()] for r in data],
@@ -261,6 +274,14 @@ def _shown(value: str) -> str:
     return value if value.isprintable() else json.dumps(value)
 
 
+def _lane_row(lane: dict[str, Any]) -> dict[str, Any]:
+    row = {k: v for k, v in lane.items() if k not in ("rate", "rate_mode", "rate_wait")}
+    rate = lane["rate"]
+    row["rate"] = f"{rate[0]}/{rate[1]:g}s {lane['rate_mode']}" if rate else None
+    row["wait"] = lane["rate_wait"]
+    return row
+
+
 def _table(header: list[str], rows: list[list[str]]) -> None:
     """A rich table (the ``echomq[cli]`` extra), or aligned plain columns without it."""
     try:
@@ -275,4 +296,7 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
     table = Table(*header)
     for row in rows:
         table.add_row(*(Text(cell) for cell in row))  # a cell is text, never rich markup
-    Console(soft_wrap=False).print(table)
+    console = Console(soft_wrap=False)
+    if not console.is_terminal:  # piped: every column whole, however wide
+        console = Console(soft_wrap=False, width=max(console.width, 160))
+    console.print(table)

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import threading
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
@@ -19,6 +19,7 @@ from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.ids import Minter
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace
+from echomq.engine.policies import Policy, policy_args
 from echomq.engine.producer import Batch, delay_run_at, when_run_at
 from echomq.engine.queue import Queue
 from echomq.engine.results import Verdict
@@ -155,6 +156,10 @@ class App:
         self._sync_queues: dict[str, SyncQueue] = {}
         self._sync_lock = threading.Lock()
         self._lanes = _Lanes()
+        #: Lane policies by queue (``app.lanes``), and the queues this process applied them to.
+        self._policies: dict[str, tuple[dict[str, Policy], Policy | None]] = {}
+        self._applied: set[str] = set()
+        self._sync_applied: set[str] = set()
         self._eager_ids = Minter(0)  # eager jobs never reach a server: any node will do
 
     def __repr__(self) -> str:
@@ -311,6 +316,39 @@ class App:
         self.hooks.after_job.append(fn)
         return fn
 
+    # -- lane policies -------------------------------------------------------------------------
+
+    def lanes(
+        self,
+        policies: Mapping[str, Policy] | None = None,
+        /,
+        *,
+        queue: str | None = None,
+        default: Policy | None = None,
+        **named: Policy,
+    ) -> None:
+        """Declare the lane policies of ``queue`` (default: the app's queue): ``default`` for
+        every lane not named, and each named lane's own (by keyword, or in the ``policies``
+        mapping for any lane name, ``"queue"`` included).
+
+        Nothing is written here (call it at import time): the app applies them when it connects
+        (a worker's start, a web app's lifespan) and before this process's first enqueue on the
+        queue, blocking ones included. Applying is idempotent in the engine, so every process of
+        a deploy applies them and no lane gets a fresh budget (``Queue.apply_policies``).
+        """
+        name = self.default_queue if queue is None else Keyspace(queue).queue
+        policy_args(policies, default, named)  # every name and value checked now, not at connect
+        lanes = {**(policies or {}), **named}
+        self._policies[name] = (lanes, default)
+        self._applied.discard(name)
+        self._sync_applied.discard(name)
+
+    async def _apply_lanes(self, queue: Queue) -> None:
+        declared = self._policies.get(queue.name)
+        if declared is not None and queue.name not in self._applied:
+            await queue.apply_policies(declared[0], default=declared[1])
+            self._applied.add(queue.name)
+
     # -- connections ---------------------------------------------------------------------------
 
     async def connect(self, *, wire: Wire | None = None, minter: Minter | None = None) -> App:
@@ -324,6 +362,8 @@ class App:
                 raise InvalidArgument("wire", wire, "the app is connected already: close it first")
             self._borrow(wire, minter)
         await self._connected()
+        for name in list(self._policies):
+            await self._apply_lanes(self.queue(name))
         return self
 
     def _borrow(self, wire: Wire, minter: Minter | None) -> None:
@@ -364,8 +404,12 @@ class App:
         return self._queue(self.wire, self.default_queue if name is None else name)
 
     async def _open_queue(self, name: str) -> Queue:
-        """:meth:`queue`, connecting first if need be (enqueues connect on first use)."""
-        return self._queue(await self._connected(), name)
+        """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
+        lane policies applied (once per process)."""
+        queue = self._queue(await self._connected(), name)
+        if name in self._policies and name not in self._applied:
+            await self._apply_lanes(queue)
+        return queue
 
     def _queue(self, wire: Wire, name: str) -> Queue:
         found = self._queues.get(name)
@@ -539,6 +583,10 @@ class App:
             handle = blocking(self._run_eager(call))
             return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
         queue = self.sync_queue(call.task.queue)
+        declared = self._policies.get(queue.name)
+        if declared is not None and queue.name not in self._sync_applied:
+            queue.apply_policies(declared[0], default=declared[1])
+            self._sync_applied.add(queue.name)
         task = call.task
         key = self._lane_due(queue.name, call)
         if key is not None:

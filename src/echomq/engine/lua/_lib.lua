@@ -59,23 +59,159 @@ local function wake(root)
   redis.call('LTRIM', root .. 'wake', 0, 63)
 end
 
--- The lane's rate budget "max:window" (jobs per window ms), or nil when unlimited.
-local function lane_rate(root, g)
-  local rate = redis.call('HGET', root .. 'grate', g)
-  if not rate then return nil, nil end
-  local max, window = string.match(rate, '^(%d+):(%d+)$')
-  return tonumber(max), tonumber(window)
+-- A lane's sliding log (smooth rates): the server ms of its newest claims, oldest first (the
+-- newest `max` decide; it holds at most twice that).
+local function lane_claims_of(root, g)
+  return root .. 'g:' .. g .. ':claims'
 end
 
--- ms until the lane's rate window ends when its budget is spent, else 0.
-local function lane_rate_wait(root, g)
-  local max = lane_rate(root, g)
-  if not max then return 0 end
-  local key = lane_limiter_of(root, g)
-  if tonumber(redis.call('GET', key) or '0') < max then return 0 end
-  local ttl = redis.call('PTTL', key)
+-- A stored rate: "max:window" (a fixed window of window ms) or "max:window:smooth" (a sliding
+-- window: no `window` ms ever hold more than `max` claims). Returns max, window, is_smooth;
+-- nil when `rate` is nil, false or "".
+local function parse_rate(rate)
+  if not rate or rate == '' then return nil, nil, false end
+  local max, window, mode = string.match(rate, '^(%d+):(%d+):?(%a*)$')
+  if not max then return nil, nil, false end
+  return tonumber(max), tonumber(window), mode == 'smooth'
+end
+
+-- A rate value as the scripts store it, checked (EMQARG naming `name`) before any write.
+local function rate_arg(value, name)
+  local max, window, mode = string.match(value, '^(%d+):(%d+):?(%a*)$')
+  if not max or (mode ~= '' and mode ~= 'smooth') then
+    error({err = 'EMQARG ' .. name .. ' ' .. value .. ': must be "max:window_ms[:smooth]"'})
+  end
+  int_arg(max, 'max', 1, mode == 'smooth' and 10000 or 1000000000)
+  ms_arg(window, 'window', 1)
+end
+
+-- The lane's rate budget: its own (`grate`), else the queue's default for lanes (meta `drate`);
+-- max, window ms, is_smooth, or nil when unlimited. `default`: meta drate when the caller read
+-- it already (false: read it here).
+local function lane_rate(root, g, default)
+  local rate = redis.call('HGET', root .. 'grate', g)
+  if not rate then
+    if default == nil or default == false then
+      default = redis.call('HGET', root .. 'meta', 'drate')
+    end
+    rate = default
+  end
+  return parse_rate(rate)
+end
+
+-- The lane's concurrency ceiling: its own (`glimit`), else the default (meta `dlimit`); nil
+-- for none.
+local function lane_ceiling(root, g)
+  local limit = redis.call('HGET', root .. 'glimit', g)
+      or redis.call('HGET', root .. 'meta', 'dlimit')
+  return limit and tonumber(limit)
+end
+
+-- ms until a rate (max, window, smooth) admits one more claim, 0 = now. `counter` holds the
+-- fixed window's count (its PTTL is the window left), `log` the sliding log.
+local function rate_wait(counter, log, max, window, smooth, now)
+  if smooth then
+    -- The oldest of the newest `max` claims: one more fits once it leaves the window.
+    local t = redis.call('LINDEX', log, -max)
+    if not t then return 0 end
+    return math.max(0, tonumber(t) + window - (now or now_ms()))
+  end
+  if tonumber(redis.call('GET', counter) or '0') < max then return 0 end
+  local ttl = redis.call('PTTL', counter)
   if ttl <= 0 then return 1 end
   return ttl
+end
+
+-- Claims a rate admits now: exact up to want + 1, so that after taking n <= want the caller
+-- knows the budget is spent iff the room left is 0 (a fixed window tells its whole room). The
+-- sliding log's newest `max` claims decide: k more fit iff the k-th of them (oldest first) has
+-- left the window. One LRANGE reads the first min(want + 1, max) of them; from a log shorter
+-- than `max`, it answers the newest (the missing oldest positions are free).
+local function rate_room(counter, log, max, window, smooth, now, want)
+  if not smooth then
+    local used = tonumber(redis.call('GET', counter) or '0')
+    if used >= max and redis.call('PTTL', counter) == -1 then
+      redis.call('DEL', counter) -- a counter that lost its expiry would block forever
+      return max
+    end
+    return max - used
+  end
+  local cap = math.min(want + 1, max)
+  local seen = redis.call('LRANGE', log, -max, cap - max - 1)
+  local free = cap - #seen -- positions 1..free hold no claim
+  for k = free + 1, cap do
+    if tonumber(seen[k - free]) > now - window then return k - 1 end
+  end
+  return cap
+end
+
+-- Spend n claims made at `now`. A sliding log trims itself to its newest `max` once it holds
+-- twice that (one LTRIM per `max` claims); a lane's lives one window past its newest claim
+-- (`expire`), the queue's one log has no expiry (it is bounded, and one key per queue).
+local function rate_spend(counter, log, max, window, smooth, now, n, expire)
+  if smooth then
+    local kept
+    if n == 1 then
+      kept = redis.call('RPUSH', log, now)
+    else
+      local at = {}
+      for i = 1, n do at[i] = now end
+      kept = redis.call('RPUSH', log, unpack(at))
+    end
+    if kept > 2 * max then redis.call('LTRIM', log, -max, -1) end
+    if expire then redis.call('PEXPIRE', log, window) end
+    return
+  end
+  if redis.call('INCRBY', counter, n) == n then redis.call('PEXPIRE', counter, window) end
+end
+
+-- A rate was set to (max, window, smooth) (max nil: removed): the claims already made carry on
+-- and count against it, so applying a rate again, or changing it, grants no fresh budget. A
+-- fixed window in flight keeps its count and ends when it would have, or one new window from
+-- now if that is sooner. Changing mode converts: a fixed window's count becomes that many claims
+-- leaving the sliding window when the fixed one would have ended; a sliding log's claims become
+-- the count of a fixed window that ends when the oldest of them leaves the new window.
+local function rate_moved(counter, log, max, window, smooth, now, expire)
+  if not max then return end -- the state expires by itself; a rate set again finds it
+  if smooth then
+    local used, ttl = tonumber(redis.call('GET', counter) or '0'), redis.call('PTTL', counter)
+    redis.call('DEL', counter)
+    if used > 0 and ttl > 0 then
+      -- Log entries are in time order: the converted ones sort in among any kept.
+      local all, t = redis.call('LRANGE', log, 0, -1), now + math.min(ttl, window) - window
+      for _ = 1, math.min(used, max) do all[#all + 1] = t end
+      table.sort(all, function(a, b) return tonumber(a) < tonumber(b) end)
+      redis.call('DEL', log)
+      for i = 1, #all, 1000 do -- unpack takes a bounded number of values
+        redis.call('RPUSH', log, unpack(all, i, math.min(i + 999, #all)))
+      end
+    end
+    if redis.call('EXISTS', log) == 1 then
+      redis.call('LTRIM', log, -max, -1)
+      if expire then redis.call('PEXPIRE', log, window) end
+    end
+    return
+  end
+  local entries, kept, first = redis.call('LRANGE', log, 0, -1), 0, nil
+  redis.call('DEL', log)
+  for _, at in ipairs(entries) do
+    if tonumber(at) > now - window then
+      kept, first = kept + 1, first or tonumber(at)
+    end
+  end
+  if kept > 0 and tonumber(redis.call('GET', counter) or '0') < kept then
+    redis.call('SET', counter, math.min(kept, max), 'PX', first + window - now)
+  end
+  local ttl = redis.call('PTTL', counter)
+  if ttl > window then redis.call('PEXPIRE', counter, window) end
+end
+
+-- ms until the lane's rate admits a claim when its budget is spent, else 0.
+local function lane_rate_wait(root, g, now)
+  local max, window, smooth = lane_rate(root, g)
+  if not max then return 0 end
+  local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
+  return rate_wait(counter, log, max, window, smooth, now)
 end
 
 -- Ordered queues (meta `ordered`): `holders` maps a lane to the job that holds it, claimed and
@@ -103,8 +239,8 @@ local function serviceable(root, g)
   local h = holder(root, g)
   if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
-  local limit = redis.call('HGET', root .. 'glimit', g)
-  if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= tonumber(limit) then
+  local limit = lane_ceiling(root, g)
+  if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= limit then
     return false
   end
   return lane_rate_wait(root, g) == 0
@@ -112,7 +248,7 @@ end
 
 -- Bench a lane whose rate budget is spent until its window ends (promote brings it back).
 local function bench(root, g, now)
-  local wait = lane_rate_wait(root, g)
+  local wait = lane_rate_wait(root, g, now)
   if wait > 0 then redis.call('ZADD', root .. 'rdue', now + wait, g) end
 end
 
@@ -239,13 +375,13 @@ local function detach(root, id, fields, keep)
   if state == 'active' then
     -- The meta read tells whether the queue is ordered too: an unordered queue's settle (the
     -- hot path) pays nothing for holders.
-    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered')
+    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit')
     local ceiling = tonumber(cfg[1] or '0')
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
       local before = release(root, g, 1)
-      local limit = redis.call('HGET', root .. 'glimit', g)
+      local limit = redis.call('HGET', root .. 'glimit', g) or cfg[3]
       if limit and before >= tonumber(limit) then rering(root, g) end
       -- A slot under the queue's ceiling freed up: parked consumers may claim again.
       if ceiling > 0 and active_before >= ceiling then wake(root) end

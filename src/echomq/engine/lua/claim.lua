@@ -7,7 +7,8 @@
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
 --         a negative integer -n: nothing claimable now, a rate-limited lane returns in n ms.
--- Gates, in order: queue paused, queue concurrency, ring empty, queue rate window. Before the
+-- Gates, in order: queue paused, queue concurrency, queue rate (its fixed window or sliding
+-- log: rate_room in _lib.lua), then the ring. Before the
 -- ring is read, benched lanes whose rate window has ended rejoin it (as promote does): a
 -- consumer kept busy by other lanes runs no upkeep, and would otherwise serve them late.
 -- The ring holds exactly the serviceable lanes, so its head can serve at once. The head is
@@ -25,7 +26,7 @@ local want = int_arg(ARGV[2], 'n', 1, 1000)
 local ring, active = root .. 'ring', root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
-  'ordered')
+  'ordered', 'mode', 'drate', 'dlimit', 'dweight')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -34,23 +35,19 @@ if ceiling > 0 then
   if want > room then want = room end
 end
 
-local qmax = tonumber(cfg[3] or '0')
-local limiter = root .. 'limiter'
+local now = now_ms()
+local qmax, qwindow = tonumber(cfg[3] or '0'), tonumber(cfg[4] or '0')
+local limiter, qlog = root .. 'limiter', root .. 'claims'
+local qsmooth = cfg[6] == 'smooth'
 if qmax > 0 then
-  local spent = tonumber(redis.call('GET', limiter) or '0')
-  if spent >= qmax then
-    local ttl = redis.call('PTTL', limiter)
-    if ttl > 0 then
-      if redis.call('LLEN', ring) == 0 then return nil end
-      return ttl
-    end
-    redis.call('DEL', limiter) -- a counter that lost its expiry would block forever
-  elseif want > qmax - spent then
-    want = qmax - spent
+  local room = rate_room(limiter, qlog, qmax, qwindow, qsmooth, now, want)
+  if room <= 0 then
+    if redis.call('LLEN', ring) == 0 then return nil end
+    return math.max(1, rate_wait(limiter, qlog, qmax, qwindow, qsmooth, now))
   end
+  if want > room then want = room end
 end
 
-local now = now_ms()
 local rdue = root .. 'rdue'
 for _, due in ipairs(redis.call('ZRANGE', rdue, '-inf', now, 'BYSCORE', 'LIMIT', 0, 16)) do
   redis.call('ZREM', rdue, due)
@@ -73,13 +70,16 @@ local lanes, ringlen, left = {}, nil, false
 local function lane(g)
   local l = lanes[g]
   if l then return l end
-  local limit = redis.call('HGET', root .. 'glimit', g)
-  local rmax, rwindow = lane_rate(root, g)
-  l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, leased = 0,
-    weight = tonumber(redis.call('HGET', root .. 'gweight', g) or '1'),
+  local limit = redis.call('HGET', root .. 'glimit', g) or cfg[8]
+  local rmax, rwindow, smooth = lane_rate(root, g, cfg[7])
+  l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, smooth = smooth,
+    leased = 0, weight = tonumber(redis.call('HGET', root .. 'gweight', g) or cfg[9] or '1'),
     depth = redis.call('ZCARD', lane_of(root, g))}
   if l.limit then l.active = tonumber(redis.call('HGET', root .. 'gactive', g) or '0') end
-  if rmax then l.used = tonumber(redis.call('GET', lane_limiter_of(root, g)) or '0') end
+  if rmax then
+    local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
+    l.room = rate_room(counter, log, rmax, rwindow, smooth, now, want)
+  end
   lanes[g] = l
   return l
 end
@@ -97,7 +97,7 @@ local function serve(g, room)
   local l = lane(g)
   local take = math.min(room, l.depth)
   if l.limit then take = math.min(take, l.limit - l.active) end
-  if l.rmax then take = math.min(take, l.rmax - l.used) end
+  if l.rmax then take = math.min(take, l.room) end
   -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
   -- lanes wait, it takes at most what is left (a stale count still serves one).
   local served = 0
@@ -136,10 +136,11 @@ local function serve(g, room)
   if l.limit then l.active = l.active + n end
   local spent_budget = false
   if l.rmax then
-    -- Spent now, not at the end: bench() reads the counter's window.
-    l.used = redis.call('INCRBY', lane_limiter_of(root, g), n)
-    if l.used == n then redis.call('PEXPIRE', lane_limiter_of(root, g), l.rwindow) end
-    spent_budget = l.used >= l.rmax
+    -- Spent now, not at the end: bench() reads the window.
+    local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
+    rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
+    l.room = l.room - n
+    spent_budget = l.room <= 0
   end
   if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
   if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
@@ -168,8 +169,6 @@ if taken == 0 then return nothing() end
 for g, l in pairs(lanes) do
   if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
 end
-if qmax > 0 and redis.call('INCRBY', limiter, taken) == taken then
-  redis.call('PEXPIRE', limiter, tonumber(cfg[4]))
-end
+if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
 if left and redis.call('LLEN', ring) == 0 then out[2] = 0 end
 return out

@@ -2,7 +2,8 @@
 -- KEYS[1] root  `emq:{q}:`
 -- ARGV    groups to report; none = every lane that is non-empty, leased, paused or configured.
 -- Returns a flat list, 8 fields per lane: group, depth, active, limit (0 = none),
--- weight, rate ("max:window" or ""), paused (0/1), rate wait ms (0 = within budget).
+-- weight, rate ("max:window[:smooth]" or ""), paused (0/1), rate wait ms (0 = within budget):
+-- the settings in force, the lane's own or else the queue's default for lanes.
 local root = KEYS[1]
 local groups = ARGV
 if #groups == 0 then
@@ -22,13 +23,14 @@ if #groups == 0 then
   table.sort(groups)
 end
 local out = {}
+local default = redis.call('HMGET', root .. 'meta', 'dlimit', 'dweight', 'drate')
 for _, g in ipairs(groups) do
   out[#out + 1] = g
   out[#out + 1] = redis.call('ZCARD', lane_of(root, g))
   out[#out + 1] = tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
-  out[#out + 1] = tonumber(redis.call('HGET', root .. 'glimit', g) or '0')
-  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gweight', g) or '1')
-  out[#out + 1] = redis.call('HGET', root .. 'grate', g) or ''
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'glimit', g) or default[1] or '0')
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gweight', g) or default[2] or '1')
+  out[#out + 1] = redis.call('HGET', root .. 'grate', g) or default[3] or ''
   out[#out + 1] = redis.call('SISMEMBER', root .. 'paused', g)
   out[#out + 1] = lane_rate_wait(root, g)
 end

@@ -59,11 +59,11 @@ end
 left = left - #outlived
 if redis.call('EXISTS', root .. 'dedups') == 1 then return answer(1) end
 for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
-  redis.call('DEL', lane_limiter_of(root, g))
+  redis.call('DEL', lane_limiter_of(root, g), lane_claims_of(root, g))
 end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
-    'periodic', 'flow:outbox', 'meta', 'metrics:cancelled'}) do
+    'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)
