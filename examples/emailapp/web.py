@@ -10,10 +10,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from fastapi import FastAPI, HTTPException
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from echomq import ResultTimeout, TaskFailed
+from echomq import InvalidArgument, ResultTimeout, TaskFailed
 
 from .tasks import app, send_email
 
@@ -25,6 +26,12 @@ async def lifespan(_: FastAPI) -> AsyncIterator[None]:
 
 
 api = FastAPI(lifespan=lifespan)
+
+
+@api.exception_handler(InvalidArgument)
+async def refused(_: Request, exc: InvalidArgument) -> JSONResponse:
+    # echomq checks every argument before it writes anything: the client's input, not a 500.
+    return JSONResponse({"argument": exc.argument, "reason": exc.reason}, status_code=422)
 
 
 class Email(BaseModel):

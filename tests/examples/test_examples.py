@@ -96,6 +96,23 @@ async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
     assert tasks.OUTBOX[-1] == {"tenant": "acme", "to": "a@acme.test", "subject": "hi"}
 
 
+async def test_fastapi_app_takes_any_tenant_name_and_answers_a_refusal_with_422(
+    emailapp: ModuleType, clean: None
+) -> None:
+    tasks = sys.modules["emailapp.tasks"]
+    tenant = "billing+eu@acme.test"  # a plus-address: once an HTTP 500, now a lane like any
+    body = {"to": "a@acme.test", "subject": "hi"}
+    async with serve_app(emailapp.api) as base, httpx.AsyncClient(base_url=base) as http:
+        posted = await http.post(f"/tenants/{tenant}/emails", json=body)
+        assert posted.status_code == 202
+        email = tasks.app.queue("email")
+        lanes = {lane.group: lane.depth for lane in await email.lanes() if lane.depth}
+        assert lanes == {tenant: 1}
+        refused = await http.post(f"/tenants/{'x' * 2000}/emails", json=body)
+    assert refused.status_code == 422
+    assert refused.json()["argument"] == "group"
+
+
 async def test_sync_producer_survives_the_fork_of_a_preforking_server(
     valkey_url: str, clean: None
 ) -> None:
