@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from starlette.routing import Mount
 
 from echomq.dashboard import MAX_BODY, TOKEN_HEADER, create_app
+from echomq.engine.policies import Policy, Rate
 from echomq.engine.queue import Item, Queue
 from echomq.errors import InvalidArgument
 from echomq.metrics import Metrics
@@ -92,9 +93,25 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     assert shown["limiter"]["window"] == 60.0
     assert shown["limiter"]["spent"] == 1  # the claim that made the dead job
     assert shown["limiter"]["mode"] == "smooth"
+    assert shown["policies"] == {
+        "default": {"rate": None, "limit": None, "weight": None},
+        "named": [],
+    }
     assert shown["dead"] == [
         {"id": dead_id, "group": "sick", "attempts": 1, "last_error": "ValueError: <b>not html</b>"}
     ]
+
+
+async def test_snapshot_shows_the_lane_policies_in_force(board: Board) -> None:
+    queue = board.queue
+    await queue.apply_policies(
+        default=Policy(rate=(10, 1.0)), acme=Policy(rate=Rate(5, 1.0, "fixed"), limit=2)
+    )
+    [shown] = (await board.get("/api/snapshot"))["queues"]
+    assert shown["policies"] == {
+        "default": {"rate": [10, 1.0, "smooth"], "limit": None, "weight": None},
+        "named": ["acme"],
+    }
 
 
 async def test_events_stream_snapshots_with_rates_from_successive_counts(board: Board) -> None:

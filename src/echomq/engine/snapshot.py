@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from echomq.engine.checks import text
+from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.queue import Queue
 from echomq.engine.reads import queue_rate
 from echomq.engine.results import Counts, JobInfo, LaneInfo
@@ -38,6 +39,8 @@ class QueueSnapshot:
     lanes: list[LaneInfo]
     ring: list[str]
     dead: list[JobInfo]
+    #: The lane policies in force (the default, and the lanes named), as the engine holds them.
+    policies: Policies | None = None
 
     def as_json(self) -> dict[str, Any]:
         """Plain JSON types; dead jobs without their payloads (they may be large or private)."""
@@ -70,6 +73,14 @@ class QueueSnapshot:
                 for lane in self.lanes
             ],
             "ring": self.ring,
+            "policies": None
+            if self.policies is None
+            else {
+                "default": _policy_json(self.policies.default),
+                # Names only, sorted: a queue may name many tenants; the lanes table shows the
+                # settings in force of the lanes it lists.
+                "named": sorted(self.policies.lanes),
+            },
             "dead": [
                 {
                     "id": job.id,
@@ -80,6 +91,15 @@ class QueueSnapshot:
                 for job in self.dead
             ],
         }
+
+
+def _policy_json(policy: Policy) -> dict[str, Any]:
+    rate = policy.rate
+    return {
+        "rate": [rate.max, rate.window, rate.mode] if isinstance(rate, Rate) else None,
+        "limit": policy.limit,
+        "weight": policy.weight,
+    }
 
 
 async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
@@ -97,12 +117,14 @@ async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
     """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them)."""
-    counts, lanes, ring, settings = await asyncio.gather(
-        queue.counts(), queue.lanes(), queue.ring(), _settings(queue)
+    counts, lanes, ring, settings, policies = await asyncio.gather(
+        queue.counts(), queue.lanes(), queue.ring(), _settings(queue), queue.policies()
     )
     paused, concurrency, limiter = settings
     dead_jobs = await queue.dead(dead) if dead > 0 else []
-    return QueueSnapshot(queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs)
+    return QueueSnapshot(
+        queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs, policies
+    )
 
 
 async def queue_exists(queue: Queue) -> bool:
