@@ -44,8 +44,8 @@ async def test_braces_in_names_keep_every_key_on_the_queue_slot(
         for address, node in router.nodes.items():
             held = await node.call("CLUSTER", "COUNTKEYSINSLOT", root_slot)
             assert (held > 0) == (address == owner), address
-        for braced in BRACED:  # the lane limiters and buckets are there, on that one slot
-            assert await router.call("EXISTS", queue.keys.lane_limiter(braced)) == 1
+        for braced in BRACED:  # the lane logs (smooth rates) and buckets are there, on that slot
+            assert await router.call("EXISTS", queue.keys.lane_claims(braced)) == 1
             assert await router.call("EXISTS", bucket_key(name, braced)) == 1
             await router.call("DEL", bucket_key(name, braced))
     finally:

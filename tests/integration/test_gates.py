@@ -191,7 +191,7 @@ async def test_rate_modes_and_bounds_are_checked(queue: Queue) -> None:
     with pytest.raises(InvalidArgument):
         Policy(rate=(5,))  # type: ignore[arg-type]
     with pytest.raises(InvalidArgument):
-        await queue.apply_policies({"bad name!": Policy()})
+        await queue.apply_policies({"": Policy()})  # any text names a lane, but not none
 
 
 # -- lane policies ----------------------------------------------------------------------------
@@ -259,7 +259,7 @@ async def test_an_app_applies_its_lane_policies_when_it_connects(
         assert (await queue.policies()).default == Policy(rate=(4, 60.0))
     assert set((await queue.policies()).lanes) == {"queue", "acme"}
     with pytest.raises(InvalidArgument):
-        app.lanes(default=Policy(), **{"x y": Policy()})
+        app.lanes(default=Policy(), **{"x" * 2000: Policy()})  # past the name bound
 
 
 async def test_a_blocking_producer_applies_the_app_lane_policies(
