@@ -21,4 +21,6 @@ async def send_receipt(order: int, to: str, *, tenant: str) -> str:
 @task
 def refund(order: int, *, tenant: str) -> None:
     raise LookupError(f"no payment for order {order}")
+
+
 # --8<-- [end:tasks]

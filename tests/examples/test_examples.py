@@ -334,9 +334,15 @@ async def test_django_tasks_run_on_echomq_and_their_results_read_back(valkey_url
     view too), a real ``echomq worker echomq.contrib.django:app`` runs the tasks, the views read
     the results through Django's task API; the lanes come from the ``tenant`` keyword."""
     queue = f"shop-{os.urandom(4).hex()}"
-    done = subprocess.run(
+    done = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, str(EXAMPLES / "django_backend.py")],
-        env={**os.environ, "ECHOMQ_URL": valkey_url, "SHOP_QUEUE": queue, "PYTHONPATH": str(SOURCE)},
+        env={
+            **os.environ,
+            "ECHOMQ_URL": valkey_url,
+            "SHOP_QUEUE": queue,
+            "PYTHONPATH": str(SOURCE),
+        },
         capture_output=True,
         text=True,
         timeout=90,

@@ -10,10 +10,15 @@ from datetime import UTC, datetime
 from inspect import iscoroutinefunction
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from asgiref.sync import sync_to_async
-from django.core.exceptions import ImproperlyConfigured
-from django.db import close_old_connections
-from django.utils.module_loading import import_string
+from echomq._extras import missing
+
+try:
+    from asgiref.sync import sync_to_async
+    from django.core.exceptions import ImproperlyConfigured
+    from django.db import close_old_connections
+    from django.utils.module_loading import import_string
+except ImportError as exc:  # the `django` extra
+    raise ImportError(missing("django", "echomq.contrib.django")) from exc
 
 from echomq.engine.ids import is_valid, unix_ms
 from echomq.engine.keys import Keyspace
@@ -38,11 +43,14 @@ else:
         from django.tasks.exceptions import TaskResultDoesNotExist
         from django.tasks.signals import task_enqueued, task_finished, task_started
     except ImportError:  # Django 5.2: the reference backport (the `django` extra)
-        from django_tasks import TaskContext, TaskResult, TaskResultStatus
-        from django_tasks.backends.base import BaseTaskBackend
-        from django_tasks.base import Task, TaskError
-        from django_tasks.exceptions import TaskResultDoesNotExist
-        from django_tasks.signals import task_enqueued, task_finished, task_started
+        try:
+            from django_tasks import TaskContext, TaskResult, TaskResultStatus
+            from django_tasks.backends.base import BaseTaskBackend
+            from django_tasks.base import Task, TaskError
+            from django_tasks.exceptions import TaskResultDoesNotExist
+            from django_tasks.signals import task_enqueued, task_finished, task_started
+        except ImportError as exc:
+            raise ImportError(missing("django", "echomq.contrib.django")) from exc
     from typing import ParamSpec
 
 T = TypeVar("T")
