@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import signal
 import subprocess
@@ -379,3 +380,21 @@ async def test_django_tasks_run_on_echomq_and_their_results_read_back(valkey_url
         }
     finally:
         await forget(valkey_url, queue, f"{queue}-emails")
+
+
+async def test_json_logs_carry_the_jobs_fields_on_the_tasks_own_lines(valkey_url: str) -> None:
+    try:
+        lines = [json.loads(line) for line in run("json_logs.py", valkey_url).splitlines()]
+    finally:
+        await forget(valkey_url, "json-logs-example")
+    enqueued, charging = lines
+    assert (enqueued["logger"], enqueued["message"]) == ("billing", "enqueued")
+    assert "job_id" not in enqueued
+    assert charging["message"] == "charging acme: 1200 cents"
+    assert (charging["queue"], charging["lane"], charging["attempt"]) == (
+        "json-logs-example",
+        "acme",
+        1,
+    )
+    assert charging["trace_id"] is None
+    assert len(charging["job_id"]) == 14
