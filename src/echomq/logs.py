@@ -86,10 +86,9 @@ class JsonFormatter(logging.Formatter):
     The job's fields come from the line itself or, for the lines a task writes while it runs
     (with any logger), from its :func:`echomq.context`: format on the logging thread (a
     ``StreamHandler``, not a ``QueueHandler``'s listener) or add a :class:`JobFilter` first.
+    It takes ``logging.Formatter``'s arguments (so ``logging.config.dictConfig`` can make it
+    by ``class``) and ignores the format string: the line is always the JSON object.
     """
-
-    def __init__(self) -> None:
-        super().__init__()
 
     def format(self, record: logging.LogRecord) -> str:
         line: dict[str, Any] = {

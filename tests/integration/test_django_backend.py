@@ -161,8 +161,10 @@ def test_unknown_ids_and_bad_arguments_are_refused_before_any_write(
     for unknown in ("nope", f"{queue_name}:not-a-job", "bad queue!:JOB0Sc78j8o14q"):
         with pytest.raises(TaskResultDoesNotExist):
             add.get_result(unknown)
+    raw = backend.app.sync_queue(queue_name).enqueue({"not": "a Django task"}).id
+    with pytest.raises(TaskResultDoesNotExist):
+        add.get_result(f"{queue_name}:{raw}")  # another producer's job on the same queue
     absent = add.enqueue(1, 2).id.rpartition(":")[2]
-    work(backend.app)
     with pytest.raises(TaskResultDoesNotExist):
         add.get_result(f"{queue_name}-other:{absent}")  # the right id on another queue
     with pytest.raises(ValueError, match="args"):

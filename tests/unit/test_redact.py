@@ -3,9 +3,12 @@ credentials are masked; the rest of a line is left as it was."""
 
 from __future__ import annotations
 
+import json
+import logging
+
 import pytest
 
-from echomq.logs import redact
+from echomq.logs import JsonFormatter, redact
 
 
 @pytest.mark.parametrize(
@@ -22,3 +25,18 @@ from echomq.logs import redact
 )
 def test_redact_masks_secrets_and_nothing_else(line: str, shown: str) -> None:
     assert redact(line) == shown
+
+
+def test_json_formatter_takes_a_formatters_arguments_and_formats_a_job_line() -> None:
+    """As ``logging.config.dictConfig`` makes a formatter by ``class``: (fmt, datefmt, style)."""
+    record = logging.LogRecord("app", logging.WARNING, __file__, 1, "to %s", ("x",), None)
+    record.__dict__.update(queue="q", lane="acme", job_id="JOB0Sc7HwMh4E4", attempt=2)
+    line = json.loads(JsonFormatter("%(message)s", "%H:%M", "%").format(record))
+    assert line["message"] == "to x"
+    assert (line["level"], line["logger"], line["lane"], line["attempt"]) == (
+        "WARNING",
+        "app",
+        "acme",
+        2,
+    )
+    assert line["trace_id"] is None

@@ -83,6 +83,16 @@ def _moment(unix_seconds: float | None) -> datetime | None:
     return None if unix_seconds is None else datetime.fromtimestamp(unix_seconds, UTC)
 
 
+def _is_django_job(info: JobInfo) -> bool:
+    payload = info.payload
+    return (
+        isinstance(payload, dict)
+        and str(payload.get("task", "")).startswith("django:")
+        and isinstance(payload.get("args"), dict)
+        and isinstance(payload["args"].get("path"), str)
+    )
+
+
 def _exception_path(info: JobInfo) -> str:
     """The raised exception's import path, from the last line of the kept traceback (as
     ``traceback`` prints it: ``module.Name: message``, builtins without a module)."""
@@ -208,9 +218,9 @@ class EchoMQBackend(BaseTaskBackend):
         if not is_valid(job):
             raise TaskResultDoesNotExist(result_id)
         info = self.app.sync_queue(queue).job(job)
-        if info is None or info.state == "absent" or not isinstance(info.payload, dict):
-            raise TaskResultDoesNotExist(result_id)
-        arguments = info.payload.get("args", {})
+        if info is None or info.state == "absent" or not _is_django_job(info):
+            raise TaskResultDoesNotExist(result_id)  # no job, or not one of a Django task
+        arguments = info.payload["args"]
         task = self._task(arguments)
         status = _STATUS.get(info.state, "READY")
         envelope = info.result if isinstance(info.result, dict) else {}
