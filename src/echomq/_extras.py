@@ -18,6 +18,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cli": ("rich",),
     "cron": ("cronsim",),
     "uvloop": ("uvloop",),
+    "django": ("django", "django_tasks"),
 }
 
 

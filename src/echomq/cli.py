@@ -97,7 +97,7 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
     on_ready = _readiness(args.ready_fd)
     if not is_app and args.burst:
         raise InvalidArgument("burst", True, "--burst runs an App's worker (module:app)")
-    logging.basicConfig(level=level, format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=level, handlers=[_log_handler(args.log_format)])
     if args.processes > 1:
         from echomq.tasks.supervisor import supervise
 
@@ -128,6 +128,19 @@ def _worker(args: argparse.Namespace, argv: list[str]) -> int:
         # supervisor restarts it after its backoff.
         print(f"echomq worker: {exc}", file=sys.stderr)
         return 1
+
+
+def _log_handler(log_format: str) -> logging.Handler:
+    """The worker's log lines on stderr: plain (as ever) or one JSON object per line, both
+    with secrets redacted (echomq.logs)."""
+    from echomq.logs import JsonFormatter, TextFormatter
+
+    handler = logging.StreamHandler()
+    if log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(TextFormatter("%(asctime)s %(name)s %(message)s"))
+    return handler
 
 
 def _readiness(fd: int | None) -> Callable[[], None] | None:
@@ -236,6 +249,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     run.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR (default: %(default)s)"
+    )
+    run.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="text lines, or one JSON object per line with the job's queue, lane, id and "
+        "attempt (default: %(default)s)",
     )
     run.add_argument("--burst", action="store_true", help="exit once the queues are drained")
     run.add_argument(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import json
 import os
 import signal
 import subprocess
@@ -347,3 +348,73 @@ async def test_sync_queue_admits_dedups_schedules_and_configures(
     finally:
         await queue.close()
     assert (acme.limit, acme.rate, acme.depth) == (2, (5, 1.0), 1)
+
+
+async def test_django_tasks_run_on_echomq_and_their_results_read_back(valkey_url: str) -> None:
+    """examples/shop through Django's test client: views enqueue (``aenqueue`` from an async
+    view too), a real ``echomq worker echomq.contrib.django:app`` runs the tasks, the views read
+    the results through Django's task API; the lanes come from the ``tenant`` keyword."""
+    queue = f"shop-{os.urandom(4).hex()}"
+    done = await asyncio.to_thread(
+        subprocess.run,
+        [sys.executable, str(EXAMPLES / "django_backend.py")],
+        env={
+            **os.environ,
+            "ECHOMQ_URL": valkey_url,
+            "SHOP_QUEUE": queue,
+            "PYTHONPATH": str(SOURCE),
+        },
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
+    try:
+        assert done.returncode == 0, done.stderr
+        out = done.stdout.splitlines()
+        assert out[:2] == [
+            "POST 202 READY",
+            "before the worker: {'status': 'READY', 'attempts': 0}",
+        ]
+        assert out[2:5] == [
+            "total: {'status': 'SUCCESSFUL', 'attempts': 1, "
+            "'value': {'tenant': 'acme', 'total': 7}}",
+            "receipt: {'status': 'SUCCESSFUL', 'attempts': 1, "
+            "'value': 'receipt 7 sent to ceo@acme.test'}",
+            "refund: {'status': 'FAILED', 'attempts': 1, 'error': 'builtins.LookupError'}",
+        ]
+        checkout, receipt, refund = out[5].removeprefix("ids: ").split()
+        lanes = {}
+        for result_id in (checkout, receipt, refund):
+            name, _, job = result_id.rpartition(":")
+            q = await Queue.connect(valkey_url, name)
+            try:
+                info = await q.job(job)
+            finally:
+                await q.close()
+            assert info is not None
+            lanes[name, info.group] = info.state
+        assert lanes == {
+            (queue, "acme"): "completed",
+            (f"{queue}-emails", "acme"): "completed",
+            (queue, "zen"): "dead",
+        }
+    finally:
+        await forget(valkey_url, queue, f"{queue}-emails")
+
+
+async def test_json_logs_carry_the_jobs_fields_on_the_tasks_own_lines(valkey_url: str) -> None:
+    try:
+        lines = [json.loads(line) for line in run("json_logs.py", valkey_url).splitlines()]
+    finally:
+        await forget(valkey_url, "json-logs-example")
+    enqueued, charging = lines
+    assert (enqueued["logger"], enqueued["message"]) == ("billing", "enqueued")
+    assert "job_id" not in enqueued
+    assert charging["message"] == "charging acme: 1200 cents"
+    assert (charging["queue"], charging["lane"], charging["attempt"]) == (
+        "json-logs-example",
+        "acme",
+        1,
+    )
+    assert charging["trace_id"] is None
+    assert len(charging["job_id"]) == 14

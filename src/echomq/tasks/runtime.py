@@ -21,6 +21,7 @@ from echomq.consumers.consumer import (
     Tally,
 )
 from echomq.consumers.consumer import describe as _describe
+from echomq.consumers.log_fields import job_fields
 from echomq.engine.checks import MAX_ATTEMPTS, ms
 from echomq.engine.flows import Children
 from echomq.engine.keys import Keyspace
@@ -143,7 +144,10 @@ class Dispatcher:
             if not isinstance(name, str):
                 raise Unrunnable("not a task")
             known = ", ".join(sorted(self.app.tasks)) or "none"
-            log.error("job %s: unknown task %s (this worker has: %s)", job.id, name, known)
+            log.error(
+                "job %s: unknown task %s (this worker has: %s)",
+                job.id, name, known, extra=job_fields(job),
+            )  # fmt: skip
             raise UnknownTask(f"unknown task {name}")
         arguments, children = job.payload.get("args", {}), None
         if job.payload.get("flow"):
