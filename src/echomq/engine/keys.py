@@ -1,7 +1,8 @@
 """The keyspace: the only place that builds key strings, and the names that go into them.
 
 Every key of queue ``q`` is ``emq:{q}:<suffix>`` so the whole queue shares one cluster slot;
-names and ids are validated here, before any wire traffic. Also the client-side slot function.
+names and ids are validated here, before any wire traffic. The slot function lives in the wire
+(echomq.wire.slots), which routes keys; it is named here too.
 """
 
 from __future__ import annotations
@@ -13,14 +14,16 @@ from typing import Final, Literal
 from echomq.engine import ids as _ids
 from echomq.errors import InvalidArgument
 
-#: The deployment-wide wire-version fence; its own hash tag keeps it apart from every queue.
-VERSION_KEY: Final = "{emq}:version"
+# The wire routes keys and fences connections with these; the keyspace names them too.
+from echomq.wire.slots import SLOTS as SLOTS
+from echomq.wire.slots import VERSION_KEY as VERSION_KEY
+from echomq.wire.slots import crc16 as crc16
+from echomq.wire.slots import slot as slot
+
 #: A queue may not be named this: its hash tag would collide with the deployment reserve.
 RESERVED_QUEUE: Final = "emq"
 #: The lane a job rides when enqueued without a group.
 DEFAULT_GROUP: Final = "_"
-
-SLOTS: Final = 16384
 
 _QUEUE_CHARS: Final = "A-Za-z0-9._-"
 _QUEUE_RE: Final = re.compile(f"[{_QUEUE_CHARS}]+")
@@ -102,19 +105,6 @@ def validate_dedup(key: object) -> str:
     return validate_text_name("dedup key", key)
 
 
-def _crc16_table() -> tuple[int, ...]:
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC16_TABLE: Final = _crc16_table()
-
-
 def validate_bucket(name: object) -> str:
     """Return ``name`` if it is a legal token bucket name: any ``str`` of 1 to
     ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
@@ -124,30 +114,6 @@ def validate_bucket(name: object) -> str:
 def bucket_key(tag: str, name: str) -> str:
     """A token bucket: ``emqb:{tag}:<name>``; buckets taken together must share ``tag``."""
     return "emqb:{" + validate_queue(tag) + "}:" + validate_bucket(name)
-
-
-def crc16(data: bytes) -> int:
-    """CRC16-XMODEM (poly 0x1021, init 0), the checksum behind Valkey Cluster slots."""
-    crc = 0
-    table = _CRC16_TABLE
-    for byte in data:
-        crc = ((crc << 8) & 0xFFFF) ^ table[(crc >> 8) ^ byte]
-    return crc
-
-
-def slot(key: str | bytes) -> int:
-    """The cluster slot of ``key``: CRC16 of its hash tag (the first non-empty ``{…}``) mod 16384.
-
-    As in Valkey, only the first ``{`` counts; an empty ``{}`` or an unclosed ``{`` means the
-    whole key is hashed.
-    """
-    data = key.encode() if isinstance(key, str) else key
-    start = data.find(b"{")
-    if start != -1:
-        end = data.find(b"}", start + 1)
-        if end > start + 1:
-            data = data[start + 1 : end]
-    return crc16(data) % SLOTS
 
 
 KeyType = Literal["STRING", "HASH", "LIST", "SET", "ZSET", "channel"]

@@ -9,33 +9,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hashlib
 import re
 from collections.abc import Awaitable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
 from echomq.errors import EchoMQError, ScriptLoadError, ServerError
 from echomq.wire.connector import Arg, Command
 from echomq.wire.pool import Wire, call_durable
-
-
-@dataclass(frozen=True, slots=True)
-class Script:
-    """One Lua transition: its name (the file stem), source and lowercase hex SHA-1."""
-
-    name: str
-    source: str
-    sha: str
-
-    @classmethod
-    def from_source(cls, name: str, source: str) -> Script:
-        return cls(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324
-
-    def command(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
-        return ("EVALSHA", self.sha, len(keys), *keys, *args)
-
+from echomq.wire.script import Script as Script  # the value the wire sends; named here too
 
 _HELPER = re.compile(r"^local function (\w+)\(.*?^end\n", re.M | re.S)
 

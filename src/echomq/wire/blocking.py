@@ -23,8 +23,6 @@ from typing import Any, Final
 
 import hiredis
 
-from echomq.engine.keys import VERSION_KEY, slot
-from echomq.engine.scripts import Script
 from echomq.errors import (
     ConnectError,
     Disconnected,
@@ -34,6 +32,8 @@ from echomq.errors import (
     server_error,
 )
 from echomq.wire.handshake import check_fence, check_handshake, handshake, tls_context
+from echomq.wire.script import Script
+from echomq.wire.slots import VERSION_KEY, slot
 from echomq.wire.url import ConnectionOptions
 
 _NEED_MORE: Final = object()

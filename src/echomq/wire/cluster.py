@@ -17,7 +17,6 @@ import time
 from collections.abc import Awaitable, Sequence
 from typing import Any, Final
 
-from echomq.engine.keys import SLOTS, VERSION_KEY, slot
 from echomq.errors import (
     ConnectError,
     CrossSlotError,
@@ -28,6 +27,7 @@ from echomq.errors import (
 )
 from echomq.wire.connector import WIRE_VERSION, Arg, Command, Connector
 from echomq.wire.pool import Pool
+from echomq.wire.slots import SLOTS, VERSION_KEY, slot
 from echomq.wire.url import ConnectionOptions
 
 log = logging.getLogger("echomq.cluster")

@@ -12,8 +12,8 @@ import ssl
 from collections.abc import Sequence
 from typing import Any, Final
 
-from echomq.engine.keys import VERSION_KEY
 from echomq.errors import AuthError, ConnectError, ServerError, VersionFenceError
+from echomq.wire.slots import VERSION_KEY
 from echomq.wire.url import ConnectionOptions
 
 _AUTH_WORDS: Final = ("WRONGPASS", "NOAUTH", "invalid password", "invalid username-password")
