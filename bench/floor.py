@@ -52,8 +52,8 @@ def _fresh(kind: str) -> str:
     return f"floor-{kind}-{time.time_ns()}"
 
 
-def _env(extra: dict[str, str]) -> dict[str, str]:
-    paths = [str(BENCH), os.environ.get("PYTHONPATH", "")]
+def _env(extra: dict[str, str], src: str | None = None) -> dict[str, str]:
+    paths = [str(BENCH), src or os.environ.get("PYTHONPATH", "")]
     return {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in paths if p), **extra}
 
 
@@ -83,7 +83,12 @@ def _triple(n: int) -> bytes:
 
 
 async def _drained(
-    url: str, command: list[str], env: dict[str, str], jobs: int, queue: Queue | None
+    url: str,
+    command: list[str],
+    env: dict[str, str],
+    jobs: int,
+    queue: Queue | None,
+    src: str | None = None,
 ) -> Figures:
     """Run a worker process until ``jobs`` bodies ran (the floor exits by itself; an echomq
     worker is stopped once the queue counts them completed): its rate, its CPU µs per job and
@@ -93,7 +98,7 @@ async def _drained(
     with tempfile.TemporaryDirectory() as folder:
         stamps = Path(folder) / "stamps"
         process = subprocess.Popen(
-            command, env=_env({**env, "BENCH_STAMPS": str(stamps)}), stdout=subprocess.DEVNULL
+            command, env=_env({**env, "BENCH_STAMPS": str(stamps)}, src), stdout=subprocess.DEVNULL
         )
         try:
             if queue is not None:
@@ -151,7 +156,7 @@ async def floor(url: str, args: argparse.Namespace) -> Figures:
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def raw(url: str, args: argparse.Namespace) -> Figures:
+async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
     queue = await Queue.connect(url, _fresh("queue"))
     try:
         for n in range(200):
@@ -170,13 +175,14 @@ async def raw(url: str, args: argparse.Namespace) -> Figures:
             await queue.enqueue_many([Item(n) for n in range(first, first + 1000)])
         bulk = args.jobs / (time.perf_counter() - start)
         command = _cli(url, "_floor_jobs:stamp", ["--queue", name])
-        drained = await _drained(url, _python(args, "queue", command), {}, args.jobs, queue)
+        command = _python(args, "queue", command)
+        drained = await _drained(url, command, {}, args.jobs, queue, src)
     finally:
         await discard(queue)
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def tasks(url: str, args: argparse.Namespace) -> Figures:
+async def tasks(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
     name = _fresh("app")
     app = make_app(url, name)
     task = app.tasks["stamp"]
@@ -202,7 +208,7 @@ async def tasks(url: str, args: argparse.Namespace) -> Figures:
             command = _cli(url, "_floor_jobs:app", [])
             command = _python(args, "tasks", command)
             env = {"BENCH_QUEUE": name}
-            drained = await _drained(url, command, env, args.jobs, app.queue(name))
+            drained = await _drained(url, command, env, args.jobs, app.queue(name), src)
         finally:
             await discard(app.queue(name))
     return {"single": single, "bulk": bulk, **drained}
@@ -214,6 +220,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
         "echomq Queue": raw,
         "echomq tasks": tasks,
     }
+    if args.against:  # the same sides, their workers from another checkout
+        against = str(Path(args.against).resolve())
+        measures[f"Queue @{args.against}"] = lambda u, a: raw(u, a, against)
+        measures[f"tasks @{args.against}"] = lambda u, a: tasks(u, a, against)
     loop_name, _ = loops.choose("auto")
     samples: dict[str, list[Figures]] = {side: [] for side in measures}
     for r in range(args.runs):
@@ -253,6 +263,9 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--calls", type=int, default=5_000)
+    parser.add_argument(
+        "--against", help="another checkout's src: its workers drain too (enqueue is this one's)"
+    )
     parser.add_argument(
         "--profile", help="a folder: run each worker under cProfile, one SIDE.prof per side"
     )
