@@ -1,8 +1,9 @@
 """The job body every side of ``bench/floor.py`` runs, and the framework-less floor's worker.
 
 The body is a tiny async function that appends ``time.monotonic()`` to a list; each worker
-process writes its CPU seconds at the first and the last body, then its stamps, one per line, to the file named by ``BENCH_STAMPS`` when it exits,
-so every side's drain is timed alike: from the first job's body to the last one's.
+process writes its CPU seconds at the first and the last body, then its stamps, one per line,
+to the file named by ``BENCH_STAMPS`` when it exits, so every side's drain is timed alike:
+from the first job's body to the last one's.
 
 * ``stamp`` (``echomq worker _floor_jobs:stamp``): the raw ``Queue`` handler;
 * ``app`` (``echomq worker _floor_jobs:app``): the task layer, one task ``stamp(n)`` on the

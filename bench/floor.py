@@ -97,9 +97,7 @@ async def _drained(
     await stats.call("CONFIG", "RESETSTAT")
     with tempfile.TemporaryDirectory() as folder:
         stamps = Path(folder) / "stamps"
-        process = subprocess.Popen(
-            command, env=_env({**env, "BENCH_STAMPS": str(stamps)}, src), stdout=subprocess.DEVNULL
-        )
+        process = _spawn(command, _env({**env, "BENCH_STAMPS": str(stamps)}, src))
         try:
             if queue is not None:
                 while (await queue.counts()).completed < jobs:
@@ -118,6 +116,10 @@ async def _drained(
     return {"drain": drain, "cpu_us": cpu, "server_us": server}
 
 
+def _spawn(command: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+
+
 def _python(args: argparse.Namespace, side: str, command: list[str]) -> list[str]:
     """``command`` run by this interpreter; under cProfile with ``--profile DIR``."""
     if args.profile is None:
@@ -127,8 +129,8 @@ def _python(args: argparse.Namespace, side: str, command: list[str]) -> list[str
 
 
 def _cli(url: str, target: str, extra: list[str]) -> list[str]:
-    command = ["-m", "echomq", "--url", url, "worker", target, "--concurrency", str(CONCURRENCY), *extra]
-    return command + ["--log-level", "WARNING"]
+    command = ["-m", "echomq", "--url", url, "worker", target, *extra]
+    return [*command, "--concurrency", str(CONCURRENCY), "--log-level", "WARNING"]
 
 
 async def floor(url: str, args: argparse.Namespace) -> Figures:
@@ -221,7 +223,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         "echomq tasks": tasks,
     }
     if args.against:  # the same sides, their workers from another checkout
-        against = str(Path(args.against).resolve())
+        against = args.against  # a path from this folder: the workers start here too
         measures[f"Queue @{args.against}"] = lambda u, a: raw(u, a, against)
         measures[f"tasks @{args.against}"] = lambda u, a: tasks(u, a, against)
     loop_name, _ = loops.choose("auto")
