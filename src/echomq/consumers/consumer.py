@@ -316,9 +316,16 @@ class Consumer:
                     continue
                 size = min(options.batch or free, free, MAX_BATCH)
                 rounds = min(window, free // size, options.claims_in_flight)
-                outcomes = await asyncio.gather(
+                # The settles the freed slots left (their flush is a task started this turn) and
+                # these claims go out in one write: corked until the tasks' first steps ran.
+                cork = getattr(self.queue.wire, "cork", None)
+                uncork = cork() if cork is not None else None
+                claims = asyncio.gather(
                     *(self._claim(size) for _ in range(max(1, rounds))), return_exceptions=True
                 )
+                if uncork is not None:
+                    self._loop.call_soon(uncork)
+                outcomes = await claims
                 limited: RateLimited | None = None
                 full = True  # every claim of the round brought work and lanes remain
                 failed: BaseException | None = None
