@@ -13,7 +13,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 
-from echomq import Exponential, Fixed, InvalidArgument, Job, Queue
+from echomq import Exponential, Fixed, InvalidArgument, Item, Job, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions, Drop, Retry
 from echomq.consumers.metronome import Metronome
 from echomq.testing import discard
@@ -292,6 +292,38 @@ async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
     tally = await running
     assert tally.completed == 1
     assert (await queue.counts()).active == 0
+
+
+@pytest.mark.every_loop
+async def test_the_settles_of_freed_slots_and_the_next_claim_share_one_write(
+    valkey_server: Any, queue_name: str
+) -> None:
+    """One connection, as a worker process has (``--pool 1``): the completes a round of
+    finished jobs leaves and the claim that refills their slots go out in one write, not two
+    (the complete alone on the idle connection, then the claim)."""
+    queue = await Queue.connect(valkey_server.url, queue_name)  # the single server, one socket
+    try:
+        await queue.enqueue_many([Item(n) for n in range(200)])
+
+        async def noop(job: Job) -> None:
+            return None
+
+        connector = queue.wire.members[0]  # type: ignore[attr-defined]
+        before = connector.writes
+        consumer = Consumer(queue, noop, ConsumerOptions(concurrency=10))
+        running = asyncio.ensure_future(consumer.run())
+        while consumer.tally.completed < 200:
+            await asyncio.sleep(0.01)
+        consumer.stop()
+        tally = await running
+        writes = connector.writes - before
+        # 20 rounds of 10: about one write per claim (more for the start's upkeep, the
+        # stop's last settles, a round split across loop turns), where settles written apart
+        # from the claims made it two per claim.
+        assert tally.claims >= 20
+        assert writes < 1.5 * tally.claims, (writes, tally.claims)
+    finally:
+        await discard(queue)
 
 
 def test_bad_handler_and_options_are_refused_before_connecting() -> None:

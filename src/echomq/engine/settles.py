@@ -72,6 +72,8 @@ class Settles:
     #: A completion appended to the flow outbox since the last upkeep: a consumer runs its
     #: upkeep (which relays) at once rather than at its next due time.
     relay_due: bool = False
+    #: ``None`` as the codec last encoded it (most handlers return nothing): encoded once.
+    _none_data: tuple[Codec, bytes] | None = None
     _waiters: WaiterHub
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
@@ -140,6 +142,14 @@ class Settles:
         keeps results and handed to a flow's parent. When the queue keeps none, a result the
         codec refuses (or too large) is sent as b"": it fails no attempt, and a parent reads it
         as None (docs/guides/flows.md)."""
+        if result is None:
+            known = self._none_data
+            if known is None or known[0] is not self.codec:
+                known = self._none_data = (self.codec, self._encoded(None))
+            return known[1]
+        return self._encoded(result)
+
+    def _encoded(self, result: Any) -> bytes:
         try:
             data = self.codec.encode(result)
         except InvalidArgument as exc:

@@ -177,6 +177,10 @@ class _Protocol(asyncio.Protocol):
         self.connector._lost(self, exc)
 
 
+def _no_op() -> None:
+    return None
+
+
 class Connector:
     """One pipelined connection. ``call`` for one command, ``call_many`` for a pipeline.
 
@@ -345,6 +349,24 @@ class Connector:
         elif not self._flush_scheduled:
             self._schedule_flush()
         return future
+
+    def cork(self) -> Callable[[], None]:
+        """Hold the calls made from now on in the buffer (no write at once on an idle
+        connection) until the returned function is called, which writes them in one go.
+
+        For calls that tasks started together make on their first step (a consumer's settles
+        and its next claim): call the returned function with ``loop.call_soon`` right after
+        starting them, so it runs after their first steps. With a write already due, or no
+        socket, there is nothing to hold."""
+        if self._proto is None or self._flush_scheduled:
+            return _no_op
+        self._flush_scheduled = True  # calls buffer as if a flush were due
+        return self._uncork
+
+    def _uncork(self) -> None:
+        self._flush_scheduled = False
+        if self._wbuf:
+            self._flush()
 
     def send_no_reply(self, *args: Arg) -> None:
         """Send a command whose answer arrives as push frames (RESP3 SUBSCRIBE and friends)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Protocol
 
 from echomq.errors import InvalidArgument
@@ -84,6 +84,16 @@ class Pool:
         """:meth:`Connector.call_durable` on the next connector: the wait on the same socket."""
         members = self.members
         return members[next(self._turn) % len(members)].call_durable(commands, wait)
+
+    def cork(self) -> Callable[[], None]:
+        """:meth:`Connector.cork` on every member; the function returned uncorks them all."""
+        uncorks = [member.cork() for member in self.members]
+
+        def uncork() -> None:
+            for each in uncorks:
+                each()
+
+        return uncork
 
     def dedicated(self, **kwargs: Any) -> Connector:
         """A new connector outside the pool, for a blocking read or a subscription."""
