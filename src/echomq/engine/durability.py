@@ -119,10 +119,20 @@ def check_persistence(info: Any, durability: Durability, address: str = "") -> N
         raise DurabilityUnavailable(_AOF_HINT, address=address)
 
 
-def validate(durability: Any) -> Durability | None:
-    """A queue's ``durability`` argument: a :class:`Durability` or None (the default)."""
-    if durability is None or isinstance(durability, Durability):
-        return durability
-    raise InvalidArgument(
-        "durability", durability, "must be a Durability (echomq.Durability(...)) or None"
-    )
+def validate(durability: Any, call_timeout: float) -> Durability | None:
+    """A queue's ``durability`` argument: a :class:`Durability` or None (the default). Its
+    ``WAITAOF`` must answer before the connector's watchdog gives up on the socket, so its
+    timeout must be below the connection's ``call_timeout``."""
+    if durability is None:
+        return None
+    if not isinstance(durability, Durability):
+        raise InvalidArgument(
+            "durability", durability, "must be a Durability (echomq.Durability(...)) or None"
+        )
+    if durability.timeout >= call_timeout:
+        raise InvalidArgument(
+            "durability.timeout",
+            durability.timeout,
+            f"must be below the connection's call_timeout ({call_timeout:g} s)",
+        )
+    return durability

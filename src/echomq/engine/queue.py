@@ -512,12 +512,5 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
 def _durability(durability: Any, wire: Wire | ConnectionOptions) -> Durability | None:
     """A queue's ``durability``, checked against the wire: a ``WAITAOF`` must answer before
     the connector's watchdog gives up on the socket (its ``call_timeout``)."""
-    checked = validate_durability(durability)
     options = wire if isinstance(wire, ConnectionOptions) else wire.options
-    if checked is not None and checked.timeout >= options.call_timeout:
-        raise InvalidArgument(
-            "durability.timeout",
-            checked.timeout,
-            f"must be below the connection's call_timeout ({options.call_timeout:g} s)",
-        )
-    return checked
+    return validate_durability(durability, options.call_timeout)

@@ -196,13 +196,7 @@ class SyncQueue:
         self.keys = Keyspace(name)
         self.name = name
         self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
-        self.durability = validate_durability(durability)
-        if self.durability is not None and self.durability.timeout >= seeds[0].call_timeout:
-            raise InvalidArgument(
-                "durability.timeout",
-                self.durability.timeout,
-                f"must be below the connection's call_timeout ({seeds[0].call_timeout:g} s)",
-            )
+        self.durability = validate_durability(durability, seeds[0].call_timeout)
         self._wait = b"" if self.durability is None else pack(self.durability.command())
         self.codec: Codec = codec or JsonCodec()
         self.seeds = list(seeds)

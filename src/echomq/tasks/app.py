@@ -119,13 +119,7 @@ class App:
         _check_lent(wire, minter)
         Keyspace(queue)
         ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
-        self.durability = validate_durability(durability)
-        if self.durability is not None and self.durability.timeout >= seeds[0].call_timeout:
-            raise InvalidArgument(
-                "durability.timeout",
-                self.durability.timeout,
-                f"must be below the connection's call_timeout ({seeds[0].call_timeout:g} s)",
-            )
+        self.durability = validate_durability(durability, seeds[0].call_timeout)
         self.url = url
         self.default_queue = queue
         self.result_ttl = float(result_ttl)
