@@ -138,13 +138,13 @@ class Guesses:
         except InsufficientFunds as short:
             if short.currency is not Currency.CLIPS:
                 raise
-            # Out of clips: today's allowance, if due, commits with the guess it pays for.
+            # Out of clips: today's allowance, if due, commits with the guess it pays for. None
+            # granted may still pay: a concurrent submit's grant committed since (then this one
+            # waited on it); if not, record_guess refuses again with the current balance.
             async with self.store.transaction() as session:
                 topped_up = await grant_allowance(
                     session, player, terms.fee.amount, minter=self.minter
                 )
-                if not topped_up:
-                    raise
                 record = await record_guess(
                     session, game, player, job, text, terms.fee, minter=self.minter
                 )
