@@ -101,6 +101,14 @@ class NotifyKeys:
         """Set while ``chat`` is inside a 429's ``retry_after``."""
         return self._key(f"cooling:{chat}")
 
+    def held(self, chat: int) -> str:
+        """The notifications kept for a private ``chat`` that refuses the bot (a list)."""
+        return self._key(f"held:{chat}")
+
+    def told(self, chat: int, group: int) -> str:
+        """Set once ``group`` was told how ``chat``'s user starts the bot."""
+        return self._key(f"told:{chat}:{group}")
+
     def status(self, game: str) -> str:
         """A group game's live status message: its message id and the lines it shows."""
         return self._key(f"status:{game}")

@@ -144,7 +144,13 @@ class ScoreWorker:
             chat, game, title=STATUS_TITLE, player=player, line=text, rank=result.total
         )
         if who.telegram_id > 0:
-            await self.notifier.notify(who.telegram_id, f"Your guess: {text}", dedup_key=once)
+            await self.notifier.notify(
+                who.telegram_id,
+                f"Your guess: {text}",
+                dedup_key=once,
+                origin=chat,
+                name=who.name,
+            )
         if result.cracked:
             await self.notifier.notify(chat, text, dedup_key=f"cracked:{guess}")
 

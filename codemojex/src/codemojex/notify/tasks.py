@@ -29,6 +29,8 @@ def register(app: App, queue: str) -> NotifyTask:
         edit: int | None = None,
         status: str | None = None,
         version: int = 0,
+        origin: int | None = None,
+        name: str = "",
     ) -> None:
         """Send (or edit) one message under the budget: see :mod:`codemojex.notify.worker`."""
         run = context()
@@ -41,6 +43,8 @@ def register(app: App, queue: str) -> NotifyTask:
             "edit": edit,
             "status": status,
             "version": version,
+            "origin": origin,
+            "name": name,
         }
         await sender.send(body, run.job)
 

@@ -176,7 +176,12 @@ async def state(request: web.Request) -> web.StreamResponse:
     sandbox = request.app[SANDBOX]
     inner = request.app[STATE]
     users = [
-        {"id": u.id, "first_name": u.first_name, "is_blocked": u.id in inner.blocked}
+        {
+            "id": u.id,
+            "first_name": u.first_name,
+            "is_blocked": u.id in inner.blocked,
+            "has_started": u.id not in inner.world.strangers,
+        }
         for u in inner.world.users.values()
     ]
     chats = [

@@ -21,6 +21,8 @@ CONFLICT_POLL = (
     "Conflict: terminated by other getUpdates request; "
     "make sure that only one bot instance is running"
 )
+CANNOT_INITIATE = "Forbidden: bot can't initiate conversation with a user"
+"""Telegram's 403 to a private send to a user who never started the bot."""
 _PARSE_MODES = frozenset({"HTML", "Markdown", "MarkdownV2"})
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _KEYBOARDS = ("inline_keyboard", "keyboard", "remove_keyboard", "force_reply")
@@ -82,6 +84,8 @@ def _admit(state: State, chat: Chat) -> None:
     """A send may go to ``chat``: not blocked, within every limit (its tokens are taken)."""
     if chat.kind == "private" and chat.id in state.blocked:
         raise BotApiError(403, "Forbidden: bot was blocked by the user")
+    if chat.kind == "private" and chat.id in state.world.strangers:
+        raise BotApiError(403, CANNOT_INITIATE)
     retry_after = state.limiter.verdict(chat.id)
     if retry_after is not None:
         raise BotApiError(

@@ -89,6 +89,9 @@ class World:
         self._sent: dict[int, list[SentMessage]] = {}
         self._last_id: dict[int, int] = {}
         self._on_message = on_message
+        #: Users who never started the bot: Telegram refuses the bot's private sends to them
+        #: (403) until they write in their private chat with it (``/start``).
+        self.strangers: set[int] = set()
         self.wake = Wake()
         self.revision = 0
 
@@ -97,7 +100,9 @@ class World:
         self.revision += 1
         self.wake.notify()
 
-    def add_user(self, user_id: int, first_name: str) -> User:
+    def add_user(self, user_id: int, first_name: str, *, has_started: bool = True) -> User:
+        """A user; ``has_started=False``: one who never opened the bot (a stranger until they
+        write in their private chat)."""
         if not isinstance(user_id, int) or isinstance(user_id, bool) or user_id <= 0:
             raise SandboxError(
                 f"user id must be a positive integer, got {user_id!r}", reason="user"
@@ -105,6 +110,10 @@ class World:
         if not first_name:
             raise SandboxError("a user needs a first name", reason="user")
         user = self.users[user_id] = User(user_id, first_name)
+        if has_started:
+            self.strangers.discard(user_id)
+        else:
+            self.strangers.add(user_id)
         self.chats.setdefault(user_id, Chat(user_id, "private", first_name, {user_id}))
         self.touch()
         return user
@@ -156,6 +165,8 @@ class World:
         }
         if entities := command_entities(text):
             message["entities"] = entities
+        if chat.kind == "private":
+            self.strangers.discard(user.id)  # writing to the bot starts it, as /start does
         self._append(chat, message)
         return message
 
@@ -220,6 +231,7 @@ class World:
         before the world changes again)."""
         return {
             "users": [{"id": u.id, "first_name": u.first_name} for u in self.users.values()],
+            "strangers": sorted(self.strangers),
             "chats": [
                 {"id": c.id, "type": c.kind, "title": c.title, "members": sorted(c.members)}
                 for c in self.chats.values()
@@ -252,9 +264,11 @@ class World:
                 int(chat): _sent(int(chat), entries, conversation.get(int(chat), []))
                 for chat, entries in snapshot["sent"].items()
             }
+            strangers = {int(user) for user in snapshot.get("strangers", ())}
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"not a snapshot of a sandbox world ({error!r})") from None
         self.users, self.chats, self._conversation, self._sent = users, chats, conversation, sent
+        self.strangers = strangers
         # Message ids go on from the last one in each chat, as on Telegram.
         self._last_id = {
             chat: max(m["message_id"] for m in messages)
