@@ -46,7 +46,8 @@ class Notification:
     ``text`` is its title, the lines are read when it is sent, ``version`` is the status it
     must show at least (see :mod:`codemojex.notify.status`). ``origin`` (a group's chat id)
     and ``name`` (the player's): a private message about a group game, so when the player
-    never started the bot the worker can tell that group how to, by name.
+    never started the bot the worker can tell that group how to, by name. ``reply_to``: a
+    message in ``chat`` this one answers (sent as a reply to it).
     """
 
     id: str
@@ -58,6 +59,7 @@ class Notification:
     version: int = 0
     origin: int | None = None
     name: str = ""
+    reply_to: int | None = None
 
     def payload(self) -> dict[str, Any]:
         """The arguments of its ``notify`` task (optional fields only when set)."""
@@ -72,6 +74,8 @@ class Notification:
         if self.origin is not None:
             body["origin"] = self.origin
             body["name"] = self.name
+        if self.reply_to is not None:
+            body["reply_to"] = self.reply_to
         return body
 
     @classmethod
@@ -82,6 +86,7 @@ class Notification:
         edit = payload.get("edit")
         status = payload.get("status")
         origin = payload.get("origin")
+        reply_to = payload.get("reply_to")
         return cls(
             str(payload["notification"]),
             int(payload["chat"]),
@@ -92,6 +97,7 @@ class Notification:
             version=int(payload.get("version", 0)),
             origin=int(origin) if origin is not None else None,
             name=str(payload.get("name") or ""),
+            reply_to=int(reply_to) if reply_to is not None else None,
         )
 
 
@@ -181,14 +187,24 @@ class Notifier:
         return await self._enqueue(notification, dedup_key)
 
     async def status(
-        self, chat: int, game: str, *, title: str, player: str, line: str, rank: int
+        self,
+        chat: int,
+        game: str,
+        *,
+        title: str,
+        player: str,
+        line: str,
+        rank: int,
+        at: int | None = None,
     ) -> Verdict | Skipped:
         """Put ``player``'s ``line`` on ``game``'s live status message in group ``chat`` (best
         ``rank`` first) and enqueue its update: one send or edit shows every line set so far,
-        so updates that queue up behind the group's budget cost one edit, not one each."""
+        so updates that queue up behind the group's budget cost one edit, not one each.
+        ``at``: the guess's message id in the group; once the status has scrolled that far
+        away, the update re-posts it at the bottom as a reply to the newest guess."""
         if await self.blocklist.has(chat):
             return Skipped(chat, "chat blocked")
-        version = await self.statuses.post(game, player, line, rank)
+        version = await self.statuses.post(game, player, line, rank, at=at)
         notification = Notification(
             self.minter.mint("NOT"), chat, title, status=game, version=version
         )

@@ -31,6 +31,7 @@ def register(app: App, queue: str) -> NotifyTask:
         version: int = 0,
         origin: int | None = None,
         name: str = "",
+        reply_to: int | None = None,
     ) -> None:
         """Send (or edit) one message under the budget: see :mod:`codemojex.notify.worker`."""
         run = context()
@@ -45,6 +46,7 @@ def register(app: App, queue: str) -> NotifyTask:
             "version": version,
             "origin": origin,
             "name": name,
+            "reply_to": reply_to,
         }
         await sender.send(body, run.job)
 

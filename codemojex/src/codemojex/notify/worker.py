@@ -122,7 +122,7 @@ class NotifyWorker:
         if notification.status is not None:
             # Before the budget: an update already on screen costs no token.
             view = await self.statuses.read(notification.status)
-            if view.shown >= notification.version:
+            if view.shown >= notification.version and not view.is_scrolled_away:
                 self._count("coalesced")
                 return
         wait = await self.rate.pay(notification.chat)
@@ -132,14 +132,19 @@ class NotifyWorker:
         sending = notification
         if view is not None:
             text = view.render(notification.text)
-            sending = dataclasses.replace(notification, text=text, edit=view.message)
+            if view.message is None or view.is_scrolled_away:
+                # Sent anew at the bottom, answering the newest guess (see notify.status).
+                reply_to = view.bottom if view.bottom is not None else notification.reply_to
+                sending = dataclasses.replace(notification, text=text, edit=None, reply_to=reply_to)
+            else:
+                sending = dataclasses.replace(notification, text=text, edit=view.message)
         outcome = await deliver(self.bot, sending)
         if isinstance(outcome, Delivered):
             await self.records.delivered(notification.id, outcome.message_id)
             if view is not None and notification.status is not None:
                 await self.statuses.shown(notification.status, view.version, outcome.message_id)
             self._count("delivered")
-        elif isinstance(outcome, Permanent) and view is not None and view.message is not None:
+        elif isinstance(outcome, Permanent) and view is not None and sending.edit is not None:
             # The status message is gone (deleted, too old to edit): send a new one next run.
             assert notification.status is not None
             await self.statuses.lost(notification.status)

@@ -58,6 +58,8 @@ class SentMessage:
     at: float
     edits: int = 0
     parse_mode: str | None = None
+    reply_to: int | None = None
+    """The message this one replies to (its id in the same chat), if any."""
 
 
 def utf16_length(text: str) -> int:
@@ -177,8 +179,10 @@ class World:
         reply_markup: dict[str, Any] | None,
         parse_mode: str | None,
         at: float,
+        *,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The bot's message to ``chat``, delivered."""
+        """The bot's message to ``chat``, delivered (a reply to ``reply_to`` when given)."""
         message: dict[str, Any] = {
             "message_id": self._next_message_id(chat.id),
             "from": self.bot,
@@ -188,7 +192,15 @@ class World:
         }
         if reply_markup is not None:
             message["reply_markup"] = reply_markup
-        sent = SentMessage(message["message_id"], chat.id, text, reply_markup, at, 0, parse_mode)
+        if reply_to is not None:
+            # As Telegram shows it: the replied message, without its own reply (one level).
+            message["reply_to_message"] = {
+                k: v for k, v in reply_to.items() if k != "reply_to_message"
+            }
+        replied = None if reply_to is None else int(reply_to["message_id"])
+        sent = SentMessage(
+            message["message_id"], chat.id, text, reply_markup, at, 0, parse_mode, replied
+        )
         self._sent.setdefault(chat.id, []).append(sent)
         self._append(chat, message)
         return message
@@ -315,6 +327,7 @@ def _sent(
                 0.0,
                 int(entry["edits"]),
                 None if mode is None else str(mode),
+                (message.get("reply_to_message") or {}).get("message_id"),
             )
         )
     return sent
