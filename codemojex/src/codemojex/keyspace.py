@@ -50,6 +50,10 @@ class BotKeys:
         """A guess being composed on the inline keyboard by ``user`` in ``chat``."""
         return f"cm:{{{self.queue}}}:draft:{chat}:{user}"
 
+    def starter(self, game: str) -> str:
+        """Who started ``game`` (its value: the ``PLR`` id), so their next /play is no join."""
+        return f"cm:{{{self.queue}}}:starter:{game}"
+
     def seen(self, update_id: int) -> str:
         """The record that ``update_id`` was handled (its value: the handling job's id)."""
         return f"cm:{{{self.queue}}}:seen:{update_id}"

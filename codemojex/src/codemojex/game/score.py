@@ -62,6 +62,14 @@ def scored_text(name: str, guess: tuple[str, ...], result: Score) -> str:
     return f"{name}: {''.join(guess)} → {result.render()} {result.percent}%"
 
 
+def private_text(name: str, guess: tuple[str, ...], result: Score) -> str:
+    """A group guess's score as its player reads it in their private chat (a crack is theirs:
+    "You cracked the code!", not "Your guess: 🎉 Ada cracked…")."""
+    if result.cracked:
+        return f"🎉 You cracked the code! {''.join(guess)} → {result.render()} 100%"
+    return f"Your guess: {scored_text(name, guess, result)}"
+
+
 STATUS_TITLE = "🎯 Live scores (each player's latest guess; /help explains the squares)"
 """The title of a group game's live status message."""
 
@@ -147,7 +155,7 @@ class ScoreWorker:
         if who.telegram_id > 0:
             await self.notifier.notify(
                 who.telegram_id,
-                f"Your guess: {text}",
+                private_text(who.name, symbols, result),
                 dedup_key=once,
                 origin=chat,
                 name=who.name,
