@@ -4,7 +4,9 @@ test), and headless Chromium (Debian's binary, driven by Playwright) plays it.
 In a private chat Ada reads ``/help`` (the squares, the 6-of-24 code), has a guess repeating an
 emoji refused, then composes one on the inline keyboard and sees its score, guess included. In the
 lounge (a group) four players send a burst of 8 guesses, ABCDABCD: the game's one live status
-message and each player's own chat must show them in the order they were sent.
+message and each player's own chat must show them in the order they were sent, the status below
+the guesses; once chatter has scrolled it away, the next guess is answered by the status sent
+anew beneath it, quoting the guess.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from playwright.async_api import Browser, Page, expect
 from up_rig import codemojex_up
 
 from codemojex.domain import get_set
+from codemojex.notify.status import SCROLLED_AFTER
 from codemojex.telegram.sandbox import LOUNGE, PREDEFINED_USERS
 
 WAIT_MS = 30_000  # generous: the machine is shared
@@ -30,6 +33,7 @@ KEYBOARD = get_set("classic").symbols  # the default room's 24 emojis
 BURST = [
     (PREDEFINED_USERS[n % 4], "".join(KEYBOARD[2 * n : 2 * n + 6])) for n in range(len("ABCDABCD"))
 ]
+LATE = "".join(reversed(KEYBOARD[18:24]))  # a guess after the burst, on none of its windows
 STATUS_LINE = re.compile(rf"^(\w+): (\S+) → {SIX_SQUARES} \d+%$")
 
 
@@ -182,5 +186,21 @@ async def test_a_burst_of_guesses_in_a_group_arrives_in_order_on_its_live_status
                     assert at >= seen.get(name, -1), f"{name}'s line went back: {lounge}"
                     seen[name] = at
             assert seen == {name: n for n, ((_, name), _) in enumerate(BURST) if n >= 4}
+            # The status answers under the guesses, not above them (issue 29.1).
+            guesses = [e["id"] for e in recorded if e["chat"] == LOUNGE and not e["bot"]]
+            assert status_id >= max(guesses) - SCROLLED_AFTER, (status_id, guesses)
+
+            # The room chats on until the status has scrolled away; the next guess is answered
+            # by the status sent anew below it, quoting the guess it answers.
+            await open_chat(page, 1001, LOUNGE)
+            for n in range(SCROLLED_AFTER + 2):
+                await send(page, f"nice one {n}")
+            await send(page, f"/guess {LATE}")
+            mine = page.locator(".msg.mine", has_text=LATE).last
+            guess_id = int(await mine.get_attribute("data-message-id") or 0)
+            answer = page.locator(".msg.bot", has_text="Live scores").last
+            await expect(answer.locator(".text")).to_contain_text(f"Ada: {LATE} →", timeout=WAIT_MS)
+            await expect(answer.locator(".quote")).to_contain_text(LATE)
+            assert int(await answer.get_attribute("data-message-id") or 0) > guess_id
         finally:
             await page.close()
