@@ -12,6 +12,8 @@ anew beneath it, quoting the guess.
 from __future__ import annotations
 
 import re
+import statistics
+import time
 from pathlib import Path
 
 from playwright.async_api import Browser, Page, expect
@@ -22,6 +24,7 @@ from codemojex.notify.status import SCROLLED_AFTER
 from codemojex.telegram.sandbox import LOUNGE, PREDEFINED_USERS
 
 WAIT_MS = 30_000  # generous: the machine is shared
+ROUNDS = 3  # keyboard guesses timed in a private chat
 TAPS = ["🍎", "🍌", "🍒", "🍇", "🐶", "🐱"]
 SQUARES = "🟩🟨🟧🟥🟪⬛"
 # Six squares, as an alternation: the browser's regular expressions count UTF-16 units, and
@@ -78,18 +81,28 @@ async def test_a_player_reads_the_help_is_refused_a_repeat_and_sees_the_guess_in
             refused = page.locator(".msg.bot .text", has_text="at most once")
             await expect(refused).to_contain_text("🍒 repeated", timeout=WAIT_MS)
 
-            # The keyboard message is edited as the draft grows: follow it by its id.
+            # Each tap answers with the draft in a toast (no edit: issue 29.2); ✅ sends it.
+            # Three keyboard guesses, each timed from the ✅ click to its score on the page.
             message_id = await started.get_attribute("data-message-id")
             board = page.locator(f'.msg.bot[data-message-id="{message_id}"]')
-            for n, symbol in enumerate(TAPS, 1):
-                await board.locator(".keyboard button", has_text=symbol).first.click()
-                # Each tap edits the message (the draft so far): wait for it before the next.
-                draft = "".join(TAPS[:n])
-                await expect(board.locator(".text")).to_contain_text(draft, timeout=WAIT_MS)
-            await board.locator(".keyboard button", has_text="✅").click()
             scores = page.locator(".msg.bot .text", has_text=re.compile(r"→ .* \d+%$"))
-            # One score, the keyboard guess's, showing it: the repeat was never charged.
-            await expect(scores).to_have_text([score_text("Ada", "".join(TAPS))], timeout=WAIT_MS)
+            took = []
+            for round_ in range(1, ROUNDS + 1):
+                for n, symbol in enumerate(TAPS, 1):
+                    await board.locator(".keyboard button", has_text=symbol).first.click()
+                    draft = "".join(TAPS[:n])
+                    await expect(page.locator("#toast")).to_contain_text(draft, timeout=WAIT_MS)
+                started_at = time.monotonic()
+                await board.locator(".keyboard button", has_text="✅").click()
+                # The keyboard guess's score, showing it: the repeat was never charged.
+                await expect(scores).to_have_text(
+                    [score_text("Ada", "".join(TAPS))] * round_, timeout=WAIT_MS
+                )
+                took.append(time.monotonic() - started_at)
+            # The issue's target is a p50 of 0.5 s; printed as a figure, and held only to a
+            # bound a loaded machine keeps (before the fix it was about 3 s).
+            print(f"keyboard guess, ✅ to score: p50 {statistics.median(took):.2f} s, {took}")
+            assert statistics.median(took) < 2.0, took
         finally:
             await page.close()
 
