@@ -217,3 +217,46 @@ async def test_a_burst_of_guesses_in_a_group_arrives_in_order_on_its_live_status
             assert int(await answer.get_attribute("data-message-id") or 0) > guess_id
         finally:
             await page.close()
+
+
+CONTROL_JS = """async ([token, path, body]) => {
+  const response = await fetch(path, { method: "POST",
+    headers: { "X-Sandbox-Token": token, "Content-Type": "application/json" },
+    body: JSON.stringify(body) });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+}"""
+
+
+async def test_a_player_who_never_started_the_bot_is_told_how_and_gets_the_score_on_start(
+    tmp_path: Path, browser: Browser
+) -> None:
+    eve = 1099
+    async with codemojex_up(tmp_path) as run:
+        page = await browser.new_page()
+        try:
+            await page.goto(f"{run.chat}/?token={run.token}")
+            await open_chat(page, 1001, LOUNGE)
+            await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
+            await send(page, "/play")
+            started = page.locator(".msg.bot", has_text="started a new game")
+            await expect(started).to_have_count(1, timeout=WAIT_MS)
+
+            # Eve never opened the bot (Telegram refuses the bot's private sends to her).
+            user = {"user": eve, "first_name": "Eve", "has_started": False}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/users", user])
+            guess = {"user": eve, "chat": LOUNGE, "text": f"/guess {LATE}"}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/say", guess])
+            hint = page.locator(".msg.bot .text", has_text="I can't message you privately")
+            await expect(hint).to_contain_text("Eve", timeout=WAIT_MS)
+            await expect(hint).to_contain_text("https://t.me/codemojex_sandbox_bot?start=scores")
+
+            # She follows the link and presses Start: her score, kept, arrives.
+            start = {"user": eve, "text": "/start scores"}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/say", start])
+            await page.reload()
+            await open_chat(page, eve, eve)
+            await expect(page.locator(".msg.bot .text").filter(has_text="Your guess")).to_have_text(
+                [score_text("Eve", LATE, "Your guess: ")], timeout=WAIT_MS
+            )
+        finally:
+            await page.close()
