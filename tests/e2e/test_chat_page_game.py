@@ -4,21 +4,27 @@ test), and headless Chromium (Debian's binary, driven by Playwright) plays it.
 In a private chat Ada reads ``/help`` (the squares, the 6-of-24 code), has a guess repeating an
 emoji refused, then composes one on the inline keyboard and sees its score, guess included. In the
 lounge (a group) four players send a burst of 8 guesses, ABCDABCD: the game's one live status
-message and each player's own chat must show them in the order they were sent.
+message and each player's own chat must show them in the order they were sent, the status below
+the guesses; once chatter has scrolled it away, the next guess is answered by the status sent
+anew beneath it, quoting the guess.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
+import time
 from pathlib import Path
 
 from playwright.async_api import Browser, Page, expect
 from up_rig import codemojex_up
 
 from codemojex.domain import get_set
+from codemojex.notify.status import SCROLLED_AFTER
 from codemojex.telegram.sandbox import LOUNGE, PREDEFINED_USERS
 
 WAIT_MS = 30_000  # generous: the machine is shared
+ROUNDS = 3  # keyboard guesses timed in a private chat
 TAPS = ["🍎", "🍌", "🍒", "🍇", "🐶", "🐱"]
 SQUARES = "🟩🟨🟧🟥🟪⬛"
 # Six squares, as an alternation: the browser's regular expressions count UTF-16 units, and
@@ -30,6 +36,7 @@ KEYBOARD = get_set("classic").symbols  # the default room's 24 emojis
 BURST = [
     (PREDEFINED_USERS[n % 4], "".join(KEYBOARD[2 * n : 2 * n + 6])) for n in range(len("ABCDABCD"))
 ]
+LATE = "".join(reversed(KEYBOARD[18:24]))  # a guess after the burst, on none of its windows
 STATUS_LINE = re.compile(rf"^(\w+): (\S+) → {SIX_SQUARES} \d+%$")
 
 
@@ -74,18 +81,28 @@ async def test_a_player_reads_the_help_is_refused_a_repeat_and_sees_the_guess_in
             refused = page.locator(".msg.bot .text", has_text="at most once")
             await expect(refused).to_contain_text("🍒 repeated", timeout=WAIT_MS)
 
-            # The keyboard message is edited as the draft grows: follow it by its id.
+            # Each tap answers with the draft in a toast (no edit: issue 29.2); ✅ sends it.
+            # Three keyboard guesses, each timed from the ✅ click to its score on the page.
             message_id = await started.get_attribute("data-message-id")
             board = page.locator(f'.msg.bot[data-message-id="{message_id}"]')
-            for n, symbol in enumerate(TAPS, 1):
-                await board.locator(".keyboard button", has_text=symbol).first.click()
-                # Each tap edits the message (the draft so far): wait for it before the next.
-                draft = "".join(TAPS[:n])
-                await expect(board.locator(".text")).to_contain_text(draft, timeout=WAIT_MS)
-            await board.locator(".keyboard button", has_text="✅").click()
             scores = page.locator(".msg.bot .text", has_text=re.compile(r"→ .* \d+%$"))
-            # One score, the keyboard guess's, showing it: the repeat was never charged.
-            await expect(scores).to_have_text([score_text("Ada", "".join(TAPS))], timeout=WAIT_MS)
+            took = []
+            for round_ in range(1, ROUNDS + 1):
+                for n, symbol in enumerate(TAPS, 1):
+                    await board.locator(".keyboard button", has_text=symbol).first.click()
+                    draft = "".join(TAPS[:n])
+                    await expect(page.locator("#toast")).to_contain_text(draft, timeout=WAIT_MS)
+                started_at = time.monotonic()
+                await board.locator(".keyboard button", has_text="✅").click()
+                # The keyboard guess's score, showing it: the repeat was never charged.
+                await expect(scores).to_have_text(
+                    [score_text("Ada", "".join(TAPS))] * round_, timeout=WAIT_MS
+                )
+                took.append(time.monotonic() - started_at)
+            # The issue's target is a p50 of 0.5 s; printed as a figure, and held only to a
+            # bound a loaded machine keeps (before the fix it was about 3 s).
+            print(f"keyboard guess, ✅ to score: p50 {statistics.median(took):.2f} s, {took}")
+            assert statistics.median(took) < 2.0, took
         finally:
             await page.close()
 
@@ -182,5 +199,64 @@ async def test_a_burst_of_guesses_in_a_group_arrives_in_order_on_its_live_status
                     assert at >= seen.get(name, -1), f"{name}'s line went back: {lounge}"
                     seen[name] = at
             assert seen == {name: n for n, ((_, name), _) in enumerate(BURST) if n >= 4}
+            # The status answers under the guesses, not above them (issue 29.1).
+            guesses = [e["id"] for e in recorded if e["chat"] == LOUNGE and not e["bot"]]
+            assert status_id >= max(guesses) - SCROLLED_AFTER, (status_id, guesses)
+
+            # The room chats on until the status has scrolled away; the next guess is answered
+            # by the status sent anew below it, quoting the guess it answers.
+            await open_chat(page, 1001, LOUNGE)
+            for n in range(SCROLLED_AFTER + 2):
+                await send(page, f"nice one {n}")
+            await send(page, f"/guess {LATE}")
+            mine = page.locator(".msg.mine", has_text=LATE).last
+            guess_id = int(await mine.get_attribute("data-message-id") or 0)
+            answer = page.locator(".msg.bot", has_text="Live scores").last
+            await expect(answer.locator(".text")).to_contain_text(f"Ada: {LATE} →", timeout=WAIT_MS)
+            await expect(answer.locator(".quote")).to_contain_text(LATE)
+            assert int(await answer.get_attribute("data-message-id") or 0) > guess_id
+        finally:
+            await page.close()
+
+
+CONTROL_JS = """async ([token, path, body]) => {
+  const response = await fetch(path, { method: "POST",
+    headers: { "X-Sandbox-Token": token, "Content-Type": "application/json" },
+    body: JSON.stringify(body) });
+  if (!response.ok) throw new Error(`${path}: HTTP ${response.status}`);
+}"""
+
+
+async def test_a_player_who_never_started_the_bot_is_told_how_and_gets_the_score_on_start(
+    tmp_path: Path, browser: Browser
+) -> None:
+    eve = 1099
+    async with codemojex_up(tmp_path) as run:
+        page = await browser.new_page()
+        try:
+            await page.goto(f"{run.chat}/?token={run.token}")
+            await open_chat(page, 1001, LOUNGE)
+            await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
+            await send(page, "/play")
+            started = page.locator(".msg.bot", has_text="started a new game")
+            await expect(started).to_have_count(1, timeout=WAIT_MS)
+
+            # Eve never opened the bot (Telegram refuses the bot's private sends to her).
+            user = {"user": eve, "first_name": "Eve", "has_started": False}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/users", user])
+            guess = {"user": eve, "chat": LOUNGE, "text": f"/guess {LATE}"}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/say", guess])
+            hint = page.locator(".msg.bot .text", has_text="I can't message you privately")
+            await expect(hint).to_contain_text("Eve", timeout=WAIT_MS)
+            await expect(hint).to_contain_text("https://t.me/codemojex_sandbox_bot?start=scores")
+
+            # She follows the link and presses Start: her score, kept, arrives.
+            start = {"user": eve, "text": "/start scores"}
+            await page.evaluate(CONTROL_JS, [run.token, "/sandbox/say", start])
+            await page.reload()
+            await open_chat(page, eve, eve)
+            await expect(page.locator(".msg.bot .text").filter(has_text="Your guess")).to_have_text(
+                [score_text("Eve", LATE, "Your guess: ")], timeout=WAIT_MS
+            )
         finally:
             await page.close()

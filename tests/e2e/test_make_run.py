@@ -16,6 +16,11 @@ import aiohttp
 from up_rig import GUESS, alive, clean_env, codemojex_up, say_and_wait
 
 
+def _dashboard_token(lines: list[str]) -> str:
+    [token] = re.findall(r"  dashboard  \S+/\?token=(\S+)", "".join(lines))
+    return token
+
+
 async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -> None:
     async with codemojex_up(tmp_path, in_background=True) as run:
         ready = [line.split(" ready", 1)[0] for line in run.lines if " ready (" in line]
@@ -29,18 +34,21 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
             me = await say_and_wait(run, http, "/me")
             async with http.get(f"{run.dashboard}/metrics") as answer:
                 metrics = await answer.text()
+            async with http.get(f"{run.dashboard}/favicon.ico") as answer:
+                assert answer.status == 200  # no 404 in the log for every browser tab
         assert "99 📎 clips" in me  # the guess was charged one clip of the 100 granted
         # The game's series beside the engine's, on the dashboard's /metrics.
         assert re.search(r'codemojex_notifications_total\{outcome="delivered"\} [1-9]', metrics)
         assert 'echomq_completed_total{queue="cm"}' in metrics
-        # The line an operator pastes to read the game's queues, run as printed (no ECHOMQ_URL:
-        # its --url alone names the embedded Valkey).
+        # The line an operator pastes to read the game's queues, run as printed in a shell
+        # without the venv on PATH (no ECHOMQ_URL: its --url alone names the embedded Valkey).
         [inspect] = [line.split("inspect", 1)[1] for line in run.lines if "  inspect  " in line]
         [port] = re.findall(r"valkey ready \(\S+ on 127\.0\.0\.1:(\d+)", "".join(run.lines))
         argv = shlex.split(inspect)
-        assert argv == ["echomq", "--url", f"valkey://127.0.0.1:{port}/0", "stats", "cm.notify"]
+        assert argv[-4:] == ["--url", f"valkey://127.0.0.1:{port}/0", "stats", "cm.notify"]
+        assert Path(argv[0]).is_absolute()  # the venv's echomq (or python -m echomq)
         stats = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "echomq.cli", *argv[1:], env=clean_env(),
+            *argv, env={**clean_env(), "PATH": "/usr/bin:/bin"},
             stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT,
         )  # fmt: skip
         table = (await asyncio.wait_for(stats.communicate(), 60.0))[0].decode()
@@ -63,6 +71,7 @@ async def test_make_run_plays_stops_cleanly_and_keeps_the_game(tmp_path: Path) -
         board = await say_and_wait(again, http, "/board")
     assert "99 📎 clips" in me, me  # the balance survived the restart (SQLite in the data dir)
     assert again.token == run.token  # and the chat page's link (the sandbox's data dir)
+    assert _dashboard_token(again.lines) == _dashboard_token(run.lines)  # and the dashboard's
     assert "Ada" in board, board  # and so did the game and its board (Valkey's AOF)
     assert again.process.returncode == 0
 

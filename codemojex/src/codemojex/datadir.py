@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import re
+import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +18,8 @@ from codemojex.store import sqlite_url
 
 LOCK_FILE = "codemojex.pid"
 DATABASE_FILE = "codemojex.db"
+DASHBOARD_TOKEN_FILE = "dashboard.token"  # noqa: S105 (a file name, not a secret)
+_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}")
 
 
 class AlreadyRunning(CodemojexError):
@@ -52,6 +56,26 @@ class DataDir:
     def database_url(self) -> str:
         """The SQLite system of record in this directory."""
         return sqlite_url(self.root / DATABASE_FILE)
+
+    def dashboard_token(self) -> str:
+        """The dashboard's token, kept in this directory (``0600``) like the chat page's, so a
+        tab left open across a restart keeps acting; minted and written on the first call."""
+        path = self.root / DASHBOARD_TOKEN_FILE
+        try:
+            kept = path.read_text().strip()
+        except FileNotFoundError:
+            kept = ""
+        if _TOKEN.fullmatch(kept):
+            os.chmod(path, 0o600)  # a secret: the owner's alone, whatever made it
+            return kept
+        token = secrets.token_urlsafe(18)
+        self.root.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(handle, "w") as file:
+            file.write(token + "\n")
+        os.replace(temporary, path)
+        return token
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[DataDir]:

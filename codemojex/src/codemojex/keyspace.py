@@ -50,6 +50,10 @@ class BotKeys:
         """A guess being composed on the inline keyboard by ``user`` in ``chat``."""
         return f"cm:{{{self.queue}}}:draft:{chat}:{user}"
 
+    def starter(self, game: str) -> str:
+        """Who started ``game`` (its value: the ``PLR`` id), so their next /play is no join."""
+        return f"cm:{{{self.queue}}}:starter:{game}"
+
     def seen(self, update_id: int) -> str:
         """The record that ``update_id`` was handled (its value: the handling job's id)."""
         return f"cm:{{{self.queue}}}:seen:{update_id}"
@@ -100,6 +104,14 @@ class NotifyKeys:
     def cooling(self, chat: int) -> str:
         """Set while ``chat`` is inside a 429's ``retry_after``."""
         return self._key(f"cooling:{chat}")
+
+    def held(self, chat: int) -> str:
+        """The notifications kept for a private ``chat`` that refuses the bot (a list)."""
+        return self._key(f"held:{chat}")
+
+    def told(self, chat: int, group: int) -> str:
+        """Set once ``group`` was told how ``chat``'s user starts the bot."""
+        return self._key(f"told:{chat}:{group}")
 
     def status(self, game: str) -> str:
         """A group game's live status message: its message id and the lines it shows."""

@@ -175,7 +175,7 @@ class Pipeline:
         """A worker of ``cm.notify`` sending through ``bot`` (the three layers); its
         ``counts`` are the sender's counters and ``run`` raises ``BadTokenError`` on a bad
         token. ``options`` default to ``NOTIFY_CONSUMER`` (batch claims, long leases)."""
-        sender = NotifyWorker(bot, self.queues.notify, notify)
+        sender = NotifyWorker(bot, self.queues.notify, notify, notifier=self.notifier)
         return NotificationConsumer(self.app, sender, options, observer=observer)
 
     def command_consumer(

@@ -19,11 +19,11 @@ import argparse
 import asyncio
 import logging
 import os
-import secrets
 import shlex
 import signal
+import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
@@ -88,12 +88,45 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-def stats_command(url: str, queue: str) -> str:
-    """The ``echomq`` line an operator pastes to read ``queue`` on the engine at ``url``. A URL
-    with a password is never printed: only ``ECHOMQ_URL`` can carry one (the embedded Valkey has
-    none), so the line names that variable instead, as the dashboard's line names its token."""
+def echomq_program() -> str:
+    """How a new shell runs this environment's ``echomq``: the script beside this Python (the
+    virtualenv's ``bin/echomq``, which works without the venv on ``PATH``), else this Python's
+    ``-m echomq``."""
+    beside = Path(sys.executable).parent / "echomq"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return shlex.quote(str(beside))
+    return f"{shlex.quote(sys.executable)} -m echomq"
+
+
+def stats_command(url: str, queue: str, *, program: str | None = None) -> str:
+    """The ``echomq`` line an operator pastes to read ``queue`` on the engine at ``url``
+    (``program``: how to run echomq, :func:`echomq_program` by default). A URL with a password
+    is never printed: only ``ECHOMQ_URL`` can carry one (the embedded Valkey has none), so the
+    line names that variable instead, as the dashboard's line names its token."""
     shown = '"$ECHOMQ_URL"' if urlsplit(url).password is not None else shlex.quote(url)
-    return f"echomq --url {shown} stats {shlex.quote(queue)}"
+    return f"{program or echomq_program()} --url {shown} stats {shlex.quote(queue)}"
+
+
+FAVICON: Final = Path(__file__).parent / "telegram" / "sandbox" / "static" / "favicon.svg"
+"""The game's icon (the chat page's), which the dashboard serves for ``/favicon.ico`` too."""
+
+
+def with_favicon(dashboard: Any) -> Any:
+    """``dashboard`` (echomq's Starlette app) answering ``/favicon.ico`` with the game's icon,
+    where browsers ask for it whatever the page links (a 404 in every log otherwise)."""
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+
+    icon = FAVICON.read_bytes()
+
+    async def favicon(_request: Request) -> Response:
+        return Response(
+            icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"}
+        )
+
+    dashboard.router.routes.insert(0, Route("/favicon.ico", favicon))
+    return dashboard
 
 
 async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
@@ -127,10 +160,10 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             notify = stack.consumers["notification worker"]
             if isinstance(notify, NotificationConsumer):
                 metrics.registry.register(NotificationMetrics(lambda: notify.counts))
-            # A token the operator chose stays off the screen; a fresh one is shown once, in
-            # the URL, for the person at the console.
+            # A token the operator chose stays off the screen; else the data directory's, kept
+            # across runs (a tab left open keeps acting), is shown in the URL for the console.
             chosen = os.environ.get("ECHOMQ_DASHBOARD_TOKEN")
-            token = chosen or secrets.token_urlsafe(18)
+            token = chosen or data.dashboard_token()
             dashboard = create_app(
                 queues.wire,
                 [queue.name for queue in metrics.queues],
@@ -138,6 +171,7 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
                 metrics=metrics,
                 hosts=hosts,
             )
+            with_favicon(dashboard)
             async with serving(dashboard, args.host, args.dashboard_port) as base:
                 say(f"dashboard ready ({base})")
                 say("")

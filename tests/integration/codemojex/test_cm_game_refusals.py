@@ -4,6 +4,7 @@ guess charges nothing and enqueues nothing.
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -75,6 +76,29 @@ async def test_out_of_clips_the_daily_allowance_pays_once_then_the_guess_is_refu
     assert await ledger_count(store, "guess") == {player: 1}  # the refused one charged nothing
     async with store.read() as session:
         assert (await balances(session, player)).clips == 0
+
+
+async def test_twenty_concurrent_submits_with_no_clips_grant_one_allowance(
+    store: Store, pipeline: Pipeline, minter: Minter
+) -> None:
+    # Issue 29.6: on PostgreSQL at READ COMMITTED each submit counted "no allowance today" and
+    # credited one (15 grants for 20 submits); the day's grant must be one however they race.
+    game = await new_game(store, minter)
+    (player,) = await new_players(store, minter, 1)
+    async with store.transaction() as session:
+        await debit(session, player, Currency.CLIPS, STARTING_CLIPS, "spent", minter=minter)
+
+    outcomes = await asyncio.gather(
+        *(pipeline.guesses.submit(game.id, player, GOOD) for _ in range(20)),
+        return_exceptions=True,
+    )
+
+    assert await ledger_count(store, ALLOWANCE_REASON) == {player: 1}
+    charged = [outcome for outcome in outcomes if not isinstance(outcome, BaseException)]
+    assert [o for o in outcomes if isinstance(o, BaseException)] == []  # the one top-up pays all
+    assert sum(receipt.topped_up for receipt in charged) == DAILY_CLIPS
+    async with store.read() as session:
+        assert (await balances(session, player)).clips == DAILY_CLIPS - len(charged)
 
 
 async def test_a_guess_for_a_closed_game_is_refused(

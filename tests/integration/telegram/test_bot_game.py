@@ -29,6 +29,9 @@ async def test_two_players_one_cracks_the_code_and_wins_the_pool(
     assert started.reply_markup is not None
     sandbox.say(BOB, "/play", chat=LOUNGE)
     await wait_for_text(sandbox, LOUNGE, "Bob joined the game")
+    sandbox.say(ADA, "/play", chat=LOUNGE)  # the starter again: no "Ada joined"
+    await wait_for_text(sandbox, LOUNGE, "Your game is on, Ada")
+    assert not any("Ada joined" in m.text for m in sandbox.messages(LOUNGE))
 
     secret = await secret_of(bot.pipeline.store, LOUNGE)
     # Bob guesses the secret backwards: every emoji right, every place wrong (not 600).
@@ -50,6 +53,8 @@ async def test_two_players_one_cracks_the_code_and_wins_the_pool(
 
     sandbox.say(ADA, "".join(secret), chat=LOUNGE)  # a bare message of 6 emojis
     await wait_for_text(sandbox, LOUNGE, "🎉 Ada cracked the code!")
+    await wait_for_text(sandbox, ADA, "🎉 You cracked the code!")  # privately, as her own win
+    assert not any(m.text.startswith("Your guess: 🎉") for m in sandbox.messages(ADA))
     result = await wait_for_text(sandbox, LOUNGE, "🏁 Game over!")
     assert "Ada +10 💎" in result.text
     assert "Bob" not in result.text

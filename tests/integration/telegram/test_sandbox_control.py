@@ -38,6 +38,7 @@ async def call(
         ("GET", "/sandbox/chats/1001/history"),
         ("GET", "/sandbox/stream"),
         ("POST", "/sandbox/users/1001/block"),
+        ("POST", "/sandbox/users"),
         ("GET", "/sandbox/stats"),
     ],
 )
@@ -303,3 +304,15 @@ async def test_the_hosts_in_its_options_are_served_too() -> None:
 def test_options_refuse_hosts_that_are_not_host_names(hosts: object) -> None:
     with pytest.raises(ValueError, match="host"):
         SandboxOptions(hosts=hosts)  # type: ignore[arg-type]
+
+
+async def test_a_user_who_never_started_the_bot_is_added_through_http(
+    http: aiohttp.ClientSession,
+) -> None:
+    stranger = {"user": 1099, "first_name": "Eve", "has_started": False}
+    assert (await call(http, "POST", "/sandbox/users", stranger))[0] == 200
+    status, body = await call(http, "GET", "/sandbox/state")
+    assert not next(u for u in body["result"]["users"] if u["id"] == 1099)["has_started"]
+    for bad in ({**stranger, "has_started": "no"}, {**stranger, "first_name": ""}, {"user": "x"}):
+        status, answer = await call(http, "POST", "/sandbox/users", bad)
+        assert (status, answer["ok"]) == (400, False), bad

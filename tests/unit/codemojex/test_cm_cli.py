@@ -6,8 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
+from functools import partial
+from pathlib import Path
 
 from codemojex.up import stats_command
 
@@ -55,13 +58,26 @@ def test_help_and_argument_errors_load_none_of_the_game() -> None:
 
 
 def test_the_printed_echomq_line_names_the_url_but_never_its_password() -> None:
-    assert stats_command("valkey://127.0.0.1:21703/0", "cm.notify") == (
+    line = partial(stats_command, program="echomq")
+    assert line("valkey://127.0.0.1:21703/0", "cm.notify") == (
         "echomq --url valkey://127.0.0.1:21703/0 stats cm.notify"
     )
-    secret = stats_command("valkey://ops:s3cr%40t@cache.internal:6379/2", "cm.notify")
+    secret = line("valkey://ops:s3cr%40t@cache.internal:6379/2", "cm.notify")
     assert secret == 'echomq --url "$ECHOMQ_URL" stats cm.notify'
     # A URL a shell would mangle (a glob character in its query) is quoted for pasting.
-    assert (
-        stats_command("valkey://h:1/0?name=cm", "cm")
-        == "echomq --url 'valkey://h:1/0?name=cm' stats cm"
-    )
+    assert line("valkey://h:1/0?name=cm", "cm") == "echomq --url 'valkey://h:1/0?name=cm' stats cm"
+
+
+def test_the_printed_echomq_line_runs_in_a_shell_without_the_venv_on_its_path() -> None:
+    argv = shlex.split(stats_command("valkey://127.0.0.1:1/0", "cm"))
+    # This environment's own echomq, by path (or this Python's -m echomq): never a bare
+    # "echomq" that a new shell without the venv on PATH cannot find.
+    assert argv[0] != "echomq"
+    assert Path(argv[0]).is_absolute()
+    assert argv[-4:] == ["--url", "valkey://127.0.0.1:1/0", "stats", "cm"]
+    help_text = subprocess.run(
+        [*argv[:-4], "--help"], env={"PATH": "/usr/bin:/bin"}, capture_output=True, text=True,
+        timeout=60, check=False,
+    )  # fmt: skip
+    assert help_text.returncode == 0, help_text.stderr
+    assert "stats" in help_text.stdout

@@ -54,3 +54,12 @@ def test_lock_is_released_on_exit(tmp_path: Path) -> None:
         pass
     with DataDir(tmp_path).locked():
         pass
+
+
+def test_the_dashboard_token_is_kept_across_runs_and_private(tmp_path: Path) -> None:
+    first = DataDir(tmp_path).dashboard_token()
+    assert len(first) >= 16
+    assert DataDir(tmp_path).dashboard_token() == first  # the next run: the same token
+    assert (tmp_path / "dashboard.token").stat().st_mode & 0o777 == 0o600
+    (tmp_path / "dashboard.token").write_text("not a token!\n")
+    assert DataDir(tmp_path).dashboard_token() != first  # a damaged file: a fresh token

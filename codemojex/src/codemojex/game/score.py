@@ -62,6 +62,14 @@ def scored_text(name: str, guess: tuple[str, ...], result: Score) -> str:
     return f"{name}: {''.join(guess)} → {result.render()} {result.percent}%"
 
 
+def private_text(name: str, guess: tuple[str, ...], result: Score) -> str:
+    """A group guess's score as its player reads it in their private chat (a crack is theirs:
+    "You cracked the code!", not "Your guess: 🎉 Ada cracked…")."""
+    if result.cracked:
+        return f"🎉 You cracked the code! {''.join(guess)} → {result.render()} 100%"
+    return f"Your guess: {scored_text(name, guess, result)}"
+
+
 STATUS_TITLE = "🎯 Live scores (each player's latest guess; /help explains the squares)"
 """The title of a group game's live status message."""
 
@@ -89,9 +97,9 @@ class ScoreWorker:
         self._games: Memo[str, _GameFacts] = Memo()
         self._contacts: Memo[str, Contact] = Memo(4096)
 
-    async def score(self, job: str, attempt: int) -> Scored:
+    async def score(self, job: str, attempt: int, *, message: int | None = None) -> Scored:
         """Score the guess charged under ``job`` (a ``JOB`` id); ``attempt`` is 1 on the first
-        run, more on a re-delivery."""
+        run, more on a re-delivery; ``message``: the guess's message in its group, if known."""
         async with self.store.read() as session:
             guess = await guess_by_job(session, job)
             if guess is None:
@@ -116,7 +124,7 @@ class ScoreWorker:
         if is_new or attempt > 1:
             self._publish(job, guess.game, guess.player, result.percent)
             await self._announce(
-                facts.chat, guess.game, guess.id, guess.player, who, symbols, result
+                facts.chat, guess.game, guess.id, guess.player, who, symbols, result, message
             )
         if result.cracked:
             await self.closer.request(guess.game, CloseReason.CRACKED)
@@ -131,6 +139,7 @@ class ScoreWorker:
         who: Contact,
         symbols: tuple[str, ...],
         result: Score,
+        message: int | None = None,
     ) -> None:
         """A private chat gets the score as a message. A group (negative id) gets its game's
         live status edited, the player the score in their own chat, and a crack the room's
@@ -141,10 +150,16 @@ class ScoreWorker:
             await self.notifier.notify(chat, text, dedup_key=once)
             return
         await self.notifier.status(
-            chat, game, title=STATUS_TITLE, player=player, line=text, rank=result.total
+            chat, game, title=STATUS_TITLE, player=player, line=text, rank=result.total, at=message
         )
         if who.telegram_id > 0:
-            await self.notifier.notify(who.telegram_id, f"Your guess: {text}", dedup_key=once)
+            await self.notifier.notify(
+                who.telegram_id,
+                private_text(who.name, symbols, result),
+                dedup_key=once,
+                origin=chat,
+                name=who.name,
+            )
         if result.cracked:
             await self.notifier.notify(chat, text, dedup_key=f"cracked:{guess}")
 

@@ -96,7 +96,13 @@ class Guesses:
         self._reading: dict[str, asyncio.Future[_Terms]] = {}  # one read per game at a time
 
     async def submit(
-        self, game: str, player: str, guess_text: str, *, job: str | None = None
+        self,
+        game: str,
+        player: str,
+        guess_text: str,
+        *,
+        job: str | None = None,
+        message: int | None = None,
     ) -> Receipt:
         """Charge ``player`` the fee of ``game`` for ``guess_text`` and enqueue it for scoring.
 
@@ -104,6 +110,8 @@ class Guesses:
         a second submit with the same ``job`` (the command worker running one update again
         after a crash) finds that guess, charges nothing and enqueues it again (a duplicate
         while it waits). Without it a fresh ``JOB`` id is minted: every call is a new guess.
+        ``message`` (a group guess's Telegram message id) goes with the score job, so the
+        group's answer can reply to it.
 
         Refused before any charge, each a :class:`~codemojex.domain.CodemojexError` naming the
         problem: :class:`~codemojex.store.NotFound` (no such game or player),
@@ -138,13 +146,13 @@ class Guesses:
         except InsufficientFunds as short:
             if short.currency is not Currency.CLIPS:
                 raise
-            # Out of clips: today's allowance, if due, commits with the guess it pays for.
+            # Out of clips: today's allowance, if due, commits with the guess it pays for. None
+            # granted may still pay: a concurrent submit's grant committed since (then this one
+            # waited on it); if not, record_guess refuses again with the current balance.
             async with self.store.transaction() as session:
                 topped_up = await grant_allowance(
                     session, player, terms.fee.amount, minter=self.minter
                 )
-                if not topped_up:
-                    raise
                 record = await record_guess(
                     session, game, player, job, text, terms.fee, minter=self.minter
                 )
@@ -156,7 +164,7 @@ class Guesses:
             player=player,
             symbols=symbols,
             fee=terms.fee,
-            is_queued=await self._enqueue(record),
+            is_queued=await self._enqueue(record, message),
         )
 
     async def _receipt(self, record: GuessRecord) -> Receipt:
@@ -194,9 +202,12 @@ class Guesses:
             raise GameClosed(game, "closed")
         return _Terms(get_set(view.keyboard), view.fee, view.deadline)
 
-    async def _enqueue(self, record: GuessRecord) -> bool:
+    async def _enqueue(self, record: GuessRecord, message: int | None = None) -> bool:
+        extra = {} if message is None else {"message": message}
         try:
-            handle = await self.score.using(id=record.job_id).enqueue(*score_payload(record))
+            handle = await self.score.using(id=record.job_id).enqueue(
+                *score_payload(record), **extra
+            )
             verdict = handle.verdict
         except EchoMQError as error:
             log.warning("guess %s is charged but not enqueued (resweep will): %s", record.id, error)

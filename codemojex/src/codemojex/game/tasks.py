@@ -22,8 +22,8 @@ SETTLER: Final = "codemojex.game.settler"
 """The key of the :class:`SettleWorker` in a settle worker's state."""
 
 
-ScoreTask = Task[[str, str, str], Scored]
-"""The type of the ``score`` task: ``score(game, guess, player)``."""
+ScoreTask = Task[..., Scored]
+"""The type of the ``score`` task: ``score(game, guess, player, message=None)``."""
 
 SettleTask = Task[[str, str], Settled]
 """The type of the ``settle`` task: ``settle(game, reason)``."""
@@ -42,11 +42,12 @@ def register(app: App, keyspace: Keyspace) -> GameTasks:
     """Register ``score`` and ``settle`` on ``app``, on the queues ``keyspace`` names."""
 
     @app.task("score", queue=keyspace.score_queue, lane="player")
-    async def score(game: str, guess: str, player: str) -> Scored:
-        """Score one charged guess (its job id is the one its charge recorded)."""
+    async def score(game: str, guess: str, player: str, message: int | None = None) -> Scored:
+        """Score one charged guess (its job id is the one its charge recorded); ``message``:
+        the guess's message in its group, which the group's answer replies to."""
         run = context()
         scorer: ScoreWorker = run.state[SCORER]
-        return await scorer.score(run.job.id, run.attempt)
+        return await scorer.score(run.job.id, run.attempt, message=message)
 
     # A close request's dedup key lives CLOSE_DEDUP_TTL at most (see codemojex.game.close).
     @app.task("settle", queue=keyspace.settle_queue, lane="game", dedup_ttl=CLOSE_DEDUP_TTL)

@@ -8,8 +8,9 @@ No Telegram I/O here: sending (rate limits, retries, Telegram) is the notificati
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from codemojex.keyspace import NotifyKeys
 from codemojex.notify.blocklist import Blocklist
@@ -43,7 +44,10 @@ class Notification:
     of the bot's in ``chat`` whose text (and markup) this notification replaces instead of sending
     a new message. ``status`` (a ``GAM`` id) makes it the group game's live status message:
     ``text`` is its title, the lines are read when it is sent, ``version`` is the status it
-    must show at least (see :mod:`codemojex.notify.status`).
+    must show at least (see :mod:`codemojex.notify.status`). ``origin`` (a group's chat id)
+    and ``name`` (the player's): a private message about a group game, so when the player
+    never started the bot the worker can tell that group how to, by name. ``reply_to``: a
+    message in ``chat`` this one answers (sent as a reply to it).
     """
 
     id: str
@@ -53,6 +57,9 @@ class Notification:
     edit: int | None = None
     status: str | None = None
     version: int = 0
+    origin: int | None = None
+    name: str = ""
+    reply_to: int | None = None
 
     def payload(self) -> dict[str, Any]:
         """The arguments of its ``notify`` task (optional fields only when set)."""
@@ -64,6 +71,11 @@ class Notification:
         if self.status is not None:
             body["status"] = self.status
             body["version"] = self.version
+        if self.origin is not None:
+            body["origin"] = self.origin
+            body["name"] = self.name
+        if self.reply_to is not None:
+            body["reply_to"] = self.reply_to
         return body
 
     @classmethod
@@ -73,6 +85,8 @@ class Notification:
         markup = payload.get("markup")
         edit = payload.get("edit")
         status = payload.get("status")
+        origin = payload.get("origin")
+        reply_to = payload.get("reply_to")
         return cls(
             str(payload["notification"]),
             int(payload["chat"]),
@@ -81,12 +95,47 @@ class Notification:
             edit=int(edit) if edit is not None else None,
             status=str(status) if status is not None else None,
             version=int(payload.get("version", 0)),
+            origin=int(origin) if origin is not None else None,
+            name=str(payload.get("name") or ""),
+            reply_to=int(reply_to) if reply_to is not None else None,
         )
 
 
+HELD_MOST: Final = 50
+"""Notifications kept per private chat that refuses the bot (the newest; older ones go)."""
+
+HELD_KEEP: Final = 7 * 24 * 3600.0
+"""Seconds the held notifications of a chat outlive the last one held."""
+
+
+def is_kept(notification: Notification) -> bool:
+    """Whether a notification a private chat refused is held for later: a group game's result
+    sent privately (``origin`` set) is; a command's reply (stale by then) is not."""
+    return notification.origin is not None and notification.edit is None
+
+
+class Held:
+    """The notifications of private chats that refuse the bot (a 403: the user never started
+    it, or blocked it), kept until the chat talks to the bot again; never retried meanwhile."""
+
+    def __init__(self, kv: Valkey, keys: NotifyKeys) -> None:
+        self.kv = kv
+        self.keys = keys
+
+    async def keep(self, notification: Notification) -> None:
+        payload = json.dumps(notification.payload(), ensure_ascii=False)
+        await self.kv.push_capped(self.keys.held(notification.chat), payload, HELD_MOST, HELD_KEEP)
+
+    async def release(self, chat: int) -> list[Notification]:
+        """Take every notification held for ``chat``, oldest first (atomically: once)."""
+        found = await self.kv.pop_all(self.keys.held(chat), HELD_MOST)
+        return [Notification.from_payload(json.loads(item)) for item in found]
+
+
 class Notifier:
-    """Enqueues notifications as ``notify`` tasks (on ``cm.notify``), one lane per chat,
-    skipping the chats on the blocklist."""
+    """Enqueues notifications as ``notify`` tasks (on ``cm.notify``), one lane per chat. A
+    private chat on the blocklist gets none: its group results are held (:class:`Held`) and
+    sent when it talks to the bot again, anything else is skipped."""
 
     def __init__(self, notify: Task[..., None], minter: Minter) -> None:
         self.task = notify
@@ -95,6 +144,7 @@ class Notifier:
         self.queue = notify.app.queue(notify.queue)
         kv = Valkey(self.queue.wire)
         self.blocklist = Blocklist(kv, NotifyKeys(self.queue.name))
+        self.held = Held(kv, NotifyKeys(self.queue.name))
         self.statuses = StatusBoard(kv, NotifyKeys(self.queue.name))
 
     async def _enqueue(self, notification: Notification, dedup_key: str | None) -> Verdict:
@@ -102,8 +152,12 @@ class Notifier:
         return (await sending.enqueue(**notification.payload())).verdict
 
     async def unblock(self, chat: int) -> bool:
-        """``chat`` talks to the bot again: take it off the blocklist; True when it was on it."""
-        return await self.blocklist.unmark(chat)
+        """``chat`` talks to the bot again: take it off the blocklist and enqueue what was held
+        for it, oldest first; True when it was on the blocklist."""
+        was_blocked = await self.blocklist.unmark(chat)
+        for notification in await self.held.release(chat):
+            await self._enqueue(notification, None)
+        return was_blocked
 
     async def notify(
         self,
@@ -113,25 +167,44 @@ class Notifier:
         markup: dict[str, Any] | None = None,
         edit: int | None = None,
         dedup_key: str | None = None,
+        origin: int | None = None,
+        name: str = "",
     ) -> Verdict | Skipped:
         """Enqueue ``text`` for ``chat``; with ``dedup_key``, once while the first is pending.
 
-        A chat that blocked the bot gets nothing: the answer is ``Skipped(chat, "chat blocked")``.
+        A private chat that refuses the bot (it never started it, or blocked it) gets nothing
+        now: the answer is ``Skipped(chat, "chat blocked")``; a group game's result for it
+        (:func:`is_kept`) is held and sent when the chat talks to the bot again.
+        ``origin`` and ``name``: see :class:`Notification`.
         """
+        notification = Notification(
+            self.minter.mint("NOT"), chat, text, markup, edit, origin=origin, name=name
+        )
         if await self.blocklist.has(chat):
+            if is_kept(notification):
+                await self.held.keep(notification)
             return Skipped(chat, "chat blocked")
-        notification = Notification(self.minter.mint("NOT"), chat, text, markup, edit)
         return await self._enqueue(notification, dedup_key)
 
     async def status(
-        self, chat: int, game: str, *, title: str, player: str, line: str, rank: int
+        self,
+        chat: int,
+        game: str,
+        *,
+        title: str,
+        player: str,
+        line: str,
+        rank: int,
+        at: int | None = None,
     ) -> Verdict | Skipped:
         """Put ``player``'s ``line`` on ``game``'s live status message in group ``chat`` (best
         ``rank`` first) and enqueue its update: one send or edit shows every line set so far,
-        so updates that queue up behind the group's budget cost one edit, not one each."""
+        so updates that queue up behind the group's budget cost one edit, not one each.
+        ``at``: the guess's message id in the group; once the status has scrolled that far
+        away, the update re-posts it at the bottom as a reply to the newest guess."""
         if await self.blocklist.has(chat):
             return Skipped(chat, "chat blocked")
-        version = await self.statuses.post(game, player, line, rank)
+        version = await self.statuses.post(game, player, line, rank, at=at)
         notification = Notification(
             self.minter.mint("NOT"), chat, title, status=game, version=version
         )

@@ -24,7 +24,7 @@ from aiogram.exceptions import (
     TelegramServerError,
     TelegramUnauthorizedError,
 )
-from aiogram.types import InlineKeyboardMarkup, Message
+from aiogram.types import InlineKeyboardMarkup, Message, ReplyParameters
 
 from codemojex.notify.api import Notification
 from codemojex.telegram.transport import redact
@@ -101,8 +101,18 @@ async def deliver(bot: Bot, notification: Notification) -> Outcome:
             return Permanent(f"reply markup is not an inline keyboard: {_first_line(exc)}")
     try:
         if notification.edit is None:
+            reply = None
+            if notification.reply_to is not None:
+                # Without the message (deleted since), Telegram sends it as a plain message.
+                reply = ReplyParameters(
+                    message_id=notification.reply_to, allow_sending_without_reply=True
+                )
             sent = await bot.send_message(
-                notification.chat, notification.text, parse_mode=None, reply_markup=markup
+                notification.chat,
+                notification.text,
+                parse_mode=None,
+                reply_markup=markup,
+                reply_parameters=reply,
             )
             return Delivered(sent.message_id)
         edited = await bot.edit_message_text(

@@ -52,7 +52,8 @@ class NotifyCounts:
     failures and notifications for a blocked chat (completed, not sent); ``dead`` out of
     attempts or malformed (in the dead letters); ``too_many_requests`` 429s seen;
     ``duplicates`` already delivered, not sent again; ``blocked`` chats newly marked blocked;
-    ``coalesced`` status updates a later send already showed (completed, no send).
+    ``coalesced`` status updates a later send already showed (completed, no send);
+    ``held`` group results kept for a private chat that refuses the bot (sent once it writes).
     """
 
     delivered: int = 0
@@ -64,6 +65,7 @@ class NotifyCounts:
     duplicates: int = 0
     blocked: int = 0
     coalesced: int = 0
+    held: int = 0
 
 
 class BadTokenError(CodemojexError):

@@ -29,6 +29,9 @@ def register(app: App, queue: str) -> NotifyTask:
         edit: int | None = None,
         status: str | None = None,
         version: int = 0,
+        origin: int | None = None,
+        name: str = "",
+        reply_to: int | None = None,
     ) -> None:
         """Send (or edit) one message under the budget: see :mod:`codemojex.notify.worker`."""
         run = context()
@@ -41,6 +44,9 @@ def register(app: App, queue: str) -> NotifyTask:
             "edit": edit,
             "status": status,
             "version": version,
+            "origin": origin,
+            "name": name,
+            "reply_to": reply_to,
         }
         await sender.send(body, run.job)
 

@@ -18,14 +18,14 @@ import dataclasses
 import logging
 import random
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import aiohttp
 from aiogram import Bot
 from aiogram.exceptions import AiogramError
 
 from codemojex.keyspace import NotifyKeys
-from codemojex.notify.api import Notification
+from codemojex.notify.api import Held, Notification, Notifier, is_kept
 from codemojex.notify.blocklist import Blocklist
 from codemojex.notify.delivery import BadToken, Delivered, Permanent, Transient, classify, deliver
 from codemojex.notify.fairness import ChatTurns
@@ -37,6 +37,26 @@ from codemojex.store.kv import Valkey
 from echomq import Defer, Drop, Job, Queue, Retry
 
 log = logging.getLogger("codemojex.notify")
+
+TOLD_KEEP: Final = 24 * 3600.0
+"""Seconds a group, once told how a player starts the bot, is not told again about them."""
+
+START_PAYLOAD: Final = "scores"
+"""The deep link's ``start`` parameter (``/start scores``): the bot greets as for ``/start``."""
+
+
+def start_link(username: str) -> str:
+    """The deep link that opens the bot's private chat with its Start button."""
+    return f"https://t.me/{username}?start={START_PAYLOAD}"
+
+
+def start_hint(name: str, link: str) -> str:
+    """What a group reads when one of its players never started the bot."""
+    who = name or "A player"
+    return (
+        f"📬 {who}, I can't message you privately until you start me: open {link} and tap "
+        "Start. Your scores are kept and sent to you then."
+    )
 
 
 class NotifyWorker:
@@ -52,14 +72,20 @@ class NotifyWorker:
         options: NotifyOptions | None = None,
         *,
         rng: random.Random | None = None,
+        notifier: Notifier | None = None,
     ) -> None:
         self.bot = bot
+        #: Tells a group how a player who never started the bot starts it (None: nobody).
+        self.notifier = notifier
         self.queue = queue
         self.options = options or NotifyOptions()
         kv = Valkey(queue.wire)
         self.rate = Rate(queue, self.options.limits, self.options.hold)
         keys = NotifyKeys(queue.name)
         self.blocklist = Blocklist(kv, keys)
+        self.held = Held(kv, keys)
+        self.kv = kv
+        self.keys = keys
         self.records = Records(kv, keys, self.options.keep_delivered)
         self.statuses = StatusBoard(kv, keys)
         self.rng = rng or random.Random()
@@ -96,7 +122,7 @@ class NotifyWorker:
         if notification.status is not None:
             # Before the budget: an update already on screen costs no token.
             view = await self.statuses.read(notification.status)
-            if view.shown >= notification.version:
+            if view.shown >= notification.version and not view.is_scrolled_away:
                 self._count("coalesced")
                 return
         wait = await self.rate.pay(notification.chat)
@@ -106,14 +132,19 @@ class NotifyWorker:
         sending = notification
         if view is not None:
             text = view.render(notification.text)
-            sending = dataclasses.replace(notification, text=text, edit=view.message)
+            if view.message is None or view.is_scrolled_away:
+                # Sent anew at the bottom, answering the newest guess (see notify.status).
+                reply_to = view.bottom if view.bottom is not None else notification.reply_to
+                sending = dataclasses.replace(notification, text=text, edit=None, reply_to=reply_to)
+            else:
+                sending = dataclasses.replace(notification, text=text, edit=view.message)
         outcome = await deliver(self.bot, sending)
         if isinstance(outcome, Delivered):
             await self.records.delivered(notification.id, outcome.message_id)
             if view is not None and notification.status is not None:
                 await self.statuses.shown(notification.status, view.version, outcome.message_id)
             self._count("delivered")
-        elif isinstance(outcome, Permanent) and view is not None and view.message is not None:
+        elif isinstance(outcome, Permanent) and view is not None and sending.edit is not None:
             # The status message is gone (deleted, too old to edit): send a new one next run.
             assert notification.status is not None
             await self.statuses.lost(notification.status)
@@ -137,6 +168,10 @@ class NotifyWorker:
         if before.delivered:
             self._count("duplicates")
             return True
+        if before.blocked and is_kept(notification):
+            self._count("held")
+            await self.held.keep(notification)
+            return True
         if before.blocked:
             self._count("dropped")
             log.info(
@@ -148,6 +183,15 @@ class NotifyWorker:
         return False
 
     async def _drop(self, notification: Notification, outcome: Permanent) -> None:
+        if outcome.blocked and notification.chat > 0 and is_kept(notification):
+            # A private chat that refuses the bot (403: never started it, or blocked it):
+            # a group result waits for it, never retried meanwhile, and its group is told.
+            self._count("held")
+            await self.held.keep(notification)
+            if await self.blocklist.mark(notification.chat):
+                self._count("blocked")
+            await self._tell_origin(notification)
+            return
         self._count("dropped")
         if outcome.blocked and await self.blocklist.mark(notification.chat):
             self._count("blocked")
@@ -157,6 +201,19 @@ class NotifyWorker:
             notification.chat,
             outcome.reason,
         )
+
+    async def _tell_origin(self, notification: Notification) -> None:
+        """Tell the group a private result came from, once a day per player, how the player
+        starts the bot (Telegram lets a bot write only to users who started it)."""
+        group = notification.origin
+        if self.notifier is None or group is None:
+            return
+        told = self.keys.told(notification.chat, group)
+        if await self.kv.claim(told, notification.id, TOLD_KEEP) is not None:
+            return
+        me = await self.bot.me()
+        link = start_link(me.username or "")
+        await self.notifier.notify(group, start_hint(notification.name, link))
 
     async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
         """The retry signal for a transient failure: after exactly ``retry_after`` for a 429

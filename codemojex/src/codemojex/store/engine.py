@@ -5,6 +5,7 @@ on open, and the ``Store`` that hands out sessions, each one transaction.
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,7 +15,9 @@ from typing import Any, Final
 
 from sqlalchemy import Connection, Index, event
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import (
+    AsyncConnection,
     AsyncEngine,
     AsyncSession,
     async_sessionmaker,
@@ -23,11 +26,12 @@ from sqlalchemy.ext.asyncio import (
 from sqlalchemy.schema import CreateSchema
 
 from codemojex.store.errors import UnsupportedDatabase
-from codemojex.store.models import CONVERT_ONCE_INDEX, Base, LedgerRow
+from codemojex.store.models import ALLOWANCE_ONCE_INDEX, CONVERT_ONCE_INDEX, Base, LedgerRow
 
 SQLITE_BUSY_TIMEOUT_S: Final = 30.0
 """How long a SQLite writer waits for the write lock before giving up, in seconds."""
 
+log = logging.getLogger("codemojex.store")
 _READ_ONLY: Final = "codemojex_read_only"
 _SCHEMA_NAME: Final = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _ASYNC_DRIVERS: Final = {"sqlite": "aiosqlite", "postgresql": "asyncpg"}
@@ -102,8 +106,9 @@ async def open_store(url: str, *, schema: str | None = None) -> Store:
                 await connection.execute(CreateSchema(schema, if_not_exists=True))
             await connection.run_sync(Base.metadata.create_all)
             # create_all adds indexes only with new tables: a database made before the
-            # convert-once index gets it here.
-            await connection.run_sync(_convert_once_index().create, checkfirst=True)
+            # convert-once and allowance-once indexes gets them here.
+            await connection.run_sync(_ledger_index(CONVERT_ONCE_INDEX).create, checkfirst=True)
+            await _add_allowance_once_index(connection)
     except BaseException:
         await engine.dispose()
         raise
@@ -116,9 +121,23 @@ async def open_store(url: str, *, schema: str | None = None) -> Store:
     )
 
 
-def _convert_once_index() -> Index:
+def _ledger_index(name: str) -> Index:
     ledger = Base.metadata.tables[LedgerRow.__tablename__]
-    return next(index for index in ledger.indexes if index.name == CONVERT_ONCE_INDEX)
+    return next(index for index in ledger.indexes if index.name == name)
+
+
+async def _add_allowance_once_index(connection: AsyncConnection) -> None:
+    # A database written before issue 29.6 may hold a day with several grants (the race the
+    # index closes): it then opens without the index, with a warning; the grant's row lock
+    # still serialises new grants.
+    try:
+        async with connection.begin_nested():
+            await connection.run_sync(_ledger_index(ALLOWANCE_ONCE_INDEX).create, checkfirst=True)
+    except IntegrityError:
+        log.warning(
+            "ledger index %s not created: the ledger already holds a day with two allowances",
+            ALLOWANCE_ONCE_INDEX,
+        )
 
 
 def _sqlite_on_connect(dbapi_connection: Any, _record: Any) -> None:

@@ -45,6 +45,17 @@ class Valkey:
     async def delete(self, *keys: str) -> int:
         return int(await self.wire.call("DEL", *keys)) if keys else 0
 
+    async def push_capped(self, key: str, value: str, cap: int, ttl: float) -> None:
+        """``RPUSH``, then ``LTRIM`` to the last ``cap`` and ``PEXPIRE ttl``, pipelined."""
+        await self.wire.call_many(
+            [("RPUSH", key, value), ("LTRIM", key, -cap, -1), ("PEXPIRE", key, ms(ttl))]
+        )
+
+    async def pop_all(self, key: str, most: int) -> list[str]:
+        """``LPOP key most``: up to ``most`` items from the head, taken atomically."""
+        found = await self.wire.call("LPOP", key, most)
+        return [text(item) for item in found or ()]
+
     async def add(self, key: str, member: str | int) -> bool:
         """``SADD``: True when ``member`` was not in the set."""
         return bool(await self.wire.call("SADD", key, member))

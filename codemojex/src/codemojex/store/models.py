@@ -34,6 +34,12 @@ from codemojex.domain import Currency
 CONVERT_ONCE_INDEX: Final = "ledger_convert_once"
 """The unique index that allows one conversion per command job (see :class:`LedgerRow`)."""
 
+ALLOWANCE_REASON: Final = "allowance"
+"""The ledger reason of a daily top-up (its reference is the UTC day, ``YYYY-MM-DD``)."""
+
+ALLOWANCE_ONCE_INDEX: Final = "ledger_allowance_once"
+"""The unique index that allows one daily allowance per player and day (see :class:`LedgerRow`)."""
+
 ID_LENGTH: Final = 14
 """Every branded id is 14 ASCII bytes."""
 
@@ -154,6 +160,15 @@ class LedgerRow(Base):
             unique=True,
             sqlite_where=text("reason = 'convert' AND delta < 0"),
             postgresql_where=text("reason = 'convert' AND delta < 0"),
+        ),
+        # The daily allowance's credit carries its UTC day: one per player and day.
+        Index(
+            ALLOWANCE_ONCE_INDEX,
+            "player_id",
+            "reference",
+            unique=True,
+            sqlite_where=text(f"reason = '{ALLOWANCE_REASON}'"),
+            postgresql_where=text(f"reason = '{ALLOWANCE_REASON}'"),
         ),
     )
 

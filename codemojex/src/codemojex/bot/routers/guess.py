@@ -36,7 +36,12 @@ def router() -> Router:
             await services.reply(message.chat.id, compose_text(game), markup=compose_markup(game))
             return
         await submit_guess(
-            services, message.chat, message.from_user, message.text, command_job=command_job
+            services,
+            message.chat,
+            message.from_user,
+            message.text,
+            command_job=command_job,
+            message=message.message_id,
         )
 
     @routes.message(F.text.func(looks_like_emojis))
@@ -44,7 +49,12 @@ def router() -> Router:
         if message.from_user is None or message.text is None:
             return
         await submit_guess(
-            services, message.chat, message.from_user, message.text, command_job=command_job
+            services,
+            message.chat,
+            message.from_user,
+            message.text,
+            command_job=command_job,
+            message=message.message_id,
         )
 
     return routes

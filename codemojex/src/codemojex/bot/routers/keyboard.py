@@ -1,10 +1,11 @@
 """The inline emoji keyboard: a message with one button per emoji of the game's keyboard plus
 ⌫ (undo), ✖ (clear) and ✅ (submit). Each tap updates the tapper's draft (kept in Valkey per chat
-and user), answers the callback with the draft (seen by the tapper only) and edits the keyboard
-message through the notifier. In a group the message shows each draft's progress, never its
-emojis, so nobody reads another player's guess before it is scored; a sent guess is confirmed
-with its emojis to the tapper (and on the message in a private chat). An emoji picked twice is
-refused at the tap: the code's emojis are all different.
+and user) and answers the callback with the draft (a toast the tapper alone sees). Taps never
+edit the keyboard message: an answer to a callback costs no send, where an edit per tap spent the
+chat's budget (about one message a second) ahead of the score the guess is for, which then
+waited seconds (issue 29.2). ✅ answers with the guess sent, to the tapper alone; its score is
+the chat's answer (in a group, the live status: nobody reads a guess before it is scored).
+An emoji picked twice is refused at the tap: the code's emojis are all different.
 
 Callback data: ``k:<GAM id>:<index>`` picks the keyboard's emoji at ``index``; ``k:<GAM id>:del``,
 ``:clr`` and ``:go``. The game id makes a keyboard of a finished game refuse politely.
@@ -17,7 +18,7 @@ from typing import Any, Final
 
 from aiogram import Bot, F, Router
 from aiogram.exceptions import TelegramAPIError
-from aiogram.types import CallbackQuery, Chat
+from aiogram.types import CallbackQuery
 
 from codemojex.bot.context import Draft, Services, keyboard_of
 from codemojex.bot.routers.submit import submit_guess
@@ -60,11 +61,9 @@ def compose_markup(game: GameView) -> dict[str, Any]:
     return {"inline_keyboard": rows}
 
 
-def progress(name: str, picks: int, *, is_private: bool, shown: str) -> str:
-    """One draft's line on the keyboard message: its emojis in a private chat, dots in a group."""
-    if is_private:
-        return f"Your guess: {shown}{'▫️' * (CODE_LENGTH - picks)}"
-    return f"{name}: {'●' * picks}{'○' * (CODE_LENGTH - picks)}"
+def progress(picks: int, shown: str) -> str:
+    """A draft as its tapper's toast shows it: ``Your guess: 🍎🍌▫️▫️▫️▫️ (2/6)``."""
+    return f"Your guess: {shown}{'▫️' * (CODE_LENGTH - picks)} ({picks}/{CODE_LENGTH})"
 
 
 async def answer(bot: Bot, callback: CallbackQuery, text: str, *, alert: bool = False) -> None:
@@ -117,13 +116,11 @@ def router() -> Router:
             # Dropped after the submit: a run again after a crash still finds the draft and
             # submits it under the same job, which charges nothing twice.
             await services.drop_draft(chat.id, user.id)
+            # The toast confirms; the score (a message, or the group's status) answers. No edit:
+            # the send budget goes to the score.
             await answer(
                 bot, callback, f"Guess sent: {guess} 🎯" if is_sent else "Not sent: see the chat."
             )
-            # Private: the guess itself; a group sees that it went, and its score in the status.
-            shown = guess if chat.type == "private" else "●" * CODE_LENGTH
-            line = f"{user.full_name}: sent {shown} ✅" if is_sent else ""
-            await _redraw(services, chat, message.message_id, game, line)
             return
         if action == UNDO:
             picks = picks[:-1]
@@ -147,16 +144,7 @@ def router() -> Router:
             return
         await services.save_draft(chat.id, user.id, Draft(game.id, tuple(picks)))
         shown = "".join(symbols[pick] for pick in picks)
-        await answer(bot, callback, f"{shown or 'empty'} ({len(picks)}/{CODE_LENGTH})")
-        line = progress(user.full_name, len(picks), is_private=chat.type == "private", shown=shown)
-        await _redraw(services, chat, message.message_id, game, line)
+        # The toast alone: no edit, so the chat's send budget stays for the score.
+        await answer(bot, callback, progress(len(picks), shown))
 
     return routes
-
-
-async def _redraw(
-    services: Services, chat: Chat, message_id: int, game: GameView, line: str
-) -> None:
-    await services.reply(
-        chat.id, compose_text(game, line), markup=compose_markup(game), edit=message_id
-    )

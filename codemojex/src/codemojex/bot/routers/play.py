@@ -1,6 +1,7 @@
 """``/play``: the first one in a waiting chat starts a game (secret drawn, deadline set, the
-seed pool on offer); later ones join it. Either way the reply explains the rules (the squares,
-the clock, the clips) above the inline keyboard.
+seed pool on offer); later ones join it. Either way the reply is short: who, the clock, the
+prize, one line of rules, the squares' legend once, and the inline keyboard (``/help`` has the
+rules in full). The starter's own later ``/play`` says the game is on, not that they joined.
 """
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ from aiogram.filters import Command
 from aiogram.types import Message
 
 from codemojex.bot.context import Services
-from codemojex.bot.routers.keyboard import compose_markup, compose_text
-from codemojex.bot.routers.start import rules
+from codemojex.bot.routers.keyboard import compose_markup
+from codemojex.domain import CODE_LENGTH, get_set, legend, unit
 from codemojex.store import GameView
 
 
@@ -23,6 +24,20 @@ def time_left(game: GameView, now: datetime | None = None) -> str:
     if seconds >= 2 * 3600:
         return f"{round(seconds / 3600)} h"
     return f"{max(1, round(seconds / 60))} min"
+
+
+def play_text(head: str, game: GameView) -> str:
+    """``/play``'s reply: ``head``, one line of rules, the legend once, how to guess."""
+    fee = f"{game.fee.amount} {unit(game.fee.amount, game.fee.currency)}"
+    size = len(get_set(game.keyboard).symbols)
+    return (
+        f"{head}\n"
+        f"Crack the code: {CODE_LENGTH} different emojis out of these {size}; a guess costs "
+        f"{fee} (/help has the rules).\n"
+        f"{legend(short=True)}\n"
+        f"Tap {CODE_LENGTH} emojis, then ✅ (⌫ undo, ✖ clear), or send /guess and "
+        f"{CODE_LENGTH} emojis."
+    )
 
 
 def router() -> Router:
@@ -35,17 +50,16 @@ def router() -> Router:
             return
         player = await services.player(message.from_user)
         game, is_new = await services.start_or_join(message.chat)
+        starter = services.keys.starter(game.id)
         prize = f" The winner takes {game.pool} 💎." if game.pool else ""
         if is_new:
+            ttl = services.options.round_length + 3600.0
+            await services.kv.put(starter, player.id, ttl)
             head = f"🎲 {player.name} started a new game! It ends in {time_left(game)}.{prize}"
+        elif await services.kv.get(starter) == player.id:
+            head = f"🎲 Your game is on, {player.name}: {time_left(game)} left.{prize}"
         else:
             head = f"👋 {player.name} joined the game ({time_left(game)} left).{prize}"
-        # One message: the rules, then the keyboard (its redraws keep the short legend).
-        await services.reply(
-            message.chat.id,
-            f"{head}\n{rules(services.options)}\n\n"
-            f"Send /guess and 6 emojis, or compose a guess below.\n{compose_text(game)}",
-            markup=compose_markup(game),
-        )
+        await services.reply(message.chat.id, play_text(head, game), markup=compose_markup(game))
 
     return routes

@@ -14,12 +14,19 @@ NO_GAME = "No game is running in this chat. Send /play to start one."
 
 
 async def submit_guess(
-    services: Services, chat: Chat, user: User, text: str, *, command_job: str | None = None
+    services: Services,
+    chat: Chat,
+    user: User,
+    text: str,
+    *,
+    command_job: str | None = None,
+    message: int | None = None,
 ) -> bool:
     """Submit ``text`` as ``user``'s guess in ``chat``; reply with the refusal if there is one.
 
     ``command_job`` is the id of the command job handling the update: the guess is recorded
     under it, so the same update run again (a lease reaped after a crash) charges once.
+    ``message``: the guess's message in a group, which the group's answer replies to.
     ``True`` when the guess was charged and queued.
     """
     game = await services.open_game(chat)
@@ -28,7 +35,9 @@ async def submit_guess(
         return False
     player = await services.player(user)
     try:
-        receipt = await services.guesses.submit(game.id, player.id, text, job=command_job)
+        receipt = await services.guesses.submit(
+            game.id, player.id, text, job=command_job, message=message if chat.id < 0 else None
+        )
     except GuessError as error:
         symbols = " ".join(keyboard_of(game).symbols)
         await services.reply(chat.id, f"{guess_problem(error)}\nThe keyboard: {symbols}")

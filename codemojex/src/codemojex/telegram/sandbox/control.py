@@ -21,6 +21,7 @@ from codemojex.telegram.sandbox.guard import NestedTooDeep, read_json
 from codemojex.telegram.sandbox.options import SandboxOptions
 from codemojex.telegram.sandbox.state import STATE
 from codemojex.telegram.sandbox.stats import SandboxStats
+from codemojex.telegram.sandbox.world import User
 
 
 class Controls(Protocol):
@@ -35,6 +36,7 @@ class Controls(Protocol):
     def say(self, user_id: int, text: str, chat: int | None = None) -> dict[str, Any]: ...
     def tap(self, user_id: int, chat: int, message_id: int, data: str) -> dict[str, Any]: ...
     def history(self, chat: int) -> list[dict[str, Any]]: ...
+    def add_user(self, user_id: int, first_name: str, *, has_started: bool = True) -> User: ...
     def block(self, user_id: int) -> None: ...
     def unblock(self, user_id: int) -> None: ...
 
@@ -176,7 +178,12 @@ async def state(request: web.Request) -> web.StreamResponse:
     sandbox = request.app[SANDBOX]
     inner = request.app[STATE]
     users = [
-        {"id": u.id, "first_name": u.first_name, "is_blocked": u.id in inner.blocked}
+        {
+            "id": u.id,
+            "first_name": u.first_name,
+            "is_blocked": u.id in inner.blocked,
+            "has_started": u.id not in inner.world.strangers,
+        }
         for u in inner.world.users.values()
     ]
     chats = [
@@ -216,6 +223,23 @@ async def history(request: web.Request) -> web.StreamResponse:
     if chat not in request.app[STATE].world.chats:
         return _refuse(404, f"no chat {chat}")
     return _ok(request.app[SANDBOX].history(chat))
+
+
+@guarded
+async def add_user(request: web.Request) -> web.StreamResponse:
+    """Add (or rename) a user: ``{"user": id, "first_name": …, "has_started": bool}``;
+    ``has_started: false`` makes one who never opened the bot (private sends answer 403)."""
+    body = await _body(request)
+    user = _integer(body, "user")
+    has_started = body.get("has_started", True)
+    if not isinstance(has_started, bool):
+        raise SandboxError(
+            f"'has_started' must be true or false, got {has_started!r}", reason="has_started"
+        )
+    added = request.app[SANDBOX].add_user(
+        user, _string(body, "first_name"), has_started=has_started
+    )
+    return _ok({"id": added.id, "first_name": added.first_name, "has_started": has_started})
 
 
 @guarded
@@ -274,6 +298,7 @@ def add_routes(app: web.Application) -> None:
     app.router.add_post("/sandbox/say", say)
     app.router.add_post("/sandbox/tap", tap)
     app.router.add_get("/sandbox/chats/{chat}/history", history)
+    app.router.add_post("/sandbox/users", add_user)
     app.router.add_post("/sandbox/users/{user}/{verb:block|unblock}", block)
     app.router.add_get("/sandbox/stats", stats)
     app.router.add_get("/sandbox/stream", stream)

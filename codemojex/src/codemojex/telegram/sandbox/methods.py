@@ -21,6 +21,8 @@ CONFLICT_POLL = (
     "Conflict: terminated by other getUpdates request; "
     "make sure that only one bot instance is running"
 )
+CANNOT_INITIATE = "Forbidden: bot can't initiate conversation with a user"
+"""Telegram's 403 to a private send to a user who never started the bot."""
 _PARSE_MODES = frozenset({"HTML", "Markdown", "MarkdownV2"})
 _SECRET = re.compile(r"[A-Za-z0-9_-]{1,256}")
 _KEYBOARDS = ("inline_keyboard", "keyboard", "remove_keyboard", "force_reply")
@@ -78,10 +80,32 @@ def _markup(params: Params) -> dict[str, Any] | None:
     return markup
 
 
+def _reply_to(state: State, params: Params, chat: Chat) -> dict[str, Any] | None:
+    """The message a send replies to (``reply_parameters`` or the older
+    ``reply_to_message_id``); a missing one is a 400 unless ``allow_sending_without_reply``."""
+    reply = params.obj("reply_parameters")
+    if reply is not None and not isinstance(reply, dict):
+        raise bad_request("can't parse reply parameters JSON object")
+    message_id = reply.get("message_id") if reply else params.integer("reply_to_message_id")
+    if message_id is None:
+        return None
+    if not isinstance(message_id, int) or isinstance(message_id, bool):
+        raise bad_request("message to be replied not found")
+    found = state.world.find(chat.id, message_id)
+    without = (reply or {}).get("allow_sending_without_reply") or params.flag(
+        "allow_sending_without_reply"
+    )
+    if found is None and not without:
+        raise bad_request("message to be replied not found")
+    return found
+
+
 def _admit(state: State, chat: Chat) -> None:
     """A send may go to ``chat``: not blocked, within every limit (its tokens are taken)."""
     if chat.kind == "private" and chat.id in state.blocked:
         raise BotApiError(403, "Forbidden: bot was blocked by the user")
+    if chat.kind == "private" and chat.id in state.world.strangers:
+        raise BotApiError(403, CANNOT_INITIATE)
     retry_after = state.limiter.verdict(chat.id)
     if retry_after is not None:
         raise BotApiError(
@@ -171,8 +195,9 @@ async def send_message(state: State, params: Params) -> Any:
     text = _text(params)
     parse_mode = _parse_mode(params)
     markup = _markup(params)
+    reply_to = _reply_to(state, params, chat)
     _admit(state, chat)
-    message = state.world.send(chat, text, markup, parse_mode, state.clock())
+    message = state.world.send(chat, text, markup, parse_mode, state.clock(), reply_to=reply_to)
     state.tally.delivered(chat.id)
     return message
 

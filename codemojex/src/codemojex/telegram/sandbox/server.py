@@ -133,8 +133,11 @@ class Sandbox:
 
     # -- the people ----------------------------------------------------------------------------
 
-    def add_user(self, user_id: int, first_name: str) -> User:
-        return self._state.world.add_user(user_id, first_name)
+    def add_user(self, user_id: int, first_name: str, *, has_started: bool = True) -> User:
+        """Add (or rename) a user; ``has_started=False`` makes one who never opened the bot:
+        private sends to them answer 403 (``bot can't initiate conversation with a user``)
+        until they write to the bot in their private chat, as on Telegram."""
+        return self._state.world.add_user(user_id, first_name, has_started=has_started)
 
     def add_group(self, chat_id: int, title: str, members: list[int]) -> Chat:
         return self._state.world.add_group(chat_id, title, members)

@@ -58,6 +58,8 @@ class SentMessage:
     at: float
     edits: int = 0
     parse_mode: str | None = None
+    reply_to: int | None = None
+    """The message this one replies to (its id in the same chat), if any."""
 
 
 def utf16_length(text: str) -> int:
@@ -89,6 +91,9 @@ class World:
         self._sent: dict[int, list[SentMessage]] = {}
         self._last_id: dict[int, int] = {}
         self._on_message = on_message
+        #: Users who never started the bot: Telegram refuses the bot's private sends to them
+        #: (403) until they write in their private chat with it (``/start``).
+        self.strangers: set[int] = set()
         self.wake = Wake()
         self.revision = 0
 
@@ -97,7 +102,9 @@ class World:
         self.revision += 1
         self.wake.notify()
 
-    def add_user(self, user_id: int, first_name: str) -> User:
+    def add_user(self, user_id: int, first_name: str, *, has_started: bool = True) -> User:
+        """A user; ``has_started=False``: one who never opened the bot (a stranger until they
+        write in their private chat)."""
         if not isinstance(user_id, int) or isinstance(user_id, bool) or user_id <= 0:
             raise SandboxError(
                 f"user id must be a positive integer, got {user_id!r}", reason="user"
@@ -105,6 +112,10 @@ class World:
         if not first_name:
             raise SandboxError("a user needs a first name", reason="user")
         user = self.users[user_id] = User(user_id, first_name)
+        if has_started:
+            self.strangers.discard(user_id)
+        else:
+            self.strangers.add(user_id)
         self.chats.setdefault(user_id, Chat(user_id, "private", first_name, {user_id}))
         self.touch()
         return user
@@ -156,6 +167,8 @@ class World:
         }
         if entities := command_entities(text):
             message["entities"] = entities
+        if chat.kind == "private":
+            self.strangers.discard(user.id)  # writing to the bot starts it, as /start does
         self._append(chat, message)
         return message
 
@@ -166,8 +179,10 @@ class World:
         reply_markup: dict[str, Any] | None,
         parse_mode: str | None,
         at: float,
+        *,
+        reply_to: dict[str, Any] | None = None,
     ) -> dict[str, Any]:
-        """The bot's message to ``chat``, delivered."""
+        """The bot's message to ``chat``, delivered (a reply to ``reply_to`` when given)."""
         message: dict[str, Any] = {
             "message_id": self._next_message_id(chat.id),
             "from": self.bot,
@@ -177,7 +192,15 @@ class World:
         }
         if reply_markup is not None:
             message["reply_markup"] = reply_markup
-        sent = SentMessage(message["message_id"], chat.id, text, reply_markup, at, 0, parse_mode)
+        if reply_to is not None:
+            # As Telegram shows it: the replied message, without its own reply (one level).
+            message["reply_to_message"] = {
+                k: v for k, v in reply_to.items() if k != "reply_to_message"
+            }
+        replied = None if reply_to is None else int(reply_to["message_id"])
+        sent = SentMessage(
+            message["message_id"], chat.id, text, reply_markup, at, 0, parse_mode, replied
+        )
         self._sent.setdefault(chat.id, []).append(sent)
         self._append(chat, message)
         return message
@@ -220,6 +243,7 @@ class World:
         before the world changes again)."""
         return {
             "users": [{"id": u.id, "first_name": u.first_name} for u in self.users.values()],
+            "strangers": sorted(self.strangers),
             "chats": [
                 {"id": c.id, "type": c.kind, "title": c.title, "members": sorted(c.members)}
                 for c in self.chats.values()
@@ -252,9 +276,11 @@ class World:
                 int(chat): _sent(int(chat), entries, conversation.get(int(chat), []))
                 for chat, entries in snapshot["sent"].items()
             }
+            strangers = {int(user) for user in snapshot.get("strangers", ())}
         except (KeyError, TypeError, ValueError, AttributeError) as error:
             raise ValueError(f"not a snapshot of a sandbox world ({error!r})") from None
         self.users, self.chats, self._conversation, self._sent = users, chats, conversation, sent
+        self.strangers = strangers
         # Message ids go on from the last one in each chat, as on Telegram.
         self._last_id = {
             chat: max(m["message_id"] for m in messages)
@@ -301,6 +327,7 @@ def _sent(
                 0.0,
                 int(entry["edits"]),
                 None if mode is None else str(mode),
+                (message.get("reply_to_message") or {}).get("message_id"),
             )
         )
     return sent

@@ -110,6 +110,12 @@ function bubble(message) {
   const node = el("div", { className: "msg" + (fromBot ? " bot" : mine ? " mine" : "") });
   node.dataset.messageId = message.message_id;
   if (!mine) node.append(el("div", { className: "who", textContent: message.from ? message.from.first_name : "?" }));
+  const quoted = message.reply_to_message;
+  if (quoted) {
+    // A reply quotes the message it answers, as Telegram's clients do.
+    const who = quoted.from ? quoted.from.first_name : "?";
+    node.append(el("div", { className: "quote", textContent: who + ": " + (quoted.text || "") }));
+  }
   node.append(el("div", { className: "text", textContent: message.text || "" }));
   const markup = message.reply_markup && message.reply_markup.inline_keyboard;
   if (markup) {
