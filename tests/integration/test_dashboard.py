@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -461,3 +461,33 @@ def test_create_app_refuses_hosts_that_are_not_host_names(hosts: Any) -> None:
     with pytest.raises(InvalidArgument) as refused:
         create_app("valkey://127.0.0.1:6379", ["q"], TOKEN, hosts=hosts)
     assert refused.value.argument == "hosts"
+
+
+async def test_lane_labels_show_what_the_application_calls_its_lanes(queue: Queue) -> None:
+    """A labeller names the lanes a frame shows (a tenant's name for its id); one that raises
+    costs that frame its labels, never the frame."""
+    asked: list[tuple[str, list[str]]] = []
+    failing = False
+
+    # --8<-- [start:lane-label]
+    async def names(queue_name: str, lanes: Sequence[str]) -> dict[str, str]:
+        asked.append((queue_name, list(lanes)))
+        if failing:
+            raise RuntimeError("the store is down")
+        return {"-1001": "Fruit Lovers (group)", "42": "Ada"}  # e.g. read from your database
+
+    await queue.enqueue_many([Item(0, group="-1001"), Item(1, group="42"), Item(2, group="7")])
+    app = create_app(queue.wire, [queue.name], TOKEN, lane_label=names)
+    # --8<-- [end:lane-label]
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        board = Board(base, http, queue)
+        [shown] = (await board.get("/api/snapshot"))["queues"]
+        assert shown["labels"] == {"-1001": "Fruit Lovers (group)", "42": "Ada"}
+        assert asked[-1] == (queue.name, ["-1001", "42", "7"])
+        failing = True
+        [shown] = (await board.get("/api/snapshot"))["queues"]
+    assert shown["labels"] == {}
+    assert shown["counts"]["pending"] == 3  # the frame itself is whole
+    with pytest.raises(InvalidArgument) as refused:
+        create_app(queue.wire, [queue.name], TOKEN, lane_label="names")  # type: ignore[arg-type]
+    assert refused.value.argument == "lane_label"

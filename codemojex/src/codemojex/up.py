@@ -22,6 +22,7 @@ import os
 import shlex
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
@@ -134,6 +135,7 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
     from codemojex.launch import bot_api
     from codemojex.notify.consumer import NotificationConsumer
     from codemojex.notify.metrics import NotificationMetrics
+    from codemojex.store.lookups import lane_labels
     from echomq.dashboard import create_app, serving
     from echomq.metrics import Metrics
 
@@ -164,12 +166,20 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
             # across runs (a tab left open keeps acting), is shown in the URL for the console.
             chosen = os.environ.get("ECHOMQ_DASHBOARD_TOKEN")
             token = chosen or data.dashboard_token()
+            store = stack.pipeline.store
+
+            async def lane_names(queue: str, lanes: Sequence[str]) -> dict[str, str]:
+                # Operators read players and rooms, not PLR ids and chat ids.
+                async with store.read() as session:
+                    return await lane_labels(session, lanes)
+
             dashboard = create_app(
                 queues.wire,
                 [queue.name for queue in metrics.queues],
                 token,
                 metrics=metrics,
                 hosts=hosts,
+                lane_label=lane_names,
             )
             with_favicon(dashboard)
             async with serving(dashboard, args.host, args.dashboard_port) as base:

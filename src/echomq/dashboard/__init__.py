@@ -29,7 +29,7 @@ except ImportError as exc:  # the dashboard is an extra
     raise ImportError(missing("dashboard", "echomq.dashboard")) from exc
 
 from echomq.dashboard import _app
-from echomq.dashboard._app import TOKEN_HEADER, Dashboard
+from echomq.dashboard._app import TOKEN_HEADER, Dashboard, LaneLabel
 from echomq.dashboard._guard import MAX_BODY
 from echomq.dashboard._hosts import Hosts
 from echomq.dashboard._serve import serving
@@ -46,6 +46,7 @@ __all__ = [
     "TOKEN_HEADER",
     "DashboardApp",
     "Hosts",
+    "LaneLabel",
     "create_app",
     "serving",
 ]
@@ -111,6 +112,7 @@ def create_app(
     dead: int = 50,
     lanes: int = 200,
     hosts: Sequence[str] = (),
+    lane_label: LaneLabel | None = None,
 ) -> DashboardApp:
     """The dashboard of ``queues``.
 
@@ -123,7 +125,10 @@ def create_app(
     would otherwise make a page nobody can read). ``hosts``: the names the dashboard is reached
     by besides the loopback names and IP literals (a public name behind ``--host 0.0.0.0`` or a
     proxy); a request naming another ``Host`` gets 421 (DNS rebinding would otherwise let any web
-    page read lane names and dead letters).
+    page read lane names and dead letters). ``lane_label``: an async callable given a queue's
+    name and the lanes a frame shows, answering the labels it knows (``{lane: label}``: a
+    tenant's name for its id), shown beside the names and in the ring; one that raises costs
+    that frame its labels, nothing else.
     """
     if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
         raise InvalidArgument("token", "<hidden>", f"needs at least {MIN_TOKEN_LENGTH} characters")
@@ -134,6 +139,8 @@ def create_app(
     count(lanes, "lanes")
     if isinstance(hosts, str):
         raise InvalidArgument("hosts", hosts, "expected a list of host names")
+    if lane_label is not None and not callable(lane_label):
+        raise InvalidArgument("lane_label", lane_label, "expected an async callable or None")
     allowed = Hosts(hosts)
     owned: Pool | None = None
     if isinstance(wire_or_url, str | ConnectionOptions):
@@ -154,6 +161,7 @@ def create_app(
         interval=float(interval),
         dead=dead,
         lanes=lanes,
+        lane_label=lane_label,
     )
 
     @contextlib.asynccontextmanager

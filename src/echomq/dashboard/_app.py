@@ -14,8 +14,9 @@ import contextlib
 import dataclasses
 import hmac
 import json
+import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -33,6 +34,12 @@ from echomq.engine.queue import Queue
 from echomq.engine.snapshot import read_snapshot
 from echomq.errors import EchoMQError, InvalidArgument, LockedError, StateError
 from echomq.metrics import Metrics
+
+log = logging.getLogger("echomq.dashboard")
+
+#: What an application calls its lanes: given a queue's name and the lanes a frame shows, the
+#: labels it knows (a tenant's name for its id); the dashboard shows them beside the names.
+LaneLabel = Callable[[str, Sequence[str]], Awaitable[Mapping[str, str]]]
 
 TOKEN_HEADER = "X-Dashboard-Token"  # noqa: S105 (a header name, not a secret)
 #: Log lines a job's view shows unless ``?lines=`` says otherwise, and the most it may ask.
@@ -81,8 +88,10 @@ class Dashboard:
         interval: float,
         dead: int,
         lanes: int,
+        lane_label: LaneLabel | None = None,
     ) -> None:
         self.queues = queues
+        self.lane_label = lane_label
         self._token = token
         self.metrics = metrics
         self.interval = interval
@@ -118,9 +127,27 @@ class Dashboard:
                 {
                     **dataclasses.replace(snap, lanes=kept).as_json(),
                     "lanes_hidden": len(snap.lanes) - len(kept),
+                    "labels": await self._labels(
+                        snap.name, [lane.group for lane in kept], snap.ring
+                    ),
                 }
             )
         return shown
+
+    async def _labels(self, queue: str, lanes: list[str], ring: list[str]) -> dict[str, str]:
+        """What the application calls the lanes shown (a tenant's name for its id); a labeller
+        that fails costs the labels of this frame, never the frame."""
+        if self.lane_label is None:
+            return {}
+        names = list(dict.fromkeys([*lanes, *ring]))
+        try:
+            found = await self.lane_label(queue, names)
+        except Exception as exc:
+            log.warning(
+                "dashboard: lane_label failed for %s: %s: %s", queue, type(exc).__name__, exc
+            )
+            return {}
+        return {name: str(found[name]) for name in names if found.get(name)}
 
     async def shared_read(self) -> list[dict[str, Any]]:
         """:meth:`read`, shared by every open stream: the engine sees about two reads per

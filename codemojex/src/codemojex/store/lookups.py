@@ -1,5 +1,6 @@
-"""Reads the game and the bot stages share: a room's chat, the players' display names, and a
-game's top scorers. Each takes the caller's session.
+"""Reads the game and the bot stages share: a room's chat, the players' display names, a
+game's top scorers, and what the operators' dashboard calls a lane. Each takes the caller's
+session.
 """
 
 from __future__ import annotations
@@ -76,3 +77,24 @@ async def top_score(session: AsyncSession, game: str) -> TopScore | None:
         .order_by(GuessRow.player_id)
     )
     return TopScore(int(best), tuple(players))
+
+
+async def lane_labels(session: AsyncSession, lanes: Iterable[str]) -> dict[str, str]:
+    """What an operator should read for each lane it knows: a player's lane (``PLR`` id) or a
+    private chat (their Telegram id) by the player's name, a group's chat by its room."""
+    wanted = list(dict.fromkeys(lanes))
+    players = [lane for lane in wanted if lane.startswith("PLR")]
+    chats = [int(lane) for lane in wanted if lane.lstrip("-").isdigit() and len(lane) < 20]
+    labels = await player_names(session, players)
+    if chats:
+        for telegram_id, name in await session.execute(
+            select(PlayerRow.telegram_id, PlayerRow.name).where(PlayerRow.telegram_id.in_(chats))
+        ):
+            labels[str(telegram_id)] = f"{name} (private chat)"
+        for chat, room, kind in await session.execute(
+            select(RoomRow.telegram_chat_id, RoomRow.id, RoomRow.kind).where(
+                RoomRow.telegram_chat_id.in_(chats)
+            )
+        ):
+            labels.setdefault(str(chat), f"{kind.value} room {room}")
+    return labels
