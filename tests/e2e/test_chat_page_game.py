@@ -54,7 +54,7 @@ async def open_chat(page: Page, user: int, chat: int) -> None:
 async def send(page: Page, text: str) -> None:
     await page.fill("#text", text)
     await page.click("#send")
-    await expect(page.locator(".msg.mine .text", has_text=text).last).to_be_visible()
+    await expect(page.locator(".msg.mine .text", has_text=text).last).to_be_visible(timeout=WAIT_MS)
 
 
 async def test_a_player_reads_the_help_is_refused_a_repeat_and_sees_the_guess_in_its_score(
