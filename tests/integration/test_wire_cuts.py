@@ -25,7 +25,7 @@ import pytest
 import valkey
 
 from echomq.engine.queue import Queue
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, ServerError
 from echomq.server import EmbeddedValkey, ServerOptions
 from echomq.testing import discard
 from echomq.wire.connector import Connector
@@ -246,3 +246,27 @@ async def test_waits_ride_out_cuts_until_their_deadline(
     assert errors == [], (len(errors), errors[:3])
     assert cuts >= 5  # the waits' sockets really were cut while they waited
     assert all(getattr(o, "state", None) == "completed" for o in outcomes), outcomes[:3]
+
+
+async def test_a_wait_refused_its_channel_says_so_at_once(
+    admin: Connector, guarded_server: EmbeddedValkey
+) -> None:
+    """A user with rights on keys but none on channels (Valkey's default for a new user): the
+    wait's subscription is refused, and the wait raises the server's NOPERM, not a timeout."""
+    user, secret = f"nochan{uuid.uuid4().hex[:8]}", uuid.uuid4().hex
+    await admin.call("ACL", "SETUSER", user, "on", f">{secret}", "~*", "resetchannels", "+@all")
+    url = guarded_server.url.replace("://:", f"://{user}:").replace(PASSWORD, secret)
+    name = f"t-nochan-{uuid.uuid4().hex[:8]}"
+    queue = await Queue.connect(url, name)
+    producer = await Queue.connect(guarded_server.url, name)
+    try:
+        verdict = await producer.enqueue({"n": 1})
+        started = time.monotonic()
+        with pytest.raises(ServerError) as refused:
+            await queue.wait(verdict.id, timeout=30)
+        assert refused.value.code == "NOPERM"
+        assert time.monotonic() - started < 3.0  # answered, not timed out (connect_timeout 3 s)
+    finally:
+        await queue.close()
+        await discard(producer)
+        await admin.call("ACL", "DELUSER", user)

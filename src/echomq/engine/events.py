@@ -14,7 +14,7 @@ import json
 from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
-from echomq.errors import WireTimeout
+from echomq.errors import ServerError, WireTimeout, server_error
 from echomq.wire.connector import UNSOLICITED, Connector
 from echomq.wire.pool import Wire, dedicated
 from echomq.wire.url import ConnectionOptions
@@ -42,6 +42,8 @@ class Subscription:
         self._subscribed = asyncio.Condition()
         #: Subscriptions confirmed so far: 1 after the first, +1 after each re-subscription.
         self.generation = 0
+        #: The server's refusal of the subscription (``NOPERM``), once it answered one.
+        self.refusal: ServerError | None = None
         self.dropped = 0
         #: The tasks it started and that have not ended: the loop holds tasks weakly, so a
         #: task nothing else references could be collected mid-flight.
@@ -60,6 +62,12 @@ class Subscription:
         elif kind == self._kinds[1]:
             self.generation += 1
             self._confirmed()
+            self._start(self._notify())
+        elif kind == UNSOLICITED and _is_refusal(frame[1]):
+            # The server refused the subscription itself (NOPERM: a user without rights on the
+            # channel): no reconnect will change that, and a wait for it should say so, not
+            # time out.
+            self.refusal = server_error(str(frame[1]))
             self._start(self._notify())
         elif (kind == b"sunsubscribe" or kind == UNSOLICITED) and self.sharded:
             # The server let go of us (sunsubscribe), or refused the SSUBSCRIBE (a MOVED from a
@@ -98,9 +106,13 @@ class Subscription:
 
         async def newer() -> None:
             async with self._subscribed:
-                await self._subscribed.wait_for(lambda: self.generation > after)
+                await self._subscribed.wait_for(
+                    lambda: self.generation > after or self.refusal is not None
+                )
 
         await asyncio.wait_for(newer(), timeout)
+        if self.generation <= after and self.refusal is not None:
+            raise self.refusal
 
     async def __aenter__(self) -> Subscription:
         await self.connector.connect()
@@ -158,3 +170,13 @@ class ShardChannel(Subscription):
         except BaseException:
             await self.close()
             raise
+
+
+#: Error replies to a subscribe that say where the channel is, not that it is refused.
+_ELSEWHERE = ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN")
+
+
+def _is_refusal(reply: Any) -> bool:
+    """An error reply to a subscribe that no retry or retarget will change (``NOPERM`` …)."""
+    text = str(reply)
+    return isinstance(reply, Exception) and not text.startswith(_ELSEWHERE)
