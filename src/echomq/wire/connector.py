@@ -297,37 +297,26 @@ class Connector:
 
         Error replies come back in place as :class:`ServerError` values.
         """
-        proto = self._proto
-        if proto is None:
+        if self._proto is None:
             return self._call_many_later(commands)
-        if not commands:
-            raise ValueError("call_many needs at least one command")
-        if len(proto.pending) >= self.max_pending:
-            raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
-        future: asyncio.Future[list[Any]] = self._loop.create_future()  # type: ignore[union-attr]
-        wbuf = self._wbuf
-        for command in commands:
-            wbuf += _pack(tuple(command))
-        is_idle = not proto.pending
-        if is_idle:
-            self.last_reply_at = time.monotonic()
-        proto.pending.append(_Gather(future, len(commands)))
-        if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
-            self._flush()  # a full buffer, or an idle connection (see ``call``)
-        elif not self._flush_scheduled:
-            self._schedule_flush()
-        return future
+        return self._pipeline(commands, None)
 
     def call_durable(self, commands: Sequence[Command], wait: Command) -> Awaitable[list[Any]]:
         """:meth:`call_many`, then ``wait`` (``WAITAOF``/``WAIT``), on this socket: resolves to
         the commands' replies and, last, the wait's. The pipelines of one flush share one wait,
         written after all of them: it covers every write before it on the connection, and a
         wait blocks the connection until it is answered (one per caller would queue them)."""
-        proto = self._proto
-        if proto is None:
+        if self._proto is None:
             return self._call_durable_later(commands, wait)
+        return self._pipeline(commands, wait)
+
+    def _pipeline(self, commands: Sequence[Command], wait: Command | None) -> Awaitable[list[Any]]:
+        """``commands`` into the write buffer as one pending entry, held for the flush's shared
+        ``wait`` when one is given; written at once on an idle connection (see ``call``)."""
+        proto = self._proto
+        assert proto is not None
         if not commands:
-            raise ValueError("call_durable needs at least one command")
+            raise ValueError("a pipeline needs at least one command")
         if len(proto.pending) >= self.max_pending:
             raise Overloaded(f"{self.max_pending} calls in flight", address=self.address)
         future: asyncio.Future[list[Any]] = self._loop.create_future()  # type: ignore[union-attr]
@@ -337,15 +326,16 @@ class Connector:
         is_idle = not proto.pending
         if is_idle:
             self.last_reply_at = time.monotonic()
-        gather = _Gather(future, len(commands), held=True)
-        key = tuple(wait)
-        shared = self._waits.get(key)
-        if shared is None:
-            shared = self._waits[key] = _SharedWait(future)
-        shared.gathers.append(gather)
+        gather = _Gather(future, len(commands), held=wait is not None)
+        if wait is not None:
+            key = tuple(wait)
+            shared = self._waits.get(key)
+            if shared is None:
+                shared = self._waits[key] = _SharedWait(future)
+            shared.gathers.append(gather)
         proto.pending.append(gather)
         if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
-            self._flush()
+            self._flush()  # a full buffer, or an idle connection
         elif not self._flush_scheduled:
             self._schedule_flush()
         return future
