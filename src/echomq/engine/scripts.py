@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
-from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from importlib import resources
 from typing import Any
 
@@ -138,18 +138,35 @@ class ScriptRegistry:
                 replies += [outcome] * len(commands[start : start + per_pipeline])
             else:
                 replies += outcome
-        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
-        if missing:
-            again: list[Any]
-            try:
-                for script in {calls[i][0] for i in missing}:
-                    await self.load(wire, script)
-                again = await wire.call_many([commands[i] for i in missing])
-            except EchoMQError as exc:
-                again = [exc] * len(missing)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
+        await self._resend_noscript(wire, calls, commands, replies, wire.call_many)
         return replies
+
+    async def _resend_noscript(
+        self,
+        wire: Wire,
+        calls: Sequence[tuple[Script, Sequence[Arg], Sequence[Arg]]],
+        commands: Sequence[Command],
+        replies: list[Any],
+        send: Callable[[list[Command]], Awaitable[list[Any]]],
+    ) -> list[Any] | EchoMQError | None:
+        """Load the scripts a ``NOSCRIPT`` answered, send their calls again with ``send`` and
+        put the new replies in place in ``replies``; what ``send`` answered beyond them (a
+        durable pipeline's wait), the error that failed the resend, or None when none was
+        needed."""
+        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
+        if not missing:
+            return None
+        try:
+            for script in {calls[i][0] for i in missing}:
+                await self.load(wire, script)
+            again = await send([commands[i] for i in missing])
+        except EchoMQError as exc:
+            for i in missing:
+                replies[i] = exc
+            return exc
+        for i, reply in zip(missing, again[: len(missing)], strict=True):
+            replies[i] = reply
+        return again[len(missing) :]
 
     async def run_durable(
         self,
@@ -172,19 +189,13 @@ class ScriptRegistry:
         except EchoMQError as exc:
             return [exc] * len(commands), [exc]
         replies, waits = answers[:-1], answers[-1:]
-        missing = [i for i, reply in enumerate(replies) if _is_noscript(reply)]
-        if missing:
-            again: list[Any]
-            try:
-                for script in {calls[i][0] for i in missing}:
-                    await self.load(wire, script)
-                again = await call_durable(wire, [commands[i] for i in missing], wait)
-                waits.append(again.pop())
-            except EchoMQError as exc:
-                again = [exc] * len(missing)
-                waits.append(exc)
-            for i, reply in zip(missing, again, strict=True):
-                replies[i] = reply
+        resent = await self._resend_noscript(
+            wire, calls, commands, replies, lambda again: call_durable(wire, again, wait)
+        )
+        if isinstance(resent, EchoMQError):
+            waits.append(resent)
+        elif resent is not None:
+            waits += resent  # the resend's own wait
         return replies, waits
 
 
