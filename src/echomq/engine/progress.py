@@ -21,10 +21,11 @@ from echomq.engine.results import Job
 from echomq.engine.settles import _ref
 from echomq.engine.transitions import Engine
 from echomq.errors import InvalidArgument, shown
-from echomq.wire.codec import MAX_DEPTH, nesting_checked, too_deep
+from echomq.wire.codec import checked_json
 
 #: The largest progress value, encoded as JSON (UTF-8 bytes).
 MAX_PROGRESS: Final = 1024
+_ENCODER: Final = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
 #: The longest log line (UTF-8 bytes), and the most lines one report may append.
 MAX_LOG_LINE: Final = 1024
 MAX_LOG_LINES: Final = 1000
@@ -36,18 +37,8 @@ LOG_KEEP: Final = 100
 def progress_json(value: Any) -> str:
     """``value`` as the row's ``progress`` keeps it: compact JSON of at most ``MAX_PROGRESS``
     bytes (``InvalidArgument`` naming ``value`` otherwise)."""
-    try:
-        encoded = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        size = len(encoded.encode())  # a lone surrogate: UnicodeEncodeError, a ValueError
-    except (TypeError, ValueError) as exc:
-        raise InvalidArgument("value", shown(value, 80), f"must be a JSON value: {exc}") from None
-    except RecursionError:
-        if too_deep(value):
-            raise InvalidArgument(
-                "value", shown(value, 80), f"nests deeper than {MAX_DEPTH} levels"
-            ) from None
-        raise
-    nesting_checked(value, encoded, "value")
+    encoded, data = checked_json(value, "value", "must be a JSON value", _ENCODER)
+    size = len(data)
     if size > MAX_PROGRESS:
         raise InvalidArgument(
             "value", f"<{size} bytes>", f"encodes to more than {MAX_PROGRESS} bytes of JSON"

@@ -75,24 +75,7 @@ class JsonCodec:
         self._decoder = json.JSONDecoder()
 
     def encode(self, payload: Any) -> bytes:
-        try:
-            encoded = self._encoder.encode(payload)
-            data = encoded.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(
-                "payload", shown(payload, 80), f"not JSON-encodable: {exc}"
-            ) from None
-        except RecursionError:
-            # A self-referencing structure is caught as ValueError; this is depth, the value's
-            # (refused) or the caller's stack (a value within the bound: the caller's error).
-            if too_deep(payload):
-                raise InvalidArgument(
-                    "payload", shown(payload, 80), f"nests deeper than {MAX_DEPTH} levels"
-                ) from None
-            raise
-        if encoded.count("[") + encoded.count("{") > MAX_DEPTH:  # else it cannot nest deeper
-            nesting_checked(payload, encoded, "payload")
-        return data
+        return checked_json(payload, "payload", "not JSON-encodable", self._encoder)[1]
 
     def decode(self, data: bytes) -> Any:
         # UTF-8 bytes (what encode writes) straight to the decoder: json.loads sniffs the
@@ -118,3 +101,26 @@ class RawCodec:
 
     def decode(self, data: bytes) -> Any:
         return data
+
+
+def checked_json(
+    value: Any, argument: str, refusal: str, encoder: json.JSONEncoder
+) -> tuple[str, bytes]:
+    """``value`` as compact JSON text and its UTF-8 bytes, or ``InvalidArgument`` naming
+    ``argument`` (``refusal``: what the message says first) for what JSON cannot carry (sets,
+    bytes, NaN, a lone surrogate) or what nests deeper than ``MAX_DEPTH`` levels."""
+    try:
+        encoded = encoder.encode(value)
+        data = encoded.encode()  # a lone surrogate: UnicodeEncodeError, a ValueError
+    except (TypeError, ValueError) as exc:
+        raise InvalidArgument(argument, shown(value, 80), f"{refusal}: {exc}") from None
+    except RecursionError:
+        # A self-referencing structure is caught as ValueError; this is depth, the value's
+        # (refused) or the caller's stack (a value within the bound: the caller's error).
+        if too_deep(value):
+            raise InvalidArgument(
+                argument, shown(value, 80), f"nests deeper than {MAX_DEPTH} levels"
+            ) from None
+        raise
+    nesting_checked(value, encoded, argument)
+    return encoded, data
