@@ -86,12 +86,12 @@ local function rate_arg(value, name)
 end
 
 -- The lane's rate budget: its own (`grate`), else the queue's default for lanes (meta `drate`);
--- max, window ms, is_smooth, or nil when unlimited. `default`: meta drate when the caller read
--- it already (false: read it here).
+-- max, window ms, is_smooth, or nil when unlimited. `default`: meta drate as the caller read it
+-- already (false: read, and absent), or nil to read it here.
 local function lane_rate(root, g, default)
   local rate = redis.call('HGET', root .. 'grate', g)
   if not rate then
-    if default == nil or default == false then
+    if default == nil then
       default = redis.call('HGET', root .. 'meta', 'drate')
     end
     rate = default
