@@ -470,10 +470,9 @@ class Consumer:
                     self._crashed(job, exc)
                     return
                 self._settler.complete(job, result)
-        except asyncio.CancelledError:
-            raise  # stop's deadline passed: the lease is left to expire and be reaped
         except Exception as exc:
-            # A bug in settling itself: the job's lease will expire and it will be reaped.
+            # A bug in settling itself: the job's lease will expire and it will be reaped (as
+            # after a stop whose deadline passed: that CancelledError goes through).
             log.error(
                 "%s: settling job %s failed: %s", self.name, job.id, describe(exc),
                 extra=job_fields(job),
@@ -602,7 +601,7 @@ class Consumer:
 
         Measured on this host's monotonic clock from the claim: no host/server clock mixing.
         """
-        third = self.options.lease / 3
+        third = self._third
         while True:
             await asyncio.sleep(min(third, self.options.beat))
             now = time.monotonic()

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
 
 from echomq.engine.backoff import Backoff
-from echomq.engine.checks import count, ms
+from echomq.engine.checks import MAX_RESULT_TTL, count, ms
 from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.ids import Minter
@@ -47,8 +47,6 @@ _H = TypeVar("_H", bound=Callable[..., Awaitable[None]])
 
 #: Where an app connects unless told (``App(url)``, ``--url``, ``ECHOMQ_URL``).
 DEFAULT_URL = "valkey://127.0.0.1:6379"
-#: The longest a completed job's row (its result) may be kept: 30 days.
-MAX_RESULT_TTL = 30 * 86_400
 #: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
@@ -343,6 +341,13 @@ class App:
             await queue.apply_policies(declared[0], default=declared[1])
             self._applied.add(queue.name)
 
+    def _apply_lanes_sync(self, queue: SyncQueue) -> None:
+        """:meth:`_apply_lanes` for a blocking queue (a process's SyncQueues apply their own)."""
+        declared = self._policies.get(queue.name)
+        if declared is not None and queue.name not in self._sync_applied:
+            queue.apply_policies(declared[0], default=declared[1])
+            self._sync_applied.add(queue.name)
+
     # -- connections ---------------------------------------------------------------------------
 
     async def connect(self, *, wire: Wire | None = None, minter: Minter | None = None) -> App:
@@ -401,8 +406,7 @@ class App:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
         lane policies applied (once per process)."""
         queue = self._queue(await self._connected(), name)
-        if name in self._policies and name not in self._applied:
-            await self._apply_lanes(queue)
+        await self._apply_lanes(queue)
         return queue
 
     def _queue(self, wire: Wire, name: str) -> Queue:
@@ -582,10 +586,7 @@ class App:
             handle = blocking(self._run_eager(call))
             return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
         queue = self.sync_queue(call.task.queue)
-        declared = self._policies.get(queue.name)
-        if declared is not None and queue.name not in self._sync_applied:
-            queue.apply_policies(declared[0], default=declared[1])
-            self._sync_applied.add(queue.name)
+        self._apply_lanes_sync(queue)
         task = call.task
         key = self._lane_due(queue.name, call)
         if key is not None:
