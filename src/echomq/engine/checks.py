@@ -88,8 +88,13 @@ def utf8_size(value: str, argument: str) -> int:
     surrogate, from a bad decode upstream) is refused, naming ``argument``, before any write."""
     try:
         return len(value.encode())
-    except UnicodeEncodeError as exc:
-        raise InvalidArgument(argument, value, f"is not UTF-8 text: {exc.reason}") from None
+    except UnicodeEncodeError as error:
+        raise InvalidArgument(
+            argument,
+            value,
+            f"holds a lone surrogate {value[error.start]!r} at position {error.start}: "
+            "not a character, it has no UTF-8 encoding",
+        ) from None
 
 
 def traceback_text(traceback: str | None) -> str:

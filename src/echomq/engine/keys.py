@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from echomq.engine import ids as _ids
+from echomq.engine.checks import utf8_size
 from echomq.errors import InvalidArgument
 
 # The wire routes keys and fences connections with these; the keyspace names them too.
@@ -60,18 +61,8 @@ def validate_text_name(argument: str, value: object) -> str:
     """
     if not isinstance(value, str):
         raise InvalidArgument(argument, value, f"must be a str, got {type(value).__name__}")
-    if value.isascii():  # the common case: one byte per character, nothing to encode
-        size = len(value)
-    else:
-        try:
-            size = len(value.encode("utf-8"))
-        except UnicodeEncodeError as error:
-            raise InvalidArgument(
-                argument,
-                value,
-                f"holds a lone surrogate {value[error.start]!r} at position {error.start}: "
-                "not a character, it has no UTF-8 encoding",
-            ) from None
+    # The common case is ASCII: one byte per character, nothing to encode.
+    size = len(value) if value.isascii() else utf8_size(value, argument)
     if not 1 <= size <= MAX_NAME_BYTES:
         raise InvalidArgument(
             argument, value, f"must be 1 to {MAX_NAME_BYTES} bytes of UTF-8, got {size}"
