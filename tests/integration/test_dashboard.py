@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from echomq.dashboard import MAX_BODY, TOKEN_HEADER, create_app
+from echomq.dashboard import DEFAULT_FAVICON, MAX_BODY, TOKEN_HEADER, create_app
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.queue import Item, Queue
 from echomq.errors import InvalidArgument
@@ -491,3 +491,21 @@ async def test_lane_labels_show_what_the_application_calls_its_lanes(queue: Queu
     with pytest.raises(InvalidArgument) as refused:
         create_app(queue.wire, [queue.name], TOKEN, lane_label="names")  # type: ignore[arg-type]
     assert refused.value.argument == "lane_label"
+
+
+async def test_the_dashboard_serves_an_icon_of_its_own_or_the_apps(queue: Queue) -> None:
+    """Browsers ask for /favicon.ico whatever the page links: never a 404 in the logs."""
+    mine = b'<svg xmlns="http://www.w3.org/2000/svg"/>'
+    for favicon, expected in ((None, DEFAULT_FAVICON), (mine, mine)):
+        app = create_app(queue.wire, [queue.name], TOKEN, favicon=favicon)
+        async with (
+            serve_app(app) as base,
+            aiohttp.ClientSession() as http,
+            http.get(f"{base}/favicon.ico") as answer,
+        ):
+            assert answer.status == 200
+            assert answer.content_type == "image/svg+xml"
+            assert await answer.read() == expected
+    with pytest.raises(InvalidArgument) as refused:
+        create_app(queue.wire, [queue.name], TOKEN, favicon="icon.svg")  # type: ignore[arg-type]
+    assert refused.value.argument == "favicon"

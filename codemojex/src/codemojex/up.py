@@ -112,24 +112,6 @@ FAVICON: Final = Path(__file__).parent / "telegram" / "sandbox" / "static" / "fa
 """The game's icon (the chat page's), which the dashboard serves for ``/favicon.ico`` too."""
 
 
-def with_favicon(dashboard: Any) -> Any:
-    """``dashboard`` (echomq's Starlette app) answering ``/favicon.ico`` with the game's icon,
-    where browsers ask for it whatever the page links (a 404 in every log otherwise)."""
-    from starlette.requests import Request
-    from starlette.responses import Response
-    from starlette.routing import Route
-
-    icon = FAVICON.read_bytes()
-
-    async def favicon(_request: Request) -> Response:
-        return Response(
-            icon, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"}
-        )
-
-    dashboard.router.routes.insert(0, Route("/favicon.ico", favicon))
-    return dashboard
-
-
 async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> None:
     from codemojex.app import BotSettings, running
     from codemojex.launch import bot_api
@@ -180,8 +162,8 @@ async def _serve(args: argparse.Namespace, data: DataDir, echomq_url: str) -> No
                 metrics=metrics,
                 hosts=hosts,
                 lane_label=lane_names,
+                favicon=FAVICON.read_bytes(),
             )
-            with_favicon(dashboard)
             async with serving(dashboard, args.host, args.dashboard_port) as base:
                 say(f"dashboard ready ({base})")
                 say("")

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import contextlib
 import re
-from collections.abc import AsyncIterator, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Final
 
 from echomq._extras import missing
 
@@ -22,7 +22,8 @@ try:
     import prometheus_client  # noqa: F401 (its /metrics: the dashboard extra brings it)
     from starlette.applications import Starlette
     from starlette.datastructures import Headers
-    from starlette.responses import JSONResponse
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse, Response
     from starlette.routing import Route
     from starlette.types import Receive, Scope, Send
 except ImportError as exc:  # the dashboard is an extra
@@ -41,6 +42,7 @@ from echomq.wire.pool import Pool, Wire
 from echomq.wire.url import ConnectionOptions
 
 __all__ = [
+    "DEFAULT_FAVICON",
     "MAX_BODY",
     "MIN_TOKEN_LENGTH",
     "TOKEN_HEADER",
@@ -113,6 +115,7 @@ def create_app(
     lanes: int = 200,
     hosts: Sequence[str] = (),
     lane_label: LaneLabel | None = None,
+    favicon: bytes | None = None,
 ) -> DashboardApp:
     """The dashboard of ``queues``.
 
@@ -128,7 +131,8 @@ def create_app(
     page read lane names and dead letters). ``lane_label``: an async callable given a queue's
     name and the lanes a frame shows, answering the labels it knows (``{lane: label}``: a
     tenant's name for its id), shown beside the names and in the ring; one that raises costs
-    that frame its labels, nothing else.
+    that frame its labels, nothing else. ``favicon``: the SVG served at ``/favicon.ico``
+    (browsers ask for it whatever the page links), echomq's own by default.
     """
     if not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH:
         raise InvalidArgument("token", "<hidden>", f"needs at least {MIN_TOKEN_LENGTH} characters")
@@ -139,6 +143,8 @@ def create_app(
     count(lanes, "lanes")
     if isinstance(hosts, str):
         raise InvalidArgument("hosts", hosts, "expected a list of host names")
+    if favicon is not None and (not isinstance(favicon, bytes) or not favicon):
+        raise InvalidArgument("favicon", "<icon>", "expected the SVG's bytes")
     if lane_label is not None and not callable(lane_label):
         raise InvalidArgument("lane_label", lane_label, "expected an async callable or None")
     allowed = Hosts(hosts)
@@ -178,6 +184,7 @@ def create_app(
     job = "/api/queues/{queue}/dead/{job}"
     routes = [
         Route("/", board.page),
+        Route("/favicon.ico", _icon(DEFAULT_FAVICON if favicon is None else favicon)),
         Route("/api/snapshot", board.snapshot_json),
         Route("/events", board.events),
         Route("/metrics", board.metrics_text),
@@ -193,3 +200,17 @@ def create_app(
     return DashboardApp(
         board, allowed, routes=routes, lifespan=lifespan if owned is not None else None
     )
+
+
+#: echomq's icon for its dashboard: a ring of lanes, as an SVG.
+DEFAULT_FAVICON: Final = (
+    b'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16">'
+    b'<circle cx="8" cy="8" r="6" fill="none" stroke="#3b82f6" stroke-width="3"/></svg>'
+)
+
+
+def _icon(svg: bytes) -> Callable[[Request], Awaitable[Response]]:
+    async def favicon(_request: Request) -> Response:
+        return Response(svg, media_type="image/svg+xml", headers={"Cache-Control": "max-age=86400"})
+
+    return favicon

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import aiohttp
 
-from codemojex.up import FAVICON, with_favicon
+from codemojex.up import FAVICON
 from echomq.dashboard import create_app, serving
 
 TOKEN = "favicon-test-token-0123456789"
 
 
 async def test_the_dashboard_serves_a_favicon(valkey_url: str, queue_name: str) -> None:
-    dashboard = with_favicon(create_app(valkey_url, [queue_name], TOKEN))
+    dashboard = create_app(valkey_url, [queue_name], TOKEN, favicon=FAVICON.read_bytes())
     async with (
         serving(dashboard, "127.0.0.1", 0) as base,
         aiohttp.ClientSession() as http,
