@@ -7,7 +7,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -15,11 +14,11 @@ from pathlib import Path
 
 from codemojex.domain import CodemojexError
 from codemojex.store import sqlite_url
+from codemojex.telegram.sandbox.archive import TOKEN_PATTERN, write_private
 
 LOCK_FILE = "codemojex.pid"
 DATABASE_FILE = "codemojex.db"
 DASHBOARD_TOKEN_FILE = "dashboard.token"  # noqa: S105 (a file name, not a secret)
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}")
 
 
 class AlreadyRunning(CodemojexError):
@@ -65,16 +64,12 @@ class DataDir:
             kept = path.read_text().strip()
         except FileNotFoundError:
             kept = ""
-        if _TOKEN.fullmatch(kept):
+        if TOKEN_PATTERN.fullmatch(kept):
             os.chmod(path, 0o600)  # a secret: the owner's alone, whatever made it
             return kept
         token = secrets.token_urlsafe(18)
         self.root.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        handle = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(handle, "w") as file:
-            file.write(token + "\n")
-        os.replace(temporary, path)
+        write_private(path, (token + "\n").encode())
         return token
 
     @contextlib.contextmanager

@@ -28,7 +28,8 @@ FORMAT = 1
 
 _MAX_TOKENS_BYTES = 64 * 1024
 _MAX_CHATS_BYTES = 256 * 1024 * 1024
-_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,256}")
+#: What a kept token may look like (a file edited by hand into anything else is minted anew).
+TOKEN_PATTERN = re.compile(r"[A-Za-z0-9_-]{16,256}")
 _COALESCE = 0.25
 """Seconds a change waits for the ones after it, so a burst of sends is one write."""
 _IDLE = 5.0
@@ -85,7 +86,7 @@ class Archive:
             kept: Any = json.loads(raw)["control_token"]
         except (ValueError, TypeError, KeyError):
             kept = None
-        if not isinstance(kept, str) or not _TOKEN.fullmatch(kept):
+        if not isinstance(kept, str) or not TOKEN_PATTERN.fullmatch(kept):
             raise self._refuse(self.tokens, "it does not hold a control token")
         return kept
 
