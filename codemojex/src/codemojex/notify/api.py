@@ -8,6 +8,7 @@ No Telegram I/O here: sending (rate limits, retries, Telegram) is the notificati
 
 from __future__ import annotations
 
+import asyncio
 import json
 from dataclasses import dataclass
 from typing import Any, Final, Literal
@@ -154,8 +155,12 @@ class Notifier:
     async def unblock(self, chat: int) -> bool:
         """``chat`` talks to the bot again: take it off the blocklist and enqueue what was held
         for it, oldest first; True when it was on the blocklist."""
-        was_blocked = await self.blocklist.unmark(chat)
-        for notification in await self.held.release(chat):
+        # Issued together, so the pipelined wire sends both in one write: one round trip on
+        # every private update, which is when this runs.
+        was_blocked, held = await asyncio.gather(
+            self.blocklist.unmark(chat), self.held.release(chat)
+        )
+        for notification in held:
             await self._enqueue(notification, None)
         return was_blocked
 
