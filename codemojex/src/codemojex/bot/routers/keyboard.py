@@ -32,15 +32,14 @@ ROW: Final = 6
 UNDO, CLEAR, SUBMIT = "del", "clr", "go"
 
 
-def compose_text(game: GameView, line: str = "") -> str:
-    """The keyboard message's text (``line``: the latest draft's progress)."""
+def compose_text(game: GameView) -> str:
+    """The keyboard message's text (a draft's progress answers as a toast, never an edit)."""
     fee = f"{game.fee.amount} {unit(game.fee.amount, game.fee.currency)}"
-    text = (
+    return (
         f"Compose your guess: tap {CODE_LENGTH} emojis, then ✅. "
         f"(⌫ undo, ✖ clear; a guess costs {fee}.)\n"
         f"{legend(short=True)}"
     )
-    return f"{text}\n{line}" if line else text
 
 
 def compose_markup(game: GameView) -> dict[str, Any]:
