@@ -37,16 +37,19 @@ class FlowVerbs:
     codec: Codec
     scripts: ScriptRegistry
     engine: Engine
+    _flow_engines: dict[str, Engine]
     minter: _ids.Minter
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
 
     def _engine_of(self, queue: str) -> Engine:
-        return (
-            self.engine
-            if queue == self.name
-            else Engine(self.wire, Keyspace(queue), self.scripts, self.engine.durability)
-        )
+        if queue == self.name:
+            return self.engine
+        engine = self._flow_engines.get(queue)
+        if engine is None:
+            engine = Engine(self.wire, Keyspace(queue), self.scripts, self.engine.durability)
+            self._flow_engines[queue] = engine
+        return engine
 
     async def add_flow(self, flow: Flow) -> FlowIds:
         """Admit a flow rooted on this queue (a node naming another ``queue`` lives there): its

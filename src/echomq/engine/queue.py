@@ -115,6 +115,9 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self.scripts = scripts or ScriptRegistry.from_package()
         #: The queue's transitions, one typed method per script.
         self.engine = Engine(wire, self.keys, self.scripts, self.durability)
+        #: The engines of the other queues this queue's flows write nodes on, made once each
+        #: (each asks the server about persistence once, when durable).
+        self._flow_engines: dict[str, Engine] = {}
         self._admin = Admin(self.engine, self.keys)
         self._reads = Reads(self.engine, self.keys, self.codec)
         self.publishes_events = events
