@@ -51,6 +51,16 @@ async def open_chat(page: Page, user: int, chat: int) -> None:
     await expect(page.locator(f'#chats button.on[data-chat="{chat}"]')).to_have_count(1)
 
 
+async def start_in_the_lounge(page: Page, chat_page: str, token: str) -> None:
+    """Ada opens the group chat on the chat page and starts a game there."""
+    await page.goto(f"{chat_page}/?token={token}")
+    await open_chat(page, 1001, LOUNGE)
+    await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
+    await send(page, "/play")
+    started = page.locator(".msg.bot", has_text="started a new game")
+    await expect(started).to_have_count(1, timeout=WAIT_MS)
+
+
 async def send(page: Page, text: str) -> None:
     await page.fill("#text", text)
     await page.click("#send")
@@ -157,12 +167,7 @@ async def test_a_burst_of_guesses_in_a_group_arrives_in_order_on_its_live_status
     async with codemojex_up(tmp_path) as run:
         page = await browser.new_page()
         try:
-            await page.goto(f"{run.chat}/?token={run.token}")
-            await open_chat(page, 1001, LOUNGE)
-            await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
-            await send(page, "/play")
-            started = page.locator(".msg.bot", has_text="started a new game")
-            await expect(started).to_have_count(1, timeout=WAIT_MS)
+            await start_in_the_lounge(page, run.chat, run.token)
 
             await page.evaluate(RECORD, run.token)
             burst = [[user, f"/guess {guess}"] for (user, _), guess in BURST]
@@ -242,12 +247,7 @@ async def test_a_player_who_never_started_the_bot_is_told_how_and_gets_the_score
     async with codemojex_up(tmp_path) as run:
         page = await browser.new_page()
         try:
-            await page.goto(f"{run.chat}/?token={run.token}")
-            await open_chat(page, 1001, LOUNGE)
-            await expect(page.locator("#live")).to_have_class("on", timeout=WAIT_MS)
-            await send(page, "/play")
-            started = page.locator(".msg.bot", has_text="started a new game")
-            await expect(started).to_have_count(1, timeout=WAIT_MS)
+            await start_in_the_lounge(page, run.chat, run.token)
 
             # Eve never opened the bot (Telegram refuses the bot's private sends to her).
             user = {"user": eve, "first_name": "Eve", "has_started": False}
