@@ -462,7 +462,13 @@ class App:
             if not self._lent:
                 self._minter = None  # the next connect leases a fresh one with its wire
         if not self._lent:
-            wire, self._wire, self._opening = self._wire, None, None
+            opening, self._opening = self._opening, None
+            if opening is not None and not opening.done():
+                # A connect still under way (a worker stopped while it started): it must not
+                # finish after the close and leave its sockets open on an app closed.
+                opening.cancel()
+                await asyncio.gather(opening, return_exceptions=True)
+            wire, self._wire = self._wire, None
             if wire is not None:
                 await wire.close()
         # A lent wire stays the app's, open: it never falls back to a URL it was not given.
