@@ -66,7 +66,7 @@ async def rate_queue(url: str, mode: str | None, jobs: int) -> Queue:
         await queue.apply_policies(default=Policy(rate=Rate(10_000, 1.0, mode)))  # type: ignore[arg-type]
     for start in range(0, jobs, 1000):
         groups = [f"tenant{n % 20}" for n in range(start, start + 1000)]
-        await queue.enqueue_many([Item(n, group=g) for n, g in enumerate(groups)])
+        await queue.enqueue_many([Item(n, lane=g) for n, g in enumerate(groups)])
     return queue
 
 

@@ -181,7 +181,7 @@ async def test_admitting_a_flow_again_is_a_duplicate(queue: Queue) -> None:
     [
         (Flow("p", [Flow(n) for n in range(1001)]), "children"),
         (Flow("p", [Flow("a", on_failure="retry")]), "on_failure"),  # type: ignore[arg-type]
-        (Flow("p", [Flow("a", group="")]), "group"),
+        (Flow("p", [Flow("a", group="")]), "lane"),
         (Flow("p", [Flow("a", id="JOB00000000001"), Flow("b", id="JOB00000000001")]), "id"),
         (Flow("p", [Flow({1, 2})]), "payload"),
         (Flow("p", [Flow("a", queue="bad name")]), "queue name"),

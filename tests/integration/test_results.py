@@ -506,7 +506,7 @@ async def test_wait_answers_none_once_remove_deletes_the_row(kept: Queue) -> Non
 
 
 async def test_wait_answers_none_once_a_lane_drain_deletes_the_row(kept: Queue) -> None:
-    verdict = await kept.enqueue("x", group="acme")
+    verdict = await kept.enqueue("x", lane="acme")
     waiting = asyncio.ensure_future(kept.wait(verdict.id))
     await _until_waiting(kept, 1)
     assert await kept.lane("acme").drain() == 1

@@ -291,7 +291,7 @@ async def test_lane_settings_are_applied_the_first_time_a_lane_is_used(app: App)
     lanes = {lane.group: lane for lane in await app.queue().lanes()}
     assert (lanes["t-acme"].limit, lanes["t-acme"].rate) == (2, (10, 1.0))
     assert (lanes["vip"].limit, lanes["vip"].rate) == (2, (10, 1.0))
-    with pytest.raises(InvalidArgument, match="invalid group"):
+    with pytest.raises(InvalidArgument, match="invalid lane"):
         await work.using(lane="").enqueue("acme", 3)
     # In a batch a bad lane costs its own item alone, as an error verdict.
     handles = await app.enqueue_many([work.using(lane="").call("a", 4), work.call("b", 5)])

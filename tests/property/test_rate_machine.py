@@ -94,7 +94,7 @@ class RateMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), n=st.integers(1, 4))
     def enqueue(self, group: str, n: int) -> None:
-        self._run(self.queue.enqueue_many([Item(i, group=group) for i in range(n)]))
+        self._run(self.queue.enqueue_many([Item(i, lane=group) for i in range(n)]))
         self.pending[group] += n
 
     @rule(n=st.integers(1, 4))

@@ -83,7 +83,7 @@ def validate_queue(name: object) -> str:
 def validate_group(name: object) -> str:
     """Return ``name`` if it is a legal group (lane) name: any ``str`` of 1 to
     ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
-    return validate_text_name("group", name)
+    return validate_text_name("lane", name)
 
 
 #: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
