@@ -37,6 +37,37 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "ArgumentRefused",
+    "AuthError",
+    "Closed",
+    "ConnectError",
+    "CrossSlotError",
+    "Disconnected",
+    "DurabilityUnavailable",
+    "EchoMQError",
+    "HookFailed",
+    "InvalidArgument",
+    "KindError",
+    "LockedError",
+    "NodeLeaseError",
+    "NotDurable",
+    "Overloaded",
+    "RateError",
+    "Refusal",
+    "ResultMissing",
+    "ResultTimeout",
+    "ScriptLoadError",
+    "ServerError",
+    "StaleTokenError",
+    "StateError",
+    "TaskCancelled",
+    "TaskFailed",
+    "VersionFenceError",
+    "WireError",
+    "WireTimeout",
+]
+
 
 class EchoMQError(Exception):
     """Root of every error echomq raises."""

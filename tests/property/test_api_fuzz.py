@@ -23,23 +23,19 @@ from hypothesis import strategies as st
 
 from echomq import (
     App,
-    ArgumentRefused,
     Batching,
     Fixed,
     Handle,
     InvalidArgument,
     Job,
-    LockedError,
     Queue,
-    StaleTokenError,
-    StateError,
     Task,
-    TaskFlow,
     chain,
     flow,
     group,
 )
-from echomq.errors import server_error
+from echomq.errors import ArgumentRefused, LockedError, StaleTokenError, StateError, server_error
+from echomq.tasks import TaskFlow
 
 Call = Callable[[Queue, Job, Any], Coroutine[Any, Any, object]]
 
