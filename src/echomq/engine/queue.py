@@ -38,7 +38,7 @@ from echomq.engine.producer import (
     when_run_at,
 )
 from echomq.engine.producer import (
-    Item as Item,  # re-exported: Item's home is _producer
+    Item as Item,  # re-exported: Item's home is engine/producer.py
 )
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
@@ -73,8 +73,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
-    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
-    progress and logs in :class:`Reports` (_progress.py), cancels in :class:`Cancels`
+    Admission and claims live here, the settles and waits in :class:`Settles` (settles.py),
+    progress and logs in :class:`Reports` (progress.py), cancels in :class:`Cancels`
     (cancels.py), flows in :class:`FlowVerbs` (flow_verbs.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
