@@ -155,7 +155,7 @@ class VersionFenceError(EchoMQError):
 
 
 class NodeLeaseError(EchoMQError):
-    """A leased :class:`~echomq.Minter` cannot mint: its node lease lapsed (the engine could
+    """A leased :class:`~echomq.engine.Minter` cannot mint: its node lease lapsed (the engine could
     not be reached to renew it in time), was never taken, or every node is leased."""
 
 
@@ -271,7 +271,7 @@ class HookFailed(EchoMQError):
 
 
 class NotDurable(EchoMQError):
-    """``WAITAOF`` confirmed fewer fsyncs than the queue's :class:`~echomq.Durability` asks,
+    """``WAITAOF`` confirmed fewer fsyncs than the queue's :class:`~echomq.engine.Durability` asks,
     within its timeout, or could not answer (``reason``).
 
     Raised (or, for a batch, put in each written item's place) *after* the writes happened:

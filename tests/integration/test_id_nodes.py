@@ -29,7 +29,8 @@ BATCH = 100
 
 PRODUCER = """
 import asyncio, json, sys
-from echomq import ConnectionOptions, Connector, Item, Queue
+from echomq import ConnectionOptions, Item, Queue
+from echomq.wire import Connector
 
 async def main(url, name, count, batch):
     queue = await Queue.connect(url, name, events=False)

@@ -65,7 +65,7 @@ def source_spans() -> Iterator[tuple[str, str]]:
 
 def text_spans(where: str, text: str) -> Iterator[tuple[str, str]]:
     for span in re.findall(r"``?([^`\n]+?)``?", text):
-        yield where, span.strip()
+        yield where, span.strip().lstrip("~")  # :class:`~echomq.engine.Minter`
     for name in BARE_FILE.findall(text):
         yield where, name
 
@@ -182,3 +182,8 @@ def test_the_rule_refuses_a_stale_name(span: str, problem: str) -> None:
 def test_the_rule_sees_the_spans() -> None:
     assert any(span == "echomq.testing" for _, span in docs_spans())
     assert any(span.endswith(".lua") for _, span in source_spans())
+    role = text_spans("here", "A leased :class:`~echomq.Minter`, see _waiters.py.")
+    assert problems(role, privates=True) == [
+        "here: `_waiters.py`: no such file in the checkout",
+        "here: `echomq.Minter`: moved: import it from echomq.engine",
+    ]
