@@ -14,7 +14,8 @@ import time
 
 from _harness import commandstats, serve
 from commands import _inner_calls
-from echomq import Bucket, Buckets, Item, Job, Policy, Queue, Rate
+from echomq import Item, Job, Policy, Queue, Rate
+from echomq.engine import Bucket, Buckets
 from echomq.testing import discard
 
 

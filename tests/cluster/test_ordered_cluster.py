@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from echomq import Empty, Queue
+from echomq import Queue
+from echomq.engine import Empty
 from echomq.testing import claim_job, discard
 from echomq.wire.cluster import ClusterRouter
 

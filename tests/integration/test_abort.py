@@ -20,12 +20,11 @@ from echomq import (
     ConsumerOptions,
     InvalidArgument,
     Queue,
-    Reaped,
-    Subscription,
     SyncQueue,
     TaskCancelled,
     shielded,
 )
+from echomq.engine import Reaped, Subscription
 from echomq.testing import claim_job
 
 # The cancel channel's subscriber on asyncio's event loop and on uvloop's (tests/conftest.py).

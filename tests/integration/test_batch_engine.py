@@ -8,8 +8,11 @@ from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from echomq import Consumer, ConsumerOptions, Failed, Item, Job, KindError, Queue, Wire
+from echomq import Consumer, ConsumerOptions, Item, Job, Queue
+from echomq.engine import Failed
 from echomq.engine.transitions import ADMIT_CHUNK, SETTLE_CHUNK, Admission
+from echomq.errors import KindError
+from echomq.wire import Wire
 from echomq.wire.connector import Arg, Command
 
 

@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import Children, Empty, Flow, InvalidArgument, Job, Queue, StaleTokenError
+from echomq import InvalidArgument, Job, Queue
+from echomq.engine import Children, Empty, Flow
 from echomq.engine.flows import plan
+from echomq.errors import StaleTokenError
 from echomq.testing import discard
 
 

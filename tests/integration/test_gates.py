@@ -8,18 +8,8 @@ import asyncio
 
 import pytest
 
-from echomq import (
-    App,
-    Empty,
-    InvalidArgument,
-    Item,
-    Job,
-    Policies,
-    Policy,
-    Queue,
-    Rate,
-    RateLimited,
-)
+from echomq import App, InvalidArgument, Item, Job, Policy, Queue, Rate
+from echomq.engine import Empty, Policies, RateLimited
 
 MODES = ["fixed", "smooth"]
 LEASE = 30.0

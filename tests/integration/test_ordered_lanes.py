@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from echomq import Consumer, ConsumerOptions, Defer, Empty, InvalidArgument, Job, Queue, Retry
+from echomq import Consumer, ConsumerOptions, Defer, InvalidArgument, Job, Queue, Retry
+from echomq.engine import Empty
 from echomq.testing import claim_job, server_ms, wait_for_server_ms
 
 HERE = Path(__file__).parent

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from echomq import ConnectionOptions, Connector, Item, Queue, Verdict, Wire
+from echomq import ConnectionOptions, Item, Queue, Verdict
+from echomq.wire import Connector, Wire
 from echomq.wire.connector import Arg, Command
 
 ITEMS = 4000  # about 31 pipelined chunks: the server is still busy when the kill lands

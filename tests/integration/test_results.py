@@ -11,18 +11,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import (
-    Completed,
-    Consumer,
-    ConsumerOptions,
-    Failed,
-    Fixed,
-    InvalidArgument,
-    Item,
-    Job,
-    Queue,
-    RetryPlan,
-)
+from echomq import Consumer, ConsumerOptions, Fixed, InvalidArgument, Item, Job, Queue
+from echomq.consumers import RetryPlan
+from echomq.engine import Completed, Failed
 from echomq.engine.events import Subscription
 from echomq.engine.keys import VERSION_KEY
 from echomq.engine.transitions import Failure, Success

@@ -9,7 +9,8 @@ import asyncio
 
 import pytest
 
-from echomq import Job, Queue, StaleTokenError, StateError
+from echomq import Job, Queue
+from echomq.errors import StaleTokenError, StateError
 
 SETTLES = ["complete", "retry", "delay", "extend"]
 

@@ -17,19 +17,11 @@ from typing import Any
 import pytest
 from test_tls import tls_port, tls_url  # the stunnel rig in front of the session's server
 
-from echomq import (
-    WIRE_VERSION,
-    Closed,
-    ConnectError,
-    InvalidArgument,
-    Item,
-    Queue,
-    SyncQueue,
-    Verdict,
-    VersionFenceError,
-)
+from echomq import InvalidArgument, Item, Queue, SyncQueue, Verdict
 from echomq.engine.keys import VERSION_KEY
+from echomq.errors import Closed, ConnectError, VersionFenceError
 from echomq.testing import claim_job, discard
+from echomq.wire import WIRE_VERSION
 from echomq.wire.blocking import pack
 from echomq.wire.connector import Connector
 from echomq.wire.url import ConnectionOptions

@@ -20,17 +20,16 @@ from echomq import (
     ConsumerOptions,
     Defer,
     Fixed,
-    HookFailed,
     InvalidArgument,
-    Metronome,
-    Minter,
     Queue,
-    ResultMissing,
     ResultTimeout,
     Retry,
     TaskFailed,
     context,
 )
+from echomq.consumers import Metronome
+from echomq.engine import Minter
+from echomq.errors import HookFailed, ResultMissing
 from echomq.server.cluster import EmbeddedCluster
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))

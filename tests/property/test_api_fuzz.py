@@ -23,23 +23,19 @@ from hypothesis import strategies as st
 
 from echomq import (
     App,
-    ArgumentRefused,
     Batching,
     Fixed,
     Handle,
     InvalidArgument,
     Job,
-    LockedError,
     Queue,
-    StaleTokenError,
-    StateError,
     Task,
-    TaskFlow,
     chain,
     flow,
     group,
 )
-from echomq.errors import server_error
+from echomq.errors import ArgumentRefused, LockedError, StaleTokenError, StateError, server_error
+from echomq.tasks import TaskFlow
 
 Call = Callable[[Queue, Job, Any], Coroutine[Any, Any, object]]
 
@@ -255,8 +251,9 @@ async def test_scripts_refuse_out_of_bounds_arguments_before_any_write(
 
 # -- the task layer: declarations, the canvas, calls and handles --------------------------------
 
-#: Each declaration with one option left to the fuzzer, and the names its refusal may give. A declaration touches no server: a refused one
-#: must leave the app's tasks and schedules as they were.
+#: Each declaration with one option left to the fuzzer, and the names its refusal may give. A
+#: declaration touches no server: a refused one must leave the app's tasks and schedules as they
+#: were.
 Declare = Callable[[App, Any, str], object]
 DECLARATIONS: dict[str, tuple[frozenset[str], Declare]] = {
     "task name": (frozenset({"name"}), lambda a, v, n: a.task(v)(_fresh())),

@@ -26,7 +26,8 @@ from hypothesis.stateful import (
 )
 from queue_model import RateRule, is_spent, windows_over
 
-from echomq import Empty, Item, Job, Policy, Queue, Rate, RateLimited
+from echomq import Item, Job, Policy, Queue, Rate
+from echomq.engine import Empty, RateLimited
 
 T = TypeVar("T")
 GROUPS = ("a", "b", "c")

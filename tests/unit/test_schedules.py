@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from echomq import App, InvalidArgument, Schedule
+from echomq import App, InvalidArgument
 from echomq.engine.ids import MAX_SEQ, NODE_SHIFT, parse, unix_ms, validate
+from echomq.tasks import Schedule
 from echomq.tasks.periodic import missed_tick, name_hash, occurrence_id
 
 TICK = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -144,7 +144,7 @@ QUEUE_ROOT: Final = "emq:{<q>}:"
 
 #: Every key echomq builds, one shape each: the one declared layout. ``Keyspace`` derives its
 #: fixed keys (and their order in ``all_fixed``) from it. tests/unit/test_keyspace_lua.py holds
-#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``_nodes.NODES_KEY``,
+#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``nodes.NODES_KEY``,
 #: every key the Lua scripts build, and the keyspace table of docs/reference/keyspace.md.
 LAYOUT: Final[tuple[KeyShape, ...]] = (
     KeyShape(

@@ -71,8 +71,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
-    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
-    progress and logs in :class:`Reports` (_progress.py), cancels in :class:`Cancels`
+    Admission and claims live here, the settles and waits in :class:`Settles` (settles.py),
+    progress and logs in :class:`Reports` (progress.py), cancels in :class:`Cancels`
     (cancels.py), flows in :class:`FlowVerbs` (flow_verbs.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.

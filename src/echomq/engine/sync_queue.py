@@ -2,10 +2,10 @@
 event loop, for WSGI apps, scripts and the task layer's ``enqueue_sync``.
 
 Same arguments, checks, Lua scripts and verdicts as :class:`echomq.Queue` (the pure pieces are
-shared, in ``_producer``); each thread talks on a socket of its own (``_sync_wire``); ids come
-from a node leased from the engine like the async minter's, renewed on the minting path instead
-of by a background task. Fork-safe: a child notices the new pid on its first call and leases its
-own node on its own sockets, never touching the parent's.
+shared, in ``engine/producer.py``); each thread talks on a socket of its own
+(``wire/blocking.py``); ids come from a node leased from the engine like the async minter's,
+renewed on the minting path instead of by a background task. Fork-safe: a child notices the new
+pid on its first call and leases its own node on its own sockets, never touching the parent's.
 """
 
 from __future__ import annotations

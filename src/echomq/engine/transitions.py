@@ -36,7 +36,7 @@ SettleCode = int | EchoMQError
 
 class Failure(NamedTuple):
     """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``.
-    ``traceback`` "" for none (at most ``_checks.MAX_TRACEBACK`` bytes)."""
+    ``traceback`` "" for none (at most ``checks.MAX_TRACEBACK`` bytes)."""
 
     id: str
     token: int

@@ -16,7 +16,8 @@ from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.rate import NotifyLimits
 from codemojex.notify.worker import NotifyWorker
 from codemojex.telegram.sandbox import Faults, Sandbox
-from echomq import InvalidArgument, Job, Minter, Queue, Retry
+from echomq import InvalidArgument, Job, Queue, Retry
+from echomq.engine import Minter
 
 ADA, BOB, CY = 1001, 1002, 1003
 
