@@ -14,12 +14,12 @@ import echomq.errors
 
 PINNED = {
     "echomq": {
-        "App", "AppWorker", "Batching", "Call", "ConnectionOptions", "Consumer",
-        "ConsumerOptions", "Context", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed",
-        "Handle", "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "Member",
-        "MemberVerdict", "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle",
-        "SyncQueue", "Task", "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError", "chain",
-        "context", "flow", "group", "shielded",
+        "App", "AppWorker", "Batching", "Call", "ConnectionOptions", "Consumer", "ConsumerOptions",
+        "Context", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed", "Handle",
+        "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "Member", "MemberVerdict",
+        "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle", "SyncQueue", "Task",
+        "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError", "chain", "context",
+        "flow", "group", "shielded",
     },
     "echomq.errors": {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError",
@@ -34,8 +34,8 @@ PINNED = {
         "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Exponential", "Failed",
         "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
-        "RateLimited", "Reaped", "RetryOutcome", "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait",
-        "validate_id",
+        "RateLimited", "Reaped", "RetryOutcome", "Subscription", "SyncQueue", "Taken", "Upkeep",
+        "Verdict", "Wait", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",
