@@ -15,6 +15,7 @@ from typing import Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import (
+    MAX_CAP,
     MAX_CEILING,
     MAX_DURATION,
     MAX_PAYLOAD,
@@ -28,7 +29,7 @@ from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admission, Admitted
-from echomq.errors import EchoMQError, InvalidArgument, NotDurable, WireError
+from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, WireError
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
@@ -203,13 +204,23 @@ class Batch:
 
 
 def verdict(reply: Admitted, job_id: str) -> Verdict:
-    """One item's reply as its verdict: a lost connection is ``unknown``, a refusal ``error``;
-    a write its durability's ``WAITAOF`` did not confirm is ``unknown`` too (send it again)."""
+    """One item's reply as its verdict: a lost connection is ``unknown``, a full lane
+    ``rejected``, another refusal ``error``; a write its durability's ``WAITAOF`` did not
+    confirm is ``unknown`` too (send it again)."""
     if isinstance(reply, WireError | NotDurable):
         return Verdict("unknown", job_id, reply)
+    if isinstance(reply, LaneFull):
+        return Verdict("rejected", job_id, reply)
     if isinstance(reply, EchoMQError):
         return Verdict("error", job_id, reply)
-    return Verdict(VERDICTS[reply[0]], reply[1])
+    return admission_verdict(*reply)
+
+
+def admission_verdict(code: int, job_id: str, state: str = "") -> Verdict:
+    """An admission's reply ``(code, id, state)`` (see enqueue.lua) as its verdict; a
+    duplicate's carries the state its job was found in."""
+    kind = VERDICTS[code]
+    return Verdict(kind, job_id, state=job_state(state.encode()) if kind == "duplicate" else None)
 
 
 # -- lane settings -----------------------------------------------------------------------------
@@ -218,6 +229,11 @@ def verdict(reply: Admitted, job_id: str) -> Verdict:
 def lane_limit_value(ceiling: int | None) -> str | int:
     """A lane's concurrency ceiling as ``glimit`` stores it ("" clears it)."""
     return "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
+
+
+def lane_cap_value(cap: int | None) -> str | int:
+    """A lane's backlog cap as ``gcap`` stores it ("" clears it)."""
+    return "" if cap is None else count(cap, "cap", maximum=MAX_CAP)
 
 
 def lane_rate_value(max: int | None, window: float | None, mode: str = DEFAULT_MODE) -> str:

@@ -30,10 +30,10 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
 from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
 from echomq.engine.producer import (
-    VERDICTS,
     Batch,
     admission,
     admission_options,
+    admission_verdict,
     delay_run_at,
     when_run_at,
 )
@@ -220,8 +220,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
             dedup_from,
             result_ttl,
         )
-        code, job_id = await self.engine.enqueue_one(item)
-        verdict = Verdict(VERDICTS[code], job_id)
+        code, job_id, state = await self.engine.enqueue_one(item)
+        verdict = admission_verdict(code, job_id, state)
         if code and self._listened():
             self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
         return verdict

@@ -69,6 +69,8 @@ class QueueSnapshot:
                     "rate_mode": lane.rate_mode,
                     "paused": lane.paused,
                     "rate_wait": lane.rate_wait,
+                    "cap": lane.cap,
+                    "scheduled": lane.scheduled,
                 }
                 for lane in self.lanes
             ],
