@@ -44,6 +44,7 @@ async def _absent(queue: Queue, verdict: Verdict) -> bool:
 async def test_enqueue_many_answers_enqueued_duplicate_and_rejected_in_input_order(
     queue: Queue,
 ) -> None:
+    # --8<-- [start:caps]
     assert await queue.lane("acme").cap(3) is True
     first = await queue.enqueue("a0", group="acme", dedup_key="report-1")
     items = [
@@ -72,6 +73,7 @@ async def test_enqueue_many_answers_enqueued_duplicate_and_rejected_in_input_ord
         assert isinstance(refused.error, LaneFull)
         assert (refused.error.lane, refused.error.cap, refused.error.backlog) == ("acme", 3, 3)
         assert await _absent(queue, refused)
+    # --8<-- [end:caps]
     # The refused item's dedup key was not taken, nor its schedule entry written.
     assert await queue.wire.call("EXISTS", queue.keys.dedup("report-3")) == 0
     assert (await queue.counts()).scheduled == 0
@@ -261,6 +263,7 @@ async def test_a_duplicate_says_the_state_of_the_job_it_found(
 
 
 async def test_a_duplicate_by_dedup_key_names_the_first_job_and_its_state(kept: Queue) -> None:
+    # --8<-- [start:why]
     first = await kept.enqueue("r", dedup_key="report-7", dedup_ttl=HOUR)
     again = await kept.enqueue("r", dedup_key="report-7")
     assert (again.kind, again.id, again.state) == ("duplicate", first.id, "pending")
@@ -268,6 +271,7 @@ async def test_a_duplicate_by_dedup_key_names_the_first_job_and_its_state(kept: 
     # The key outlived its row (a TTL of its own): the job is gone, and the verdict says so.
     gone = await kept.enqueue("r", dedup_key="report-7")
     assert (gone.kind, gone.id, gone.state) == ("duplicate", first.id, "absent")
+    # --8<-- [end:why]
     fresh = await kept.enqueue("r")
     assert fresh.state is None  # only a duplicate carries a state
 

@@ -6,7 +6,7 @@ PINNED = {
     "WIRE_VERSION", "ArgumentRefused", "AuthError", "Backoff", "Closed", "Codec", "ConnectError",
     "ConnectionOptions", "Connector", "Counts", "Disconnected", "EchoMQError", "Empty",
     "Exponential", "Fixed", "InvalidArgument", "Item", "Jitter", "Job", "JobInfo", "JsonCodec",
-    "KindError", "Lane", "LaneInfo", "LockedError", "Minter", "NodeLeaseError", "Overloaded",
+    "KindError", "Lane", "LaneFull", "LaneInfo", "LockedError", "Minter", "NodeLeaseError", "Overloaded",
     "Policies", "Policy", "Pool", "Queue", "Rate",
     "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",

@@ -101,6 +101,7 @@ def _policy_json(policy: Policy) -> dict[str, Any]:
         "rate": [rate.max, rate.window, rate.mode] if isinstance(rate, Rate) else None,
         "limit": policy.limit,
         "weight": policy.weight,
+        "cap": policy.cap,
     }
 
 
