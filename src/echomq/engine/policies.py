@@ -1,10 +1,10 @@
 """Lane policies: the settings a lane runs under, stated once and applied by every process.
 
-A :class:`Policy` states a lane's rate, ceiling, weight and backlog cap; a queue's policies are a default for
-every lane not named plus the named lanes' own (``Queue.apply_policies``). They live in the
-engine: the claim (admission, for the cap) reads a lane's own setting, else the default, so no
-per-tenant write is needed, and applying the policies in force writes nothing (no fresh budget,
-no window restarted).
+A :class:`Policy` states a lane's rate, ceiling, weight and backlog cap; a queue's policies are a
+default for every lane not named plus the named lanes' own (``Queue.apply_policies``). They live
+in the engine: the claim (admission, for the cap) reads a lane's own setting, else the default,
+so no per-tenant write is needed, and applying the policies in force writes nothing (no fresh
+budget, no window restarted).
 """
 
 from __future__ import annotations
