@@ -340,6 +340,25 @@ local function lane_backlog(root, g)
     + tonumber(redis.call('HGET', root .. 'gscheduled', g) or '0')
 end
 
+-- A reader of the lanes' backlog caps for one script call: cap_of(g) is lane g's cap (its own
+-- `gcap`, else meta `dcap`) or nil for none, each read once per call; a queue with no cap
+-- anywhere costs one HGET and one EXISTS in all (enqueue.lua).
+local function cap_reader(root)
+  local caps, default, any = {}, false, nil
+  return function(g)
+    if any == nil then
+      default = redis.call('HGET', root .. 'meta', 'dcap')
+      any = default ~= false or redis.call('EXISTS', root .. 'gcap') == 1
+    end
+    if not any then return nil end
+    if caps[g] == nil then
+      caps[g] = tonumber(redis.call('HGET', root .. 'gcap', g) or default or '0')
+    end
+    if caps[g] == 0 then return nil end
+    return caps[g]
+  end
+end
+
 -- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel,
 -- parent, result_ttl} (cancel: the reason a cancel asked a leased job to stop with, see
 -- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).

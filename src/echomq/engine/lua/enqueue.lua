@@ -26,22 +26,7 @@ local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
-
--- The lanes' backlog caps, read once per chunk: a queue with none costs one HGET and one
--- EXISTS per call. Returns lane g's cap, or nil for none.
-local caps, default_cap, has_caps = {}, false, nil
-local function cap_of(g)
-  if has_caps == nil then
-    default_cap = redis.call('HGET', root .. 'meta', 'dcap')
-    has_caps = default_cap ~= false or redis.call('EXISTS', root .. 'gcap') == 1
-  end
-  if not has_caps then return nil end
-  if caps[g] == nil then
-    caps[g] = tonumber(redis.call('HGET', root .. 'gcap', g) or default_cap or '0')
-  end
-  if caps[g] == 0 then return nil end
-  return caps[g]
-end
+local cap_of = cap_reader(root)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
