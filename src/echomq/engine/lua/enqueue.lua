@@ -27,6 +27,7 @@ local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
 local cap_of = cap_reader(root)
+local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -73,11 +74,12 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if held then return 0, id, held end
   local cap = cap_of(g)
   if cap then
-    local backlog = lane_backlog(root, g)
+    local backlog = backlogs[g] or lane_backlog(root, g)
     if backlog >= cap then
       return -1, 'EMQFULL lane full: ' .. backlog .. ' unfinished jobs, cap ' .. cap ..
         ', lane ' .. g
     end
+    backlogs[g] = backlog + 1 -- past every check: the item is written below
   end
 
   if dedup ~= '' then
