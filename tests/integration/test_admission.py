@@ -13,6 +13,7 @@ import pytest
 
 from echomq import (
     App,
+    InvalidArgument,
     Item,
     LaneFull,
     Policy,
@@ -204,6 +205,17 @@ async def test_the_default_policy_caps_every_lane_not_named(queue: Queue) -> Non
     assert (await queue.enqueue("x", group="new-tenant")).kind == "enqueued"
     assert await queue.lane("new-tenant").cap(None) is True
     assert (await queue.lane("new-tenant").info()).cap == 1
+
+
+async def test_a_bad_cap_is_refused_naming_it_before_any_write(queue: Queue) -> None:
+    before = await queue.wire.call("DBSIZE")
+    for bad in (0, -1, 10**9 + 1, "3", True, 2.5):
+        with pytest.raises(InvalidArgument) as refused:
+            await queue.lane("acme").cap(bad)  # type: ignore[arg-type]
+        assert refused.value.argument == "cap"
+        with pytest.raises(InvalidArgument, match="cap"):
+            Policy(cap=bad)  # type: ignore[arg-type]
+    assert await queue.wire.call("DBSIZE") == before
 
 
 # -- why a duplicate ----------------------------------------------------------------------------
