@@ -35,6 +35,7 @@ from echomq.engine import (
 from echomq.errors import (
     EchoMQError,
     InvalidArgument,
+    LaneFull,
     ResultTimeout,
     TaskCancelled,
     TaskFailed,
@@ -81,6 +82,7 @@ __all__ = [
     "Jitter",
     "Job",
     "JobOptions",
+    "LaneFull",
     "Member",
     "MemberVerdict",
     "Policy",

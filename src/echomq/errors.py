@@ -28,13 +28,16 @@
             ├── RateError      EMQRATE  (a ceiling or rate budget refused)
             ├── LockedError    EMQLOCK  (the job is held by a worker)
             ├── StateError     EMQSTATE (the job or queue is in the wrong state)
-            └── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
+            ├── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
+            └── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
 
-Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions.
+Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions. A refusal
+of one item of a batch is that item's verdict (``error``; ``rejected`` for a full lane) instead.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "HookFailed",
     "InvalidArgument",
     "KindError",
+    "LaneFull",
     "LockedError",
     "NodeLeaseError",
     "NotDurable",
@@ -218,6 +222,28 @@ class ArgumentRefused(Refusal):
         self.argument = self.detail.split(" ", 1)[0]
 
 
+class LaneFull(Refusal):
+    """EMQFULL: the job's lane holds as many unfinished jobs (pending, leased and scheduled) as
+    its backlog cap (a :class:`~echomq.Policy`'s ``cap``, ``lane.cap()``); nothing was written.
+
+    Raised by a single enqueue; in a batch it is the ``rejected`` item's ``verdict.error``.
+    ``lane`` is the lane, ``cap`` its cap, ``backlog`` the unfinished jobs it held; ``reason``
+    is ``"lane full"``. The cap frees up as the lane's jobs finish: send it again later, with
+    the same id if it had one."""
+
+    reason = "lane full"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _FULL.match(self.detail)
+        self.backlog = int(found[1]) if found else 0
+        self.cap = int(found[2]) if found else 0
+        self.lane = found[3] if found else ""
+
+
+_FULL = re.compile(r"lane full: (\d+) unfinished jobs, cap (\d+), lane (.*)\Z", re.DOTALL)
+
+
 class TaskFailed(EchoMQError):
     """The task's job is dead: ``error`` is its ``last_error``, ``traceback`` the last failed
     attempt's (when one was kept)."""
@@ -320,6 +346,7 @@ REFUSALS: dict[str, type[Refusal]] = {
     "EMQLOCK": LockedError,
     "EMQSTATE": StateError,
     "EMQARG": ArgumentRefused,
+    "EMQFULL": LaneFull,
 }
 
 

@@ -71,7 +71,7 @@ async def test_a_chunk_refuses_a_bad_item_alone_and_writes_nothing_of_it(queue: 
     good = [Admission(queue.minter.mint("JOB"), b"1", "a") for _ in range(2)]
     bad = Admission("ORD0KHTOWnGLuC", b"x", "a")
     replies = await queue.engine.enqueue([good[0], bad, good[1]])
-    assert (replies[0], replies[2]) == ((1, good[0].id), (1, good[1].id))
+    assert (replies[0], replies[2]) == ((1, good[0].id, ""), (1, good[1].id, ""))
     assert isinstance(replies[1], KindError)
     assert await queue.wire.call("EXISTS", queue.keys.job(bad.id)) == 0
     assert (await queue.counts()).pending == 2

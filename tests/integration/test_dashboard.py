@@ -85,7 +85,8 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     lanes = {lane["group"]: lane for lane in shown["lanes"]}
     assert lanes["loud"] == {
         "group": "loud", "depth": 4, "active": 0, "limit": 0, "weight": 3,
-        "rate": None, "paused": False, "rate_wait": 0.0, "rate_mode": None,
+        "rate": None, "paused": False, "rate_wait": 0.0, "rate_mode": None, "cap": 0,
+        "scheduled": 0,
     }  # fmt: skip
     assert (lanes["calm"]["paused"], lanes["calm"]["limit"]) == (True, 2)
     assert shown["ring"] == ["loud"]
@@ -94,7 +95,7 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     assert shown["limiter"]["spent"] == 1  # the claim that made the dead job
     assert shown["limiter"]["mode"] == "smooth"
     assert shown["policies"] == {
-        "default": {"rate": None, "limit": None, "weight": None},
+        "default": {"rate": None, "limit": None, "weight": None, "cap": None},
         "named": [],
     }
     assert shown["dead"] == [
@@ -109,7 +110,7 @@ async def test_snapshot_shows_the_lane_policies_in_force(board: Board) -> None:
     )
     [shown] = (await board.get("/api/snapshot"))["queues"]
     assert shown["policies"] == {
-        "default": {"rate": [10, 1.0, "smooth"], "limit": None, "weight": None},
+        "default": {"rate": [10, 1.0, "smooth"], "limit": None, "weight": None, "cap": None},
         "named": ["acme"],
     }
 

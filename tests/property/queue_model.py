@@ -24,7 +24,7 @@ class Row:
 
     group: str
     payload: int
-    state: str = "pending"  # pending | active | dead
+    state: str = "pending"  # pending | active | scheduled | dead
     attempts: int = 0
     stalled: int = 0
     last_error: str | None = None
@@ -55,6 +55,9 @@ class Model:
     default_limit: int | None = None
     default_weight: int | None = None
     concurrency: int | None = None
+    # Backlog caps: each lane's own, and the default policy's for every lane without one.
+    caps: dict[str, int] = field(default_factory=dict)
+    default_cap: int | None = None
     is_queue_paused: bool = False
     active: dict[str, Lease] = field(default_factory=dict)
     dead: set[str] = field(default_factory=set)
@@ -77,6 +80,24 @@ class Model:
 
     def gactive(self, group: str) -> int:
         return sum(1 for lease in self.active.values() if lease.group == group)
+
+    def scheduled(self, group: str) -> int:
+        return sum(
+            1 for row in self.rows.values() if row.group == group and row.state == "scheduled"
+        )
+
+    def backlog(self, group: str) -> int:
+        """The lane's unfinished jobs, as its cap counts them: pending, leased and scheduled."""
+        return len(self.lanes[group]) + self.gactive(group) + self.scheduled(group)
+
+    def cap(self, group: str) -> int | None:
+        """The lane's backlog cap in force: its own, else the default policy's (None: none)."""
+        return self.caps.get(group, self.default_cap)
+
+    def is_full(self, group: str) -> bool:
+        """Admission refuses a new job of the lane (LaneFull, a ``rejected`` item)."""
+        cap = self.cap(group)
+        return cap is not None and self.backlog(group) >= cap
 
     def weight(self, group: str) -> int:
         return self.weights.get(group, self.default_weight or 1)
@@ -107,6 +128,11 @@ class Model:
         assert job_id not in self.completed, f"{job_id} admitted again after it completed"
         self.rows[job_id] = Row(group, payload)
         bisect.insort(self.lanes[group], job_id)
+
+    def admit_later(self, job_id: str, group: str, payload: int) -> None:
+        """A job admitted to the schedule (a delay far beyond the example: never promoted)."""
+        assert job_id not in self.rows, f"{job_id} admitted twice"
+        self.rows[job_id] = Row(group, payload, state="scheduled")
 
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]

@@ -206,8 +206,15 @@ RAW: list[tuple[str, list[Any], str]] = [
     ("configure", ["max", 20000, "window", 1000, "mode", "smooth"], "max"),
     ("configure", ["dlimit", 0], "ceiling"),
     # policy.lua: a bad value of the last named lane refuses the whole call before any write.
-    ("policy", ["", "", "5:1000", "a", "1", "", "", "{}", "b", "", "0", "", "{}"], "weight"),
-    ("policy", ["", "", "5:0", "a", "1", "", "", "{}"], "window"),
+    (
+        "policy",
+        ["", "", "5:1000", "", "a", "1", "", "", "", "{}", "b", "", "0", "", "", "{}"],
+        "weight",
+    ),
+    ("policy", ["", "", "5:0", "", "a", "1", "", "", "", "{}"], "window"),
+    ("policy", ["", "", "", "", "a", "", "", "", "0", "{}"], "cap"),
+    ("policy", ["", "", "", "1000000001"], "cap"),
+    ("lane_limit", ["a", "gcap", "0"], "cap"),
     ("enqueue", ["JOB0KHTOWnGLuC", "1", "_", -(10**17), "", 0, "enqueue", -1], "run_at"),
     ("enqueue", ["JOB0KHTOWnGLuC", "1", "_", 0, "k", 10**17, "enqueue", -1], "dedup_ttl"),
     ("enqueue", ["JOB0KHTOWnGLuC", "1", "_", 0, "k", 1000, "later", -1], "dedup_from"),

@@ -2,8 +2,9 @@
 
 It drives one real Queue through admission, claims, settles, lane and queue verbs and reaps, and
 after every step reads the server's own state back: no job lost or duplicated, the ring holds
-exactly the serviceable lanes, ceilings hold, an empty claim means nothing was claimable, and no
-lane waits longer than the other lanes' weights allow.
+exactly the serviceable lanes, ceilings hold, an empty claim means nothing was claimable, no
+lane waits longer than the other lanes' weights allow, and a lane's backlog cap (pending, leased
+and scheduled jobs) refuses exactly the admissions the model refuses, writing nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from queue_model import GROUPS, Fairness, Model, text_of
 from echomq.engine.policies import Policy
 from echomq.engine.queue import Item, Queue
 from echomq.engine.results import Empty, Failed, Job
-from echomq.errors import StaleTokenError, StateError
+from echomq.errors import LaneFull, StaleTokenError, StateError
 
 T = TypeVar("T")
 
@@ -102,6 +103,8 @@ class QueueMachine(RuleBasedStateMachine):
             "glimit": ("HGETALL", keys.glimit),
             "gactive": ("HGETALL", keys.gactive),
             "gweight": ("HGETALL", keys.gweight),
+            "gcap": ("HGETALL", keys.gcap),
+            "gscheduled": ("HGETALL", keys.gscheduled),
             "active": ("ZRANGE", keys.active, 0, -1, "WITHSCORES"),
             "dead": ("ZRANGE", keys.dead, 0, -1),
             "done": ("ZRANGE", keys.done, 0, -1, "WITHSCORES"),
@@ -128,7 +131,7 @@ class QueueMachine(RuleBasedStateMachine):
             "paused": {text_of(g) for g in raw["paused"]},
             **{
                 name: {text_of(k): int(v) for k, v in raw[name].items()}
-                for name in ("glimit", "gactive", "gweight")
+                for name in ("glimit", "gactive", "gweight", "gcap", "gscheduled")
             },
             "active": {text_of(i): int(score) for i, score in raw["active"]},
             "dead": {text_of(i) for i in raw["dead"]},
@@ -178,21 +181,63 @@ class QueueMachine(RuleBasedStateMachine):
         if backlog:
             self.enqueue_many(backlog, None)
 
+    def _refused(self, group: str, refused: LaneFull) -> None:
+        """A full lane's refusal names the lane, its cap and the backlog the model counts."""
+        assert self.model.is_full(group), f"lane {group!r} refused under its cap"
+        expected = (group, self.model.cap(group), self.model.backlog(group))
+        assert (refused.lane, refused.cap, refused.backlog) == expected
+
     @rule(group=groups)
     def enqueue(self, group: str) -> None:
         payload = next(self.payloads)
+        if self.model.is_full(group):
+            before = self.snapshot()
+            with pytest.raises(LaneFull) as refused:
+                self._run(self.queue.enqueue(payload, lane=None if group == "_" else group))
+            self._refused(group, refused.value)
+            assert self.snapshot() == before
+            return
         verdict = self._run(self.queue.enqueue(payload, lane=None if group == "_" else group))
         assert verdict.kind == "enqueued"
         self.model.admit(verdict.id, group, payload)
         assert self._run(self.queue.state(verdict.id)) == "pending"
 
-    @precondition(lambda self: self.model.rows)
+    @rule(group=groups)
+    def enqueue_later(self, group: str) -> None:
+        """A job scheduled an hour out: never promoted here, counted by its lane's cap."""
+        payload = next(self.payloads)
+        enqueue = self.queue.enqueue_in(3600.0, payload, lane=group)
+        if self.model.is_full(group):
+            before = self.snapshot()
+            with pytest.raises(LaneFull) as refused:
+                self._run(enqueue)
+            self._refused(group, refused.value)
+            assert self.snapshot() == before
+            return
+        verdict = self._run(enqueue)
+        assert verdict.kind == "scheduled"
+        self.model.admit_later(verdict.id, group, payload)
+
+    def _known_state(self, job_id: str) -> str:
+        """What a duplicate of ``job_id`` must say its job is doing."""
+        row = self.model.rows.get(job_id)
+        if row is not None:
+            return row.state
+        return "cancelled" if job_id in self.model.cancelled else "completed"
+
+    @precondition(lambda self: self.model.rows or (self.is_keeping and self.model.completed))
     @rule(pick=picks, group=groups)
     def enqueue_existing_id_is_duplicate(self, pick: int, group: str) -> None:
-        job_id = sorted(self.model.rows)[pick % len(self.model.rows)]
+        """Any job with a row, a kept finished one included, full lane or not: the duplicate
+        writes nothing and says the state the job was in."""
+        known = sorted(self.model.rows)
+        if self.is_keeping:
+            known += sorted(self.model.completed | self.model.cancelled)
+        job_id = known[pick % len(known)]
         before = self.snapshot()
         verdict = self._run(self.queue.enqueue("other", lane=group, id=job_id))
         assert (verdict.kind, verdict.id) == ("duplicate", job_id)
+        assert verdict.state == self._known_state(job_id)
         assert self.snapshot() == before
 
     @rule(lanes=st.lists(groups, min_size=1, max_size=8), duplicate=st.none() | picks)
@@ -206,13 +251,22 @@ class QueueMachine(RuleBasedStateMachine):
             items.insert(position, Item(payload="other", lane=lanes[0], id=twin))
         verdicts = self._run(self.queue.enqueue_many(items))
         assert len(verdicts) == len(items)
+        # One chunk: the items are admitted in input order, each against the lane as the ones
+        # before it left it.
         for n, (item, verdict) in enumerate(zip(items, verdicts, strict=True)):
+            assert item.group is not None
             if n == position:
                 assert (verdict.kind, verdict.id) == ("duplicate", item.id)
+                assert verdict.state == self._known_state(verdict.id)
+                continue
+            if self.model.is_full(item.group):
+                assert (verdict.kind, verdict.reason) == ("rejected", "lane full"), verdict
+                assert isinstance(verdict.error, LaneFull)
+                self._refused(item.group, verdict.error)
+                assert self._run(self.queue.state(verdict.id)) == "absent"
                 continue
             assert verdict.kind == "enqueued", verdict
             assert isinstance(item.payload, int)
-            assert item.group is not None
             self.model.admit(verdict.id, item.group, item.payload)
 
     # -- claims ----------------------------------------------------------------------------------
@@ -335,10 +389,10 @@ class QueueMachine(RuleBasedStateMachine):
         self.model.complete(job_id)
         assert self._run(self.queue.state(job_id)) == self._finished_state
 
-    def _retry(self, job_id: str, token: int, max_attempts: int) -> None:
+    def _retry(self, job_id: str, token: int, max_attempts: int, delay: float = 0.0) -> None:
         error = f"boom {token}"
         outcome = self._run(
-            self.queue.retry(job_id, token, delay=0, max_attempts=max_attempts, error=error)
+            self.queue.retry(job_id, token, delay=delay, max_attempts=max_attempts, error=error)
         )
         if self.model.rows[job_id].cancel is not None:
             assert outcome == "cancelled"  # a cancel marked it: its failure is not retried
@@ -353,11 +407,14 @@ class QueueMachine(RuleBasedStateMachine):
             self.model.bury(job_id, error)
         else:
             self.model.rows[job_id].last_error = error
-            self.model.to_lane(job_id)
+            if delay:
+                self.model.rows[job_id].state = "scheduled"  # an hour out: never promoted here
+            else:
+                self.model.to_lane(job_id)
         info = self._run(self.queue.job(job_id))
         assert info is not None
         assert (info.state, info.last_error, info.attempts) == (
-            "dead" if outcome == "dead" else "pending",
+            "dead" if outcome == "dead" else "scheduled" if delay else "pending",
             error,
             token,
         )
@@ -381,6 +438,13 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(pick=picks, max_attempts=st.integers(min_value=1, max_value=3))
     def retry(self, pick: int, max_attempts: int) -> None:
         self._retry(*self._held(pick), max_attempts)
+
+    @precondition(lambda self: self.model.active)
+    @rule(pick=picks)
+    def retry_later(self, pick: int) -> None:
+        """A failure retried after an hour: the job leaves its lease for the schedule, and its
+        lane's cap goes on counting it."""
+        self._retry(*self._held(pick), 3, delay=3600.0)
 
     @precondition(lambda self: self.model.tokens)
     @rule(pick=picks, verb=st.sampled_from(["complete", "retry"]))
@@ -532,7 +596,7 @@ class QueueMachine(RuleBasedStateMachine):
         elif row.state == "dead":
             assert answer.was == "dead"
         else:
-            assert answer.was == "pending"
+            assert answer.was == row.state  # pending or scheduled: ended now
             model.end_cancelled(job_id)
 
     # -- lane and queue verbs --------------------------------------------------------------------
@@ -575,19 +639,35 @@ class QueueMachine(RuleBasedStateMachine):
             self.model.weights[group] = weight
         self.fairness.weighted(group, self.model.weight(group))
 
+    @rule(group=groups, cap=st.none() | st.integers(min_value=1, max_value=4))
+    def cap_lane(self, group: str, cap: int | None) -> None:
+        """A lane's own backlog cap; lowered under its backlog, it refuses and evicts nothing."""
+        changed = self._run(self.queue.lane(group).cap(cap))
+        assert changed is (self.model.caps.get(group) != cap)
+        if cap is None:
+            self.model.caps.pop(group, None)
+        else:
+            self.model.caps[group] = cap
+
     @rule(
         ceiling=st.none() | st.integers(min_value=1, max_value=3),
         weight=st.none() | st.integers(min_value=1, max_value=3),
+        cap=st.none() | st.integers(min_value=2, max_value=6),
     )
-    def default_policy(self, ceiling: int | None, weight: int | None) -> None:
-        """The default lane policy: lanes without their own ceiling or weight follow it in the
-        claim itself. Applied again (as every process does at start), it changes nothing."""
+    def default_policy(self, ceiling: int | None, weight: int | None, cap: int | None) -> None:
+        """The default lane policy: lanes without their own ceiling, weight or cap follow it in
+        the claim (the cap: in admission) itself. Applied again (as every process does at
+        start), it changes nothing."""
         model = self.model
-        policy = Policy(limit=ceiling, weight=weight)
+        policy = Policy(limit=ceiling, weight=weight, cap=cap)
         changed = self._run(self.queue.apply_policies(default=policy))
-        assert changed == (model.default_limit != ceiling) + (model.default_weight != weight)
+        assert changed == (
+            (model.default_limit != ceiling)
+            + (model.default_weight != weight)
+            + (model.default_cap != cap)
+        )
         assert self._run(self.queue.apply_policies(default=policy)) == 0
-        model.default_limit, model.default_weight = ceiling, weight
+        model.default_limit, model.default_weight, model.default_cap = ceiling, weight, cap
         for group in GROUPS:
             self._slack(group)
             self.fairness.weighted(group, model.weight(group))
@@ -626,7 +706,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert not lost, f"jobs lost: {sorted(lost)}"
 
         # What a --burst worker waits for (one atomic read): a lease, or a job pending in a
-        # lane that is not paused on a queue that is not paused (nothing is scheduled here).
+        # lane that is not paused on a queue that is not paused (scheduled jobs: an hour out).
         waiting = any(model.lanes[g] and g not in model.paused for g in GROUPS)
         expected = bool(model.active) or (waiting and not model.is_queue_paused)
         assert self._run(self.queue.has_work()) == expected
@@ -635,7 +715,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert raw["lane"] == model.lanes
         assert raw["active"] == {i: lease.deadline_ms for i, lease in model.active.items()}
         assert raw["dead"] == model.dead
-        assert raw["schedule"] == set()
+        scheduled = {i for i, row in model.rows.items() if row.state == "scheduled"}
+        assert raw["schedule"] == scheduled
         assert raw["lanes"] == {g for g in GROUPS if model.lanes[g]}
         for job_id, row in model.rows.items():
             stored = raw["rows"].get(job_id)
@@ -676,6 +757,8 @@ class QueueMachine(RuleBasedStateMachine):
         assert raw["paused"] == model.paused
         assert raw["glimit"] == model.limits
         assert raw["gweight"] == model.weights
+        assert raw["gcap"] == model.caps
+        assert raw["gscheduled"] == {g: model.scheduled(g) for g in GROUPS if model.scheduled(g)}
         gactive = {g: model.gactive(g) for g in GROUPS if model.gactive(g)}
         assert raw["gactive"] == gactive
         for group in GROUPS:
@@ -718,13 +801,15 @@ class QueueMachine(RuleBasedStateMachine):
             expected_meta["dlimit"] = str(model.default_limit)
         if model.default_weight is not None:
             expected_meta["dweight"] = str(model.default_weight)
+        if model.default_cap is not None:
+            expected_meta["dcap"] = str(model.default_cap)
         assert raw["meta"] == expected_meta
         assert (raw["completed"], raw["failed"]) == (len(model.completed), model.failed)
         counts = self._run(self.queue.counts())
         assert (counts.pending, counts.active, counts.scheduled, counts.dead) == (
             sum(len(ids) for ids in model.lanes.values()),
             len(model.active),
-            0,
+            len(scheduled),
             len(model.dead),
         )
         assert (counts.completed, counts.failed) == (len(model.completed), model.failed)
@@ -741,6 +826,11 @@ class QueueMachine(RuleBasedStateMachine):
                 group in model.paused,
             ), info
             assert (info.rate, info.rate_wait) == (None, 0)
+            assert (info.cap, info.scheduled, info.backlog) == (
+                model.cap(group) or 0,
+                model.scheduled(group),
+                model.backlog(group),
+            ), info
         known = {info.group for info in self._run(self.queue.lanes())}
         assert known == {
             g
@@ -750,6 +840,8 @@ class QueueMachine(RuleBasedStateMachine):
             or g in model.paused
             or g in model.limits
             or g in model.weights
+            or g in model.caps
+            or model.scheduled(g)
         }
 
         self.fairness.settle(model)

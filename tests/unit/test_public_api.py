@@ -16,7 +16,7 @@ PINNED = {
     "echomq": {
         "App", "AppWorker", "Batching", "Call", "ConnectionOptions", "Consumer", "ConsumerOptions",
         "Context", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed", "Handle",
-        "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "Member", "MemberVerdict",
+        "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "LaneFull", "Member", "MemberVerdict",
         "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle", "SyncQueue", "Task",
         "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError", "chain", "context",
         "flow", "group", "shielded",
@@ -24,7 +24,7 @@ PINNED = {
     "echomq.errors": {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError",
         "Disconnected", "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument",
-        "KindError", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded", "RateError",
+        "KindError", "LaneFull", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded", "RateError",
         "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError", "ServerError",
         "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed", "VersionFenceError",
         "WireError", "WireTimeout",

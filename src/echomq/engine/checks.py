@@ -28,6 +28,8 @@ MAX_ATTEMPTS: Final = 1_000
 MAX_WEIGHT: Final = 1_000
 #: The largest concurrency ceiling, of a queue or a lane.
 MAX_CEILING: Final = 1_000_000
+#: The largest lane backlog cap (unfinished jobs a lane may hold at admission).
+MAX_CAP: Final = 1_000_000_000
 #: The most claims a rate budget may allow per window, and the largest bucket rate and burst.
 MAX_RATE: Final = 1_000_000_000
 #: The largest fencing token (a job's attempts): Lua's integers are exact up to 2**53 - 1.

@@ -177,6 +177,19 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "(sliding window), its lane's own rate budget",
     ),
     KeyShape(
+        QUEUE_ROOT + "gcap",
+        "HASH",
+        "Keyspace.gcap",
+        "group -> its lane's own backlog cap: unfinished jobs admission lets it hold",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "gscheduled",
+        "HASH",
+        "Keyspace.gscheduled",
+        "group -> its lane's jobs in the schedule (delayed, retrying, deferred); the cap counts "
+        "them",
+    ),
+    KeyShape(
         QUEUE_ROOT + "policies",
         "HASH",
         "Keyspace.policies",
@@ -437,6 +450,8 @@ class Keyspace:
     gactive: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
+    gcap: str = field(init=False, repr=False)
+    gscheduled: str = field(init=False, repr=False)
     policies: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
     holders: str = field(init=False, repr=False)

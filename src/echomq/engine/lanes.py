@@ -1,4 +1,4 @@
-"""Per-lane control: one tenant's pause, resume, depth, ceiling, weight and rate budget.
+"""Per-lane control: one tenant's pause, resume, depth, ceiling, weight, rate budget and cap.
 
 Each verb touches that lane's settings and ring membership and nothing else in the queue.
 """
@@ -10,7 +10,7 @@ from typing import Any
 from echomq.engine.checks import MAX_WEIGHT, count, text
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.policies import DEFAULT_MODE, RateMode, parse_rate
-from echomq.engine.producer import lane_limit_value, lane_rate_value
+from echomq.engine.producer import lane_cap_value, lane_limit_value, lane_rate_value
 from echomq.engine.results import LaneInfo
 from echomq.engine.transitions import Engine
 
@@ -19,8 +19,8 @@ DRAIN_BUDGET = 1000
 
 
 def lane_info(row: list[Any]) -> LaneInfo:
-    """One lane's 8 fields as ``lanes.lua`` answers them."""
-    group, depth, active, limit, weight, rate, paused, wait = row
+    """One lane's 10 fields as ``lanes.lua`` answers them."""
+    group, depth, active, limit, weight, rate, paused, wait, cap, scheduled = row
     found = parse_rate(rate)
     return LaneInfo(
         group=text(group),
@@ -32,6 +32,8 @@ def lane_info(row: list[Any]) -> LaneInfo:
         paused=bool(paused),
         rate_wait=int(wait) / 1000,
         rate_mode=None if found is None else found.mode,
+        cap=int(cap),
+        scheduled=int(scheduled),
     )
 
 
@@ -92,6 +94,13 @@ class Lane:
         """
         value = lane_rate_value(max, window, mode)
         return await self._engine.lane_setting(self.group, "grate", value)
+
+    async def cap(self, cap: int | None) -> bool:
+        """Admit a job to this lane only while it holds fewer than ``cap`` unfinished jobs
+        (pending, leased and scheduled); beyond, an enqueue raises :class:`~echomq.LaneFull`
+        and a batch item answers ``rejected``, nothing written. ``None`` removes the lane's own
+        cap (it follows the queue's default policy). False: it held that value already."""
+        return await self._engine.lane_setting(self.group, "gcap", lane_cap_value(cap))
 
     async def info(self) -> LaneInfo:
         return lane_info((await self._engine.lanes((self.group,)))[0])

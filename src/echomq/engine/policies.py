@@ -1,9 +1,10 @@
 """Lane policies: the settings a lane runs under, stated once and applied by every process.
 
-A :class:`Policy` states a lane's rate, ceiling and weight; a queue's policies are a default for
-every lane not named plus the named lanes' own (``Queue.apply_policies``). They live in the
-engine: the claim reads a lane's own setting, else the default, so no per-tenant write is needed,
-and applying the policies in force writes nothing (no fresh budget, no window restarted).
+A :class:`Policy` states a lane's rate, ceiling, weight and backlog cap; a queue's policies are a
+default for every lane not named plus the named lanes' own (``Queue.apply_policies``). They live
+in the engine: the claim (admission, for the cap) reads a lane's own setting, else the default,
+so no per-tenant write is needed, and applying the policies in force writes nothing (no fresh
+budget, no window restarted).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from echomq.engine.checks import MAX_CEILING, MAX_RATE, MAX_WEIGHT, count, ms, text
+from echomq.engine.checks import MAX_CAP, MAX_CEILING, MAX_RATE, MAX_WEIGHT, count, ms, text
 from echomq.engine.keys import validate_group
 from echomq.errors import InvalidArgument
 
@@ -58,12 +59,15 @@ class Rate:
 @dataclass(frozen=True, slots=True)
 class Policy:
     """A lane's settings: ``rate`` (a :class:`Rate` or ``(max, window seconds)``, smooth),
-    ``limit`` (jobs leased at once) and ``weight`` (claims per ring visit). A field left None
-    follows the queue's default policy (for the default itself: none)."""
+    ``limit`` (jobs leased at once), ``weight`` (claims per ring visit) and ``cap`` (unfinished
+    jobs, pending, leased and scheduled, that admission lets the lane hold: beyond it an
+    enqueue raises :class:`~echomq.LaneFull`, a batch item answers ``rejected``). A field left
+    None follows the queue's default policy (for the default itself: none)."""
 
     rate: Rate | tuple[int, float] | None = None
     limit: int | None = None
     weight: int | None = None
+    cap: int | None = None
 
     def __post_init__(self) -> None:
         if self.rate is not None:
@@ -72,12 +76,15 @@ class Policy:
             count(self.limit, "limit", maximum=MAX_CEILING)
         if self.weight is not None:
             count(self.weight, "weight", maximum=MAX_WEIGHT)
+        if self.cap is not None:
+            count(self.cap, "cap", maximum=MAX_CAP)
 
-    def values(self) -> tuple[str, str, str]:
-        """Ceiling, weight and rate as the engine stores them ("" = not set)."""
+    def values(self) -> tuple[str, str, str, str]:
+        """Ceiling, weight, rate and cap as the engine stores them ("" = not set)."""
         rate = self.rate.value if isinstance(self.rate, Rate) else ""
         limit = "" if self.limit is None else str(self.limit)
-        return limit, "" if self.weight is None else str(self.weight), rate
+        cap = "" if self.cap is None else str(self.cap)
+        return limit, "" if self.weight is None else str(self.weight), rate, cap
 
     def to_json(self) -> str:
         found: dict[str, Any] = {}
@@ -87,6 +94,8 @@ class Policy:
             found["limit"] = self.limit
         if self.weight is not None:
             found["weight"] = self.weight
+        if self.cap is not None:
+            found["cap"] = self.cap
         return json.dumps(found, sort_keys=True, separators=(",", ":"))
 
     @classmethod
@@ -97,6 +106,7 @@ class Policy:
             rate=None if rate is None else Rate(int(rate[0]), float(rate[1]), rate[2]),
             limit=found.get("limit"),
             weight=found.get("weight"),
+            cap=found.get("cap"),
         )
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.engine.checks import MAX_CEILING, count
+from echomq.engine.checks import MAX_CAP, MAX_CEILING, count
 from echomq.engine.checks import text as _text
 from echomq.engine.options import (
     DEFAULT_OPTIONS,
@@ -24,7 +24,7 @@ from echomq.engine.options import (
 from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admitted
-from echomq.errors import EchoMQError, InvalidArgument, NotDurable, WireError
+from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, WireError
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
@@ -148,13 +148,23 @@ class Batch:
 
 
 def verdict(reply: Admitted, job_id: str) -> Verdict:
-    """One item's reply as its verdict: a lost connection is ``unknown``, a refusal ``error``;
-    a write its durability's ``WAITAOF`` did not confirm is ``unknown`` too (send it again)."""
+    """One item's reply as its verdict: a lost connection is ``unknown``, a full lane
+    ``rejected``, another refusal ``error``; a write its durability's ``WAITAOF`` did not
+    confirm is ``unknown`` too (send it again)."""
     if isinstance(reply, WireError | NotDurable):
         return Verdict("unknown", job_id, reply)
+    if isinstance(reply, LaneFull):
+        return Verdict("rejected", job_id, reply)
     if isinstance(reply, EchoMQError):
         return Verdict("error", job_id, reply)
-    return Verdict(VERDICTS[reply[0]], reply[1])
+    return admission_verdict(*reply)
+
+
+def admission_verdict(code: int, job_id: str, state: str = "") -> Verdict:
+    """An admission's reply ``(code, id, state)`` (see enqueue.lua) as its verdict; a
+    duplicate's carries the state its job was found in."""
+    kind = VERDICTS[code]
+    return Verdict(kind, job_id, state=job_state(state.encode()) if kind == "duplicate" else None)
 
 
 # -- lane settings -----------------------------------------------------------------------------
@@ -163,6 +173,11 @@ def verdict(reply: Admitted, job_id: str) -> Verdict:
 def lane_limit_value(ceiling: int | None) -> str | int:
     """A lane's concurrency ceiling as ``glimit`` stores it ("" clears it)."""
     return "" if ceiling is None else count(ceiling, "ceiling", maximum=MAX_CEILING)
+
+
+def lane_cap_value(cap: int | None) -> str | int:
+    """A lane's backlog cap as ``gcap`` stores it ("" clears it)."""
+    return "" if cap is None else count(cap, "cap", maximum=MAX_CAP)
 
 
 def lane_rate_value(max: int | None, window: float | None, mode: str = DEFAULT_MODE) -> str:

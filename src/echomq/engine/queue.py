@@ -37,7 +37,7 @@ from echomq.engine.options import (
     when_run_at,
 )
 from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
-from echomq.engine.producer import VERDICTS, Batch, Item
+from echomq.engine.producer import Batch, Item, admission_verdict
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
 from echomq.engine.reads import Reads
@@ -200,8 +200,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
         item = admission(self.codec, self._mint, payload, options)
-        code, job_id = await self.engine.enqueue_one(item)
-        verdict = Verdict(VERDICTS[code], job_id)
+        code, job_id, state = await self.engine.enqueue_one(item)
+        verdict = admission_verdict(code, job_id, state)
         if code and self._listened():
             self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
         return verdict

@@ -53,15 +53,16 @@ class Reads:
     async def policies(self) -> Policies:
         meta, named = await self._engine.wire.call_many(
             [
-                ("HMGET", self._keys.meta, "dlimit", "dweight", "drate"),
+                ("HMGET", self._keys.meta, "dlimit", "dweight", "drate", "dcap"),
                 ("HGETALL", self._keys.policies),
             ]
         )
-        limit, weight, rate = (text(v) if v is not None else "" for v in meta)
+        limit, weight, rate, cap = (text(v) if v is not None else "" for v in meta)
         default = Policy(
             rate=parse_rate(rate),
             limit=int(limit) if limit else None,
             weight=int(weight) if weight else None,
+            cap=int(cap) if cap else None,
         )
         lanes = {text(g): Policy.from_json(raw) for g, raw in sorted(named.items())}
         return Policies(default, lanes)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from echomq.errors import EchoMQError
 
-VerdictKind = Literal["enqueued", "scheduled", "duplicate", "error", "unknown"]
+VerdictKind = Literal["enqueued", "scheduled", "duplicate", "rejected", "error", "unknown"]
 JobState = Literal[
     "pending", "active", "scheduled", "completed", "dead", "cancelled", "waiting", "absent"
 ]
@@ -26,24 +26,39 @@ CancelOutcome = Literal["cancelled", "requested", "finished", "absent"]
 
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate``, ``error`` or
-    ``unknown``.
+    """The answer to one enqueue: ``enqueued``, ``scheduled``, ``duplicate``, ``rejected``,
+    ``error`` or ``unknown``.
 
-    ``id`` is the job that holds the work: for a duplicate, the job that was there first.
-    ``error`` means refused, nothing written (``error`` says why). ``unknown`` (batches only)
-    means the connection dropped with the item in flight: it may or may not have been admitted,
-    and sending it again with the same ``id`` is safe (admission is idempotent by id).
+    ``id`` is the job that holds the work: for a duplicate, the job that was there first, and
+    ``state`` what that job was doing when this enqueue found it (``pending``, ``scheduled``,
+    ``active``, ``waiting``, ``completed``, ``dead``, ``cancelled``, or ``absent``: its dedup
+    key outlived its row), read in the same script call; None for every other kind.
+    ``rejected`` (batches only: a single enqueue raises :class:`~echomq.LaneFull`) means the
+    item's lane was full, nothing written: ``reason`` is ``"lane full"`` and ``error`` the
+    :class:`~echomq.LaneFull` with the lane, its cap and its backlog; ``id`` is the id the item
+    would have had (send it again later with that id). ``error`` means refused, nothing
+    written (``error`` says why). ``unknown`` (batches only) means the connection dropped with
+    the item in flight: it may or may not have been admitted, and sending it again with the
+    same ``id`` is safe (admission is idempotent by id).
     """
 
     kind: VerdictKind
     id: str
     error: EchoMQError | None = None
+    state: JobState | None = None
+
+    @property
+    def reason(self) -> str | None:
+        """Why a ``rejected`` item was refused (``"lane full"``); None for other kinds."""
+        if self.kind != "rejected":
+            return None
+        return getattr(self.error, "reason", None)
 
     @property
     def ok(self) -> bool:
-        """True when the work is admitted: a duplicate is a success shape; ``error`` and
-        ``unknown`` are not."""
-        return self.kind not in ("error", "unknown")
+        """True when the work is admitted: a duplicate is a success shape; ``rejected``,
+        ``error`` and ``unknown`` are not."""
+        return self.kind not in ("rejected", "error", "unknown")
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,7 +188,9 @@ class Counts:
 @dataclass(frozen=True, slots=True)
 class LaneInfo:
     """One lane's state: the settings in force (its own, else the queue's default policy).
-    ``limit`` 0 = no ceiling; ``rate`` None = unlimited."""
+    ``limit`` 0 = no ceiling; ``rate`` None = unlimited; ``cap`` 0 = no backlog cap, else the
+    unfinished jobs (``depth`` + ``active`` + ``scheduled``) admission lets the lane hold;
+    ``scheduled`` its jobs waiting in the schedule (delayed, retrying or deferred)."""
 
     group: str
     depth: int
@@ -184,6 +201,13 @@ class LaneInfo:
     paused: bool
     rate_wait: float
     rate_mode: str | None = None  # "smooth" or "fixed" when ``rate`` is set
+    cap: int = 0
+    scheduled: int = 0
+
+    @property
+    def backlog(self) -> int:
+        """The lane's unfinished jobs, as its cap counts them: pending, leased and scheduled."""
+        return self.depth + self.active + self.scheduled
 
 
 @dataclass(frozen=True, slots=True)

@@ -69,6 +69,8 @@ class QueueSnapshot:
                     "rate_mode": lane.rate_mode,
                     "paused": lane.paused,
                     "rate_wait": lane.rate_wait,
+                    "cap": lane.cap,
+                    "scheduled": lane.scheduled,
                 }
                 for lane in self.lanes
             ],
@@ -99,6 +101,7 @@ def _policy_json(policy: Policy) -> dict[str, Any]:
         "rate": [rate.max, rate.window, rate.mode] if isinstance(rate, Rate) else None,
         "limit": policy.limit,
         "weight": policy.weight,
+        "cap": policy.cap,
     }
 
 

@@ -39,7 +39,15 @@ from echomq.engine.options import (
     when_run_at,
 )
 from echomq.engine.policies import Policy, Rate, policy_args
-from echomq.engine.producer import VERDICTS, Batch, Item, job_info, job_state, lane_limit_value
+from echomq.engine.producer import (
+    Batch,
+    Item,
+    admission_verdict,
+    job_info,
+    job_state,
+    lane_cap_value,
+    lane_limit_value,
+)
 from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
 from echomq.engine.results import FINISHED, Cancellation, JobInfo, JobState, Verdict
@@ -301,7 +309,7 @@ class SyncQueue:
         admitted = _admitted(*reply)
         if isinstance(admitted, EchoMQError):
             raise admitted
-        code, job_id = admitted
+        code, job_id, state = admitted
         if self.durability is not None:
             short = self._waited(process, before, (item.id,), duplicate=code == 0)
             if short is not None:
@@ -310,7 +318,7 @@ class SyncQueue:
             # An id minted here is nobody else's: this is our own send, which landed before
             # its connection dropped (the router sent it again).
             code = _landed(item)
-        verdict = Verdict(VERDICTS[code], job_id)
+        verdict = admission_verdict(code, job_id, state)
         if code and self._listened(process):
             self._emit(process, [{"event": verdict.kind, "job": job_id, "group": item.group}])
         return verdict
@@ -369,7 +377,7 @@ class SyncQueue:
             if isinstance(answer, EchoMQError):
                 replies += [answer] * len(chunk)
             else:
-                replies += [_admitted(answer[i], answer[i + 1]) for i in range(0, len(answer), 2)]
+                replies += [_admitted(*answer[i : i + 3]) for i in range(0, len(answer), 3)]
         if self.durability is not None:
             duplicate = any(not isinstance(r, EchoMQError) and r[0] == 0 for r in replies)
             short = self._waited(process, before, [a.id for a in admissions], duplicate)
@@ -443,11 +451,14 @@ class SyncQueue:
         *,
         limit: int | None = None,
         rate: Rate | tuple[int, float] | None = None,
+        cap: int | None = None,
     ) -> None:
-        """Set a lane's concurrency ceiling (``limit`` jobs leased at once) and rate budget
+        """Set a lane's concurrency ceiling (``limit`` jobs leased at once), rate budget
         (``rate``: a :class:`echomq.Rate`, or ``(max, window)``: at most ``max`` claims per
-        ``window`` seconds, smooth); a setting left ``None`` is left as it is. Idempotent, like
-        ``queue.lane(group).limit()``/``.rate()``: the settings in force change nothing.
+        ``window`` seconds, smooth) and backlog cap (``cap`` unfinished jobs admitted, see
+        ``queue.lane(group).cap()``); a setting left ``None`` is left as it is. Idempotent,
+        like ``queue.lane(group).limit()``/``.rate()``/``.cap()``: the settings in force
+        change nothing.
         """
         lane = validate_group(group)
         settings: list[tuple[str, str | int]] = []
@@ -455,6 +466,8 @@ class SyncQueue:
             settings.append(("glimit", lane_limit_value(limit)))
         if rate is not None:
             settings.append(("grate", Rate.of(rate).value))
+        if cap is not None:
+            settings.append(("gcap", lane_cap_value(cap)))
         process = self._here()
         for name, value in settings:
             command = pack((*self._lane_head, lane, name, value))

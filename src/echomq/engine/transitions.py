@@ -27,9 +27,10 @@ ADMIT_CHUNK = 100
 #: Jobs per ``complete`` or ``retry`` script call of a batch (same reasoning).
 SETTLE_CHUNK = 100
 
-#: One item's reply to an admission: ``(code, id)`` — 1 enqueued, 2 scheduled, 0 duplicate
-#: (``id`` is the job that holds the work) — or the refusal or wire error in its place.
-Admitted = tuple[int, str] | EchoMQError
+#: One item's reply to an admission: ``(code, id, state)`` — 1 enqueued, 2 scheduled, 0
+#: duplicate (``id`` is the job that holds the work, ``state`` its row state then; "" for the
+#: other codes) — or the refusal (``LaneFull`` for a full lane) or wire error in its place.
+Admitted = tuple[int, str, str] | EchoMQError
 #: One job's settle code (see complete.lua / retry.lua), or the wire error in its place.
 SettleCode = int | EchoMQError
 
@@ -178,7 +179,7 @@ class Engine:
         """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
         ids = [item.id for item in items] if self.durability else ()
         replies, short = await self._batched(
-            self._enqueue, items, ADMIT_CHUNK, 2, (), self.durability, ids
+            self._enqueue, items, ADMIT_CHUNK, 3, (), self.durability, ids
         )
         admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
         if self.durability is None:
@@ -207,7 +208,7 @@ class Engine:
             return exc
         return durability.shortfall([wait], duplicates)
 
-    async def enqueue_one(self, item: Admission) -> tuple[int, str]:
+    async def enqueue_one(self, item: Admission) -> tuple[int, str, str]:
         """Admit one item; its refusal is raised, and so is a durability's shortfall
         (:class:`NotDurable`, after the write)."""
         if self.durability is not None:
@@ -338,17 +339,17 @@ class Engine:
         return bool(int(await self._run(self._work, (horizon_ms,))))
 
     async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:
-        """Eight raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
+        """Ten raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
         flat = await self._run(self._lanes, groups)
-        return [flat[i : i + 8] for i in range(0, len(flat), 8)]
+        return [flat[i : i + 10] for i in range(0, len(flat), 10)]
 
     async def configure(self, settings: Sequence[Arg]) -> int:
         """Set queue-wide ``field, value`` pairs ("" clears one); how many changed."""
         return int(await self._run(self._configure, settings))
 
     async def lane_setting(self, group: str, field: str, value: Arg) -> bool:
-        """Set one lane's ``glimit``, ``gweight`` or ``grate`` ("" clears it); False when it
-        held that value already (nothing written)."""
+        """Set one lane's ``glimit``, ``gweight``, ``grate`` or ``gcap`` ("" clears it); False
+        when it held that value already (nothing written)."""
         return bool(await self._run(self._lane_limit, (group, field, value)))
 
     async def policy(self, args: Sequence[Arg]) -> int:
@@ -405,6 +406,6 @@ class Engine:
         return self.registry.run(self.wire, script, self._keys, args)
 
 
-def _admitted(code: int, detail: Any) -> Admitted:
-    """One item's two reply values: ``(code, id)``, or its refusal (code -1)."""
-    return server_error(text(detail)) if code == -1 else (int(code), text(detail))
+def _admitted(code: int, detail: Any, state: Any = b"") -> Admitted:
+    """One item's three reply values: ``(code, id, state)``, or its refusal (code -1)."""
+    return server_error(text(detail)) if code == -1 else (int(code), text(detail), text(state))

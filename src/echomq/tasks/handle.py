@@ -45,6 +45,12 @@ class _Base(Generic[R]):
         """The job that holds the work (for a duplicate, the job that was there first)."""
         return self.verdict.id
 
+    @property
+    def duplicate_of(self) -> str | None:
+        """For a duplicate, the job that was there first (``verdict.state`` says what it was
+        doing when this enqueue found it); None when this enqueue admitted the work."""
+        return self.verdict.id if self.verdict.kind == "duplicate" else None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.task.name!r}, {self.id!r}, {self.verdict.kind!r})"
 
@@ -62,7 +68,7 @@ class _Base(Generic[R]):
         return self._lines[-count(limit, "limit", maximum=MAX_LIMIT) :]
 
     def _refused(self) -> None:
-        if self.verdict.kind == "error" and self.verdict.error is not None:
+        if self.verdict.kind in ("error", "rejected") and self.verdict.error is not None:
             raise self.verdict.error  # nothing was admitted: there is nothing to wait for
 
     def _resolve(self, info: JobInfo | None, timeout: float | None) -> R:

@@ -324,6 +324,41 @@ local function release(root, g, n)
   return after + n
 end
 
+-- gscheduled + n for g (n = 1 or -1), deleting the field at zero: how many of g's jobs wait in
+-- the schedule (delayed at enqueue, retrying or deferred). A lane's backlog cap counts them
+-- (enqueue.lua); every move into or out of `schedule` goes through here.
+local function scheduled_moved(root, g, n)
+  local after = redis.call('HINCRBY', root .. 'gscheduled', g, n)
+  if after <= 0 then redis.call('HDEL', root .. 'gscheduled', g) end
+end
+
+-- Lane g's backlog: its unfinished jobs, pending in its lane, leased or scheduled (what its
+-- cap bounds at admission; flow parents waiting for children are in no lane yet).
+local function lane_backlog(root, g)
+  return redis.call('ZCARD', lane_of(root, g))
+    + tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+    + tonumber(redis.call('HGET', root .. 'gscheduled', g) or '0')
+end
+
+-- A reader of the lanes' backlog caps for one script call: cap_of(g) is lane g's cap (its own
+-- `gcap`, else meta `dcap`) or nil for none, each read once per call; a queue with no cap
+-- anywhere costs one HGET and one EXISTS in all (enqueue.lua).
+local function cap_reader(root)
+  local caps, default, any = {}, false, nil
+  return function(g)
+    if any == nil then
+      default = redis.call('HGET', root .. 'meta', 'dcap')
+      any = default ~= false or redis.call('EXISTS', root .. 'gcap') == 1
+    end
+    if not any then return nil end
+    if caps[g] == nil then
+      caps[g] = tonumber(redis.call('HGET', root .. 'gcap', g) or default or '0')
+    end
+    if caps[g] == 0 then return nil end
+    return caps[g]
+  end
+end
+
 -- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel,
 -- parent, result_ttl} (cancel: the reason a cancel asked a leased job to stop with, see
 -- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).
@@ -391,7 +426,7 @@ local function detach(root, id, fields, keep)
     if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
     unhold(root, g, id, keep)
   elseif state == 'scheduled' then
-    redis.call('ZREM', root .. 'schedule', id)
+    if redis.call('ZREM', root .. 'schedule', id) == 1 then scheduled_moved(root, g, -1) end
     unhold(root, g, id, keep)
   elseif state == 'dead' then
     redis.call('ZREM', root .. 'dead', id)
@@ -619,6 +654,7 @@ local function promote_due(root, limit, now)
     local row = root .. 'job:' .. id
     local g = redis.call('HGET', row, 'group')
     if g then
+      scheduled_moved(root, g, -1)
       redis.call('HSET', row, 'state', 'pending')
       push_lane(root, g, id)
       touched[g] = true

@@ -7,7 +7,7 @@
 local function setting_arg(field, value)
   local kind = string.sub(field, 2)
   if (field ~= 'g' .. kind and field ~= 'd' .. kind)
-      or (kind ~= 'limit' and kind ~= 'weight' and kind ~= 'rate') then
+      or (kind ~= 'limit' and kind ~= 'weight' and kind ~= 'rate' and kind ~= 'cap') then
     error({err = 'EMQARG field ' .. tostring(field) .. ': unknown lane setting'})
   end
   if value == '' then return end
@@ -15,6 +15,8 @@ local function setting_arg(field, value)
     int_arg(value, 'ceiling', 1, 1000000)
   elseif kind == 'weight' then
     int_arg(value, 'weight', 1, 1000)
+  elseif kind == 'cap' then
+    int_arg(value, 'cap', 1, 1000000000)
   else
     rate_arg(value, 'rate')
   end
@@ -29,8 +31,9 @@ local function lane_rate_moved(root, g, now)
   redis.call('ZREM', root .. 'rdue', g)
 end
 
--- Set lane g's own `field` (glimit, gweight, grate) to `value` ("" clears it: the lane follows
--- the default). Nothing happens when it holds that value already. Returns 1 changed, else 0.
+-- Set lane g's own `field` (glimit, gweight, grate, gcap) to `value` ("" clears it: the lane
+-- follows the default). Nothing happens when it holds that value already. Returns 1 changed,
+-- else 0. A backlog cap is read by admission alone: it never moves a lane on or off the ring.
 local function set_lane(root, g, field, value, now)
   local hash = root .. field
   if (redis.call('HGET', hash, g) or '') == value then return 0 end
@@ -39,6 +42,7 @@ local function set_lane(root, g, field, value, now)
   else
     redis.call('HSET', hash, g, value)
   end
+  if field == 'gcap' then return 1 end
   if field == 'grate' then lane_rate_moved(root, g, now) end
   rering(root, g, now)
   return 1
@@ -50,7 +54,7 @@ local function has_own(root, g, field)
   return redis.call('HEXISTS', root .. 'glimit', g) == 1
 end
 
--- Set the queue's default for lanes (meta `dlimit`, `dweight`, `drate`); lanes without their
+-- Set the queue's default for lanes (meta `dlimit`, `dweight`, `drate`, `dcap`); lanes without their
 -- own setting follow it in the claim itself. Nothing happens when it holds that value already;
 -- on a change, the lanes with work that follow it are judged again (ring membership, rate
 -- state), once each. Returns 1 changed, else 0.
@@ -62,7 +66,7 @@ local function set_default(root, field, value, now)
   else
     redis.call('HSET', meta, field, value)
   end
-  if field == 'dweight' then return 1 end
+  if field == 'dweight' or field == 'dcap' then return 1 end
   local seen = {}
   for _, list in ipairs({redis.call('SMEMBERS', root .. 'lanes'),
       redis.call('HKEYS', root .. 'gactive')}) do

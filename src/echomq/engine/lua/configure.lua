@@ -4,9 +4,10 @@
 -- ARGV    field, value pairs; fields: paused (1), concurrency (jobs, <= 10^6), max (jobs per
 --         window, <= 10^9; <= 10^4 when smooth), window (ms, <= 10 years), mode ('smooth': a
 --         sliding window; cleared: a fixed window), ordered (1: each lane serves one job at a
---         time, in mint order), dlimit / dweight / drate (the default lane ceiling, weight and
---         rate, as lane_limit.lua takes them); an empty value clears the field. Clearing
---         `ordered` releases every lane's holder (`holders`): held lanes rejoin the ring.
+--         time, in mint order), dlimit / dweight / drate / dcap (the default lane ceiling,
+--         weight, rate and backlog cap, as lane_limit.lua takes them); an empty value clears
+--         the field. Clearing `ordered` releases every lane's holder (`holders`): held lanes
+--         rejoin the ring.
 -- Idempotent: a field that holds its value already is not written, so applying the settings
 -- in force changes nothing; a changed rate carries its window in flight on (rate_moved).
 -- Returns the number of fields changed. Pushes a wake token when any did.

@@ -16,7 +16,7 @@ local row = root .. 'job:' .. id
 local fields = held(row, token, 'delay')
 if not fields then return 0 end
 -- In an ordered queue it goes on holding its lane, unless a cancel ends it here.
-detach(root, id, fields, not fields[6])
+local g = detach(root, id, fields, not fields[6])
 if fields[6] then
   end_marked(root, id, row, fields[4], fields[6], now_ms())
   announce(root, {id})
@@ -25,4 +25,5 @@ end
 redis.call('HINCRBY', row, 'grace', 1)
 redis.call('HSET', row, 'state', 'scheduled')
 redis.call('ZADD', root .. 'schedule', now_ms() + delay, id)
+scheduled_moved(root, g, 1)
 return 1

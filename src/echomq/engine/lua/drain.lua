@@ -16,10 +16,11 @@ local budget = int_arg(ARGV[3], 'budget', 1, 10000)
 local with_results = int_arg(ARGV[4], 'results', 0, 1) == 1
 local gone = {}
 
-local function sweep(set, ids)
+local function sweep(set, ids, scheduled)
   for _, id in ipairs(ids) do
     redis.call('ZREM', set, id)
     local row = root .. 'job:' .. id
+    if scheduled then scheduled_moved(root, redis.call('HGET', row, 'group') or '_', -1) end
     delete_row(root, id, row, redis.call('HGET', row, 'dedup'))
     gone[#gone + 1] = id
   end
@@ -48,7 +49,7 @@ if only == '' and #gone < budget then
 end
 if with_schedule and only == '' and #gone < budget then
   local schedule = root .. 'schedule'
-  sweep(schedule, redis.call('ZRANGE', schedule, 0, budget - #gone - 1))
+  sweep(schedule, redis.call('ZRANGE', schedule, 0, budget - #gone - 1), true)
   if redis.call('EXISTS', schedule) == 1 then return answer(1) end
 end
 if with_results and only == '' and #gone < budget then

@@ -15,12 +15,19 @@
 --             job is not finished, then dedup_ttl (> 0) from its end (completed, dead, cancelled
 --             or removed); the row records it as `dedup_after` (dedup_window in _lib.lua)
 --   result_ttl ms this job's row is kept once completed, -1 = the completer's (complete.lua)
--- Returns two values per item, in order: {1, id} enqueued, {2, id} scheduled, {0, existing_id}
--- duplicate, {-1, "EMQKIND …" | "EMQARG …"} refused (nothing of that item written).
+-- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
+-- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
+-- pending, scheduled, active, waiting, completed, dead, cancelled, or "absent" when a dedup
+-- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …", ""} refused
+-- (nothing of that item written). EMQFULL: the item's lane holds as many unfinished jobs as
+-- its backlog cap (the lane's `gcap`, else meta `dcap`): pending, leased and scheduled
+-- (lane_backlog in _lib.lua). Duplicates answer before the cap: they write nothing.
 local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
+local cap_of = cap_reader(root)
+local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -59,9 +66,21 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   local row = root .. 'job:' .. id
   if dedup ~= '' then
     local seen = redis.call('GET', root .. 'de:' .. dedup)
-    if seen then return 0, seen end
+    if seen then
+      return 0, seen, redis.call('HGET', root .. 'job:' .. seen, 'state') or 'absent'
+    end
   end
-  if redis.call('EXISTS', row) == 1 then return 0, id end
+  local held = redis.call('HGET', row, 'state')
+  if held then return 0, id, held end
+  local cap = cap_of(g)
+  if cap then
+    local backlog = backlogs[g] or lane_backlog(root, g)
+    if backlog >= cap then
+      return -1, 'EMQFULL lane full: ' .. backlog .. ' unfinished jobs, cap ' .. cap ..
+        ', lane ' .. g
+    end
+    backlogs[g] = backlog + 1 -- past every check: the item is written below
+  end
 
   if dedup ~= '' then
     if dedup_ttl > 0 and not from_finish then
@@ -83,6 +102,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
       redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
       record_dedup(row, dedup, dedup_ttl, from_finish, keep)
       redis.call('ZADD', root .. 'schedule', at, id)
+      scheduled_moved(root, g, 1)
       due_changed = true
       return 2, id
     end
@@ -108,8 +128,9 @@ end
 
 local out = {}
 for i = 1, #ARGV, 8 do
-  out[#out + 1], out[#out + 2] = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+  local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
     ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+  out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 
 -- One wake token per lane that joined the ring, pushed once for the chunk (the list is capped

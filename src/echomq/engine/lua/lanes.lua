@@ -1,9 +1,10 @@
 -- lanes.lua: every known lane and its state (a pure read for the read plane and dashboards).
 -- KEYS[1] root  `emq:{q}:`
 -- ARGV    groups to report; none = every lane that is non-empty, leased, paused or configured.
--- Returns a flat list, 8 fields per lane: group, depth, active, limit (0 = none),
--- weight, rate ("max:window[:smooth]" or ""), paused (0/1), rate wait ms (0 = within budget):
--- the settings in force, the lane's own or else the queue's default for lanes.
+-- Returns a flat list, 10 fields per lane: group, depth, active, limit (0 = none),
+-- weight, rate ("max:window[:smooth]" or ""), paused (0/1), rate wait ms (0 = within budget),
+-- backlog cap (0 = none), scheduled (its jobs in the schedule): the settings in force, the
+-- lane's own or else the queue's default for lanes.
 local root = KEYS[1]
 local groups = ARGV
 if #groups == 0 then
@@ -20,10 +21,12 @@ if #groups == 0 then
   add(redis.call('HKEYS', root .. 'glimit'))
   add(redis.call('HKEYS', root .. 'gweight'))
   add(redis.call('HKEYS', root .. 'grate'))
+  add(redis.call('HKEYS', root .. 'gcap'))
+  add(redis.call('HKEYS', root .. 'gscheduled'))
   table.sort(groups)
 end
 local out = {}
-local default = redis.call('HMGET', root .. 'meta', 'dlimit', 'dweight', 'drate')
+local default = redis.call('HMGET', root .. 'meta', 'dlimit', 'dweight', 'drate', 'dcap')
 for _, g in ipairs(groups) do
   out[#out + 1] = g
   out[#out + 1] = redis.call('ZCARD', lane_of(root, g))
@@ -33,5 +36,7 @@ for _, g in ipairs(groups) do
   out[#out + 1] = redis.call('HGET', root .. 'grate', g) or default[3] or ''
   out[#out + 1] = redis.call('SISMEMBER', root .. 'paused', g)
   out[#out + 1] = lane_rate_wait(root, g)
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gcap', g) or default[4] or '0')
+  out[#out + 1] = tonumber(redis.call('HGET', root .. 'gscheduled', g) or '0')
 end
 return out

@@ -2,18 +2,20 @@
 -- and the named lanes' own settings. Idempotent: applying the policies in force writes nothing,
 -- so every process may apply them at start (no fresh budget, no window restarted).
 -- KEYS[1] root     `emq:{q}:`
--- ARGV[1..3]       the default: ceiling, weight, rate ("" = none), as lane_limit.lua takes them
--- ARGV[4..]        per named lane, 5 values: group, ceiling, weight, rate ("" = follow the
+-- ARGV[1..4]       the default: ceiling, weight, rate, backlog cap ("" = none), as
+--                  lane_limit.lua takes them
+-- ARGV[5..]        per named lane, 6 values: group, ceiling, weight, rate, cap ("" = follow the
 --                  default), and the policy as text (JSON, kept in `policies` for the read plane)
 -- A lane named before and not now loses its own settings: it follows the default again.
 -- Returns the number of settings changed.
 -- Errors  EMQARG a value out of bounds (every value is checked before any write).
 local root = KEYS[1]
 local policies = root .. 'policies'
-local fields = {'limit', 'weight', 'rate'}
+local fields = {'limit', 'weight', 'rate', 'cap'}
+local width = #fields + 2
 for i, kind in ipairs(fields) do setting_arg('d' .. kind, ARGV[i]) end
 local named = {}
-for i = 4, #ARGV, 5 do
+for i = #fields + 1, #ARGV, width do
   for j, kind in ipairs(fields) do setting_arg('g' .. kind, ARGV[i + j]) end
   named[ARGV[i]] = true
 end
@@ -27,13 +29,13 @@ for _, g in ipairs(redis.call('HKEYS', policies)) do
     redis.call('HDEL', policies, g)
   end
 end
-for i = 4, #ARGV, 5 do
+for i = #fields + 1, #ARGV, width do
   local g = ARGV[i]
   for j, kind in ipairs(fields) do
     changed = changed + set_lane(root, g, 'g' .. kind, ARGV[i + j], now)
   end
-  if redis.call('HGET', policies, g) ~= ARGV[i + 4] then
-    redis.call('HSET', policies, g, ARGV[i + 4])
+  if redis.call('HGET', policies, g) ~= ARGV[i + width - 1] then
+    redis.call('HSET', policies, g, ARGV[i + width - 1])
   end
 end
 if changed > 0 then wake(root) end

@@ -68,6 +68,7 @@ for i = 1, #ARGV, 6 do
     if delay > 0 then
       redis.call('HSET', row, 'state', 'scheduled')
       redis.call('ZADD', root .. 'schedule', now + delay, id)
+      scheduled_moved(root, g, 1)
     else
       redis.call('HSET', row, 'state', 'pending')
       push_lane(root, g, id)
