@@ -166,9 +166,7 @@ async def test_retried_and_deferred_jobs_stay_counted_and_removed_or_drained_one
     assert (await queue.lane("acme").info()).scheduled == 1
     assert await queue.drain(schedule=True) == 2
     assert await queue.wire.call("HGETALL", queue.keys.gscheduled) == {}
-    assert [
-        v.kind for v in await queue.enqueue_many([Item(n, lane="acme") for n in range(4)])
-    ] == [
+    assert [v.kind for v in await queue.enqueue_many([Item(n, lane="acme") for n in range(4)])] == [
         "enqueued",
         "enqueued",
         "enqueued",

@@ -16,15 +16,15 @@ PINNED = {
     "echomq": {
         "App", "AppWorker", "Batching", "Call", "ConnectionOptions", "Consumer", "ConsumerOptions",
         "Context", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed", "Handle",
-        "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "LaneFull", "Member", "MemberVerdict",
-        "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle", "SyncQueue", "Task",
-        "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError", "chain", "context",
-        "flow", "group", "shielded",
+        "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "LaneFull", "Member",
+        "MemberVerdict", "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle",
+        "SyncQueue", "Task", "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError",
+        "chain", "context", "flow", "group", "shielded",
     },
     "echomq.errors": {
-        "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError",
-        "Disconnected", "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument",
-        "KindError", "LaneFull", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded", "RateError",
+        "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError", "Disconnected",
+        "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument", "KindError",
+        "LaneFull", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded", "RateError",
         "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError", "ServerError",
         "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed", "VersionFenceError",
         "WireError", "WireTimeout",
@@ -38,8 +38,8 @@ PINNED = {
         "Verdict", "Wait", "validate_id",
     },
     "echomq.consumers": {
-        "Consumer", "ConsumerOptions", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",
-        "Tally", "Worker", "WorkerOptions", "serve", "shielded",
+        "Consumer", "ConsumerOptions", "Defer", "Drop", "Metronome", "Retry", "RetryPlan", "Tally",
+        "Worker", "WorkerOptions", "serve", "shielded",
     },
     "echomq.tasks": {
         "App", "AppWorker", "BatchTask", "Batching", "Call", "Context", "FlowHandle", "Handle",
@@ -51,8 +51,7 @@ PINNED = {
         "Pool", "RawCodec", "Wire",
     },
     "echomq.server": {
-        "ClusterOptions", "EmbeddedCluster", "EmbeddedValkey", "ServerOptions",
-        "ServerStartError",
+        "ClusterOptions", "EmbeddedCluster", "EmbeddedValkey", "ServerOptions", "ServerStartError",
     },
     "echomq.testing": {"claim_job", "discard", "serve_app", "server_ms", "wait_for_server_ms"},
     "echomq.metrics": {
@@ -60,8 +59,8 @@ PINNED = {
         "lane_label", "lane_of_label",
     },
     "echomq.dashboard": {
-        "DEFAULT_FAVICON", "MAX_BODY", "MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp",
-        "Hosts", "LaneLabel", "create_app", "serving",
+        "DEFAULT_FAVICON", "MAX_BODY", "MIN_TOKEN_LENGTH", "TOKEN_HEADER", "DashboardApp", "Hosts",
+        "LaneLabel", "create_app", "serving",
     },
     "echomq.logs": {"JobFilter", "JsonFormatter", "TextFormatter", "redact"},
     "echomq.contrib.django": {"EchoMQBackend", "worker_app"},
