@@ -8,6 +8,7 @@ from echomq.consumers.abort import shielded
 from echomq.consumers.consumer import (
     Consumer,
     ConsumerOptions,
+    Cool,
     Defer,
     Drop,
     Retry,
@@ -130,6 +131,7 @@ __all__ = [
     "Consumer",
     "ConsumerOptions",
     "Context",
+    "Cool",
     "Counts",
     "CrossSlotError",
     "Defer",

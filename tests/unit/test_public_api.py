@@ -11,7 +11,7 @@ PINNED = {
     "RateError", "RateLimited", "RawCodec", "Reaped", "Refusal", "ScriptLoadError",
     "ServerError", "StaleTokenError", "StateError", "Subscription", "Verdict",
     "VersionFenceError", "Wire", "WireError", "WireTimeout", "Bucket", "Buckets", "Taken",
-    "Wait", "Consumer", "ConsumerOptions", "Defer", "Drop", "Retry", "Tally", "Metronome",
+    "Wait", "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Retry", "Tally", "Metronome",
     "Upkeep", "Worker", "WorkerOptions", "serve", "ClusterRouter", "CrossSlotError", "SyncQueue",
     "CompleteOutcome", "Failed", "RetryOutcome", "RetryPlan",
     "App", "AppWorker", "Call", "Context", "Handle", "HookFailed", "ResultMissing",

@@ -184,6 +184,10 @@ class LaneInfo:
     paused: bool
     rate_wait: float
     rate_mode: str | None = None  # "smooth" or "fixed" when ``rate`` is set
+    #: The Unix time (server clock, seconds) the lane cools until; None: not cooling.
+    cooling_until: float | None = None
+    #: Seconds the lane still cools (0: not cooling), as ``rate_wait`` for its rate.
+    cooling: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)

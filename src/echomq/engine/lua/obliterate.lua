@@ -63,7 +63,8 @@ for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
 end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
-    'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies'}) do
+    'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies',
+    'cooling'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)
