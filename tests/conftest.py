@@ -77,6 +77,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_flows.py",
         "test_lane_names.py",
         "test_gates.py",
+        "test_cooling.py",
     }
 )
 

@@ -19,6 +19,7 @@ from echomq import (
     InvalidArgument,
     Job,
     Queue,
+    StateError,
     context,
 )
 from echomq.testing import claim_job, server_ms
@@ -169,8 +170,6 @@ async def test_a_cooled_job_is_fenced_by_its_token(queue: Queue) -> None:
     await queue.enqueue("x", group="t")
     job = await claim_job(queue)
     assert await queue.cool(job, after=60.0)
-    from echomq import StateError
-
     with pytest.raises(StateError):
         await queue.cool(job, after=60.0)  # this claim settled it already
     info = await queue.job(job.id)
@@ -212,7 +211,8 @@ async def test_a_cool_from_a_task_puts_it_back_and_returns_its_result(
         assert tallies[queue_name].cooled == 1
         assert attempts == [1, 2]
     finally:
-        await app.queue().obliterate(force=True) if await app.queue().is_paused() else None
+        await app.queue().pause()
+        await app.queue().obliterate(force=True)
         await app.close()
 
 
