@@ -69,6 +69,8 @@ class QueueSnapshot:
                     "rate_mode": lane.rate_mode,
                     "paused": lane.paused,
                     "rate_wait": lane.rate_wait,
+                    "cooling": lane.cooling,
+                    "cooling_until": lane.cooling_until,
                 }
                 for lane in self.lanes
             ],
