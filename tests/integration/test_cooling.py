@@ -55,7 +55,8 @@ async def test_a_cooled_lane_leaves_the_ring_and_the_others_keep_being_served(
     assert [job.group for job in await queue.claim_batch(10)] == ["calm"]
     empty = await queue.claim()
     assert isinstance(empty, Empty)
-    assert empty.retry_in is not None and empty.retry_in > 29.0  # when the lane returns
+    assert empty.retry_in is not None
+    assert empty.retry_in > 29.0  # when the lane returns
     assert (await queue.lane("calm").info()).cooling_until is None
 
 
@@ -73,6 +74,20 @@ async def test_cool_is_idempotent_never_shortens_and_uncool_ends_it_early(queue:
     assert (await claim_job(queue)).group == "t"
 
 
+async def test_the_admin_plane_cools_reads_and_uncools_a_lane(queue: Queue) -> None:
+    """The guide's block (docs/guides/priorities-costs-cooling.md, "From the admin plane")."""
+    await queue.enqueue("x", group="acme")
+    # --8<-- [start:admin]
+    lane = queue.lane("acme")
+    assert await lane.cool(30.0)  # or lane.cool(until=time.time() + 30)
+    info = await lane.info()  # info.cooling: seconds left; info.cooling_until: when it ends
+    assert 29 < info.cooling <= 30
+    assert info.cooling_until is not None
+    assert await lane.uncool()  # ended now; False when it was not cooling
+    # --8<-- [end:admin]
+    assert (await claim_job(queue)).group == "acme"
+
+
 async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: Queue) -> None:
     lane = queue.lane("t")
     await queue.enqueue("x", group="t")
@@ -81,7 +96,8 @@ async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: 
     info = await lane.info()
     assert (info.paused, info.cooling > 0) == (True, True)
     empty = await queue.claim()
-    assert isinstance(empty, Empty) and empty.retry_in is not None
+    assert isinstance(empty, Empty)
+    assert empty.retry_in is not None
     await asyncio.sleep(empty.retry_in)  # the time under test: the cool's end
     await queue.upkeep()
     assert isinstance(await queue.claim(), Empty)
@@ -173,7 +189,8 @@ async def test_a_cooled_job_is_fenced_by_its_token(queue: Queue) -> None:
     with pytest.raises(StateError):
         await queue.cool(job, after=60.0)  # this claim settled it already
     info = await queue.job(job.id)
-    assert info is not None and info.state == "pending" and info.failures == 0
+    assert info is not None
+    assert (info.state, info.failures) == ("pending", 0)
     assert isinstance(await queue.claim(), Empty)
     assert await queue.lane("t").uncool()
     again = await claim_job(queue)
@@ -252,7 +269,12 @@ async def test_bad_cool_arguments_are_refused_naming_them(
 
 @pytest.mark.parametrize(
     ("args", "kwargs", "argument"),
-    [((), {}, "after"), ((0,), {}, "after"), (("soon",), {}, "after"), ((), {"until": -1}, "until")],
+    [
+        ((), {}, "after"),
+        ((0,), {}, "after"),
+        (("soon",), {}, "after"),
+        ((), {"until": -1}, "until"),
+    ],
 )
 def test_a_bad_cool_signal_is_refused_when_raised(
     args: tuple[object, ...], kwargs: dict[str, object], argument: str

@@ -816,7 +816,9 @@ class QueueMachine(RuleBasedStateMachine):
                 group in model.paused,
             ), info
             assert (info.rate, info.rate_wait) == (None, 0)
-            assert (info.cooling_until is not None, info.cooling > 0) == (group in model.cooling,) * 2
+            assert (info.cooling_until is not None, info.cooling > 0) == (
+                group in model.cooling,
+            ) * 2
         known = {info.group for info in self._run(self.queue.lanes())}
         assert known == {
             g

@@ -32,7 +32,12 @@ def test_all_is_sorted_and_pinned() -> None:
         assert getattr(echomq, name) is not None
 
 
-SIGNALS = {"Retry", "Drop", "Defer"}  # raised by handlers to steer a job, not errors of echomq
+SIGNALS = {
+    "Retry",
+    "Drop",
+    "Defer",
+    "Cool",
+}  # raised by handlers to steer a job, not errors of echomq
 
 
 def test_every_error_descends_from_the_one_root() -> None:

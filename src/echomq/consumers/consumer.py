@@ -482,8 +482,8 @@ class Consumer:
                     )
             except Cool as signal:
                 # Queue.cool: back in its lane, no attempt counted, the lane cooled: one step.
-                args = {"after": signal.after, "until": signal.until}
-                moved = await self._settle(self.queue.cool(job, **args), "cooled")
+                cooled = self.queue.cool(job, after=signal.after, until=signal.until)
+                moved = await self._settle(cooled, "cooled")
                 # The lane rejoins the ring when an upkeep runs at its cool end: ask for one.
                 self.cadence.soon(time.monotonic(), signal.seconds())
                 if self.observer is not None:

@@ -1,6 +1,6 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
-resume, cool, uncool, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich), ``--json``
-for scripts.
+resume, cool, uncool, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich),
+``--json`` for scripts.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).

@@ -29,10 +29,10 @@ end
 local now = now_ms()
 if mode == 'in' then at = now + at end
 
-local code, fields, row = -1, nil, nil
+local row = root .. 'job:' .. (id or '')
+local code, fields = -1, nil
 if id then
   token_arg(ARGV[5])
-  row = root .. 'job:' .. id
   fields = held(row, ARGV[5], 'cool')
   code = 0
   if fields then g = fields[3] or '_' end
