@@ -17,6 +17,7 @@ from echomq import (
     Cool,
     Empty,
     InvalidArgument,
+    Item,
     Job,
     Queue,
     StateError,
@@ -105,6 +106,26 @@ async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: 
     assert (info.paused, info.cooling_until) == (True, None)
     assert await lane.resume()
     assert (await claim_job(queue)).group == "t"
+
+
+async def test_a_cool_composes_with_a_spent_rate_and_a_full_ceiling(queue: Queue) -> None:
+    """A cooled lane keeps its rate and ceiling state: ending the cool brings it back only when
+    those allow, and a slot freed while it cools does not ring it."""
+    await queue.enqueue_many([Item(n, group="paced") for n in range(2)])
+    await queue.enqueue_many([Item(n, group="capped") for n in range(2)])
+    await queue.lane("paced").rate(1, 60.0, mode="fixed")
+    await queue.lane("capped").limit(1)
+    held = [await claim_job(queue), await claim_job(queue)]  # one each: both lanes now off
+    assert {job.group for job in held} == {"paced", "capped"}
+    assert await queue.lane("paced").cool(30.0)
+    assert await queue.lane("capped").cool(30.0)
+    for job in held:
+        assert await queue.complete(job)  # the ceiling frees: still cooling, so not ringed
+    assert await queue.ring() == []
+    assert await queue.lane("paced").uncool()
+    assert await queue.lane("capped").uncool()
+    assert await queue.ring() == ["capped"]  # paced's window is still spent
+    assert (await queue.lane("paced").info()).rate_wait > 50
 
 
 async def test_resume_ends_a_cool_too(queue: Queue) -> None:
