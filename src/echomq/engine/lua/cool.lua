@@ -38,22 +38,20 @@ if id then
   if fields then g = fields[3] or '_' end
 end
 
-local cooled, ends = 0, at
+local cooled, ends = 0, 0
 if at > now then
-  local before = redis.call('HGET', root .. 'cooling', g)
-  if before and tonumber(before) >= at then
-    ends = tonumber(before)
+  local before = tonumber(redis.call('HGET', root .. 'cooling', g) or '0')
+  if before >= at then
+    ends = before -- cooling that long already: off the ring and benched, nothing to write
   else
     redis.call('HSET', root .. 'cooling', g, at)
-    cooled = 1
+    cooled, ends = 1, at
+    dering(root, g)
+    bench(root, g, now)
+    -- Parked consumers learn when it falls due (their upkeep's next due counts `rdue`).
+    redis.call('LPUSH', root .. 'wake', 's')
+    redis.call('LTRIM', root .. 'wake', 0, 63)
   end
-  dering(root, g)
-  bench(root, g, now)
-  -- Parked consumers learn when it falls due (their upkeep's next due counts `rdue`).
-  redis.call('LPUSH', root .. 'wake', 's')
-  redis.call('LTRIM', root .. 'wake', 0, 63)
-else
-  ends = 0
 end
 
 if fields then
