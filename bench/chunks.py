@@ -25,7 +25,7 @@ SIZES = (1, 10, 25, 50, 100, 200, 500)
 async def _one(url: str, size: int, jobs: int) -> tuple[float, float, float, float]:
     _engine.ADMIT_CHUNK = _engine.SETTLE_CHUNK = size
     q = await Queue.connect(url, f"chunks-{size}-{time.time_ns()}", pool_size=1, events=False)
-    items = [Item(n, group=f"t{n % 16}") for n in range(jobs)]
+    items = [Item(n, lane=f"t{n % 16}") for n in range(jobs)]
     await q.wire.call("CONFIG", "RESETSTAT")
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for start in range(0, jobs, 1000):

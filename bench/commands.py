@@ -38,7 +38,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         await queue.ordered(True)
     jobs, half = args.jobs, args.jobs // 2
     for n in range(jobs):
-        await queue.enqueue(n, group=f"t{n % 16}")
+        await queue.enqueue(n, lane=f"t{n % 16}")
     rows: list[tuple[str, float]] = []
     await queue.wire.call("CONFIG", "RESETSTAT")
     for _ in range(half):
@@ -56,7 +56,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     rows.append(("claim_batch(50) + complete_many", await _inner_calls(queue) / (jobs - half)))
     await queue.wire.call("CONFIG", "RESETSTAT")
     for n in range(jobs):
-        await queue.enqueue(n, group=f"new-{n}")
+        await queue.enqueue(n, lane=f"new-{n}")
     rows.append(("enqueue into a new lane", await _inner_calls(queue) / jobs))
     await discard(queue)
     kind = "ordered" if args.ordered else "unordered"

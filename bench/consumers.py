@@ -30,7 +30,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from _harness import serve
-from echomq import Consumer, ConsumerOptions, Item, Job, Queue, Worker, WorkerOptions
+from echomq import Consumer, ConsumerOptions, Item, Job, Queue
+from echomq.consumers import Worker, WorkerOptions
 
 RATE = 200.0  # jobs/s offered in the latency test
 SECONDS = 5.0  # how long the latency test offers them

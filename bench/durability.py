@@ -24,7 +24,8 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 
-from echomq import Durability, Queue
+from echomq import Queue
+from echomq.engine import Durability
 from echomq.server import EmbeddedValkey
 from echomq.server.embedded import ServerOptions
 from echomq.testing import discard

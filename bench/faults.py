@@ -27,9 +27,10 @@ from collections import Counter
 
 import valkey
 
-from echomq import ConnectionOptions, Connector, EchoMQError, Queue
+from echomq import ConnectionOptions, EchoMQError, Queue
 from echomq.server import EmbeddedValkey, ServerOptions
 from echomq.testing import discard
+from echomq.wire import Connector
 
 #: Figures printed even when zero (the ones that must be).
 FIGURES = (

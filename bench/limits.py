@@ -14,7 +14,8 @@ import time
 
 from _harness import commandstats, serve
 from commands import _inner_calls
-from echomq import Bucket, Buckets, Item, Job, Policy, Queue, Rate
+from echomq import Item, Job, Policy, Queue, Rate
+from echomq.engine import Bucket, Buckets
 from echomq.testing import discard
 
 
@@ -66,7 +67,7 @@ async def rate_queue(url: str, mode: str | None, jobs: int) -> Queue:
         await queue.apply_policies(default=Policy(rate=Rate(10_000, 1.0, mode)))  # type: ignore[arg-type]
     for start in range(0, jobs, 1000):
         groups = [f"tenant{n % 20}" for n in range(start, start + 1000)]
-        await queue.enqueue_many([Item(n, group=g) for n, g in enumerate(groups)])
+        await queue.enqueue_many([Item(n, lane=g) for n, g in enumerate(groups)])
     return queue
 
 

@@ -21,7 +21,8 @@ from echomq import Queue
 
 PRODUCER = """
 import asyncio, json, sys
-from echomq import Item, Minter, Queue
+from echomq import Item, Queue
+from echomq.engine import Minter
 
 async def main(url, name, count, batch, scheme):
     minter = Minter(0) if scheme == "node0" else None

@@ -24,10 +24,11 @@ from pathlib import Path
 from typing import Any
 
 from _harness import engine_usec_per_script
-from echomq import Connector, Job, Queue
+from echomq import Job, Queue
 from echomq.engine.scripts import Script, _helpers, _link
 from echomq.server import EmbeddedValkey
 from echomq.testing import discard
+from echomq.wire import Connector
 
 LUA = Path(__file__).resolve().parents[1] / "src" / "echomq" / "engine" / "lua"
 

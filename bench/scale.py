@@ -94,7 +94,7 @@ async def fill(
 
     async def batch(start: int) -> None:
         items = [
-            Item(i if payload is None else payload, group=f"g{i % lanes}", delay=delay)
+            Item(i if payload is None else payload, lane=f"g{i % lanes}", delay=delay)
             for i in range(start, min(start + BATCH, total))
         ]
         for verdict in await queue.enqueue_many(items):
@@ -122,7 +122,7 @@ async def window(queue: Queue, lanes: int, calls: int, offset: int) -> tuple[flo
     claimed: list[Job] = []
 
     async def enqueue(i: int) -> None:
-        verdict = await queue.enqueue(i, group=f"g{(offset + i) % lanes}")
+        verdict = await queue.enqueue(i, lane=f"g{(offset + i) % lanes}")
         if verdict.kind != "enqueued":
             raise RuntimeError(f"enqueue: {verdict!r}")
 
@@ -152,7 +152,7 @@ async def batch_window(
     """One window of the batch calls: ``enqueue_many``, ``claim_batch(100)`` and
     ``complete_many`` of ``jobs`` jobs, in the engine's µs per job (whatever the design sends
     per call: per-item scripts before, one script per chunk after)."""
-    items = [Item(i, group=f"g{(offset + i) % lanes}") for i in range(jobs)]
+    items = [Item(i, lane=f"g{(offset + i) % lanes}") for i in range(jobs)]
     claimed: list[Job] = []
 
     async def enqueue() -> None:
@@ -182,7 +182,7 @@ async def windows(queue: Queue, lanes: int, calls: int, runs: int) -> tuple[floa
     warm = await queue.claim()  # loads the claim and complete scripts outside any window
     if isinstance(warm, Job):
         await queue.complete(warm)
-        await queue.enqueue(0, group="g0")
+        await queue.enqueue(0, lane="g0")
     figures = [
         (
             *await window(queue, lanes, calls, r * calls),
@@ -341,7 +341,7 @@ async def by_memory(url: str, args: argparse.Namespace) -> None:
         before = await info_field(queue, "memory", "used_memory")
         await fill(queue, jobs, DEPTH_LANES, payload=MEMORY_PAYLOAD)
         after = await info_field(queue, "memory", "used_memory")
-        one = await queue.enqueue(MEMORY_PAYLOAD, group="g0")
+        one = await queue.enqueue(MEMORY_PAYLOAD, lane="g0")
         row_key = f"emq:{{{queue.name}}}:job:{one.id}"
         row_bytes = int(await queue.wire.call("MEMORY", "USAGE", row_key, "SAMPLES", "0"))
         keys = await queue_keys(queue)

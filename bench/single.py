@@ -28,7 +28,7 @@ async def _measure(queue: Queue, calls: int, ping: bool) -> tuple[float, float, 
             await queue.wire.call("PING")
     else:
         for n in range(calls):
-            await queue.enqueue(n, group=f"t{n % 16}")
+            await queue.enqueue(n, lane=f"t{n % 16}")
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     server = await engine_usec_per_script(queue, "ping" if ping else "evalsha")
     return wall / calls * 1e6, cpu / calls * 1e6, server
@@ -37,7 +37,7 @@ async def _measure(queue: Queue, calls: int, ping: bool) -> tuple[float, float, 
 async def run(url: str, args: argparse.Namespace) -> None:
     queue = await Queue.connect(url, f"single-{time.time_ns()}")
     for n in range(500):  # warm: the script loaded, the minter's node leased
-        await queue.enqueue(n, group=f"t{n % 16}")
+        await queue.enqueue(n, lane=f"t{n % 16}")
     rows: dict[str, list[tuple[float, float, float]]] = {"enqueue": [], "PING": []}
     for _ in range(args.runs):
         rows["enqueue"].append(await _measure(queue, args.calls, ping=False))

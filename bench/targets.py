@@ -42,10 +42,10 @@ def _fresh(kind: str) -> str:
 async def single(url: str, calls: int) -> float:
     queue = await Queue.connect(url, _fresh("single"))
     for n in range(200):
-        await queue.enqueue(n, group=f"t{n % 16}")
+        await queue.enqueue(n, lane=f"t{n % 16}")
     start = time.perf_counter()
     for n in range(calls):
-        await queue.enqueue(n, group=f"t{n % 16}")
+        await queue.enqueue(n, lane=f"t{n % 16}")
     rate = calls / (time.perf_counter() - start)
     await discard(queue)
     return rate
@@ -56,7 +56,7 @@ async def bulk(url: str, jobs: int) -> float:
     await queue.enqueue_many([Item(0)])
     start = time.perf_counter()
     for first in range(0, jobs, 1000):
-        await queue.enqueue_many([Item(n, group=f"t{n % 16}") for n in range(first, first + 1000)])
+        await queue.enqueue_many([Item(n, lane=f"t{n % 16}") for n in range(first, first + 1000)])
     rate = jobs / (time.perf_counter() - start)
     await discard(queue)
     return rate

@@ -30,11 +30,11 @@ async def _raw(url: str, jobs: int, bulk: bool) -> tuple[float, float]:
         start = time.perf_counter()
         if bulk:
             await queue.enqueue_many(
-                [Item({"tenant": f"t{n % 16}", "n": n}, group=f"t{n % 16}") for n in range(jobs)]
+                [Item({"tenant": f"t{n % 16}", "n": n}, lane=f"t{n % 16}") for n in range(jobs)]
             )
         else:
             for n in range(jobs):
-                await queue.enqueue({"tenant": f"t{n % 16}", "n": n}, group=f"t{n % 16}")
+                await queue.enqueue({"tenant": f"t{n % 16}", "n": n}, lane=f"t{n % 16}")
         enqueued = jobs / (time.perf_counter() - start)
 
         async def noop(job: Job) -> int:

@@ -24,13 +24,13 @@ Case = Callable[[Queue, int], Awaitable[None]]
 
 async def enqueue_one_task(q: Queue, jobs: int) -> None:
     for n in range(jobs):
-        await q.enqueue(n, group=f"t{n % 16}")
+        await q.enqueue(n, lane=f"t{n % 16}")
 
 
 async def enqueue_50_tasks(q: Queue, jobs: int) -> None:
     async def task(k: int) -> None:
         for n in range(jobs // 50):
-            await q.enqueue(n, group=f"t{(k + n) % 16}")
+            await q.enqueue(n, lane=f"t{(k + n) % 16}")
 
     await asyncio.gather(*(task(k) for k in range(50)))
 
@@ -38,7 +38,7 @@ async def enqueue_50_tasks(q: Queue, jobs: int) -> None:
 def enqueue_many(size: int) -> Case:
     async def case(q: Queue, jobs: int) -> None:
         for start in range(0, jobs, size):
-            await q.enqueue_many([Item(n, group=f"t{n % 16}") for n in range(start, start + size)])
+            await q.enqueue_many([Item(n, lane=f"t{n % 16}") for n in range(start, start + size)])
 
     return case
 

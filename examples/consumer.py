@@ -37,9 +37,9 @@ async def main() -> None:
     consumer = Consumer(queue, send_email, options)
     running = asyncio.create_task(consumer.run())  # until consumer.stop()
     verdicts = [
-        await queue.enqueue({"to": "a@acme.test"}, group="acme"),
-        await queue.enqueue({"to": "b@acme.test", "flaky": True}, group="acme"),
-        await queue.enqueue({"to": "c@zen.test", "bounce": True}, group="zen"),
+        await queue.enqueue({"to": "a@acme.test"}, lane="acme"),
+        await queue.enqueue({"to": "b@acme.test", "flaky": True}, lane="acme"),
+        await queue.enqueue({"to": "c@zen.test", "bounce": True}, lane="zen"),
     ]
     # Each wait ends once its job is dead, or its row is gone (completed, not kept).
     await asyncio.gather(*(queue.wait(v.id, timeout=30) for v in verdicts))

@@ -12,7 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 
-from echomq import App, AppWorker, Bucket, Buckets, Defer, Wait, context
+from echomq import App, AppWorker, Defer, context
+from echomq.engine import Bucket, Buckets, Wait
 
 app = App(os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"), queue="buckets-demo")
 GLOBAL = Bucket("global", rate=30.0, burst=30)  # tokens per second, at most `burst` saved up

@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import os
 
-from echomq import App, AppWorker, ConnectionOptions, Minter, Pool, context
+from echomq import App, AppWorker, ConnectionOptions, context
+from echomq.engine import Minter
+from echomq.wire import Pool
 
 
 async def main() -> None:

@@ -2,215 +2,148 @@
 
 Fair lanes per tenant rotated by a ring, engine-side limits shared by every worker, idempotent
 and pipelined admission, leases with fencing tokens. See README.md and docs/.
+
+This package holds what an application uses every day: the task layer, the queue, the signals a
+handler raises, the limits and the errors an application catches. The rest is public in its
+wing, each with its own ``__all__``: :mod:`echomq.errors` (every error), :mod:`echomq.engine`
+(values, verdicts, buckets, flows, ids), :mod:`echomq.consumers` (metronome, worker),
+:mod:`echomq.wire` (pools, codecs, cluster) and :mod:`echomq.tasks` (the whole task layer).
 """
 
-from echomq.consumers.abort import shielded
-from echomq.consumers.consumer import (
-    Consumer,
-    ConsumerOptions,
-    Cool,
-    Defer,
-    Drop,
-    Retry,
-    RetryPlan,
-    Tally,
-)
-from echomq.consumers.metronome import Metronome
-from echomq.consumers.worker import Worker, WorkerOptions, serve
-from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
-from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
-from echomq.engine.durability import Durability
-from echomq.engine.events import Subscription
-from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
-from echomq.engine.ids import Minter
-from echomq.engine.ids import validate as validate_id
-from echomq.engine.lanes import Lane
-from echomq.engine.policies import Policies, Policy, Rate
-from echomq.engine.producer import Item
-from echomq.engine.queue import Queue
-from echomq.engine.results import (
-    Cancellation,
-    CancelOutcome,
-    Completed,
-    CompleteOutcome,
-    Counts,
-    Empty,
-    Failed,
+from __future__ import annotations
+
+import importlib
+import warnings
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from echomq.consumers import Consumer, ConsumerOptions, Cool, Defer, Drop, Retry, shielded
+from echomq.engine import (
+    Exponential,
+    Fixed,
+    Item,
+    Jitter,
     Job,
-    JobInfo,
-    LaneInfo,
-    RateLimited,
-    Reaped,
-    RetryOutcome,
-    Upkeep,
+    JobOptions,
+    Policy,
+    Queue,
+    Rate,
+    SyncQueue,
     Verdict,
 )
-from echomq.engine.sync_queue import SyncQueue
 from echomq.errors import (
-    ArgumentRefused,
-    AuthError,
-    Closed,
-    ConnectError,
-    CrossSlotError,
-    Disconnected,
-    DurabilityUnavailable,
     EchoMQError,
-    HookFailed,
     InvalidArgument,
-    KindError,
-    LockedError,
-    NodeLeaseError,
-    NotDurable,
-    Overloaded,
-    RateError,
-    Refusal,
-    ResultMissing,
     ResultTimeout,
-    ScriptLoadError,
-    ServerError,
-    StaleTokenError,
-    StateError,
     TaskCancelled,
     TaskFailed,
-    VersionFenceError,
     WireError,
-    WireTimeout,
 )
 from echomq.tasks import (
     App,
     AppWorker,
     Batching,
-    BatchTask,
     Call,
     Context,
-    FlowHandle,
     Handle,
     Member,
     MemberVerdict,
-    Schedule,
     SyncHandle,
     Task,
-    TaskFlow,
     TaskOutcome,
     chain,
     context,
     flow,
     group,
 )
-from echomq.wire.cluster import ClusterRouter
-from echomq.wire.codec import Codec, JsonCodec, RawCodec
-from echomq.wire.connector import WIRE_VERSION, Connector
-from echomq.wire.pool import Pool, Wire
-from echomq.wire.url import ConnectionOptions
+from echomq.wire import ConnectionOptions
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "WIRE_VERSION",
     "App",
     "AppWorker",
-    "ArgumentRefused",
-    "AuthError",
-    "Backoff",
-    "BatchTask",
     "Batching",
-    "Bucket",
-    "Buckets",
     "Call",
-    "CancelOutcome",
-    "Cancellation",
-    "Children",
-    "Closed",
-    "ClusterRouter",
-    "Codec",
-    "CompleteOutcome",
-    "Completed",
-    "ConnectError",
     "ConnectionOptions",
-    "Connector",
     "Consumer",
     "ConsumerOptions",
     "Context",
     "Cool",
-    "Counts",
-    "CrossSlotError",
     "Defer",
-    "Disconnected",
     "Drop",
-    "Durability",
-    "DurabilityUnavailable",
     "EchoMQError",
-    "Empty",
     "Exponential",
-    "Failed",
-    "FailurePolicy",
     "Fixed",
-    "Flow",
-    "FlowHandle",
-    "FlowIds",
     "Handle",
-    "HookFailed",
     "InvalidArgument",
     "Item",
     "Jitter",
     "Job",
-    "JobInfo",
-    "JsonCodec",
-    "KindError",
-    "Lane",
-    "LaneInfo",
-    "LockedError",
+    "JobOptions",
     "Member",
     "MemberVerdict",
-    "Metronome",
-    "Minter",
-    "NodeLeaseError",
-    "NotDurable",
-    "Overloaded",
-    "Policies",
     "Policy",
-    "Pool",
     "Queue",
     "Rate",
-    "RateError",
-    "RateLimited",
-    "RawCodec",
-    "Reaped",
-    "Refusal",
-    "ResultMissing",
     "ResultTimeout",
     "Retry",
-    "RetryOutcome",
-    "RetryPlan",
-    "Schedule",
-    "ScriptLoadError",
-    "ServerError",
-    "StaleTokenError",
-    "StateError",
-    "Subscription",
     "SyncHandle",
     "SyncQueue",
-    "Taken",
-    "Tally",
     "Task",
     "TaskCancelled",
     "TaskFailed",
-    "TaskFlow",
     "TaskOutcome",
-    "Upkeep",
     "Verdict",
-    "VersionFenceError",
-    "Wait",
-    "Wire",
     "WireError",
-    "WireTimeout",
-    "Worker",
-    "WorkerOptions",
     "chain",
     "context",
     "flow",
     "group",
-    "serve",
     "shielded",
-    "validate_id",
 ]
+
+_ERRORS = (
+    "ArgumentRefused AuthError Closed ConnectError CrossSlotError Disconnected "
+    "DurabilityUnavailable HookFailed KindError LockedError NodeLeaseError NotDurable Overloaded "
+    "RateError Refusal ResultMissing ScriptLoadError ServerError StaleTokenError StateError "
+    "VersionFenceError WireTimeout"
+)
+_ENGINE = (
+    "Backoff Bucket Buckets CancelOutcome Cancellation Children CompleteOutcome Completed Counts "
+    "Durability Empty Failed FailurePolicy Flow FlowIds JobInfo Lane LaneInfo Minter Policies "
+    "RateLimited Reaped RetryOutcome Subscription Taken Upkeep Wait validate_id"
+)
+_CONSUMERS = "Metronome RetryPlan Tally Worker WorkerOptions serve"
+_TASKS = "BatchTask FlowHandle Schedule TaskFlow"
+_WIRE = "WIRE_VERSION ClusterRouter Codec Connector JsonCodec Pool RawCodec Wire"
+
+MOVED: Mapping[str, str] = MappingProxyType(
+    {
+        name: home
+        for home, names in [
+            ("echomq.errors", _ERRORS),
+            ("echomq.engine", _ENGINE),
+            ("echomq.consumers", _CONSUMERS),
+            ("echomq.tasks", _TASKS),
+            ("echomq.wire", _WIRE),
+        ]
+        for name in names.split()
+    }
+)
+"""Names this package exported before its surface was curated, and their home now: reading one
+as ``echomq.X`` still works for one release, with a ``DeprecationWarning`` naming the home."""
+
+
+def __getattr__(name: str) -> Any:
+    home = MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module 'echomq' has no attribute {name!r}")
+    warnings.warn(
+        f"echomq.{name} is deprecated and goes in the next release: "
+        f"import it from its home, `from {home} import {name}`",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return getattr(importlib.import_module(home), name)

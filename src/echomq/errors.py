@@ -37,6 +37,37 @@ from __future__ import annotations
 
 from typing import Any
 
+__all__ = [
+    "ArgumentRefused",
+    "AuthError",
+    "Closed",
+    "ConnectError",
+    "CrossSlotError",
+    "Disconnected",
+    "DurabilityUnavailable",
+    "EchoMQError",
+    "HookFailed",
+    "InvalidArgument",
+    "KindError",
+    "LockedError",
+    "NodeLeaseError",
+    "NotDurable",
+    "Overloaded",
+    "RateError",
+    "Refusal",
+    "ResultMissing",
+    "ResultTimeout",
+    "ScriptLoadError",
+    "ServerError",
+    "StaleTokenError",
+    "StateError",
+    "TaskCancelled",
+    "TaskFailed",
+    "VersionFenceError",
+    "WireError",
+    "WireTimeout",
+]
+
 
 class EchoMQError(Exception):
     """Root of every error echomq raises."""
@@ -124,7 +155,7 @@ class VersionFenceError(EchoMQError):
 
 
 class NodeLeaseError(EchoMQError):
-    """A leased :class:`~echomq.Minter` cannot mint: its node lease lapsed (the engine could
+    """A leased :class:`~echomq.engine.Minter` cannot mint: its node lease lapsed (the engine could
     not be reached to renew it in time), was never taken, or every node is leased."""
 
 
@@ -240,7 +271,7 @@ class HookFailed(EchoMQError):
 
 
 class NotDurable(EchoMQError):
-    """``WAITAOF`` confirmed fewer fsyncs than the queue's :class:`~echomq.Durability` asks,
+    """``WAITAOF`` confirmed fewer fsyncs than the queue's :class:`~echomq.engine.Durability` asks,
     within its timeout, or could not answer (``reason``).
 
     Raised (or, for a batch, put in each written item's place) *after* the writes happened:

@@ -12,7 +12,8 @@ import asyncio
 import re
 from collections.abc import Callable
 
-from echomq import Durability, Queue
+from echomq import Queue
+from echomq.engine import Durability
 from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
 from echomq.server.cluster import admin

@@ -8,7 +8,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from echomq import Consumer, ConsumerOptions, Flow, Job, Queue
+from echomq import Consumer, ConsumerOptions, Job, Queue
+from echomq.engine import Flow
 from echomq.engine.keys import slot
 from echomq.testing import discard
 from echomq.wire.cluster import ClusterRouter

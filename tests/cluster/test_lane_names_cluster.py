@@ -34,7 +34,7 @@ async def test_braces_in_names_keep_every_key_on_the_queue_slot(
             for key in keys:
                 assert await any_node.call("CLUSTER", "KEYSLOT", key) == root_slot, key
 
-        await queue.enqueue_many([Item(b, group=b, dedup_key=b) for b in BRACED])
+        await queue.enqueue_many([Item(b, lane=b, dedup_key=b) for b in BRACED])
         for braced in BRACED:
             await queue.lane(braced).rate(5, 60.0)
         assert {(await claim_job(queue)).group for _ in BRACED} == set(BRACED)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import uuid
 
-from echomq import Empty, Queue
+from echomq import Queue
+from echomq.engine import Empty
 from echomq.testing import claim_job, discard
 from echomq.wire.cluster import ClusterRouter
 
@@ -16,8 +17,8 @@ async def test_an_ordered_lane_holds_its_head_on_a_cluster(router: ClusterRouter
     try:
         await queue.ordered(True)
         assert await other.is_ordered()
-        first = (await queue.enqueue("a1", group="a")).id
-        second = (await queue.enqueue("a2", group="a")).id
+        first = (await queue.enqueue("a1", lane="a")).id
+        second = (await queue.enqueue("a2", lane="a")).id
         head = await claim_job(other)
         assert head.id == first
         await other.delay(head, delay=30.0)  # deferred: it keeps the lane's head

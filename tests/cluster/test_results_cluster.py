@@ -7,7 +7,8 @@ import asyncio
 import uuid
 from collections.abc import Callable
 
-from echomq import Completed, Queue
+from echomq import Queue
+from echomq.engine import Completed
 from echomq.engine.keys import slot
 from echomq.testing import claim_job, discard
 from echomq.wire.cluster import ClusterRouter

@@ -37,7 +37,7 @@ async def test_queues_on_every_shard_admit_read_and_configure_on_their_own_node(
     for name in spread(router, 3, "sync"):
         queue = Queue(name, router)
         with SyncQueue.connect(url, name) as sq:
-            single = [sq.enqueue(i, group="g") for i in range(20)]
+            single = [sq.enqueue(i, lane="g") for i in range(20)]
             many = sq.enqueue_many(range(150))
             assert {v.kind for v in single + many} == {"enqueued"}
             assert sq.job(single[0].id) is not None

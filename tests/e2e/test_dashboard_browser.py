@@ -21,7 +21,7 @@ WAIT_MS = 15_000  # generous: the machine is shared and the board refreshes ever
 
 @pytest.fixture
 async def board(queue: Queue) -> AsyncIterator[str]:
-    await queue.enqueue_many([Item(n, group="loud") for n in range(3)] + [Item(0, group="calm")])
+    await queue.enqueue_many([Item(n, lane="loud") for n in range(3)] + [Item(0, lane="calm")])
     async with serve_app(create_app(queue.wire, [queue.name], TOKEN, interval=0.2)) as base:
         yield base
 

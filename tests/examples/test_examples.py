@@ -111,7 +111,7 @@ async def test_fastapi_app_takes_any_tenant_name_and_answers_a_refusal_with_422(
         assert lanes == {tenant: 1}
         refused = await http.post(f"/tenants/{'x' * 2000}/emails", json=body)
     assert refused.status_code == 422
-    assert refused.json()["argument"] == "group"
+    assert refused.json()["argument"] == "lane"
 
 
 async def test_sync_producer_survives_the_fork_of_a_preforking_server(

@@ -20,12 +20,11 @@ from echomq import (
     ConsumerOptions,
     InvalidArgument,
     Queue,
-    Reaped,
-    Subscription,
     SyncQueue,
     TaskCancelled,
     shielded,
 )
+from echomq.engine import Reaped, Subscription
 from echomq.testing import claim_job
 
 # The cancel channel's subscriber on asyncio's event loop and on uvloop's (tests/conftest.py).
@@ -67,7 +66,7 @@ async def _events(events: Subscription, kinds: set[str], job_id: str) -> dict[st
 
 
 async def test_cancel_takes_a_pending_job_out_of_its_lane(kept: Queue) -> None:
-    verdict = await kept.enqueue({"n": 1}, group="acme")
+    verdict = await kept.enqueue({"n": 1}, lane="acme")
     waiting = asyncio.ensure_future(kept.wait(verdict.id, 10))
     answer = await kept.cancel(verdict.id, "not needed")
     assert (answer.was, answer.outcome) == ("pending", "cancelled")

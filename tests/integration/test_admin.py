@@ -35,8 +35,8 @@ async def test_dedup_ttl_bounds_the_mapping(queue: Queue) -> None:
 
 
 async def test_drain_of_one_lane_keeps_other_lanes_and_leased_jobs(queue: Queue) -> None:
-    await queue.enqueue_many([Item(n, group="a") for n in range(5)])
-    await queue.enqueue_many([Item(n, group="b") for n in range(3)])
+    await queue.enqueue_many([Item(n, lane="a") for n in range(5)])
+    await queue.enqueue_many([Item(n, lane="b") for n in range(3)])
     leased = await claim_job(queue)
     assert leased.group == "a"
     assert await queue.lane("a").drain() == 4
@@ -49,7 +49,7 @@ async def test_drain_of_one_lane_keeps_other_lanes_and_leased_jobs(queue: Queue)
 
 async def test_drain_of_the_queue_runs_in_bounded_steps(queue: Queue) -> None:
     for start in range(0, 2500, 500):
-        await queue.enqueue_many([Item(n, group=f"g{n % 7}") for n in range(start, start + 500)])
+        await queue.enqueue_many([Item(n, lane=f"g{n % 7}") for n in range(start, start + 500)])
     await queue.enqueue_in(60, "later")
     assert await queue.drain(schedule=True) == 2501
     counts = await queue.counts()
@@ -58,7 +58,7 @@ async def test_drain_of_the_queue_runs_in_bounded_steps(queue: Queue) -> None:
 
 async def test_obliterate_deletes_every_key_in_bounded_steps(queue: Queue) -> None:
     for start in range(0, 2500, 500):
-        await queue.enqueue_many([Item(n, group=f"g{n % 3}") for n in range(start, start + 500)])
+        await queue.enqueue_many([Item(n, lane=f"g{n % 3}") for n in range(start, start + 500)])
     await queue.lane("g1").limit(2)
     await queue.lane("g2").rate(10, 1)
     await claim_job(queue)
@@ -69,7 +69,7 @@ async def test_obliterate_deletes_every_key_in_bounded_steps(queue: Queue) -> No
 
 
 async def test_remove_takes_a_pending_job_out_of_its_lane_and_the_ring(queue: Queue) -> None:
-    verdict = await queue.enqueue("x", group="solo")
+    verdict = await queue.enqueue("x", lane="solo")
     assert await queue.ring() == ["solo"]
     assert await queue.remove(verdict.id) is True
     assert await queue.ring() == []
@@ -78,7 +78,7 @@ async def test_remove_takes_a_pending_job_out_of_its_lane_and_the_ring(queue: Qu
 
 
 async def test_reassign_moves_a_pending_job_to_another_lane(queue: Queue) -> None:
-    verdict = await queue.enqueue("urgent", group="slow")
+    verdict = await queue.enqueue("urgent", lane="slow")
     assert await queue.reassign(verdict.id, "fast") is True
     assert await queue.ring() == ["fast"]
     job = await claim_job(queue)
@@ -86,7 +86,7 @@ async def test_reassign_moves_a_pending_job_to_another_lane(queue: Queue) -> Non
 
 
 async def test_reprocess_gives_a_dead_job_a_fresh_failure_budget(queue: Queue) -> None:
-    verdict = await queue.enqueue("x", group="g")
+    verdict = await queue.enqueue("x", lane="g")
     job = await claim_job(queue)
     assert await queue.retry(job, max_attempts=1, error="bad") == "dead"
     assert [d.id for d in await queue.dead()] == [verdict.id]
@@ -129,7 +129,7 @@ async def test_extend_pushes_the_lease_and_refuses_a_stale_token(queue: Queue) -
 
 
 async def test_read_plane_reports_counts_lanes_and_rows(queue: Queue) -> None:
-    await queue.enqueue_many([Item(n, group="a") for n in range(3)] + [Item(9, group="b")])
+    await queue.enqueue_many([Item(n, lane="a") for n in range(3)] + [Item(9, lane="b")])
     await queue.lane("a").limit(2)
     await queue.lane("a").weight(2)
     await queue.lane("b").pause()
@@ -217,8 +217,8 @@ async def test_obliterate_keeps_to_its_budget_and_can_be_repeated(queue: Queue) 
 
 async def test_a_lane_that_leaves_mid_turn_gets_a_full_turn_when_it_returns(queue: Queue) -> None:
     await queue.lane("a").weight(3)
-    await queue.enqueue_many([Item(n, group="a") for n in range(10)])
-    await queue.enqueue_many([Item(n, group="b") for n in range(10)])
+    await queue.enqueue_many([Item(n, lane="a") for n in range(10)])
+    await queue.enqueue_many([Item(n, lane="b") for n in range(10)])
     assert (await claim_job(queue)).group == "a"  # one claim into a's turn of three
     await queue.lane("a").pause()
     assert (await claim_job(queue)).group == "b"
@@ -233,7 +233,7 @@ async def test_has_work_sees_what_a_worker_can_still_get_to_and_nothing_else(
     with pytest.raises(InvalidArgument, match="scheduled_within"):
         await queue.has_work(-1)
     assert not await queue.has_work()
-    await queue.enqueue({"n": 1}, group="a")
+    await queue.enqueue({"n": 1}, lane="a")
     assert await queue.has_work()
     await queue.lane("a").pause()  # paused work is no work for a --burst worker
     assert not await queue.has_work()
@@ -246,6 +246,6 @@ async def test_has_work_sees_what_a_worker_can_still_get_to_and_nothing_else(
     assert await queue.has_work()
     await queue.complete(job)
     assert not await queue.has_work()
-    await queue.enqueue_in(3600, {"n": 2}, group="b")  # an hour away
+    await queue.enqueue_in(3600, {"n": 2}, lane="b")  # an hour away
     assert not await queue.has_work(scheduled_within=60)
     assert await queue.has_work(scheduled_within=7200)

@@ -36,8 +36,8 @@ async def test_bad_queue_name_is_refused_before_connecting(name: str, message: s
 
 
 CASES: list[tuple[str, dict[str, Any], str]] = [
-    ("lone surrogate group", {"group": "a\udc80"}, "holds a lone surrogate '\\\\udc80'"),
-    ("empty group", {"group": ""}, "invalid group '': must be 1 to 1024 bytes of UTF-8"),
+    ("lone surrogate lane", {"lane": "a\udc80"}, "holds a lone surrogate '\\\\udc80'"),
+    ("empty lane", {"lane": ""}, "invalid lane '': must be 1 to 1024 bytes of UTF-8"),
     ("non-JOB id", {"id": "PLR0KHTOWnGLuC"}, "namespace 'PLR' is not the required 'JOB'"),
     ("short id", {"id": "JOB123"}, "must be exactly 14 characters, got 6"),
     ("long dedup key", {"dedup_key": "é" * 513}, "invalid dedup key .* got 1026"),
@@ -92,18 +92,18 @@ async def test_lane_settings_are_validated(queue: Queue) -> None:
         await queue.lane("a").rate(5, 0)
     with pytest.raises(InvalidArgument, match="invalid max 0"):
         await queue.rate_limit(0, 1.0)
-    with pytest.raises(InvalidArgument, match="invalid group '': must be 1 to 1024 bytes"):
+    with pytest.raises(InvalidArgument, match="invalid lane '': must be 1 to 1024 bytes"):
         queue.lane("")
     assert await keys_of(queue) == []
 
 
 async def test_enqueue_many_gives_a_bad_item_its_own_error_verdict(queue: Queue) -> None:
     verdicts = await queue.enqueue_many(
-        [Item("a"), Item("b", id="ORD0KHTOWnGLuC"), Item("c", group=""), Item("d")]
+        [Item("a"), Item("b", id="ORD0KHTOWnGLuC"), Item("c", lane=""), Item("d")]
     )
     assert [v.kind for v in verdicts] == ["enqueued", "error", "error", "enqueued"]
     assert "namespace 'ORD'" in str(verdicts[1].error)
-    assert "invalid group ''" in str(verdicts[2].error)
+    assert "invalid lane ''" in str(verdicts[2].error)
     assert (await queue.counts()).pending == 2
 
 

@@ -8,8 +8,11 @@ from collections import Counter
 from collections.abc import Awaitable, Sequence
 from typing import Any
 
-from echomq import Consumer, ConsumerOptions, Failed, Item, Job, KindError, Queue, Wire
+from echomq import Consumer, ConsumerOptions, Item, Job, Queue
+from echomq.engine import Failed
 from echomq.engine.transitions import ADMIT_CHUNK, SETTLE_CHUNK, Admission
+from echomq.errors import KindError
+from echomq.wire import Wire
 from echomq.wire.connector import Arg, Command
 
 
@@ -53,7 +56,7 @@ async def test_enqueue_many_sends_one_script_call_per_chunk_and_answers_in_order
     queue: Queue,
 ) -> None:
     handle, wire = await counted(queue)
-    items = [Item(n, group=f"g{n % 7}") for n in range(ADMIT_CHUNK * 2 + 5)]
+    items = [Item(n, lane=f"g{n % 7}") for n in range(ADMIT_CHUNK * 2 + 5)]
     verdicts = await handle.enqueue_many(items)
     assert wire.calls["enqueue"] == 3
     assert [v.kind for v in verdicts] == ["enqueued"] * len(items)
@@ -137,7 +140,7 @@ async def test_a_default_consumer_claims_its_free_slots_and_coalesces_its_settle
     queue: Queue,
 ) -> None:
     total = 200
-    await queue.enqueue_many([Item(n, group=f"g{n % 4}") for n in range(total)])
+    await queue.enqueue_many([Item(n, lane=f"g{n % 4}") for n in range(total)])
     handle, wire = await counted(queue)
     done: list[int] = []
     finished = asyncio.Event()

@@ -47,14 +47,14 @@ def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
 
 
 async def _dead_job(queue: Queue, error: str = "boom") -> str:
-    await queue.enqueue({"n": 1}, group="sick")
+    await queue.enqueue({"n": 1}, lane="sick")
     job = await claim_job(queue)
     assert await queue.retry(job, max_attempts=1, error=error) == "dead"
     return job.id
 
 
 async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue_many([Item(n, group="a") for n in range(2)] + [Item(9, group="b")])
+    await queue.enqueue_many([Item(n, lane="a") for n in range(2)] + [Item(9, lane="b")])
     ran = await cli("--json", "stats", queue.name)
     assert ran.code == 0
     stats = ran.json()
@@ -67,7 +67,7 @@ async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
 
 
 async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue_many([Item(n, group="room-1") for n in range(3)] + [Item(0, group="r2")])
+    await queue.enqueue_many([Item(n, lane="room-1") for n in range(3)] + [Item(0, lane="r2")])
     await queue.apply_policies(default=Policy(rate=(5, 1.0)), r2=Policy(limit=2))
     ran = await cli("--json", "lanes", queue.name)
     lanes = {lane["group"]: lane for lane in ran.json()}
@@ -88,7 +88,7 @@ async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: C
 
 
 async def test_pause_and_resume_one_lane(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue_many([Item(1, group="a"), Item(2, group="b")])
+    await queue.enqueue_many([Item(1, lane="a"), Item(2, lane="b")])
     ran = await cli("--json", "pause", queue.name, "a")
     assert ran.code == 0
     assert ran.json() == {"queue": queue.name, "lane": "a", "paused": True, "changed": True}
@@ -102,7 +102,7 @@ async def test_pause_and_resume_one_lane(queue: Queue, cli: Cli) -> None:
 
 
 async def test_cool_and_uncool_one_lane_show_in_the_lanes_table(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue_many([Item(1, group="a"), Item(2, group="b")])
+    await queue.enqueue_many([Item(1, lane="a"), Item(2, lane="b")])
     ran = await cli("--json", "cool", queue.name, "a", "60")
     assert ran.code == 0
     assert (ran.json()["changed"], ran.json()["cooling"] > 59) == (True, True)
@@ -125,7 +125,7 @@ async def test_pause_without_a_lane_pauses_the_whole_queue(queue: Queue, cli: Cl
 
 
 async def test_weight_and_limit_set_and_remove_lane_settings(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue(1, group="a")
+    await queue.enqueue(1, lane="a")
     assert (await cli("weight", queue.name, "a", "3")).code == 0
     assert (await cli("limit", queue.name, "a", "2")).code == 0
     info = await queue.lane("a").info()
@@ -140,7 +140,7 @@ async def test_weight_and_limit_set_and_remove_lane_settings(queue: Queue, cli: 
 async def test_a_bad_number_is_refused_and_changes_nothing(
     queue: Queue, cli: Cli, value: str
 ) -> None:
-    await queue.enqueue(1, group="a")
+    await queue.enqueue(1, lane="a")
     with pytest.raises(SystemExit) as exit_:
         await cli("weight", queue.name, "a", value)
     assert exit_.value.code == 2
@@ -152,7 +152,7 @@ async def test_a_bad_lane_name_exits_2_with_the_reason(queue: Queue, cli: Cli) -
     await queue.enqueue(1)
     ran = await cli("pause", queue.name, "x" * 1025)
     assert ran.code == 2
-    assert "invalid group" in ran.err
+    assert "invalid lane" in ran.err
 
 
 async def test_an_unknown_queue_exits_1_naming_the_server(
@@ -218,7 +218,7 @@ async def test_remove_deletes_a_dead_job_but_not_a_leased_one(queue: Queue, cli:
 async def test_drain_asks_first_and_a_no_keeps_every_job(
     queue: Queue, cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    await queue.enqueue_many([Item(n, group=f"g{n % 3}") for n in range(6)])
+    await queue.enqueue_many([Item(n, lane=f"g{n % 3}") for n in range(6)])
     monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
     ran = await cli("drain", queue.name)
     assert ran.code == 0
@@ -257,7 +257,7 @@ async def test_drain_yes_skips_the_question(queue: Queue, cli: Cli) -> None:
 
 
 async def test_job_shows_state_progress_and_the_last_log_lines(queue: Queue, cli: Cli) -> None:
-    await queue.enqueue({"n": 1}, group="a")
+    await queue.enqueue({"n": 1}, lane="a")
     job = await claim_job(queue)
     assert await queue.progress(job, value={"done": 2}, log=[f"step {n}" for n in range(12)])
     ran = await cli("--json", "job", queue.name, job.id, "--lines", "3")

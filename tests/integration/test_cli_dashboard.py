@@ -37,7 +37,7 @@ async def _stop(process: asyncio.subprocess.Process) -> int:
 async def test_dashboard_prints_its_url_with_a_fresh_token_and_serves(
     queue: Queue, valkey_url: str
 ) -> None:
-    await queue.enqueue(1, group="seen")
+    await queue.enqueue(1, lane="seen")
     env = {k: v for k, v in os.environ.items() if k != "ECHOMQ_DASHBOARD_TOKEN"}
     process = await _start(valkey_url, queue.name, env)
     try:

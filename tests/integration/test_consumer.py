@@ -151,7 +151,7 @@ async def test_poison_job_goes_dead_after_max_attempts_and_others_complete(queue
     options = ConsumerOptions(beat=0.05, max_attempts=3, backoff=Fixed(0.01), concurrency=4)
     consumer = Consumer(queue, handler, options)
     running = asyncio.ensure_future(consumer.run())
-    poison = await queue.enqueue("poison", group="p")
+    poison = await queue.enqueue("poison", lane="p")
     await queue.enqueue_many(["a", "b", "c"])
 
     async def settled() -> bool:

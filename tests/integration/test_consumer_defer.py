@@ -87,7 +87,7 @@ async def test_a_lane_benched_by_its_rate_is_served_when_its_window_ends(queue: 
 
     await queue.lane("paced").rate(1, 0.3)
     for n in range(3):
-        await queue.enqueue(n, group="paced")
+        await queue.enqueue(n, lane="paced")
     options = ConsumerOptions(beat=1.0, idle_upkeep=10.0)
     consumer = Consumer(queue, handler, options)
     running = asyncio.ensure_future(consumer.run())
@@ -103,10 +103,10 @@ async def test_a_job_enqueued_into_a_lane_whose_window_is_spent_waits_for_the_wi
     """The lane was empty when its window was spent, so nothing had benched it: the enqueue
     must, or the job would wait for another enqueue after the window ends."""
     await queue.lane("paced").rate(1, 0.3)
-    await queue.enqueue("first", group="paced")
+    await queue.enqueue("first", lane="paced")
     first = await claim_job(queue)
     await queue.complete(first)
-    await queue.enqueue("second", group="paced")
+    await queue.enqueue("second", lane="paced")
     assert not await queue.claim()  # the window is spent
     assert (await queue.lane("paced").info()).rate_wait > 0
     await asyncio.sleep(0.35)  # the thing under test is the window's end itself

@@ -15,14 +15,14 @@ from echomq import (
     Consumer,
     ConsumerOptions,
     Cool,
-    Empty,
     InvalidArgument,
     Item,
     Job,
     Queue,
-    StateError,
     context,
 )
+from echomq.engine import Empty
+from echomq.errors import StateError
 from echomq.testing import claim_job, server_ms
 
 
@@ -41,7 +41,7 @@ async def test_a_cooled_lane_leaves_the_ring_and_the_others_keep_being_served(
     queue: Queue,
 ) -> None:
     for group in ("hot", "calm", "hot", "calm"):
-        await queue.enqueue(group, group=group)
+        await queue.enqueue(group, lane=group)
     before = await server_ms(queue)
     assert await queue.lane("hot").cool(30.0)
     assert await queue.ring() == ["calm"]
@@ -52,7 +52,7 @@ async def test_a_cooled_lane_leaves_the_ring_and_the_others_keep_being_served(
     assert (info.depth, info.paused) == (2, False)
     assert await claimed_groups(queue, 4) == ["calm", "calm"]
     # The batch claim walks the same ring: nothing of the cooled lane.
-    await queue.enqueue("calm", group="calm")
+    await queue.enqueue("calm", lane="calm")
     assert [job.group for job in await queue.claim_batch(10)] == ["calm"]
     empty = await queue.claim()
     assert isinstance(empty, Empty)
@@ -63,7 +63,7 @@ async def test_a_cooled_lane_leaves_the_ring_and_the_others_keep_being_served(
 
 async def test_cool_is_idempotent_never_shortens_and_uncool_ends_it_early(queue: Queue) -> None:
     lane = queue.lane("t")
-    await queue.enqueue("x", group="t")
+    await queue.enqueue("x", lane="t")
     assert await lane.cool(60.0)
     assert not await lane.cool(5.0)  # a shorter cool leaves the longer one in force
     assert (await lane.info()).cooling > 50.0
@@ -77,7 +77,7 @@ async def test_cool_is_idempotent_never_shortens_and_uncool_ends_it_early(queue:
 
 async def test_the_admin_plane_cools_reads_and_uncools_a_lane(queue: Queue) -> None:
     """The guide's block (docs/guides/priorities-costs-cooling.md, "From the admin plane")."""
-    await queue.enqueue("x", group="acme")
+    await queue.enqueue("x", lane="acme")
     # --8<-- [start:admin]
     lane = queue.lane("acme")
     assert await lane.cool(30.0)  # or lane.cool(until=time.time() + 30)
@@ -91,7 +91,7 @@ async def test_the_admin_plane_cools_reads_and_uncools_a_lane(queue: Queue) -> N
 
 async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: Queue) -> None:
     lane = queue.lane("t")
-    await queue.enqueue("x", group="t")
+    await queue.enqueue("x", lane="t")
     assert await lane.pause()
     assert await lane.cool(0.05)
     info = await lane.info()
@@ -111,8 +111,8 @@ async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: 
 async def test_a_cool_composes_with_a_spent_rate_and_a_full_ceiling(queue: Queue) -> None:
     """A cooled lane keeps its rate and ceiling state: ending the cool brings it back only when
     those allow, and a slot freed while it cools does not ring it."""
-    await queue.enqueue_many([Item(n, group="paced") for n in range(2)])
-    await queue.enqueue_many([Item(n, group="capped") for n in range(2)])
+    await queue.enqueue_many([Item(n, lane="paced") for n in range(2)])
+    await queue.enqueue_many([Item(n, lane="capped") for n in range(2)])
     await queue.lane("paced").rate(1, 60.0, mode="fixed")
     await queue.lane("capped").limit(1)
     held = [await claim_job(queue), await claim_job(queue)]  # one each: both lanes now off
@@ -130,7 +130,7 @@ async def test_a_cool_composes_with_a_spent_rate_and_a_full_ceiling(queue: Queue
 
 async def test_resume_ends_a_cool_too(queue: Queue) -> None:
     lane = queue.lane("t")
-    await queue.enqueue("x", group="t")
+    await queue.enqueue("x", lane="t")
     assert await lane.cool(60.0)
     assert await lane.resume()
     assert not await lane.resume()
@@ -156,7 +156,7 @@ async def test_a_cool_ending_unattended_brings_the_lane_back_and_wakes_a_parked_
         await asyncio.sleep(0.1)  # parked on an empty queue
         cooled_at = time.monotonic()
         assert await queue.lane("t").cool(0.4)
-        await queue.enqueue("x", group="t")  # into the cooled lane: no wake token of its own
+        await queue.enqueue("x", lane="t")  # into the cooled lane: no wake token of its own
         await asyncio.wait_for(finished.wait(), 5.0)
     finally:
         consumer.stop()
@@ -180,10 +180,10 @@ async def test_cool_from_a_handler_cools_only_its_lane_and_spends_no_attempt(
         if len(seen) == 5:
             finished.set()
 
-    await queue.enqueue("first", group="limited")
-    await queue.enqueue("second", group="limited")
+    await queue.enqueue("first", lane="limited")
+    await queue.enqueue("second", lane="limited")
     for n in range(2):
-        await queue.enqueue(n, group="free")
+        await queue.enqueue(n, lane="free")
     options = ConsumerOptions(beat=30.0, idle_upkeep=30.0, max_attempts=1, concurrency=1)
     consumer = Consumer(queue, handler, options)
     running = asyncio.ensure_future(consumer.run())
@@ -204,7 +204,7 @@ async def test_cool_from_a_handler_cools_only_its_lane_and_spends_no_attempt(
 
 
 async def test_a_cooled_job_is_fenced_by_its_token(queue: Queue) -> None:
-    await queue.enqueue("x", group="t")
+    await queue.enqueue("x", lane="t")
     job = await claim_job(queue)
     assert await queue.cool(job, after=60.0)
     with pytest.raises(StateError):
@@ -221,7 +221,7 @@ async def test_a_cooled_job_is_fenced_by_its_token(queue: Queue) -> None:
 async def test_cool_in_an_ordered_lane_keeps_the_job_at_the_head(queue: Queue) -> None:
     await queue.ordered(True)
     for n in range(3):
-        await queue.enqueue(n, group="t")
+        await queue.enqueue(n, lane="t")
     job = await claim_job(queue)
     assert await queue.cool(job, after=60.0)
     assert await queue.lane("t").uncool()

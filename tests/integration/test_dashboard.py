@@ -62,7 +62,7 @@ async def board(queue: Queue) -> AsyncIterator[Board]:
 
 
 async def _dead_job(queue: Queue, error: str) -> str:
-    await queue.enqueue("x", group="sick")
+    await queue.enqueue("x", lane="sick")
     job = await claim_job(queue)
     assert await queue.retry(job, max_attempts=1, error=error) == "dead"
     return job.id
@@ -72,7 +72,7 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     queue = board.queue
     await queue.rate_limit(50, 60.0)  # a window no loaded machine outlasts
     dead_id = await _dead_job(queue, "ValueError: <b>not html</b>")
-    await queue.enqueue_many([Item(n, group="loud") for n in range(4)] + [Item(0, group="calm")])
+    await queue.enqueue_many([Item(n, lane="loud") for n in range(4)] + [Item(0, lane="calm")])
     await queue.lane("loud").weight(3)
     await queue.lane("calm").limit(2)
     await queue.lane("calm").pause()
@@ -141,7 +141,7 @@ async def test_page_is_served_and_reads_the_token_from_its_url(board: Board) -> 
 
 
 async def test_lane_actions_with_the_token_change_the_lane(board: Board) -> None:
-    await board.queue.enqueue(1, group="a")
+    await board.queue.enqueue(1, lane="a")
     lane = board.queue.lane("a")
     assert await board.post(board.lane("a", "pause")) == (
         200,
@@ -178,7 +178,7 @@ async def test_every_action_without_the_token_is_403_and_changes_nothing(
     board: Board, token: str | None
 ) -> None:
     queue = board.queue
-    await queue.enqueue(1, group="a")
+    await queue.enqueue(1, lane="a")
     dead_id = await _dead_job(queue, "boom")
     for path, body in (
         (board.lane("a", "pause"), None),
@@ -228,7 +228,7 @@ async def test_bad_names_and_ids_are_400_and_missing_things_404(board: Board) ->
     queue = board.queue
     await queue.enqueue(1)
     status, answer = await board.post(board.lane("x" * 1025, "pause"))
-    assert (status, "invalid group" in answer["error"]) == (400, True)
+    assert (status, "invalid lane" in answer["error"]) == (400, True)
     status, answer = await board.post(board.job("not-an-id", "reprocess"))
     assert (status, "invalid job id" in answer["error"]) == (400, True)
     missing = queue.minter.mint("JOB")
@@ -252,7 +252,7 @@ async def test_dead_job_actions_refuse_a_job_that_is_not_dead(board: Board) -> N
 
 
 async def test_metrics_are_served_on_the_same_app(board: Board) -> None:
-    await board.queue.enqueue(1, group="a")
+    await board.queue.enqueue(1, lane="a")
     async with board.http.get(board.base + "/metrics") as response:
         assert response.status == 200
         text = await response.text()
@@ -265,7 +265,7 @@ async def test_metrics_are_served_on_the_same_app(board: Board) -> None:
 async def test_an_app_given_a_url_opens_and_closes_its_own_connection(
     queue: Queue, valkey_url: str
 ) -> None:
-    await queue.enqueue(1, group="own")
+    await queue.enqueue(1, lane="own")
     app = create_app(valkey_url, [queue.name], TOKEN)
     async with (
         serve_app(app) as base,
@@ -293,7 +293,7 @@ def test_create_app_refuses_bad_arguments(queues: Any, token: str, argument: str
 
 
 async def test_mounted_under_a_prefix_it_borrows_the_hosts_wire(queue: Queue) -> None:
-    await queue.enqueue(1, group="m")
+    await queue.enqueue(1, lane="m")
     metrics = Metrics([queue])
     host = Starlette(
         routes=[Mount("/ops", app=create_app(queue.wire, [queue.name], TOKEN, metrics=metrics))]
@@ -328,9 +328,9 @@ async def test_a_lane_cap_keeps_paused_then_busiest_lanes_and_counts_the_rest(
     queue: Queue,
 ) -> None:
     await queue.enqueue_many(
-        [Item(n, group="busy") for n in range(5)]
-        + [Item(n, group="mid") for n in range(2)]
-        + [Item(0, group="idle")]
+        [Item(n, lane="busy") for n in range(5)]
+        + [Item(n, lane="mid") for n in range(2)]
+        + [Item(0, lane="idle")]
     )
     await queue.lane("held").pause()  # empty but paused: an operator must see it
     app = create_app(queue.wire, [queue.name], TOKEN, lanes=2)
@@ -345,7 +345,7 @@ async def test_a_lane_cap_keeps_paused_then_busiest_lanes_and_counts_the_rest(
 
 
 async def test_an_action_shows_in_the_next_frame_of_an_open_stream(board: Board) -> None:
-    await board.queue.enqueue(1, group="a")
+    await board.queue.enqueue(1, lane="a")
 
     async def frames() -> Any:
         async for line in stream.content:
@@ -428,7 +428,7 @@ async def test_a_chunked_body_is_refused_once_past_the_cap_without_waiting_for_t
 async def test_a_request_naming_another_host_is_421_and_reads_nothing(
     board: Board, host: str
 ) -> None:
-    await board.queue.enqueue(1, group="a")
+    await board.queue.enqueue(1, lane="a")
     for path in ("/", "/api/snapshot", "/events", "/metrics"):
         async with board.http.get(board.base + path, headers={"Host": host}) as response:
             assert response.status == 421
@@ -477,7 +477,7 @@ async def test_lane_labels_show_what_the_application_calls_its_lanes(queue: Queu
             raise RuntimeError("the store is down")
         return {"-1001": "Fruit Lovers (group)", "42": "Ada"}  # e.g. read from your database
 
-    await queue.enqueue_many([Item(0, group="-1001"), Item(1, group="42"), Item(2, group="7")])
+    await queue.enqueue_many([Item(0, lane="-1001"), Item(1, lane="42"), Item(2, lane="7")])
     app = create_app(queue.wire, [queue.name], TOKEN, lane_label=names)
     # --8<-- [end:lane-label]
     async with serve_app(app) as base, aiohttp.ClientSession() as http:

@@ -30,7 +30,7 @@ async def get(queue: Queue) -> AsyncIterator[Any]:
 
 
 async def test_a_running_jobs_progress_and_last_log_lines_are_shown(queue: Queue, get: Any) -> None:
-    await queue.enqueue({"rows": 5}, group="imports")
+    await queue.enqueue({"rows": 5}, lane="imports")
     job = await claim_job(queue)
     await queue.progress(job, value={"done": 2, "of": 5}, log=["start", "row 1", "row 2"])
     status, shown = await get(f"/api/queues/{queue.name}/jobs/{job.id}?lines=2")

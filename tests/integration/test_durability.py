@@ -13,22 +13,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from echomq import (
-    App,
-    Connector,
-    Durability,
-    DurabilityUnavailable,
-    Flow,
-    InvalidArgument,
-    Item,
-    Job,
-    NotDurable,
-    Queue,
-    SyncQueue,
-)
+from echomq import App, InvalidArgument, Item, Job, Queue, SyncQueue
+from echomq.engine import Durability, Flow
+from echomq.errors import DurabilityUnavailable, NotDurable
 from echomq.server import EmbeddedValkey
 from echomq.server.embedded import ServerOptions
 from echomq.testing import discard
+from echomq.wire import Connector
 from echomq.wire.url import ConnectionOptions
 
 FSYNC = Durability(timeout=2.0)

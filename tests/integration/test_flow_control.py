@@ -84,8 +84,8 @@ async def test_rate_limit_can_be_changed_and_removed_at_run_time(queue: Queue) -
 
 async def test_lane_rate_limit_benches_only_that_lane_until_its_window_ends(queue: Queue) -> None:
     await queue.lane("loud").rate(5, 0.1)
-    await queue.enqueue_many([Item(n, group="loud") for n in range(200)])
-    await queue.enqueue_many([Item(n, group=f"quiet{n % 9}") for n in range(90)])
+    await queue.enqueue_many([Item(n, lane="loud") for n in range(200)])
+    await queue.enqueue_many([Item(n, lane=f"quiet{n % 9}") for n in range(90)])
     loud: list[int] = []
     served = Counter[str]()
     while True:
@@ -120,8 +120,8 @@ async def test_claim_returns_a_benched_lane_to_the_ring_once_its_window_ends(
     # A consumer kept busy by other lanes runs no upkeep: the claim itself must bring a lane
     # whose rate window ended back, or the lane waits for the next idle upkeep (10 s).
     await queue.lane("paced").rate(1, 0.2)
-    await queue.enqueue_many([Item(n, group="paced") for n in range(2)])
-    await queue.enqueue_many([Item(n, group="busy") for n in range(10)])
+    await queue.enqueue_many([Item(n, lane="paced") for n in range(2)])
+    await queue.enqueue_many([Item(n, lane="busy") for n in range(10)])
     first = await claim_job(queue, LEASE)
     assert first.group == "paced"
     assert await queue.ring() == ["busy"]
@@ -134,7 +134,7 @@ async def test_claim_returns_a_benched_lane_to_the_ring_once_its_window_ends(
 
 
 async def test_global_concurrency_ceiling_holds_until_a_complete(queue: Queue) -> None:
-    await queue.enqueue_many([Item(n, group=f"g{n % 3}") for n in range(9)])
+    await queue.enqueue_many([Item(n, lane=f"g{n % 3}") for n in range(9)])
     await queue.concurrency(2)
     first = await queue.claim(LEASE)
     second = await queue.claim_batch(5, LEASE)

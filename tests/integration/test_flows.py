@@ -9,8 +9,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import Children, Empty, Flow, InvalidArgument, Job, Queue, StaleTokenError
+from echomq import InvalidArgument, Job, Queue
+from echomq.engine import Children, Empty, Flow
 from echomq.engine.flows import plan
+from echomq.errors import StaleTokenError
 from echomq.testing import discard
 
 
@@ -181,7 +183,7 @@ async def test_admitting_a_flow_again_is_a_duplicate(queue: Queue) -> None:
     [
         (Flow("p", [Flow(n) for n in range(1001)]), "children"),
         (Flow("p", [Flow("a", on_failure="retry")]), "on_failure"),  # type: ignore[arg-type]
-        (Flow("p", [Flow("a", group="")]), "group"),
+        (Flow("p", [Flow("a", group="")]), "lane"),
         (Flow("p", [Flow("a", id="JOB00000000001"), Flow("b", id="JOB00000000001")]), "id"),
         (Flow("p", [Flow({1, 2})]), "payload"),
         (Flow("p", [Flow("a", queue="bad name")]), "queue name"),

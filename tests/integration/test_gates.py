@@ -8,18 +8,8 @@ import asyncio
 
 import pytest
 
-from echomq import (
-    App,
-    Empty,
-    InvalidArgument,
-    Item,
-    Job,
-    Policies,
-    Policy,
-    Queue,
-    Rate,
-    RateLimited,
-)
+from echomq import App, InvalidArgument, Item, Job, Policy, Queue, Rate
+from echomq.engine import Empty, Policies, RateLimited
 
 MODES = ["fixed", "smooth"]
 LEASE = 30.0
@@ -37,7 +27,7 @@ async def claims(queue: Queue, n: int = 20) -> list[Job]:
 
 
 async def fill(queue: Queue, group: str, n: int = 10) -> None:
-    await queue.enqueue_many([Item(i, group=group) for i in range(n)])
+    await queue.enqueue_many([Item(i, lane=group) for i in range(n)])
 
 
 # -- idempotent settings ----------------------------------------------------------------------
@@ -297,7 +287,7 @@ async def test_the_policies_of_the_gates_page(queue: Queue) -> None:
         legacy=Policy(rate=Rate(100, 60.0, mode="fixed")),
     )
     assert again == 0  # nothing changed: no window restarted, no fresh budget
-    await queue.enqueue("hello", group="initech")  # a tenant no policy names
+    await queue.enqueue("hello", lane="initech")  # a tenant no policy names
     (initech,) = await queue.lanes(["initech"])
     assert (initech.rate, initech.rate_mode) == (
         (10, 1.0),

@@ -14,10 +14,13 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from echomq import ConnectionOptions, Connector, Item, Minter, NodeLeaseError, Queue
+from echomq import ConnectionOptions, Item, Queue
+from echomq.engine import Minter
 from echomq.engine.ids import TS_SHIFT, parse
 from echomq.engine.nodes import NODES_KEY
+from echomq.errors import NodeLeaseError
 from echomq.server import EmbeddedValkey
+from echomq.wire import Connector
 
 FULL = os.environ.get("ECHOMQ_TEST_FULL_SCALE") == "1"
 PRODUCERS = 8
@@ -26,7 +29,8 @@ BATCH = 100
 
 PRODUCER = """
 import asyncio, json, sys
-from echomq import ConnectionOptions, Connector, Item, Queue
+from echomq import ConnectionOptions, Item, Queue
+from echomq.wire import Connector
 
 async def main(url, name, count, batch):
     queue = await Queue.connect(url, name, events=False)

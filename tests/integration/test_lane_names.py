@@ -62,9 +62,9 @@ async def test_any_name_round_trips_through_admission_claim_and_lane_settings(
     queue: Queue,
 ) -> None:
     async with queue.subscribe() as events:
-        singles = [await queue.enqueue(("one", n), group=n, dedup_key=n) for n in NAMES]
+        singles = [await queue.enqueue(("one", n), lane=n, dedup_key=n) for n in NAMES]
         many = await queue.enqueue_many(
-            [Item(("two", n), group=n, dedup_key="2" + n[1:]) for n in NAMES]  # no byte more
+            [Item(("two", n), lane=n, dedup_key="2" + n[1:]) for n in NAMES]  # no byte more
         )
         assert {v.kind for v in singles + many} == {"enqueued"}
         again = await queue.enqueue_many([Item("dup", dedup_key=n) for n in NAMES])
@@ -123,7 +123,7 @@ async def test_the_cli_dashboard_and_metrics_show_every_name_exactly(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setenv("COLUMNS", "4000")  # the table's width: no name cut to fit a terminal
-    await queue.enqueue_many([Item(n, group=n) for n in NAMES])
+    await queue.enqueue_many([Item(n, lane=n) for n in NAMES])
 
     def cli(*argv: str) -> str:
         capsys.readouterr()
@@ -193,17 +193,17 @@ async def test_bad_names_are_refused_naming_the_argument_and_nothing_is_written(
     queue: Queue, name: Any, reason: str
 ) -> None:
     attempts = [
-        ("group", lambda: queue.enqueue("x", group=name)),
+        ("lane", lambda: queue.enqueue("x", lane=name)),
         ("dedup key", lambda: queue.enqueue("x", dedup_key=name)),
-        ("group", lambda: queue.lanes([name])),
+        ("lane", lambda: queue.lanes([name])),
     ]
     for argument, attempt in attempts:
         with pytest.raises(InvalidArgument) as refused:
             await attempt()
         assert (refused.value.argument, reason in refused.value.reason) == (argument, True)
-    with pytest.raises(InvalidArgument, match="group"):
+    with pytest.raises(InvalidArgument, match="lane"):
         queue.lane(name)
-    [verdict] = await queue.enqueue_many([Item("x", group=name)])
+    [verdict] = await queue.enqueue_many([Item("x", lane=name)])
     assert verdict.kind == "error"
     assert isinstance(verdict.error, InvalidArgument)
     [verdict] = await queue.enqueue_many([Item("x", dedup_key=name)])
@@ -215,7 +215,7 @@ async def test_bad_names_are_refused_naming_the_argument_and_nothing_is_written(
 
 def test_the_sync_queue_takes_any_name(valkey_url: str, queue_name: str) -> None:
     with SyncQueue.connect(valkey_url, queue_name) as sync:
-        verdicts = [sync.enqueue(n, group=n, dedup_key=n) for n in NAMES]
+        verdicts = [sync.enqueue(n, lane=n, dedup_key=n) for n in NAMES]
         assert {v.kind for v in verdicts} == {"enqueued"}
         assert [sync.enqueue("again", dedup_key=n).id for n in NAMES] == [v.id for v in verdicts]
         sync.configure_lane("billing+eu@acme.test", limit=1, rate=(5, 1.0))
@@ -251,7 +251,7 @@ async def test_a_task_lane_may_be_any_name_and_an_integer_stays_its_text(
         queue = app.queue()
         groups = {lane.group for lane in await queue.lanes()}
         assert groups == {"billing+eu@acme.test", "-100123456", "Zürich 東京 🚀"}
-        with pytest.raises(InvalidArgument, match="group"):
+        with pytest.raises(InvalidArgument, match="lane"):
             await work.using(lane="").enqueue("x", 4)
     finally:
         await app.queue().pause()

@@ -32,7 +32,7 @@ def _lane(queue: Queue, group: str, **extra: str) -> tuple[tuple[str, str], ...]
 
 
 async def test_scrape_has_per_queue_and_per_lane_series_with_engine_values(queue: Queue) -> None:
-    await queue.enqueue_many([Item(n, group="loud") for n in range(5)] + [Item(0, group="calm")])
+    await queue.enqueue_many([Item(n, lane="loud") for n in range(5)] + [Item(0, lane="calm")])
     await queue.lane("loud").weight(3)
     await queue.lane("loud").limit(4)
     await queue.lane("calm").pause()
@@ -64,10 +64,10 @@ async def test_scrape_has_per_queue_and_per_lane_series_with_engine_values(queue
 
 async def test_lanes_past_max_lanes_are_summed_under_other(queue: Queue) -> None:
     await queue.enqueue_many(
-        [Item(n, group="a") for n in range(4)]
-        + [Item(n, group="b") for n in range(3)]
-        + [Item(n, group="c") for n in range(2)]
-        + [Item(0, group="d")]
+        [Item(n, lane="a") for n in range(4)]
+        + [Item(n, lane="b") for n in range(3)]
+        + [Item(n, lane="c") for n in range(2)]
+        + [Item(0, lane="d")]
     )
     samples = await _scrape(Metrics([queue], max_lanes=2))
     assert samples["echomq_lane_depth"] == {
@@ -95,7 +95,7 @@ async def test_consumers_feed_wait_times_and_settles_per_lane(queue: Queue) -> N
             raise Defer(60)
 
     plan = [("ok", "a"), ("ok", "a"), ("fail", "b"), ("drop", "b"), ("defer", "c"), ("ok", "c")]
-    await queue.enqueue_many([Item(payload, group=group) for payload, group in plan])
+    await queue.enqueue_many([Item(payload, lane=group) for payload, group in plan])
     options = ConsumerOptions(max_attempts=2, beat=0.05, concurrency=4)
     consumer = Consumer(queue, handler, options, observer=metrics)
     running = asyncio.ensure_future(consumer.run())

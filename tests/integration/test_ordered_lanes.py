@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from echomq import Consumer, ConsumerOptions, Defer, Empty, InvalidArgument, Job, Queue, Retry
+from echomq import Consumer, ConsumerOptions, Defer, InvalidArgument, Job, Queue, Retry
+from echomq.engine import Empty
 from echomq.testing import claim_job, server_ms, wait_for_server_ms
 
 HERE = Path(__file__).parent
@@ -23,7 +24,7 @@ async def enqueue_all(queue: Queue, items: list[tuple[str, str]]) -> dict[str, s
     """Enqueue (group, payload) pairs in order; payload -> job id."""
     ids: dict[str, str] = {}
     for group, payload in items:
-        ids[payload] = (await queue.enqueue(payload, group=group)).id
+        ids[payload] = (await queue.enqueue(payload, lane=group)).id
     return ids
 
 
@@ -44,7 +45,7 @@ async def test_an_unordered_queue_leases_a_lane_in_parallel(queue: Queue) -> Non
     jobs = [await claim_job(queue), await claim_job(queue)]
     assert [j.payload for j in jobs] == ["a1", "a2"]
     await queue.retry(jobs[0], delay=5.0, error="later")
-    await queue.enqueue("a3", group="a")
+    await queue.enqueue("a3", lane="a")
     assert (await claim_job(queue)).payload == "a3"  # nothing holds the lane
 
 
@@ -84,8 +85,8 @@ async def test_a_delayed_job_holds_nothing_until_due_then_goes_by_mint_order(
     queue: Queue,
 ) -> None:
     await queue.ordered(True)
-    await queue.enqueue_in(30.0, "tomorrow", group="a")
-    delayed = await queue.enqueue_in(0.05, "soon", group="a")
+    await queue.enqueue_in(30.0, "tomorrow", lane="a")
+    delayed = await queue.enqueue_in(0.05, "soon", lane="a")
     ids = await enqueue_all(queue, [("a", "x1"), ("a", "x2")])
     head = await claim_job(queue)
     assert head.id == ids["x1"]  # the delayed jobs hold nothing
@@ -99,8 +100,8 @@ async def test_a_reaped_head_goes_before_an_older_job_that_came_due_meanwhile(
     queue: Queue,
 ) -> None:
     await queue.ordered(True)
-    older = await queue.enqueue_in(0.05, "older", group="a")
-    await queue.enqueue("x", group="a")
+    older = await queue.enqueue_in(0.05, "older", lane="a")
+    await queue.enqueue("x", lane="a")
     head = await claim_job(queue, lease=0.02)
     assert head.payload == "x"
     await wait_for_server_ms(queue, await server_ms(queue) + 60)

@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from echomq import ConnectionOptions, Connector, Item, Queue, Verdict, Wire
+from echomq import ConnectionOptions, Item, Queue, Verdict
+from echomq.wire import Connector, Wire
 from echomq.wire.connector import Arg, Command
 
 ITEMS = 4000  # about 31 pipelined chunks: the server is still busy when the kill lands
@@ -61,7 +62,7 @@ async def test_enqueue_many_cut_mid_batch_keeps_answered_verdicts_and_resends_sa
     watched = Watched(wire)
     queue = Queue(queue_name, watched, events=False)
     try:
-        await queue.enqueue("loads the script", group="warm-up")  # no NOSCRIPT round below
+        await queue.enqueue("loads the script", lane="warm-up")  # no NOSCRIPT round below
         items = [Item({"n": n}) for n in range(ITEMS)]
         verdicts = await _admit_while_killed(queue, watched, items)
 

@@ -8,17 +8,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import (
-    App,
-    AppWorker,
-    ArgumentRefused,
-    ConsumerOptions,
-    Fixed,
-    InvalidArgument,
-    StaleTokenError,
-    context,
-)
+from echomq import App, AppWorker, ConsumerOptions, Fixed, InvalidArgument, context
 from echomq.engine.queue import Queue
+from echomq.errors import ArgumentRefused, StaleTokenError
 from echomq.testing import claim_job, discard
 
 

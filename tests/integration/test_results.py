@@ -11,18 +11,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import (
-    Completed,
-    Consumer,
-    ConsumerOptions,
-    Failed,
-    Fixed,
-    InvalidArgument,
-    Item,
-    Job,
-    Queue,
-    RetryPlan,
-)
+from echomq import Consumer, ConsumerOptions, Fixed, InvalidArgument, Item, Job, Queue
+from echomq.consumers import RetryPlan
+from echomq.engine import Completed, Failed
 from echomq.engine.events import Subscription
 from echomq.engine.keys import VERSION_KEY
 from echomq.engine.transitions import Failure, Success
@@ -506,7 +497,7 @@ async def test_wait_answers_none_once_remove_deletes_the_row(kept: Queue) -> Non
 
 
 async def test_wait_answers_none_once_a_lane_drain_deletes_the_row(kept: Queue) -> None:
-    verdict = await kept.enqueue("x", group="acme")
+    verdict = await kept.enqueue("x", lane="acme")
     waiting = asyncio.ensure_future(kept.wait(verdict.id))
     await _until_waiting(kept, 1)
     assert await kept.lane("acme").drain() == 1

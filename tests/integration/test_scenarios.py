@@ -46,7 +46,7 @@ async def test_kind(queue: Queue) -> None:
 
 
 async def test_order(queue: Queue) -> None:
-    ids = [(await queue.enqueue(n, group="a")).id for n in range(3)]
+    ids = [(await queue.enqueue(n, lane="a")).id for n in range(3)]
     newest_first = await queue.wire.call("ZRANGE", queue.keys.lane("a"), "+", "-", "BYLEX", "REV")
     assert [i.decode() for i in newest_first] == ids[::-1]
     assert [(await claim_job(queue)).id for _ in range(3)] == ids
@@ -127,13 +127,13 @@ async def test_reap_dead_letters_a_job_that_stalled_max_stalled_times(queue: Que
 
 async def test_rotate(queue: Queue) -> None:
     for group in ("a", "a", "b", "b"):
-        await queue.enqueue(group, group=group)
+        await queue.enqueue(group, lane=group)
     assert [(await claim_job(queue)).group for _ in range(4)] == ["a", "b", "a", "b"]
 
 
 async def test_pause(queue: Queue) -> None:
     for group in ("a", "a", "b", "b"):
-        await queue.enqueue(group, group=group)
+        await queue.enqueue(group, lane=group)
     await queue.lane("a").pause()
     assert [(await claim_job(queue)).group for _ in range(2)] == ["b", "b"]
     assert await queue.claim() == Empty()
@@ -144,8 +144,8 @@ async def test_pause(queue: Queue) -> None:
 
 async def test_limit(queue: Queue) -> None:
     await queue.lane("a").limit(1)
-    await queue.enqueue(1, group="a")
-    await queue.enqueue(2, group="a")
+    await queue.enqueue(1, lane="a")
+    await queue.enqueue(2, lane="a")
     first = await claim_job(queue)
     assert first.payload == 1
     assert isinstance(await queue.claim(), Empty)
@@ -154,7 +154,7 @@ async def test_limit(queue: Queue) -> None:
 
 
 async def test_schedule(queue: Queue) -> None:
-    verdict = await queue.enqueue_in(0.03, "later", group="a")
+    verdict = await queue.enqueue_in(0.03, "later", lane="a")
     assert verdict.kind == "scheduled"
     assert await queue.state(verdict.id) == "scheduled"
     assert isinstance(await queue.claim(), Empty)

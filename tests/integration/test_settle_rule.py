@@ -9,7 +9,8 @@ import asyncio
 
 import pytest
 
-from echomq import Job, Queue, StaleTokenError, StateError
+from echomq import Job, Queue
+from echomq.errors import StaleTokenError, StateError
 
 SETTLES = ["complete", "retry", "delay", "extend"]
 
@@ -98,7 +99,7 @@ async def test_retrying_a_reaped_job_at_once_keeps_its_lanes_place_on_the_ring(
     """The reaped job already waits in its lane: an immediate retry leaves it there, so its lane
     keeps its place instead of going round to the tail behind lanes that joined after it."""
     job = await _reaped(queue)  # lane "_": claimed (it left the ring), reaped (it is back)
-    await queue.enqueue("b", group="b")
+    await queue.enqueue("b", lane="b")
     assert await queue.ring() == ["_", "b"]
     assert await queue.retry(job, delay=0, max_attempts=5, error="boom") == "scheduled"
     assert await queue.ring() == ["_", "b"]

@@ -17,19 +17,11 @@ from typing import Any
 import pytest
 from test_tls import tls_port, tls_url  # the stunnel rig in front of the session's server
 
-from echomq import (
-    WIRE_VERSION,
-    Closed,
-    ConnectError,
-    InvalidArgument,
-    Item,
-    Queue,
-    SyncQueue,
-    Verdict,
-    VersionFenceError,
-)
+from echomq import InvalidArgument, Item, Queue, SyncQueue, Verdict
 from echomq.engine.keys import VERSION_KEY
+from echomq.errors import Closed, ConnectError, VersionFenceError
 from echomq.testing import claim_job, discard
+from echomq.wire import WIRE_VERSION
 from echomq.wire.blocking import pack
 from echomq.wire.connector import Connector
 from echomq.wire.url import ConnectionOptions
@@ -56,7 +48,7 @@ def _same_steps(
         lambda: enqueue({"n": 1}),
         lambda: enqueue("x", id=fixed),
         lambda: enqueue("again", id=fixed),
-        lambda: enqueue("d", dedup_key="k-1", group="lane-a"),
+        lambda: enqueue("d", dedup_key="k-1", lane="lane-a"),
         lambda: enqueue("d2", dedup_key="k-1"),
         lambda: enqueue("ttl", dedup_key="k-2", dedup_ttl=30),
         lambda: enqueue_in(60, "later"),
@@ -80,7 +72,7 @@ async def test_verdicts_and_rows_match_the_async_queue(
                 "enqueued", "enqueued", "duplicate", "enqueued", "duplicate", "enqueued",
                 "scheduled", "enqueued", "scheduled", "enqueued",
             ]  # fmt: skip
-            many = [Item(1), Item(2, group="g"), Item(3, id="nope"), Item(4, delay=30), 5]
+            many = [Item(1), Item(2, lane="g"), Item(3, id="nope"), Item(4, delay=30), 5]
             sync_many, async_many = sq.enqueue_many(many), await queue.enqueue_many(many)
             assert kinds(sync_many) == kinds(async_many)
             assert kinds(sync_many) == ["enqueued", "enqueued", "error", "scheduled", "enqueued"]
@@ -105,7 +97,7 @@ async def test_verdicts_and_rows_match_the_async_queue(
 async def test_a_job_enqueued_sync_is_claimed_by_the_async_queue(
     sync_queue: SyncQueue, queue: Queue
 ) -> None:
-    verdict = sync_queue.enqueue({"to": "you"}, group="tenant-7")
+    verdict = sync_queue.enqueue({"to": "you"}, lane="tenant-7")
     job = await claim_job(queue)
     assert (job.id, job.payload, job.group) == (verdict.id, {"to": "you"}, "tenant-7")
     assert sync_queue.state(verdict.id) == "active"
@@ -117,7 +109,7 @@ async def test_a_subscriber_of_the_queue_hears_what_the_sync_producer_admits(
     sync_queue: SyncQueue, queue: Queue
 ) -> None:
     async with queue.subscribe() as events:
-        one = sync_queue.enqueue("hello", group="tenant-3")
+        one = sync_queue.enqueue("hello", lane="tenant-3")
         assert sync_queue.enqueue("again", id=one.id).kind == "duplicate"  # no event
         later, now = sync_queue.enqueue_many([Item(1, delay=60), Item(2)])
         heard = [await asyncio.wait_for(events.get(), 5) for _ in range(3)]
@@ -135,7 +127,7 @@ async def test_eight_threads_admit_every_job_exactly_once(
 
     def produce(n: int) -> None:
         try:
-            mine = [sync_queue.enqueue(i, group=f"t{n}") for i in range(per_thread)]
+            mine = [sync_queue.enqueue(i, lane=f"t{n}") for i in range(per_thread)]
             mine += sync_queue.enqueue_many(range(per_thread))
             verdicts.extend(mine)
         except Exception as exc:  # surfaced below, with the thread's own traceback
@@ -319,7 +311,7 @@ async def test_a_batch_whose_replies_are_lost_answers_unknown_and_resends_safely
         with SyncQueue.connect(relay.url, queue_name) as sq:
             sq.enqueue("warm")
             relay.cut_next.set()
-            lost = sq.enqueue_many([Item("first", group="g"), Item({1}), *range(250)])
+            lost = sq.enqueue_many([Item("first", lane="g"), Item({1}), *range(250)])
             assert relay.cuts == 1
             assert lost[1].kind == "error"  # refused before sending: not unknown
             unknown = [v for v in lost if v.kind == "unknown"]
@@ -398,7 +390,7 @@ async def test_the_version_fence_refuses_another_deployment_and_a_new_thread_che
 
 
 BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
-    ("group", lambda q: q.enqueue(1, group="")),
+    ("lane", lambda q: q.enqueue(1, lane="")),
     ("job id", lambda q: q.enqueue(1, id="JOB-not-an-id")),
     ("job id", lambda q: q.enqueue(1, id="USR0000000000A")),
     ("dedup key", lambda q: q.enqueue(1, dedup_key="")),
@@ -408,12 +400,12 @@ BAD_CALLS: list[tuple[str, Callable[[SyncQueue], Any]]] = [
     ("delay", lambda q: q.enqueue_in(-1, 1)),
     ("delay", lambda q: q.enqueue_in(float("inf"), 1)),
     ("when", lambda q: q.enqueue_at(time.time() * 1000, 1)),
-    ("option", lambda q: q.enqueue_in(1, 1, lane="x")),
+    ("option", lambda q: q.enqueue_in(1, 1, colour="x")),
     ("ceiling", lambda q: q.configure_lane("g", limit=0)),
     ("max", lambda q: q.configure_lane("g", limit=5, rate=(0, 1.0))),
     ("window", lambda q: q.configure_lane("g", rate=(5, -1))),
     ("rate", lambda q: q.configure_lane("g", rate=5)),  # type: ignore[arg-type]
-    ("group", lambda q: q.configure_lane("", limit=1)),
+    ("lane", lambda q: q.configure_lane("", limit=1)),
     ("job id", lambda q: q.job("nope")),
     ("job id", lambda q: q.state("nope")),
     ("job id", lambda q: q.wait("nope")),
@@ -444,10 +436,10 @@ def test_enqueue_many_bounds_a_dedup_key_by_its_items_ttl(sync_queue: SyncQueue)
 
 
 def test_enqueue_many_refuses_bad_items_in_place(sync_queue: SyncQueue) -> None:
-    verdicts = sync_queue.enqueue_many([Item(1, group=""), Item(2), {3}])
+    verdicts = sync_queue.enqueue_many([Item(1, lane=""), Item(2), {3}])
     assert kinds(verdicts) == ["error", "enqueued", "error"]
     assert [v.error.argument for v in verdicts if isinstance(v.error, InvalidArgument)] == [
-        "group",
+        "lane",
         "payload",
     ]
 

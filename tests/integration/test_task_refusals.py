@@ -18,12 +18,12 @@ from echomq import (
     Queue,
     SyncQueue,
     TaskFailed,
-    TaskFlow,
     chain,
     flow,
     group,
 )
 from echomq.engine.flows import MAX_FLOW_DEPTH
+from echomq.tasks import TaskFlow
 from echomq.wire.codec import MAX_DEPTH
 
 

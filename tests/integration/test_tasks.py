@@ -20,17 +20,16 @@ from echomq import (
     ConsumerOptions,
     Defer,
     Fixed,
-    HookFailed,
     InvalidArgument,
-    Metronome,
-    Minter,
     Queue,
-    ResultMissing,
     ResultTimeout,
     Retry,
     TaskFailed,
     context,
 )
+from echomq.consumers import Metronome
+from echomq.engine import Minter
+from echomq.errors import HookFailed, ResultMissing
 from echomq.server.cluster import EmbeddedCluster
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
@@ -291,7 +290,7 @@ async def test_lane_settings_are_applied_the_first_time_a_lane_is_used(app: App)
     lanes = {lane.group: lane for lane in await app.queue().lanes()}
     assert (lanes["t-acme"].limit, lanes["t-acme"].rate) == (2, (10, 1.0))
     assert (lanes["vip"].limit, lanes["vip"].rate) == (2, (10, 1.0))
-    with pytest.raises(InvalidArgument, match="invalid group"):
+    with pytest.raises(InvalidArgument, match="invalid lane"):
         await work.using(lane="").enqueue("acme", 3)
     # In a batch a bad lane costs its own item alone, as an error verdict.
     handles = await app.enqueue_many([work.using(lane="").call("a", 4), work.call("b", 5)])

@@ -24,7 +24,7 @@ async def test_sync_enqueue_at_refuses_milliseconds_and_writes_nothing(
     def refuse() -> InvalidArgument:
         with SyncQueue.connect(valkey_url, queue.name) as sync:
             with pytest.raises(InvalidArgument, match="looks like milliseconds") as refused:
-                sync.enqueue_at(time.time() * 1000, {"n": 1}, group="acme")
+                sync.enqueue_at(time.time() * 1000, {"n": 1}, lane="acme")
             return refused.value
 
     assert (await asyncio.to_thread(refuse)).argument == "when"

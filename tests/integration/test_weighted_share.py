@@ -30,7 +30,7 @@ async def serve(queue: Queue, weights: dict[str, int]) -> list[str]:
         # A tenth more than the lane's fair share, so no lane runs dry (checked below).
         backlog = CLAIMS * weight // total + CLAIMS // 10
         for start in range(0, backlog, CHUNK):
-            items = [Item(n, group=group) for n in range(start, min(start + CHUNK, backlog))]
+            items = [Item(n, lane=group) for n in range(start, min(start + CHUNK, backlog))]
             verdicts = await queue.enqueue_many(items)
             assert {v.kind for v in verdicts} == {"enqueued"}
     served = []
@@ -87,7 +87,7 @@ async def _weigh_and_load(queue: Queue, jobs: int) -> None:
         await queue.lane(group).weight(weight)
         backlog = jobs * weight // 4 + jobs // 10
         for start in range(0, backlog, CHUNK):
-            items = [Item(n, group=group) for n in range(start, min(start + CHUNK, backlog))]
+            items = [Item(n, lane=group) for n in range(start, min(start + CHUNK, backlog))]
             assert {v.kind for v in await queue.enqueue_many(items)} == {"enqueued"}
 
 
@@ -141,7 +141,7 @@ async def test_a_lane_alone_on_the_ring_is_served_in_full_batches(queue: Queue) 
     """Turns cap a batch only while another lane waits: alone, a lane's next turn starts at
     once, so a batch is capped by depth and headroom alone (the single-lane fast path)."""
     await queue.lane("solo").weight(2)
-    await queue.enqueue_many([Item(n, group="solo") for n in range(60)])
+    await queue.enqueue_many([Item(n, lane="solo") for n in range(60)])
     claimed = await queue.claim_batch(50)
     assert isinstance(claimed, list)
     assert len(claimed) == 50

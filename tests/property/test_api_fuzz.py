@@ -23,30 +23,26 @@ from hypothesis import strategies as st
 
 from echomq import (
     App,
-    ArgumentRefused,
     Batching,
     Fixed,
     Handle,
     InvalidArgument,
     Job,
-    LockedError,
     Queue,
-    StaleTokenError,
-    StateError,
     Task,
-    TaskFlow,
     chain,
     flow,
     group,
 )
-from echomq.errors import server_error
+from echomq.errors import ArgumentRefused, LockedError, StaleTokenError, StateError, server_error
+from echomq.tasks import TaskFlow
 
 Call = Callable[[Queue, Job, Any], Coroutine[Any, Any, object]]
 
 #: Each public call with one argument left to the fuzzer, and the name its refusal must give.
 CALLS: dict[str, tuple[str, Call]] = {
     "enqueue payload": ("payload", lambda q, j, v: q.enqueue(v)),
-    "enqueue group": ("group", lambda q, j, v: q.enqueue(1, group=v)),
+    "enqueue lane": ("lane", lambda q, j, v: q.enqueue(1, lane=v)),
     "enqueue id": ("job id", lambda q, j, v: q.enqueue(1, id=v)),
     "enqueue dedup_key": ("dedup key", lambda q, j, v: q.enqueue(1, dedup_key=v)),
     "enqueue dedup_ttl": ("dedup_ttl", lambda q, j, v: q.enqueue(1, dedup_key="k", dedup_ttl=v)),
@@ -76,7 +72,7 @@ CALLS: dict[str, tuple[str, Call]] = {
     "lane rate window": ("window", lambda q, j, v: q.lane("g").rate(5, v)),
     "lane limit": ("ceiling", lambda q, j, v: q.lane("g").limit(v)),
     "lane weight": ("weight", lambda q, j, v: q.lane("g").weight(v)),
-    "lane name": ("group", lambda q, j, v: q.lane(v).pause()),
+    "lane name": ("lane", lambda q, j, v: q.lane(v).pause()),
     "lane cool seconds": ("seconds", lambda q, j, v: q.lane("g").cool(v)),
     "lane cool until": ("until", lambda q, j, v: q.lane("g").cool(until=v)),
     "cool after": ("after", lambda q, j, v: q.cool(j, after=v)),
@@ -88,7 +84,7 @@ CALLS: dict[str, tuple[str, Call]] = {
     "children id": ("job id", lambda q, j, v: q.children(v)),
     "progress value": ("value", lambda q, j, v: q.progress(j, value=v, log="x")),
     "progress log": ("log", lambda q, j, v: q.progress(j, value=1, log=v)),
-    "reassign group": ("group", lambda q, j, v: q.reassign(j.id, v)),
+    "reassign lane": ("lane", lambda q, j, v: q.reassign(j.id, v)),
 }
 
 
@@ -147,7 +143,7 @@ async def _held(queue: Queue) -> Job:
     await queue.rate_limit(None)
     await queue.concurrency(None)
     await queue.lane("held").uncool()  # a fuzzed cool of the held job cooled its lane
-    await queue.enqueue("held", group="held")
+    await queue.enqueue("held", lane="held")
     while not isinstance(job := await queue.claim(lease=600), Job):
         await queue.lane("g").rate(None)
     return job
@@ -265,9 +261,9 @@ async def test_scripts_refuse_out_of_bounds_arguments_before_any_write(
 
 # -- the task layer: declarations, the canvas, calls and handles --------------------------------
 
-#: Each declaration with one option left to the fuzzer, and the names its refusal may give (a
-#: lane is a "group" in the engine's words). A declaration touches no server: a refused one
-#: must leave the app's tasks and schedules as they were.
+#: Each declaration with one option left to the fuzzer, and the names its refusal may give. A
+#: declaration touches no server: a refused one must leave the app's tasks and schedules as they
+#: were.
 Declare = Callable[[App, Any, str], object]
 DECLARATIONS: dict[str, tuple[frozenset[str], Declare]] = {
     "task name": (frozenset({"name"}), lambda a, v, n: a.task(v)(_fresh())),
@@ -299,7 +295,7 @@ DECLARATIONS: dict[str, tuple[frozenset[str], Declare]] = {
         lambda a, v, n: a.periodic(every=60, name=n, missed=v)(_fresh()),
     ),
     "periodic lane": (
-        frozenset({"group", "lane"}),
+        frozenset({"lane"}),
         lambda a, v, n: a.periodic(every=60, name=n, lane=v)(_fresh()),
     ),
     "periodic args": (
@@ -387,7 +383,7 @@ ACTS: dict[str, tuple[frozenset[str], Act]] = {
     "enqueue_many": (frozenset({"calls"}), lambda t, v: t.app.enqueue_many(v)),
     "task args": (frozenset({"args"}), lambda t, v: t.first.enqueue(v)),
     "typed args": (frozenset({"args"}), lambda t, v: t.typed.enqueue(v)),
-    "using lane": (frozenset({"group"}), lambda t, v: t.first.using(lane=v).enqueue(1)),
+    "using lane": (frozenset({"lane"}), lambda t, v: t.first.using(lane=v).enqueue(1)),
     "using id": (frozenset({"job id"}), lambda t, v: t.first.using(id=v).enqueue(1)),
     "using dedup_key": (
         frozenset({"dedup key"}),

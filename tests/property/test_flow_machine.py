@@ -26,7 +26,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from echomq import Flow, Job, Queue
+from echomq import Job, Queue
+from echomq.engine import Flow
 
 T = TypeVar("T")
 picks = st.integers(min_value=0, max_value=1 << 16)

@@ -101,7 +101,7 @@ class OrderedMachine(RuleBasedStateMachine):
 
     @rule(g=st.sampled_from(GROUPS))
     def enqueue(self, g: str) -> None:
-        verdict = self._run(self.queue.enqueue(next(self.payloads), group=g))
+        verdict = self._run(self.queue.enqueue(next(self.payloads), lane=g))
         self.lanes[g].waiting.append(verdict.id)
         self.attempts[verdict.id] = 0
 

@@ -183,7 +183,7 @@ class QueueMachine(RuleBasedStateMachine):
     @rule(group=groups)
     def enqueue(self, group: str) -> None:
         payload = next(self.payloads)
-        verdict = self._run(self.queue.enqueue(payload, group=None if group == "_" else group))
+        verdict = self._run(self.queue.enqueue(payload, lane=None if group == "_" else group))
         assert verdict.kind == "enqueued"
         self.model.admit(verdict.id, group, payload)
         assert self._run(self.queue.state(verdict.id)) == "pending"
@@ -193,19 +193,19 @@ class QueueMachine(RuleBasedStateMachine):
     def enqueue_existing_id_is_duplicate(self, pick: int, group: str) -> None:
         job_id = sorted(self.model.rows)[pick % len(self.model.rows)]
         before = self.snapshot()
-        verdict = self._run(self.queue.enqueue("other", group=group, id=job_id))
+        verdict = self._run(self.queue.enqueue("other", lane=group, id=job_id))
         assert (verdict.kind, verdict.id) == ("duplicate", job_id)
         assert self.snapshot() == before
 
     @rule(lanes=st.lists(groups, min_size=1, max_size=8), duplicate=st.none() | picks)
     def enqueue_many(self, lanes: list[str], duplicate: int | None) -> None:
-        items = [Item(payload=next(self.payloads), group=g) for g in lanes]
+        items = [Item(payload=next(self.payloads), lane=g) for g in lanes]
         existing = sorted(self.model.rows)
         position = None
         if duplicate is not None and existing:
             position = duplicate % (len(items) + 1)
             twin = existing[duplicate % len(existing)]
-            items.insert(position, Item(payload="other", group=lanes[0], id=twin))
+            items.insert(position, Item(payload="other", lane=lanes[0], id=twin))
         verdicts = self._run(self.queue.enqueue_many(items))
         assert len(verdicts) == len(items)
         for n, (item, verdict) in enumerate(zip(items, verdicts, strict=True)):
@@ -605,7 +605,7 @@ class QueueMachine(RuleBasedStateMachine):
         job_id, token = self._held(pick)
         row = self.model.rows[job_id]
         after = 60.0 if is_long else 0.01
-        assert self._run(self.queue.cool(job_id, token, after=after, group="?"))
+        assert self._run(self.queue.cool(job_id, token, after=after, lane="?"))
         self.model.release(job_id)
         if row.cancel is not None:
             self.model.end_cancelled(job_id)  # a cancel marked it: it ends here

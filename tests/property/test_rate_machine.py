@@ -26,7 +26,8 @@ from hypothesis.stateful import (
 )
 from queue_model import RateRule, is_spent, windows_over
 
-from echomq import Empty, Item, Job, Policy, Queue, Rate, RateLimited
+from echomq import Item, Job, Policy, Queue, Rate
+from echomq.engine import Empty, RateLimited
 
 T = TypeVar("T")
 GROUPS = ("a", "b", "c")
@@ -94,7 +95,7 @@ class RateMachine(RuleBasedStateMachine):
 
     @rule(group=st.sampled_from(GROUPS), n=st.integers(1, 4))
     def enqueue(self, group: str, n: int) -> None:
-        self._run(self.queue.enqueue_many([Item(i, group=group) for i in range(n)]))
+        self._run(self.queue.enqueue_many([Item(i, lane=group) for i in range(n)]))
         self.pending[group] += n
 
     @rule(n=st.integers(1, 4))

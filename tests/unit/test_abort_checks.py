@@ -7,7 +7,8 @@ import asyncio
 
 import pytest
 
-from echomq import Cancellation, InvalidArgument, shielded
+from echomq import InvalidArgument, shielded
+from echomq.engine import Cancellation
 from echomq.engine.cancels import MAX_REASON, cancel_reason, cancellation
 
 

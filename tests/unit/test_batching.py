@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from echomq import App, Batching, BatchTask, InvalidArgument, Member, MemberVerdict, TaskFailed
+from echomq import App, Batching, InvalidArgument, Member, MemberVerdict, TaskFailed
+from echomq.tasks import BatchTask
 
 
 @pytest.mark.parametrize(

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 import echomq
+import echomq.consumers
+import echomq.errors
 from echomq.cli import main
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations"
@@ -55,9 +57,10 @@ def test_every_exported_exception_is_in_the_errors_page() -> None:
     errors = (OPERATIONS.parent / "reference" / "errors.md").read_text()
     exported = [
         name
-        for name in echomq.__all__
-        if isinstance(getattr(echomq, name), type)
-        and issubclass(getattr(echomq, name), BaseException)
+        for module in (echomq, echomq.errors, echomq.consumers)
+        for name in module.__all__
+        if isinstance(getattr(module, name), type)
+        and issubclass(getattr(module, name), BaseException)
     ]
     assert {"EchoMQError", "TaskFailed", "Retry"} <= set(exported)
     missing = [name for name in exported if not re.search(rf"\b{name}\b", errors)]

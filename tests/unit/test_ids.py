@@ -252,9 +252,9 @@ def test_minter_shared_by_threads_never_repeats_a_number() -> None:
 
 
 def test_validate_id_is_public_and_names_the_argument() -> None:
-    import echomq
+    import echomq.engine
 
-    good = echomq.Minter(1).mint("GAM")
-    assert echomq.validate_id(good, "GAM", "game") == good
+    good = echomq.engine.Minter(1).mint("GAM")
+    assert echomq.engine.validate_id(good, "GAM", "game") == good
     with pytest.raises(echomq.InvalidArgument, match="game"):
-        echomq.validate_id(good, "PLR", "game")
+        echomq.engine.validate_id(good, "PLR", "game")

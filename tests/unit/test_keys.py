@@ -203,9 +203,9 @@ def test_any_name_of_at_most_the_byte_bound_is_a_lane_a_dedup_key_and_a_bucket(n
 def test_bad_names_are_refused_with_their_reason_and_argument(name: object, reason: str) -> None:
     ks = _keys.Keyspace.for_queue("orders")
     checks = [
-        ("group", _keys.validate_group),
-        ("group", ks.lane),
-        ("group", ks.lane_limiter),
+        ("lane", _keys.validate_group),
+        ("lane", ks.lane),
+        ("lane", ks.lane_limiter),
         ("dedup key", _keys.validate_dedup),
         ("dedup key", ks.dedup),
         ("bucket name", _keys.validate_bucket),

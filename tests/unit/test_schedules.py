@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from echomq import App, InvalidArgument, Schedule
+from echomq import App, InvalidArgument
 from echomq.engine.ids import MAX_SEQ, NODE_SHIFT, parse, unix_ms, validate
+from echomq.tasks import Schedule
 from echomq.tasks.periodic import missed_tick, name_hash, occurrence_id
 
 TICK = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -92,7 +93,7 @@ def test_cron_ticks_in_its_time_zone_across_daylight_saving() -> None:
         ({"every": 1.0, "tz": "Europe/Paris"}, "tz", "cron= schedules only"),
         ({"every": 1.0, "missed": "sometimes"}, "missed", "'skip' or 'once'"),
         ({"every": 1.0, "name": "no spaces"}, "name", "schedule's name"),
-        ({"every": 1.0, "lane": ""}, "group", "must be 1 to 1024 bytes"),
+        ({"every": 1.0, "lane": ""}, "lane", "must be 1 to 1024 bytes"),
         ({"every": 1.0, "args": (1, 2)}, "args", "too many"),
         ({"cron": "0 9 * * *", "tz": "Mars/Olympus"}, "tz", "not a known IANA"),
         ({"cron": "61 * * * *"}, "cron", "not a cron expression"),

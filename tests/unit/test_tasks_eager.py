@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from echomq import App, Closed, InvalidArgument, TaskFailed, context
+from echomq import App, InvalidArgument, TaskFailed, context
+from echomq.errors import Closed
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from echomq import App, InvalidArgument
-from echomq.engine.producer import when_run_at
+from echomq.engine.options import when_run_at
 
 
 def test_a_millisecond_timestamp_is_refused_naming_the_argument() -> None:

@@ -27,8 +27,11 @@ from codemojex.pipeline import Pipeline
 from codemojex.store import Store, open_store
 from codemojex.store.kv import Valkey
 from codemojex.telegram.transport import TelegramConfig, open_bot, redact
-from echomq import AppWorker, ConnectionOptions, Metronome, Minter, Pool
+from echomq import AppWorker, ConnectionOptions
+from echomq.consumers import Metronome
+from echomq.engine import Minter
 from echomq.metrics import Observer
+from echomq.wire import Pool
 
 log = logging.getLogger("codemojex.app")
 

@@ -35,20 +35,12 @@ from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.worker import NotifyWorker
 from codemojex.store import Board, Store
 from codemojex.store.kv import Valkey
-from echomq import (
-    App,
-    AppWorker,
-    Buckets,
-    ConsumerOptions,
-    EchoMQError,
-    Metronome,
-    Minter,
-    Queue,
-    Tally,
-    Wire,
-)
+from echomq import App, AppWorker, ConsumerOptions, EchoMQError, Queue
+from echomq.consumers import Metronome, Tally
+from echomq.engine import Buckets, Minter
 from echomq.metrics import Observer
 from echomq.testing import discard
+from echomq.wire import Wire
 
 log = logging.getLogger("codemojex.sweep")
 

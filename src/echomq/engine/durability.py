@@ -127,7 +127,7 @@ def validate(durability: Any, call_timeout: float) -> Durability | None:
         return None
     if not isinstance(durability, Durability):
         raise InvalidArgument(
-            "durability", durability, "must be a Durability (echomq.Durability(...)) or None"
+            "durability", durability, "must be a Durability (echomq.engine.Durability(...)) or None"
         )
     if durability.timeout >= call_timeout:
         raise InvalidArgument(

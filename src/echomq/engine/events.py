@@ -84,7 +84,7 @@ class Subscription:
         task.add_done_callback(self._tasks.discard)
 
     def _deliver(self, message: bytes) -> None:
-        """One message of the channel (a subclass may read it otherwise: see _waiters.py)."""
+        """One message of the channel (a subclass may read it otherwise: see waiters.py)."""
         try:
             event = json.loads(message)
         except ValueError:

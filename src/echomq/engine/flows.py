@@ -117,7 +117,7 @@ def plan(flow: Flow, queue: str, codec: Codec, mint: Callable[[], str]) -> Plan:
     """Check every node of ``flow`` (rooted on ``queue`` unless it names one) before anything
     is written; ``InvalidArgument`` names the node's argument refused."""
     if not isinstance(flow, Flow):
-        raise InvalidArgument("flow", flow, "must be an echomq.Flow")
+        raise InvalidArgument("flow", flow, "must be an echomq.engine.Flow")
     writes: dict[str, list[Node]] = {}
     seen: set[str] = set()
     total = [0, 0]  # nodes, payload bytes

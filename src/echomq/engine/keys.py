@@ -83,7 +83,7 @@ def validate_queue(name: object) -> str:
 def validate_group(name: object) -> str:
     """Return ``name`` if it is a legal group (lane) name: any ``str`` of 1 to
     ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
-    return validate_text_name("group", name)
+    return validate_text_name("lane", name)
 
 
 #: The ``done`` channel's message for "re-read every waited row" (no job id is one byte long).
@@ -144,7 +144,7 @@ QUEUE_ROOT: Final = "emq:{<q>}:"
 
 #: Every key echomq builds, one shape each: the one declared layout. ``Keyspace`` derives its
 #: fixed keys (and their order in ``all_fixed``) from it. tests/unit/test_keyspace_lua.py holds
-#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``_nodes.NODES_KEY``,
+#: the rest to it: the ``Keyspace`` methods, ``VERSION_KEY``, ``bucket_key``, ``nodes.NODES_KEY``,
 #: every key the Lua scripts build, and the keyspace table of docs/reference/keyspace.md.
 LAYOUT: Final[tuple[KeyShape, ...]] = (
     KeyShape(

@@ -9,8 +9,9 @@ from typing import Any
 
 from echomq.engine.checks import MAX_WEIGHT, count, ms, text
 from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.options import when_run_at
 from echomq.engine.policies import DEFAULT_MODE, RateMode, parse_rate
-from echomq.engine.producer import lane_limit_value, lane_rate_value, when_run_at
+from echomq.engine.producer import lane_limit_value, lane_rate_value
 from echomq.engine.publisher import Publisher
 from echomq.engine.results import LaneInfo
 from echomq.engine.transitions import Engine

@@ -1,33 +1,29 @@
 """The producer's pure pieces, shared by the async ``Queue`` and the blocking ``SyncQueue``.
 
-The checks that turn one enqueue's arguments into the engine's :class:`Admission`, a batch's
-plan (which items go out, which are refused in place) and its verdicts, the lane settings as the
-engine stores them, and a job row as :class:`JobInfo`. No I/O: both wires call these.
+A batch's plan (which items go out, which are refused in place) and its verdicts, the lane
+settings as the engine stores them, and a job row as :class:`JobInfo`. A job's options and their
+checks are :mod:`echomq.engine.options`'. No I/O: both wires call these.
 """
 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from echomq.engine import ids as _ids
-from echomq.engine.checks import (
-    MAX_CEILING,
-    MAX_DURATION,
-    MAX_PAYLOAD,
-    MAX_RESULT_TTL,
-    MAX_UNIX_SECONDS,
-    count,
-    ms,
-)
+from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.checks import text as _text
-from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
+from echomq.engine.options import (
+    DEFAULT_OPTIONS,
+    Admission,
+    JobOptions,
+    admission,
+    lane_alias,
+)
 from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
-from echomq.engine.transitions import Admission, Admitted
+from echomq.engine.transitions import Admitted
 from echomq.errors import EchoMQError, InvalidArgument, NotDurable, WireError
 from echomq.wire.codec import Codec
 
@@ -36,20 +32,17 @@ VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "schedu
 #: The states a row may hold; anything else reads as ``absent``.
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
-_OPTIONS = frozenset({"group", "id", "dedup_key", "dedup_ttl", "dedup_from", "result_ttl"})
-#: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
-#: cancelled or removed), the key living as long as the job until then.
-DEDUP_FROM = ("enqueue", "finish")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Item:
-    """One job for ``enqueue_many``. ``delay`` (seconds) schedules it for later; ``dedup_ttl``
-    (seconds) bounds how long its ``dedup_key`` holds, counted from ``dedup_from``, and
-    ``result_ttl`` (seconds) keeps its completed row, as in ``enqueue``."""
+    """One job for ``enqueue_many``: its payload and the options ``enqueue`` takes, with
+    ``delay`` (seconds from now) to schedule it; :attr:`options` is them as :class:`JobOptions`
+    (``admit_many`` takes ``(payload, options)`` pairs directly). ``group=`` is the deprecated
+    name of ``lane=``. Frozen: ``dataclasses.replace(item, id=verdict.id)`` resends one."""
 
     payload: Any
-    group: str | None = None
+    lane: str | None = None
     id: str | None = None
     dedup_key: str | None = None
     delay: float | None = None
@@ -57,72 +50,48 @@ class Item:
     dedup_from: str = "enqueue"
     result_ttl: float | None = None
 
+    def __init__(
+        self,
+        payload: Any,
+        lane: str | None = None,
+        id: str | None = None,
+        dedup_key: str | None = None,
+        delay: float | None = None,
+        dedup_ttl: float | None = None,
+        dedup_from: str = "enqueue",
+        result_ttl: float | None = None,
+        *,
+        group: str | None = None,
+    ) -> None:
+        if group is not None:
+            lane = lane_alias(lane, group)
+        setattr = object.__setattr__  # frozen: set once, here
+        setattr(self, "payload", payload)
+        setattr(self, "lane", lane)
+        setattr(self, "id", id)
+        setattr(self, "dedup_key", dedup_key)
+        setattr(self, "delay", delay)
+        setattr(self, "dedup_ttl", dedup_ttl)
+        setattr(self, "dedup_from", dedup_from)
+        setattr(self, "result_ttl", result_ttl)
 
-def admission(
-    codec: Codec,
-    mint: Callable[[], str],
-    payload: Any,
-    group: str | None,
-    id: str | None,
-    dedup_key: str | None,
-    dedup_ttl: float | None,
-    run_at: int,
-    dedup_from: str | None = None,
-    result_ttl: float | None = None,
-) -> Admission:
-    """One job as the engine takes it, every argument checked (``InvalidArgument`` names the
-    one refused, before anything is minted or sent). ``mint`` makes the id when ``id`` is None."""
-    data = codec.encode(payload)
-    if len(data) > MAX_PAYLOAD:
-        raise InvalidArgument(
-            "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
+    @property
+    def group(self) -> str | None:
+        """The deprecated name of :attr:`lane`."""
+        return self.lane
+
+    @property
+    def options(self) -> JobOptions:
+        return JobOptions(
+            self.lane,
+            self.id,
+            self.dedup_key,
+            self.dedup_ttl,
+            self.dedup_from,
+            self.delay,
+            None,
+            self.result_ttl,
         )
-    lane = DEFAULT_GROUP if group is None else validate_group(group)
-    dedup = "" if dedup_key is None else validate_dedup(dedup_key)
-    ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
-    start = check_dedup_from(dedup_from, dedup_ttl)
-    keep = -1 if result_ttl is None else ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
-    job_id = mint() if id is None else _ids.validate(id, "JOB", "job id")
-    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep)
-
-
-def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:
-    """``dedup_from`` checked (None: ``enqueue``); counting from the finish needs a TTL."""
-    if dedup_from is None:
-        return "enqueue"
-    if dedup_from not in DEDUP_FROM:
-        raise InvalidArgument("dedup_from", dedup_from, "must be 'enqueue' or 'finish'")
-    if dedup_from == "finish" and dedup_ttl is None:
-        raise InvalidArgument(
-            "dedup_ttl", dedup_ttl, "dedup_from='finish' needs a dedup_ttl (seconds after the end)"
-        )
-    return dedup_from
-
-
-def delay_run_at(delay: float) -> int:
-    """``enqueue_in``'s seconds from now as the engine's ``run_at`` (negative: relative ms)."""
-    return -ms(delay, "delay")
-
-
-def when_run_at(when: float, argument: str = "when") -> int:
-    """An epoch timestamp in Unix seconds (``enqueue_at``'s ``when``, ``task.using(at=)``) as
-    engine ms. A value above 10**11 is a millisecond timestamp by mistake (BullMQ and JavaScript
-    count in ms): refused, naming ``argument``, as is anything more than 10 years ahead."""
-    if isinstance(when, int | float) and not isinstance(when, bool) and when > MAX_UNIX_SECONDS:
-        raise InvalidArgument(
-            argument, when, "looks like milliseconds: it takes Unix seconds (time.time())"
-        )
-    return ms(when, argument, positive=True, most=time.time() + MAX_DURATION)
-
-
-def admission_options(options: Mapping[str, Any]) -> dict[str, Any]:
-    """``enqueue_in`` / ``enqueue_at``'s keyword options, each named (unknown ones refused)."""
-    unknown = set(options) - _OPTIONS
-    if unknown:
-        raise InvalidArgument(
-            "option", sorted(unknown)[0], f"allowed: {', '.join(sorted(_OPTIONS))}"
-        )
-    return {name: options.get(name) for name in _OPTIONS}
 
 
 @dataclass(slots=True)
@@ -137,58 +106,34 @@ class Batch:
     @classmethod
     def plan(cls, items: Iterable[Item | Any], codec: Codec, mint: Callable[[], str]) -> Batch:
         batch = cls()
+        add = batch.add
         for item in items:
-            if not isinstance(item, Item):
-                item = Item(item)
-            try:
-                run_at = 0 if item.delay is None else delay_run_at(item.delay)
-            except InvalidArgument as exc:
-                batch.verdicts.append(Verdict("error", str(item.id or ""), exc))
-                continue
-            batch.add(
-                codec,
-                mint,
-                item.payload,
-                item.group,
-                item.id,
-                item.dedup_key,
-                item.dedup_ttl,
-                run_at,
-                item.dedup_from,
-                item.result_ttl,
-            )
+            if type(item) is Item:
+                add(codec, mint, item.payload, item.options)
+            else:
+                add(codec, mint, item, DEFAULT_OPTIONS)
         return batch
 
-    def add(
-        self,
-        codec: Codec,
-        mint: Callable[[], str],
-        payload: Any,
-        group: str | None,
-        id: str | None,
-        dedup_key: str | None,
-        dedup_ttl: float | None,
-        run_at: int,
-        dedup_from: str | None = None,
-        result_ttl: float | None = None,
-    ) -> None:
+    @classmethod
+    def pairs(
+        cls, jobs: Iterable[tuple[Any, JobOptions]], codec: Codec, mint: Callable[[], str]
+    ) -> Batch:
+        """The plan of ``(payload, options)`` pairs (``admit_many``)."""
+        batch = cls()
+        add = batch.add
+        for job in jobs:
+            if type(job) is not tuple or len(job) != 2 or not isinstance(job[1], JobOptions):
+                raise InvalidArgument("jobs", job, "expected (payload, JobOptions) pairs")
+            add(codec, mint, job[0], job[1])
+        return batch
+
+    def add(self, codec: Codec, mint: Callable[[], str], payload: Any, options: JobOptions) -> None:
         """One more job, checked as :func:`admission` checks it: refused, it holds its
         ``error`` verdict in place and is not sent."""
         try:
-            admitted = admission(
-                codec,
-                mint,
-                payload,
-                group,
-                id,
-                dedup_key,
-                dedup_ttl,
-                run_at,
-                dedup_from,
-                result_ttl,
-            )
+            admitted = admission(codec, mint, payload, options)
         except InvalidArgument as exc:
-            self.verdicts.append(Verdict("error", str(id or ""), exc))
+            self.verdicts.append(Verdict("error", str(options.id or ""), exc))
             return
         self.positions.append(len(self.verdicts))
         self.admissions.append(admitted)

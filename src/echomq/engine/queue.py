@@ -28,18 +28,16 @@ from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
-from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
-from echomq.engine.producer import (
-    VERDICTS,
-    Batch,
+from echomq.engine.options import (
+    DEFAULT_OPTIONS,
+    JobOptions,
     admission,
-    admission_options,
-    delay_run_at,
+    lane_alias,
+    options_of,
     when_run_at,
 )
-from echomq.engine.producer import (
-    Item as Item,  # re-exported: Item's home is _producer
-)
+from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
+from echomq.engine.producer import VERDICTS, Batch, Item
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
 from echomq.engine.reads import Reads
@@ -73,8 +71,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
-    Admission and claims live here, the settles and waits in :class:`Settles` (_settles.py),
-    progress and logs in :class:`Reports` (_progress.py), cancels in :class:`Cancels`
+    Admission and claims live here, the settles and waits in :class:`Settles` (settles.py),
+    progress and logs in :class:`Reports` (progress.py), cancels in :class:`Cancels`
     (cancels.py), flows in :class:`FlowVerbs` (flow_verbs.py);
     the admin verbs and reads are those of the admin and read planes the queue holds, on the
     same typed engine.
@@ -195,31 +193,13 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     def _mint(self) -> str:
         return self.minter.mint("JOB")
 
-    async def _admit(
-        self,
-        payload: Any,
-        group: str | None,
-        id: str | None,
-        dedup_key: str | None,
-        dedup_ttl: float | None,
-        run_at: int,
-        dedup_from: str | None = None,
-        result_ttl: float | None = None,
-    ) -> Verdict:
-        if id is None and not self.minter.is_ready:
+    async def admit(self, payload: Any, options: JobOptions = DEFAULT_OPTIONS) -> Verdict:
+        """Admit one job with its :class:`JobOptions` (the one path every enqueue takes:
+        ``enqueue``, ``enqueue_in``, ``enqueue_at`` and the task layer). Idempotent by id and
+        dedup key; a refused option raises :class:`InvalidArgument` naming it, before any write."""
+        if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
-        item = admission(
-            self.codec,
-            self._mint,
-            payload,
-            group,
-            id,
-            dedup_key,
-            dedup_ttl,
-            run_at,
-            dedup_from,
-            result_ttl,
-        )
+        item = admission(self.codec, self._mint, payload, options)
         code, job_id = await self.engine.enqueue_one(item)
         verdict = Verdict(VERDICTS[code], job_id)
         if code and self._listened():
@@ -230,14 +210,15 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self,
         payload: Any,
         *,
-        group: str | None = None,
+        lane: str | None = None,
         id: str | None = None,
         dedup_key: str | None = None,
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        group: str | None = None,
     ) -> Verdict:
-        """Admit a job to its lane (``group``; default lane ``_``). Idempotent by id and dedup key.
+        """Admit a job to its ``lane`` (default lane ``_``). Idempotent by id and dedup key.
 
         ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
         job for ``dedup_ttl`` seconds from now, whatever becomes of the job (completed, removed,
@@ -245,22 +226,24 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         and not past its death. ``dedup_from="finish"`` counts ``dedup_ttl`` from the job's end
         instead (completed, dead, cancelled or removed): "once per user for an hour after it
         ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
-        instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
+        instead of the completing queue's ``result_ttl`` (docs/guides/results.md). ``group=``
+        is the deprecated name of ``lane=``. The same as :meth:`admit` with these options.
         """
-        return await self._admit(
-            payload, group, id, dedup_key, dedup_ttl, 0, dedup_from, result_ttl
-        )
+        if group is not None:
+            lane = lane_alias(lane, group)
+        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        return await self.admit(payload, options)
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
-        """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
-        run_at = delay_run_at(delay)
-        return await self._admit(payload, **admission_options(options), run_at=run_at)
+        """Admit a job that becomes claimable ``delay`` seconds from now (server clock);
+        ``options`` are :meth:`enqueue`'s."""
+        return await self.admit(payload, options_of(options, delay=delay))
 
     async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
         now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
-        run_at = when_run_at(when)
-        return await self._admit(payload, **admission_options(options), run_at=run_at)
+        when_run_at(when)  # refused as ``when``, the argument's name here
+        return await self.admit(payload, options_of(options, at=when))
 
     async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
         """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
@@ -275,9 +258,15 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
             await self.minter.ready()
         return await self._send(Batch.plan(items, self.codec, self._mint))
 
+    async def admit_many(self, jobs: Iterable[tuple[Any, JobOptions]]) -> list[Verdict]:
+        """:meth:`enqueue_many` for ``(payload, options)`` pairs: the batch form of
+        :meth:`admit` (the task layer's path), with the same verdicts."""
+        if not self.minter.is_ready:
+            await self.minter.ready()
+        return await self._send(Batch.pairs(jobs, self.codec, self._mint))
+
     async def _send(self, batch: Batch) -> list[Verdict]:
-        """A planned batch sent (the task layer plans its own, without an ``Item`` per call):
-        its verdicts in input order. The minter must be ready when the batch is planned."""
+        """A planned batch sent: its verdicts in input order."""
         replies = await self.engine.enqueue(batch.admissions) if batch.admissions else []
         verdicts = batch.settle(replies)
         if self._listened():

@@ -287,22 +287,22 @@ class Settles:
         *,
         after: float | None = None,
         until: float | None = None,
-        group: str = "_",
+        lane: str = "_",
     ) -> bool:
         """Put a leased job back in its lane without counting an attempt, and cool that whole
         lane for ``after`` seconds (or until the Unix time ``until``), in one atomic step fenced
         by the token: what a handler's ``Cool`` does. Every worker skips the lane until then;
         it rejoins the ring by itself. False when the job is gone (the lane cools anyway; a job
-        given by id names its lane by ``group``); True when settled (a job a cancel marked
+        given by id names its lane by ``lane``); True when settled (a job a cancel marked
         while it ran ends ``cancelled`` instead)."""
         at, mode = cool_end(after, until, "after")
         job_id, token = _ref(job, token)
-        lane = job.group if isinstance(job, Job) else validate_group(group)
-        _, code, ends = await self.engine.cool_lane(lane, at, mode, (job_id, token))
+        group = job.group if isinstance(job, Job) else validate_group(lane)
+        _, code, ends = await self.engine.cool_lane(group, at, mode, (job_id, token))
         if code and self._listened():
             # The job's own lane (the row's) is the one cooled: the one the event names.
             if code == 1:
-                event = {"event": "cooling", "job": job_id, "group": lane, "until": ends / 1000}
+                event = {"event": "cooling", "job": job_id, "group": group, "until": ends / 1000}
             else:
                 event = {"event": "cancelled", "job": job_id}
             self._emit([event])

@@ -2,10 +2,10 @@
 event loop, for WSGI apps, scripts and the task layer's ``enqueue_sync``.
 
 Same arguments, checks, Lua scripts and verdicts as :class:`echomq.Queue` (the pure pieces are
-shared, in ``_producer``); each thread talks on a socket of its own (``_sync_wire``); ids come
-from a node leased from the engine like the async minter's, renewed on the minting path instead
-of by a background task. Fork-safe: a child notices the new pid on its first call and leases its
-own node on its own sockets, never touching the parent's.
+shared, in ``engine/producer.py``); each thread talks on a socket of its own
+(``wire/blocking.py``); ids come from a node leased from the engine like the async minter's,
+renewed on the minting path instead of by a background task. Fork-safe: a child notices the new
+pid on its first call and leases its own node on its own sockets, never touching the parent's.
 """
 
 from __future__ import annotations
@@ -28,24 +28,23 @@ from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
-from echomq.engine.policies import Policy, Rate, policy_args
-from echomq.engine.producer import (
-    VERDICTS,
-    Batch,
-    Item,
+from echomq.engine.options import (
+    ADMISSION_WIDTH,
+    DEFAULT_OPTIONS,
+    Admission,
+    JobOptions,
     admission,
-    admission_options,
-    delay_run_at,
-    job_info,
-    job_state,
-    lane_limit_value,
+    lane_alias,
+    options_of,
     when_run_at,
 )
+from echomq.engine.policies import Policy, Rate, policy_args
+from echomq.engine.producer import VERDICTS, Batch, Item, job_info, job_state, lane_limit_value
 from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
 from echomq.engine.results import FINISHED, Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.scripts import ScriptRegistry
-from echomq.engine.transitions import ADMIT_CHUNK, Admission, _admitted
+from echomq.engine.transitions import ADMIT_CHUNK, _admitted
 from echomq.errors import (
     Closed,
     EchoMQError,
@@ -111,7 +110,7 @@ class _Lease:
 
     def _call(self, op: str, node: int, ceiling: int) -> Any:
         args = (op, self.owner, node, self._ttl_ms, ceiling, secrets.randbelow(1024))
-        command = ("EVALSHA", self._script.sha, 1, NODES_KEY, *args)
+        command = self._script.command((NODES_KEY,), args)
         reply = error_of(self.router.call(self._slot, pack(command), self._script))
         if isinstance(reply, ServerError):
             raise reply
@@ -205,15 +204,14 @@ class SyncQueue:
         self._lane_limit = self.scripts["lane_limit"]
         self._cancel = self.scripts["cancel"]
         self._slot = slot(self.keys.root)
-        self._head: tuple[Any, ...] = (
-            "EVALSHA",
-            self._enqueue.sha,
-            2,
-            self.keys.root,
-            self.keys.gate,
+        self._head = self._enqueue.head((self.keys.root, self.keys.gate))
+        # One item's call: the head's words packed once, then the item's (its count cut).
+        self._prefix = (
+            b"*%d\r\n" % (len(self._head) + ADMISSION_WIDTH)
+            + pack(self._head)[len(b"*%d\r\n" % len(self._head)) :]
         )
-        self._prefix = b"*13\r\n" + pack(self._head)[len(b"*5\r\n") :]
-        self._lane_head = ("EVALSHA", self._lane_limit.sha, 2, self.keys.root, self.keys.gate)
+        self._item_cut = len(b"*%d\r\n" % ADMISSION_WIDTH)
+        self._lane_head = self._lane_limit.head((self.keys.root, self.keys.gate))
         self._events = self.keys.events
         self._done = self.keys.done  # the shard channel each completion and burial is told on
         self._process = _Process(self.seeds, self.scripts)
@@ -289,35 +287,15 @@ class SyncQueue:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def _admit(
-        self,
-        payload: Any,
-        group: str | None,
-        id: str | None,
-        dedup_key: str | None,
-        dedup_ttl: float | None,
-        run_at: int,
-        dedup_from: str | None = None,
-        result_ttl: float | None = None,
-    ) -> Verdict:
+    def admit(self, payload: Any, options: JobOptions = DEFAULT_OPTIONS) -> Verdict:
+        """Admit one job with its :class:`JobOptions`; see :meth:`Queue.admit`."""
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
-        item = admission(
-            self.codec,
-            process.mint,
-            payload,
-            group,
-            id,
-            dedup_key,
-            dedup_ttl,
-            run_at,
-            dedup_from,
-            result_ttl,
-        )
+        item = admission(self.codec, process.mint, payload, options)
         before = process.router.reconnects, process.router.ask
-        # The call's first five words packed once; the item's eight after them ("*8\r\n" cut).
-        reply = process.router.call(self._slot, self._prefix + pack(item)[4:], self._enqueue)
+        command = self._prefix + pack(item)[self._item_cut :]
+        reply = process.router.call(self._slot, command, self._enqueue)
         if type(reply) is not list:
             raise error_of(reply) if type(reply) is ReplyError else WireError(repr(reply))
         admitted = _admitted(*reply)
@@ -328,7 +306,7 @@ class SyncQueue:
             short = self._waited(process, before, (item.id,), duplicate=code == 0)
             if short is not None:
                 raise short
-        if code == 0 and id is None and job_id == item.id:
+        if code == 0 and options.id is None and job_id == item.id:
             # An id minted here is nobody else's: this is our own send, which landed before
             # its connection dropped (the router sent it again).
             code = _landed(item)
@@ -341,32 +319,42 @@ class SyncQueue:
         self,
         payload: Any,
         *,
-        group: str | None = None,
+        lane: str | None = None,
         id: str | None = None,
         dedup_key: str | None = None,
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        group: str | None = None,
     ) -> Verdict:
-        """Admit a job to its lane (``group``; default lane ``_``); see :meth:`Queue.enqueue`."""
-        return self._admit(payload, group, id, dedup_key, dedup_ttl, 0, dedup_from, result_ttl)
+        """Admit a job to its ``lane`` (default lane ``_``); see :meth:`Queue.enqueue`."""
+        if group is not None:
+            lane = lane_alias(lane, group)
+        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        return self.admit(payload, options)
 
     def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable ``delay`` seconds from now (server clock)."""
-        run_at = delay_run_at(delay)
-        return self._admit(payload, **admission_options(options), run_at=run_at)
+        return self.admit(payload, options_of(options, delay=delay))
 
     def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
         """Admit a job that becomes claimable at ``when`` (Unix seconds)."""
-        run_at = when_run_at(when)
-        return self._admit(payload, **admission_options(options), run_at=run_at)
+        when_run_at(when)  # refused as ``when``, the argument's name here
+        return self.admit(payload, options_of(options, at=when))
 
     def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
         """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
         per item, in input order (see :meth:`Queue.enqueue_many`: refused items answer
         ``error``, the items of a chunk lost with the connection ``unknown``)."""
         process = self._here()
-        batch = Batch.plan(items, self.codec, process.mint)
+        return self._send(process, Batch.plan(items, self.codec, process.mint))
+
+    def admit_many(self, jobs: Iterable[tuple[Any, JobOptions]]) -> list[Verdict]:
+        """:meth:`enqueue_many` for ``(payload, options)`` pairs; see :meth:`Queue.admit_many`."""
+        process = self._here()
+        return self._send(process, Batch.pairs(jobs, self.codec, process.mint))
+
+    def _send(self, process: _Process, batch: Batch) -> list[Verdict]:
         admissions = batch.admissions
         if not admissions:
             return batch.verdicts
@@ -486,7 +474,7 @@ class SyncQueue:
         policies in one idempotent step; the number of settings changed."""
         args = policy_args(policies, default, lanes)
         script = self.scripts["policy"]
-        command = pack(("EVALSHA", script.sha, 2, self.keys.root, self.keys.gate, *args))
+        command = pack(script.command((self.keys.root, self.keys.gate), args))
         reply = error_of(self._here().router.call(self._slot, command, script))
         if isinstance(reply, ServerError):
             raise reply
@@ -497,7 +485,7 @@ class SyncQueue:
         running one is stopped by its worker within a beat; what happened is the answer."""
         job_id = _ids.validate(id, "JOB", "job id")
         why = cancel_reason(reason)
-        head = ("EVALSHA", self._cancel.sha, 2, self.keys.root, self.keys.gate)
+        head = self._cancel.head((self.keys.root, self.keys.gate))
         command = pack((*head, job_id, why, self.result_ttl_ms, ""))
         process = self._here()
         reply = error_of(process.router.call(self._slot, command, self._cancel))

@@ -14,6 +14,7 @@ from typing import Any, NamedTuple
 from echomq.engine.checks import text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.keys import Keyspace
+from echomq.engine.options import Admission
 from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.errors import EchoMQError, server_error
 from echomq.wire.connector import Arg
@@ -33,25 +34,9 @@ Admitted = tuple[int, str] | EchoMQError
 SettleCode = int | EchoMQError
 
 
-class Admission(NamedTuple):
-    """One job as ``enqueue.lua`` takes it; its fields, in order, are the item's ``ARGV``.
-    ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
-    ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
-    (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's."""
-
-    id: str
-    payload: bytes
-    group: str
-    run_at: int = 0
-    dedup: str = ""
-    dedup_ttl_ms: int = 0
-    dedup_from: str = "enqueue"
-    result_ttl_ms: int = -1
-
-
 class Failure(NamedTuple):
     """One failed attempt as ``retry.lua`` takes it; its fields, in order, are its ``ARGV``.
-    ``traceback`` "" for none (at most ``_checks.MAX_TRACEBACK`` bytes)."""
+    ``traceback`` "" for none (at most ``checks.MAX_TRACEBACK`` bytes)."""
 
     id: str
     token: int

@@ -19,10 +19,9 @@ from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.ids import Minter
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace
+from echomq.engine.options import JobOptions
 from echomq.engine.policies import Policy, policy_args
-from echomq.engine.producer import Batch, delay_run_at, when_run_at
 from echomq.engine.queue import Queue
-from echomq.engine.results import Verdict
 from echomq.errors import Closed, InvalidArgument
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
@@ -498,7 +497,7 @@ class App:
         queue = await self._open_queue(call.task.queue)
         await self._configure_lane(queue, call)
         try:
-            verdict = await queue._admit(*_admission(call))
+            verdict = await queue.admit(call.payload, call.options)
         except InvalidArgument as exc:
             raise as_args(exc, call) from None
         return Handle(call.task, verdict, queue)
@@ -528,45 +527,21 @@ class App:
                     for c in configured.values()
                 )
             )
-        # One planned batch per queue (no Item per call: each call's checks run once, here).
-        plans: dict[str, tuple[Batch, list[int]]] = {}
-        for name, queue in queues.items():
-            if not queue.minter.is_ready:
-                await queue.minter.ready()
-            plans[name] = (Batch(), [])
+        # One batch per queue, in input order within it.
+        Pairs = list[tuple[Any, JobOptions]]
+        jobs: dict[str, tuple[Pairs, list[int]]] = {name: ([], []) for name in names}
         seen: Task[Any, Any] | None = None
         for index, call in enumerate(calls):
             task = call.task
             if task is not seen:  # a batch is mostly one task's calls: look its queue up once
                 seen = task
-                queue = queues[task.queue]
-                batch, indexes = plans[task.queue]
-                codec, mint, name, ttl = queue.codec, queue._mint, task.name, task.dedup_ttl
-                start, keep = task.dedup_from, task.result_ttl
+                pairs, indexes = jobs[task.queue]
+                name = task.name
             indexes.append(index)
-            run_at = 0
-            if call.delay is not None or call.at is not None:
-                try:
-                    run_at = _run_at(call)
-                except InvalidArgument as exc:
-                    batch.verdicts.append(Verdict("error", call.id or "", exc))
-                    continue
-            payload = {"task": name, "args": call.args}  # Call.payload, without the lookup
-            batch.add(
-                codec,
-                mint,
-                payload,
-                call.lane,
-                call.id,
-                call.dedup_key,
-                ttl,
-                run_at,
-                start,
-                keep if call.result_ttl is None else call.result_ttl,
-            )
-        sent = await asyncio.gather(*(queues[name]._send(plan[0]) for name, plan in plans.items()))
+            pairs.append(({"task": name, "args": call.args}, call.options))  # Call.payload
+        sent = await asyncio.gather(*(queues[name].admit_many(p) for name, (p, _) in jobs.items()))
         handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
-        for (name, (_, indexes)), verdicts in zip(plans.items(), sent, strict=True):
+        for (name, (_, indexes)), verdicts in zip(jobs.items(), sent, strict=True):
             queue = queues[name]
             for index, verdict in zip(indexes, verdicts, strict=True):
                 handles[index] = Handle(calls[index].task, verdict, queue)
@@ -599,7 +574,7 @@ class App:
             queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
             self._lanes.add(key)
         try:
-            verdict = queue._admit(*_admission(call))
+            verdict = queue.admit(call.payload, call.options)
         except InvalidArgument as exc:
             raise as_args(exc, call) from None
         return SyncHandle(task, verdict, queue)
@@ -645,7 +620,7 @@ class App:
     async def _run_eager(self, call: Call[R]) -> Handle[R]:
         from echomq.tasks.eager import run  # the runtime imports the app: imported late
 
-        _run_at(call)  # eager runs at once, but a bad delay or a ms `at` is refused as live
+        call.options.check()  # eager runs at once, but bad options are refused as live
         return await run(self, call)
 
 
@@ -659,30 +634,3 @@ def _check_lent(wire: Wire | None, minter: Minter | None) -> None:
 def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
     group = DEFAULT_GROUP if call.lane is None else call.lane
     return (queue, group, call.task.lane_limit, call.task.lane_rate)
-
-
-def _run_at(call: Call[Any]) -> int:
-    """A call's ``delay`` (seconds from now) or ``at`` (Unix seconds) as the engine's run_at."""
-    if call.delay is not None:
-        return delay_run_at(call.delay)
-    return 0 if call.at is None else when_run_at(call.at, "at")
-
-
-def _admission(
-    call: Call[Any],
-) -> tuple[Any, str | None, str | None, str | None, float | None, int, str, float | None]:
-    """A call as the arguments of a queue's one admission path (``Queue._admit`` and
-    ``SyncQueue._admit`` take the same): payload, lane, id, dedup key, its TTL, run-at, where
-    the TTL counts from, and the result's keep (the call's, else the task's)."""
-    task = call.task
-    keep = task.result_ttl if call.result_ttl is None else call.result_ttl
-    return (
-        call.payload,
-        call.lane,
-        call.id,
-        call.dedup_key,
-        task.dedup_ttl,
-        _run_at(call),
-        task.dedup_from,
-        keep,
-    )

@@ -175,9 +175,11 @@ def engine_flow(node: TaskFlow[Any] | Call[Any], policy: FailurePolicy = "fail_p
     with ``"flow": 1`` (the worker reads its children first) and, when it receives a result,
     ``"receive": [parameter, "one" | "all"]``. ``policy`` is the node's own, from its parent."""
     call = node.parent if isinstance(node, TaskFlow) else node
+    options, task = call.options, call.task.defaults  # a call's own, not its task's
     for name in ("dedup_key", "delay", "at", "result_ttl"):
-        if getattr(call, name) is not None:
-            raise InvalidArgument(name, getattr(call, name), "a flow's calls take no " + name)
+        value = getattr(options, name)
+        if value is not None and value != getattr(task, name):
+            raise InvalidArgument(name, value, "a flow's calls take no " + name)
     payload: dict[str, Any] = {"task": call.task.name, "args": call.args}
     children: list[Flow] = []
     if isinstance(node, TaskFlow):

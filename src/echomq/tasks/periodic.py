@@ -156,7 +156,8 @@ def declare(
             raise InvalidArgument("kwargs", key, "a keyword argument's name must be a str")
     call = task.call(*args, **(kwargs or {}))  # a missing argument is refused here, as "args"
     if lane is not None:
-        call = call._replace(lane=lane)  # and the task's lane_limit / lane_rate go to it
+        # The task's lane_limit / lane_rate go to this lane.
+        call = call._replace(options=call.options._replace(lane=lane))
     policy = cast(Missed, missed)
     if every is not None:
         if tz is not None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from echomq.engine.results import Verdict
 from echomq.tasks.periodic import Schedule, missed_tick
@@ -85,9 +85,10 @@ class Scheduler:
         call = schedule.call  # its lane is the schedule's
         await self.app._configure_lane(queue, call)
         id, key = schedule.id_at(tick), schedule.dedup_key(tick)
-        options: dict[str, Any] = {"group": call.lane, "dedup_key": key}
-        options["dedup_ttl"] = schedule.dedup_ttl
-        verdict = await queue.enqueue(call.payload, id=id, **options)
+        options = call.options._replace(
+            dedup_key=key, dedup_ttl=schedule.dedup_ttl, dedup_from="enqueue"
+        )
+        verdict = await queue.admit(call.payload, options._replace(id=id))
         if (
             verdict.kind == "duplicate"
             and verdict.id == id
@@ -95,7 +96,7 @@ class Scheduler:
         ):
             # The row is another schedule's (their names' hashes met at this tick): a minted
             # id, under this tick's dedup key, so the other schedulers still agree on it.
-            verdict = await queue.enqueue(call.payload, **options)
+            verdict = await queue.admit(call.payload, options)
         if verdict.kind in ("enqueued", "scheduled"):
             await queue.wire.call("HSET", queue.keys.periodic, schedule.name, tick)
         return verdict

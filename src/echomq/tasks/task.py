@@ -8,14 +8,13 @@ import asyncio
 import copy
 import inspect
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, NamedTuple, ParamSpec, TypeVar
 
 from echomq.engine.backoff import Backoff
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, MAX_RESULT_TTL, count, ms
 from echomq.engine.ids import validate
 from echomq.engine.keys import Keyspace
-from echomq.engine.producer import check_dedup_from
+from echomq.engine.options import DEFAULT_OPTIONS, JobOptions, check_dedup_from, keyed
 from echomq.engine.results import Verdict
 from echomq.errors import InvalidArgument
 from echomq.tasks.arguments import Signature
@@ -33,40 +32,35 @@ Key = str | Callable[..., Any] | None
 
 
 class Call(NamedTuple, Generic[R]):
-    """One bound call of a task, ready for :meth:`App.enqueue_many` (from ``task.call(...)``).
+    """One bound call of a task, ready for :meth:`App.enqueue_many` (from ``task.call(...)``):
+    its arguments and its :class:`JobOptions` (the task's, ``using()``'s, and the lane and dedup
+    key computed from the arguments).
 
     A named tuple rather than a frozen dataclass: a batch makes one per item, and the tuple is
     built in a third of the time."""
 
     task: Task[Any, R]
     args: dict[str, Any]
-    lane: str | None = None
-    id: str | None = None
-    dedup_key: str | None = None
-    delay: float | None = None
-    at: float | None = None
+    options: JobOptions = DEFAULT_OPTIONS
     #: The parameter a flow's result goes into (``task.receiving``); None for a plain call.
     receive: str | None = None
-    #: Seconds the job's completed row is kept (``task.using(result_ttl=)``); None: the task's.
-    result_ttl: float | None = None
 
     @property
     def payload(self) -> dict[str, Any]:
         """The job's payload: ``{"task": name, "args": {parameter: value}}``."""
         return {"task": self.task.name, "args": self.args}
 
+    @property
+    def lane(self) -> str | None:
+        return self.options.lane
 
-@dataclass(frozen=True, slots=True)
-class _Overrides:
-    lane: str | None = None
-    id: str | None = None
-    dedup_key: str | None = None
-    delay: float | None = None
-    at: float | None = None
-    result_ttl: float | None = None
+    @property
+    def id(self) -> str | None:
+        return self.options.id
 
-
-_NO_OVERRIDES = _Overrides()
+    @property
+    def dedup_key(self) -> str | None:
+        return self.options.dedup_key
 
 
 class Task(Generic[P, R]):
@@ -116,11 +110,17 @@ class Task(Generic[P, R]):
         self.dedup_from = check_dedup_from(dedup_from, dedup_ttl)
         #: Seconds this task's completed rows (results) are kept; None: the app's result_ttl.
         self.result_ttl = None if result_ttl is None else _keep(result_ttl)
+        #: The task's own admission options (its decorator's), and the ones every call starts
+        #: from (the same, but a ``using()`` variant's include its options).
+        self.defaults = self.options = JobOptions(
+            dedup_ttl=self.dedup_ttl, dedup_from=self.dedup_from, result_ttl=self.result_ttl
+        )
+        #: Whether ``using()`` fixed the lane / the dedup key (else computed per call).
+        self._fixed = (False, False)
         self.lane_limit = (
             None if lane_limit is None else count(lane_limit, "lane_limit", maximum=MAX_CEILING)
         )
         self.lane_rate = None if lane_rate is None else _rate(lane_rate)
-        self._overrides = _NO_OVERRIDES
         self.__name__ = getattr(fn, "__name__", name)
         self.__doc__ = fn.__doc__
 
@@ -147,38 +147,46 @@ class Task(Generic[P, R]):
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
-        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long."""
+        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long.
+        Durations are checked here; the rest at each enqueue (a batch's item alone refused)."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
         if delay is not None:
             ms(delay, "delay")
         if result_ttl is not None:
             _keep(result_ttl)
+        given: dict[str, Any] = {
+            name: value
+            for name, value in (
+                ("lane", lane),
+                ("id", id),
+                ("dedup_key", dedup_key),
+                ("result_ttl", result_ttl),
+            )
+            if value is not None
+        }
+        if delay is not None or at is not None:
+            given.update(delay=delay, at=at)  # a new schedule replaces the old
         other = copy.copy(self)
-        other._overrides = _Overrides(lane, id, dedup_key, delay, at, result_ttl)
+        other.options = self.options._replace(**given)
+        lane_fixed, dedup_fixed = self._fixed
+        other._fixed = (lane_fixed or lane is not None, dedup_fixed or dedup_key is not None)
         return other
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
         """The call bound and checked, for :meth:`App.enqueue_many`; nothing is sent."""
         arguments = self.signature.bind(args, kwargs)
-        extra = self._overrides
-        if extra is _NO_OVERRIDES and self.dedup is None and type(self.lane) is str:
-            # The common shape (a lane named by a parameter, no options): the short way.
-            lane = arguments.get(self.lane, self.signature.defaults.get(self.lane))
-            lane = None if lane is None else str(lane)
-            return Call(self, self.signature.dump(arguments), lane)
-        lane = extra.lane if extra.lane is not None else self._key(self.lane, arguments)
-        dedup = extra.dedup_key if extra.dedup_key is not None else self._key(self.dedup, arguments)
-        return Call(
-            self,
-            self.signature.dump(arguments),
-            lane,
-            extra.id,
-            dedup,
-            extra.delay,
-            extra.at,
-            result_ttl=extra.result_ttl,
-        )
+        options = self.options
+        lane_fixed, dedup_fixed = self._fixed
+        if not lane_fixed and self.lane is not None:
+            lane = self._key(self.lane, arguments)
+            if not dedup_fixed and self.dedup is not None:
+                options = keyed(options, lane, self._key(self.dedup, arguments))
+            elif lane is not None:
+                options = keyed(options, lane, options.dedup_key)
+        elif not dedup_fixed and self.dedup is not None:
+            options = keyed(options, options.lane, self._key(self.dedup, arguments))
+        return Call(self, self.signature.dump(arguments), options)
 
     def receiving(self, *args: Any, **kwargs: Any) -> Call[R]:
         """A call whose first parameter receives a flow's result when it runs (a link of
@@ -186,11 +194,10 @@ class Task(Generic[P, R]):
         bound here, and checked, as :meth:`call` does. Lane and dedup functions are not run
         (they would need the result): a ``using(lane=...)`` lane is kept."""
         receive, arguments = self.signature.bind_receiving(args, kwargs)
-        extra = self._overrides
-        lane = extra.lane
-        if lane is None and isinstance(self.lane, str) and self.lane != receive:
-            lane = self._key(self.lane, arguments)
-        return Call(self, self.signature.dump(arguments), lane, extra.id, receive=receive)
+        options = self.options
+        if not self._fixed[0] and isinstance(self.lane, str) and self.lane != receive:
+            options = keyed(options, self._key(self.lane, arguments), options.dedup_key)
+        return Call(self, self.signature.dump(arguments), options, receive)
 
     def _key(self, key: Key, arguments: dict[str, Any]) -> str | None:
         if key is None:

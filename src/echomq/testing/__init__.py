@@ -15,6 +15,8 @@ from typing import Any
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job
 
+__all__ = ["claim_job", "discard", "serve_app", "server_ms", "wait_for_server_ms"]
+
 
 async def server_ms(queue: Queue) -> int:
     """The server clock in ms, as the scripts see it (``TIME``)."""

@@ -110,7 +110,7 @@ def _redirect(error: ServerError) -> tuple[str, str]:
 
 
 class ClusterRouter:
-    """The :class:`~echomq.Wire` of a cluster. ``connect`` reads the slot map from a seed.
+    """The :class:`~echomq.wire.Wire` of a cluster. ``connect`` reads the slot map from a seed.
 
     ``moved``, ``ask`` and ``refreshes`` count the redirections followed and the slot map reads.
     """

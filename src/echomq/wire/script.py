@@ -9,7 +9,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from echomq.wire.connector import Arg, Command
+from echomq.wire.connector import Arg
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,5 +24,9 @@ class Script:
     def from_source(cls, name: str, source: str) -> Script:
         return cls(name, source, hashlib.sha1(source.encode()).hexdigest())  # noqa: S324
 
-    def command(self, keys: Sequence[Arg], args: Sequence[Arg]) -> Command:
+    def head(self, keys: Sequence[Arg]) -> tuple[Arg, ...]:
+        """The call's words before its ``ARGV``: ``EVALSHA``, the SHA and the keys."""
+        return ("EVALSHA", self.sha, len(keys), *keys)
+
+    def command(self, keys: Sequence[Arg], args: Sequence[Arg]) -> tuple[Arg, ...]:
         return ("EVALSHA", self.sha, len(keys), *keys, *args)

@@ -20,7 +20,7 @@ from sqlalchemy.schema import DropSchema
 from codemojex.domain import Currency
 from codemojex.store import Store, ensure_player, open_store, sqlite_url
 from codemojex.store.models import LedgerRow
-from echomq import Minter
+from echomq.engine import Minter
 
 PG_URL_VARIABLE = "CODEMOJEX_TEST_PG_URL"
 BACKENDS = ["sqlite"] + (["postgresql"] if os.environ.get(PG_URL_VARIABLE) else [])

@@ -14,7 +14,8 @@ import pytest
 
 from codemojex.cli import main
 from codemojex.flood import SMALL, run_flood
-from echomq import ConnectionOptions, Pool
+from echomq import ConnectionOptions
+from echomq.wire import Pool
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 

@@ -20,7 +20,8 @@ from test_cm_game_rig import (  # noqa: F401 (fixtures register by import)
 
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store
-from echomq import ConsumerOptions, Minter
+from echomq import ConsumerOptions
+from echomq.engine import Minter
 
 # The flood is 2 000 guesses (CI runs that: CODEMOJEX_TEST_FULL_SCALE=1); 500 show the
 # same thing (the quiet players are done within the first ~105 scores either way) at a quarter

@@ -32,7 +32,9 @@ from codemojex.domain import DEFAULT_SET, STARTING_CLIPS, Currency, score
 from codemojex.game.api import Guesses, Receipt, register
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import Store, balances, ledger_sum
-from echomq import App, ConnectionOptions, ConsumerOptions, Minter, Pool, Queue
+from echomq import App, ConnectionOptions, ConsumerOptions, Queue
+from echomq.engine import Minter
+from echomq.wire import Pool
 
 # The 50 players × 20 guesses takes ~21 s on a 2-core machine (SQLite and PostgreSQL
 # alike: the store's charging transaction costs ~10 ms of CPU), too long for every run of the

@@ -36,7 +36,7 @@ from codemojex.store import (
     debit,
 )
 from codemojex.store.allowance import ALLOWANCE_REASON
-from echomq import Minter
+from echomq.engine import Minter
 
 GOOD = "🍎🍌🍒🍇🐶🦊"
 

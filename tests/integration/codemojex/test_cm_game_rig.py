@@ -29,7 +29,9 @@ from codemojex.store import (
     ensure_room,
 )
 from codemojex.store.models import GuessRow, LedgerRow
-from echomq import ConnectionOptions, Context, Minter, Pool, TaskOutcome
+from echomq import ConnectionOptions, Context, TaskOutcome
+from echomq.engine import Minter
+from echomq.wire import Pool
 
 SECRET = ("🍎", "🍌", "🍒", "🍇", "🐶", "🐱")
 """The secret of every test game, on the ``classic`` keyboard."""

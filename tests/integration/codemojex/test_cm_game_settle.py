@@ -34,7 +34,8 @@ from codemojex.store import (
     current_game,
     game_view,
 )
-from echomq import ConsumerOptions, Empty, Fixed, Job, Minter, Queue, Verdict
+from echomq import ConsumerOptions, Fixed, Job, Queue, Verdict
+from echomq.engine import Empty, Minter
 
 FAST = ConsumerOptions(concurrency=4, beat=0.1, backoff=Fixed(0.05))
 

@@ -17,7 +17,7 @@ from codemojex.domain import STARTING_CLIPS
 from codemojex.pipeline import Pipeline
 from codemojex.store import Store, balances, close_game
 from codemojex.store.guesses import GUESS_REASON
-from echomq import Minter
+from echomq.engine import Minter
 
 GUESS = "🍎🍌🍒🍇🦊🐶"
 

@@ -15,7 +15,7 @@ from sqlalchemy.exc import IntegrityError
 from codemojex.domain import Currency
 from codemojex.store import Store, credit, open_store, sqlite_url
 from codemojex.store.models import ALLOWANCE_ONCE_INDEX, ALLOWANCE_REASON
-from echomq import Minter
+from echomq.engine import Minter
 
 DAY = "2026-12-04"
 

@@ -22,7 +22,7 @@ from codemojex.store import (
     sqlite_url,
 )
 from codemojex.store.models import GuessRow, WalletRow
-from echomq import Minter
+from echomq.engine import Minter
 
 
 async def test_a_sqlite_store_is_a_wal_file_with_foreign_keys_on(tmp_path: Path) -> None:

@@ -15,7 +15,7 @@ from codemojex.domain import Currency
 from codemojex.store import Store, balances, credit, debit, open_store, sqlite_url
 from codemojex.store.exchange import CONVERT_REASON, convert_diamonds
 from codemojex.store.models import CONVERT_ONCE_INDEX
-from echomq import Minter
+from echomq.engine import Minter
 
 
 async def _rich_player(store: Store, minter: Minter) -> str:

@@ -50,7 +50,7 @@ from codemojex.store import (
     set_score,
     unscored_guesses,
 )
-from echomq import Minter
+from echomq.engine import Minter
 
 SECRET = ("🍎", "🍌", "🍒", "🍇", "🍉", "🥝")
 NOW = datetime(2025, 6, 1, 12, 0, tzinfo=UTC)

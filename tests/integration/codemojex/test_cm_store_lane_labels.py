@@ -11,7 +11,7 @@ from cm_store_fixtures import (  # noqa: F401 (fixtures register by import)
 
 from codemojex.store import RoomKind, Store, ensure_room
 from codemojex.store.lookups import lane_labels
-from echomq import Minter
+from echomq.engine import Minter
 
 
 async def test_lanes_read_as_players_and_rooms(store: Store, minter: Minter) -> None:

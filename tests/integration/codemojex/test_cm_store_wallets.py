@@ -32,7 +32,7 @@ from codemojex.store import (
     ledger_sum,
 )
 from codemojex.store.models import LedgerRow
-from echomq import Minter
+from echomq.engine import Minter
 
 
 async def test_a_new_player_gets_the_starting_grant_exactly_once(

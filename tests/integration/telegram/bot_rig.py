@@ -25,7 +25,8 @@ from codemojex.store import Store, current_game, game_secret, sqlite_url
 from codemojex.store.models import RoomRow
 from codemojex.telegram.sandbox import Sandbox, SentMessage
 from codemojex.telegram.transport import TelegramConfig
-from echomq import ConnectionOptions, Pool
+from echomq import ConnectionOptions
+from echomq.wire import Pool
 
 ADA, BOB, CY, DEE = 1001, 1002, 1003, 1004
 LOUNGE = -1001

@@ -16,7 +16,9 @@ from codemojex.notify.consumer import NOTIFY_CONSUMER, NotificationConsumer
 from codemojex.notify.policy import BadTokenError, NotifyOptions
 from codemojex.notify.tasks import NotifyTask, register
 from codemojex.notify.worker import NotifyWorker
-from echomq import App, Minter, Queue, Tally
+from echomq import App, Queue
+from echomq.consumers import Tally
+from echomq.engine import Minter
 
 #: The consumer options the application ships with: the tests measure what runs.
 TEST_CONSUMER = NOTIFY_CONSUMER

@@ -24,7 +24,8 @@ from codemojex.bot.gateway import GatewayError, Poller, PollingOptions
 from codemojex.bot.tasks import CommandTask, register
 from codemojex.telegram.sandbox import Sandbox
 from codemojex.telegram.transport import TelegramConfig, open_bot
-from echomq import App, ConnectionOptions, EchoMQError, Pool, Queue
+from echomq import App, ConnectionOptions, EchoMQError, Queue
+from echomq.wire import Pool
 
 
 async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(

@@ -16,7 +16,8 @@ from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.rate import NotifyLimits
 from codemojex.notify.worker import NotifyWorker
 from codemojex.telegram.sandbox import Faults, Sandbox
-from echomq import Cool, InvalidArgument, Job, Minter, Queue, Retry
+from echomq import Cool, InvalidArgument, Job, Queue, Retry
+from echomq.engine import Minter
 
 ADA, BOB, CY = 1001, 1002, 1003
 
@@ -177,7 +178,7 @@ async def test_a_malformed_job_goes_to_the_dead_letters_with_its_reason(
             await under.task.enqueue(notification="NOT?", chat="not a number", text="hi")
         # Written by hand (another producer, an older version): the worker refuses it.
         args = {"notification": "NOT?", "chat": "not a number", "text": "hi"}
-        bad = await queue.enqueue({"task": "notify", "args": args}, group="x")
+        bad = await queue.enqueue({"task": "notify", "args": args}, lane="x")
         await under.notifier.notify(ADA, "after the bad one")
         await sandbox.wait_for_messages(ADA, 1)
         await until(lambda: under.worker.counts.dead == 1, 20.0, "the dead letter")

@@ -33,7 +33,7 @@ from codemojex.store import (
 )
 from codemojex.store.kv import Valkey
 from codemojex.store.memo import Memo
-from echomq import Minter
+from echomq.engine import Minter
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,15 +24,9 @@ from codemojex.flood.sending import SendCounts, Sending, open_sending
 from codemojex.game.settle import Settled, SettleOutcome
 from codemojex.pipeline import Pipeline, serving
 from codemojex.store import open_store, sqlite_url
-from echomq import (
-    ConnectionOptions,
-    ConsumerOptions,
-    Context,
-    Minter,
-    Pool,
-    Subscription,
-    TaskOutcome,
-)
+from echomq import ConnectionOptions, ConsumerOptions, Context, TaskOutcome
+from echomq.engine import Minter, Subscription
+from echomq.wire import Pool
 
 log = logging.getLogger("codemojex.flood")
 

@@ -38,7 +38,8 @@ from codemojex.store import (
     record_winners,
 )
 from codemojex.store.lookups import player_names, room_chat, top_score
-from echomq import Drop, Minter
+from echomq import Drop
+from echomq.engine import Minter
 
 log = logging.getLogger("codemojex.settle")
 

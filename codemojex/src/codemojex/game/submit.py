@@ -30,7 +30,8 @@ from codemojex.store import (
 )
 from codemojex.store.allowance import grant_allowance
 from codemojex.store.memo import Memo
-from echomq import EchoMQError, Minter, Queue, Task
+from echomq import EchoMQError, Queue, Task
+from echomq.engine import Minter
 
 if TYPE_CHECKING:
     from codemojex.game.score import Scored

@@ -17,7 +17,8 @@ from codemojex.keyspace import NotifyKeys
 from codemojex.notify.blocklist import Blocklist
 from codemojex.notify.status import StatusBoard
 from codemojex.store.kv import Valkey
-from echomq import Minter, Task, Verdict
+from echomq import Task, Verdict
+from echomq.engine import Minter
 
 
 @dataclass(frozen=True, slots=True)

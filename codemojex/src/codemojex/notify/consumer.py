@@ -10,7 +10,8 @@ import dataclasses
 from codemojex.notify.policy import BadTokenError, NotifyCounts
 from codemojex.notify.tasks import SENDER
 from codemojex.notify.worker import NotifyWorker
-from echomq import App, AppWorker, ConsumerOptions, Tally
+from echomq import App, AppWorker, ConsumerOptions
+from echomq.consumers import Tally
 from echomq.metrics import Observer
 
 #: How the notification consumer works unless told otherwise: batches as long as a chat's

@@ -11,7 +11,8 @@ import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from echomq import Bucket, Buckets, Queue, Taken
+from echomq import Queue
+from echomq.engine import Bucket, Buckets, Taken
 
 
 @dataclass(frozen=True, slots=True)

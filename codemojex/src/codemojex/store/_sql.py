@@ -12,7 +12,8 @@ from sqlalchemy.sql.dml import ReturningInsert
 from codemojex.domain import EconomyError
 from codemojex.store.errors import InvalidId
 from codemojex.store.models import Base
-from echomq import InvalidArgument, validate_id
+from echomq import InvalidArgument
+from echomq.engine import validate_id
 
 
 def checked_id(value: object, namespace: str, argument: str) -> str:

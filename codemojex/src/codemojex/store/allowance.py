@@ -22,7 +22,7 @@ from codemojex.store._sql import checked_id, utc_now
 from codemojex.store.errors import NotFound
 from codemojex.store.models import ALLOWANCE_REASON, LedgerRow, WalletRow
 from codemojex.store.wallets import credit
-from echomq import Minter
+from echomq.engine import Minter
 
 __all__ = ["ALLOWANCE_REASON", "grant_allowance"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from codemojex.keyspace import GameKeys
 from codemojex.store._sql import checked_id
-from echomq import Wire
+from echomq.wire import Wire
 
 
 @dataclass(frozen=True, slots=True)

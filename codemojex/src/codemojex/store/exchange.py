@@ -16,7 +16,7 @@ from codemojex.domain import DIAMONDS_PER_KEY, Currency, EconomyError, diamonds_
 from codemojex.store._sql import checked_id
 from codemojex.store.models import LedgerRow
 from codemojex.store.wallets import balances, credit, debit
-from echomq import Minter
+from echomq.engine import Minter
 
 CONVERT_REASON: Final = "convert"
 """The ledger reason of both rows of a conversion (the credit's reference is the debit's id)."""

@@ -17,7 +17,7 @@ from codemojex.domain import CodeError, Currency, EconomyError, Fee
 from codemojex.store._sql import checked_id, insert_new, utc_now
 from codemojex.store.errors import NotFound
 from codemojex.store.models import GameRow, GameStatus, RoomKind, RoomRow, RoomStatus
-from echomq import Minter
+from echomq.engine import Minter
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,7 @@ from codemojex.store._sql import checked_id, utc_now
 from codemojex.store.errors import GameClosed, NotFound
 from codemojex.store.models import GameRow, GameStatus, GuessRow
 from codemojex.store.wallets import debit
-from echomq import Minter
+from echomq.engine import Minter
 
 GUESS_REASON: Final = "guess"
 """The ledger reason of a guess fee (its reference is the guess's ``GES`` id)."""

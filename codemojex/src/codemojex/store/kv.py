@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from echomq import Wire
+from echomq.wire import Wire
 
 
 def text(value: object) -> str:

@@ -14,7 +14,7 @@ from codemojex.domain import STARTING_CLIPS, Currency
 from codemojex.store._sql import checked_amount, checked_id, insert_new, utc_now
 from codemojex.store.errors import InsufficientFunds, NotFound
 from codemojex.store.models import LedgerRow, PlayerRow, WalletRow
-from echomq import Minter
+from echomq.engine import Minter
 
 GRANT_REASON = "grant"
 """The ledger reason of the starting grant (its reference is the player's id)."""

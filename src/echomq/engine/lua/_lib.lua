@@ -15,7 +15,7 @@ end
 
 -- ARGV value `value` as an integer in [lo, hi], or an EMQARG refusal naming `name`. Every
 -- script checks its numbers with it before its first write, so a refused call writes nothing.
--- The bounds are the host's (echomq/_checks.py); Lua numbers are doubles, exact to 2^53.
+-- The bounds are the host's (engine/checks.py); Lua numbers are doubles, exact to 2^53.
 local function int_arg(value, name, lo, hi)
   local n, refusal = int_or_refusal(value, name, lo, hi)
   if refusal then error({err = refusal}) end

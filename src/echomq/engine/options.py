@@ -1,0 +1,179 @@
+"""A job's admission options: the one carrier from ``@app.task``, ``Task.using``, ``Item`` and
+``Queue.enqueue`` down to the engine, and the one place that checks them and lays them out as
+``enqueue.lua``'s ``ARGV``.
+
+A new option is a field of :class:`JobOptions`, its check in :func:`admission`, a field of
+:class:`Admission` (the script's argument, in order) and its Lua; every producer (the async
+``Queue``, the blocking ``SyncQueue``, the task layer, batches) carries it from there.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any, NamedTuple
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import MAX_DURATION, MAX_PAYLOAD, MAX_RESULT_TTL, MAX_UNIX_SECONDS, ms
+from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
+from echomq.errors import InvalidArgument
+from echomq.wire.codec import Codec
+
+#: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
+#: cancelled or removed), the key living as long as the job until then.
+DEDUP_FROM = ("enqueue", "finish")
+
+
+class JobOptions(NamedTuple):
+    """How one job is admitted; every field optional. Immutable: ``options._replace(lane=...)``
+    (or :meth:`Task.using`) makes a variant.
+
+    * ``lane`` — the tenant lane the job waits in (default ``_``): any text of 1 to 1,024 bytes.
+    * ``id`` — the job's ``JOB`` branded id (minted when None); admission is idempotent by it.
+    * ``dedup_key`` — maps to the job for ``dedup_ttl`` seconds, counted from ``dedup_from``
+      (``enqueue`` or ``finish``, the job's end); without ``dedup_ttl`` for the row's life.
+    * ``delay`` (seconds from now) or ``at`` (Unix seconds) — when the job becomes claimable.
+    * ``result_ttl`` — seconds the completed row (the result) is kept; None: the completer's.
+
+    Every field is checked at admission, before anything is minted or written; a refused one
+    raises :class:`InvalidArgument` naming it. :meth:`check` runs the same checks early.
+    """
+
+    lane: str | None = None
+    id: str | None = None
+    dedup_key: str | None = None
+    dedup_ttl: float | None = None
+    dedup_from: str = "enqueue"
+    delay: float | None = None
+    at: float | None = None
+    result_ttl: float | None = None
+
+    def check(self) -> JobOptions:
+        """These options, checked as admission checks them (``InvalidArgument`` names the
+        field); the payload is checked at admission."""
+        _argv(self)
+        if self.id is not None:
+            _ids.validate(self.id, "JOB", "job id")
+        return self
+
+
+#: No options: the default lane, a minted id, no dedup key, now.
+DEFAULT_OPTIONS = JobOptions()
+_new = tuple.__new__
+
+
+def keyed(options: JobOptions, lane: str | None, dedup_key: str | None) -> JobOptions:
+    """``options`` with a call's lane and dedup key (the task layer computes them from each
+    call's arguments): ``_replace`` without its keyword parsing, a batch making one per item."""
+    return _new(JobOptions, (lane, options[1], dedup_key, *options[3:]))
+
+
+class Admission(NamedTuple):
+    """One job as ``enqueue.lua`` takes it; its fields, in order, are the item's ``ARGV`` (the
+    one place that layout is written: the async engine and ``SyncQueue`` both send these).
+    ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
+    ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
+    (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's."""
+
+    id: str
+    payload: bytes
+    group: str
+    run_at: int = 0
+    dedup: str = ""
+    dedup_ttl_ms: int = 0
+    dedup_from: str = "enqueue"
+    result_ttl_ms: int = -1
+
+
+#: ``ARGV`` words per admitted item.
+ADMISSION_WIDTH = len(Admission._fields)
+
+
+def admission(
+    codec: Codec, mint: Callable[[], str], payload: Any, options: JobOptions
+) -> Admission:
+    """One job as the engine takes it, every option checked (``InvalidArgument`` names the one
+    refused, before anything is minted or sent). ``mint`` makes the id when ``options.id`` is
+    None."""
+    data = codec.encode(payload)
+    if len(data) > MAX_PAYLOAD:
+        raise InvalidArgument(
+            "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
+        )
+    lane, run_at, dedup, ttl, start, keep = _argv(options)
+    job_id = mint() if options.id is None else _ids.validate(options.id, "JOB", "job id")
+    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep)
+
+
+def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int]:
+    """The options' checks, in one place: their engine form (all but the id and payload)."""
+    lane, _, dedup_key, dedup_ttl, dedup_from, delay, at, result_ttl = options
+    lane = DEFAULT_GROUP if lane is None else validate_group(lane)
+    dedup = "" if dedup_key is None else validate_dedup(dedup_key)
+    ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
+    start = "enqueue" if dedup_from == "enqueue" else check_dedup_from(dedup_from, dedup_ttl)
+    keep = -1 if result_ttl is None else ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
+    if delay is not None:
+        if at is not None:
+            raise InvalidArgument("at", at, "give delay or at, not both")
+        run_at = -ms(delay, "delay")
+    else:
+        run_at = 0 if at is None else when_run_at(at, "at")
+    return lane, run_at, dedup, ttl, start, keep
+
+
+def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:
+    """``dedup_from`` checked (None: ``enqueue``); counting from the finish needs a TTL."""
+    if dedup_from is None:
+        return "enqueue"
+    if dedup_from not in DEDUP_FROM:
+        raise InvalidArgument("dedup_from", dedup_from, "must be 'enqueue' or 'finish'")
+    if dedup_from == "finish" and dedup_ttl is None:
+        raise InvalidArgument(
+            "dedup_ttl", dedup_ttl, "dedup_from='finish' needs a dedup_ttl (seconds after the end)"
+        )
+    return dedup_from
+
+
+def when_run_at(when: float, argument: str = "when") -> int:
+    """An epoch timestamp in Unix seconds (``enqueue_at``'s ``when``, ``task.using(at=)``) as
+    engine ms. A value above 10**11 is a millisecond timestamp by mistake (BullMQ and JavaScript
+    count in ms): refused, naming ``argument``, as is anything more than 10 years ahead."""
+    if isinstance(when, int | float) and not isinstance(when, bool) and when > MAX_UNIX_SECONDS:
+        raise InvalidArgument(
+            argument, when, "looks like milliseconds: it takes Unix seconds (time.time())"
+        )
+    return ms(when, argument, positive=True, most=time.time() + MAX_DURATION)
+
+
+#: The keyword options ``enqueue_in`` / ``enqueue_at`` take (``group`` the old word for lane).
+_KEYWORDS = frozenset(JobOptions._fields) - {"delay", "at"} | {"group"}
+
+
+def options_of(keywords: Mapping[str, Any], **when: Any) -> JobOptions:
+    """``enqueue_in`` / ``enqueue_at``'s keyword options as :class:`JobOptions`, unknown ones
+    refused by name; ``when`` is their ``delay`` or ``at``."""
+    unknown = set(keywords) - _KEYWORDS
+    if unknown:
+        allowed = ", ".join(sorted(_KEYWORDS - {"group"}))
+        raise InvalidArgument("option", sorted(unknown)[0], f"allowed: {allowed}")
+    if "group" in keywords:
+        keywords = dict(keywords)
+        keywords["lane"] = lane_alias(keywords.get("lane"), keywords.pop("group"))
+    return JobOptions(**keywords, **when)
+
+
+def lane_alias(lane: str | None, group: str | None, stacklevel: int = 3) -> str | None:
+    """``lane``, or the deprecated ``group=`` spelling of it (with a ``DeprecationWarning``);
+    both given is refused."""
+    if group is None:
+        return lane
+    warnings.warn(
+        "group= is deprecated: the word is lane= (group= goes in the next release)",
+        DeprecationWarning,
+        stacklevel=stacklevel,
+    )
+    if lane is not None:
+        raise InvalidArgument("group", group, "give lane= only (group= is its old name)")
+    return group
