@@ -12,7 +12,8 @@ import os
 import sqlite3
 from dataclasses import dataclass
 
-from echomq import App, AppWorker, Batching, Member, MemberVerdict, TaskFailed
+from echomq import App, AppWorker, Batching, Member, TaskFailed
+from echomq.tasks import MemberVerdict
 
 # A batch task has a queue of its own: the worker gathers that queue's jobs into batches.
 app = App(os.environ.get("ECHOMQ_URL", "valkey://127.0.0.1:6379"), queue="batch-demo")

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from echomq.consumers import Consumer, ConsumerOptions, Defer, Drop, Retry, shielded
+from echomq.consumers import Consumer, ConsumerOptions, Cool, Defer, Drop, Retry, shielded
 from echomq.engine import (
     Exponential,
     Fixed,
@@ -49,7 +49,6 @@ from echomq.tasks import (
     Context,
     Handle,
     Member,
-    MemberVerdict,
     SyncHandle,
     Task,
     TaskOutcome,
@@ -71,6 +70,7 @@ __all__ = [
     "Consumer",
     "ConsumerOptions",
     "Context",
+    "Cool",
     "Defer",
     "Drop",
     "EchoMQError",
@@ -84,7 +84,6 @@ __all__ = [
     "JobOptions",
     "LaneFull",
     "Member",
-    "MemberVerdict",
     "Policy",
     "Queue",
     "Rate",
@@ -117,7 +116,7 @@ _ENGINE = (
     "RateLimited Reaped RetryOutcome Subscription Taken Upkeep Wait validate_id"
 )
 _CONSUMERS = "Metronome RetryPlan Tally Worker WorkerOptions serve"
-_TASKS = "BatchTask FlowHandle Schedule TaskFlow"
+_TASKS = "BatchTask FlowHandle MemberVerdict Schedule TaskFlow"
 _WIRE = "WIRE_VERSION ClusterRouter Codec Connector JsonCodec Pool RawCodec Wire"
 
 MOVED: Mapping[str, str] = MappingProxyType(

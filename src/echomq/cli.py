@@ -39,8 +39,8 @@ if TYPE_CHECKING:
 #: What ``echomq --help`` says: plain words, as a terminal shows them.
 DESCRIPTION = (
     "Run workers (worker), size a pool (capacity), serve the dashboard (dashboard), and read "
-    "and steer a live queue (stats, lanes, ring, dead, job, pause, resume, weight, limit, "
-    "reprocess, remove, cancel, drain). The server is named by --url or the ECHOMQ_URL "
+    "and steer a live queue (stats, lanes, ring, dead, job, pause, resume, cool, uncool, weight, "
+    "limit, reprocess, remove, cancel, drain). The server is named by --url or the ECHOMQ_URL "
     "environment variable; the dashboard's token by ECHOMQ_DASHBOARD_TOKEN (generated and "
     "printed once when unset)."
 )

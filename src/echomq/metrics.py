@@ -73,6 +73,7 @@ class _EngineCollector(Collector):
             families["ring"].add_metric([q], c.ringed)
             families["paused"].add_metric([q], int(snap.paused))
             families["rate_wait"].add_metric([q], snap.limiter.wait)
+            families["cooling"].add_metric([q], sum(1 for lane in snap.lanes if lane.cooling))
             shown = sorted(snap.lanes, key=lambda lane: -(lane.depth + lane.active))
             for lane in shown[: self.max_lanes]:
                 labels = [q, lane_label(lane.group)]
@@ -82,6 +83,7 @@ class _EngineCollector(Collector):
                 lanes["lane_limit"].add_metric(labels, lane.limit)
                 lanes["lane_paused"].add_metric(labels, int(lane.paused))
                 lanes["lane_rate_wait"].add_metric(labels, lane.rate_wait)
+                lanes["lane_cooling"].add_metric(labels, lane.cooling)
             rest = shown[self.max_lanes :]
             if rest:
                 lanes["lane_depth"].add_metric([q, OTHER_LANE], sum(r.depth for r in rest))
@@ -108,6 +110,9 @@ class _EngineCollector(Collector):
                 "Seconds until the queue's spent rate window admits claims (0 = admits)",
                 labels=queue,
             ),
+            "cooling": GaugeMetricFamily(
+                "echomq_lanes_cooling", "Lanes cooling now (lane.cool, Cool)", labels=queue
+            ),
         }
         lanes: dict[str, _Family] = {
             "lane_depth": GaugeMetricFamily("echomq_lane_depth", "Pending jobs", labels=lane),
@@ -120,6 +125,11 @@ class _EngineCollector(Collector):
             "lane_rate_wait": GaugeMetricFamily(
                 "echomq_lane_rate_wait_seconds",
                 "Seconds until the lane's spent rate budget admits again (0 = admits)",
+                labels=lane,
+            ),
+            "lane_cooling": GaugeMetricFamily(
+                "echomq_lane_cooling_seconds",
+                "Seconds the lane still cools (0 = not cooling)",
                 labels=lane,
             ),
         }

@@ -101,6 +101,20 @@ async def test_pause_and_resume_one_lane(queue: Queue, cli: Cli) -> None:
     assert not (await queue.lane("a").info()).paused
 
 
+async def test_cool_and_uncool_one_lane_show_in_the_lanes_table(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue_many([Item(1, lane="a"), Item(2, lane="b")])
+    ran = await cli("--json", "cool", queue.name, "a", "60")
+    assert ran.code == 0
+    assert (ran.json()["changed"], ran.json()["cooling"] > 59) == (True, True)
+    assert await queue.ring() == ["b"]
+    lanes = {lane["group"]: lane for lane in (await cli("--json", "lanes", queue.name)).json()}
+    assert (lanes["a"]["cooling"] > 59, lanes["b"]["cooling"]) == (True, 0)
+    assert "cooling" in (await cli("lanes", queue.name)).out
+    assert (await cli("cool", queue.name, "a", "0")).code == 2  # refused: must be > 0
+    assert (await cli("--json", "uncool", queue.name, "a")).json()["changed"] is True
+    assert set(await queue.ring()) == {"a", "b"}
+
+
 async def test_pause_without_a_lane_pauses_the_whole_queue(queue: Queue, cli: Cli) -> None:
     await queue.enqueue(1)
     assert (await cli("pause", queue.name)).code == 0

@@ -86,7 +86,7 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     assert lanes["loud"] == {
         "group": "loud", "depth": 4, "active": 0, "limit": 0, "weight": 3,
         "rate": None, "paused": False, "rate_wait": 0.0, "rate_mode": None, "cap": 0,
-        "scheduled": 0,
+        "scheduled": 0, "cooling": 0.0, "cooling_until": None,
     }  # fmt: skip
     assert (lanes["calm"]["paused"], lanes["calm"]["limit"]) == (True, 2)
     assert shown["ring"] == ["loud"]

@@ -51,10 +51,15 @@ async def test_scrape_has_per_queue_and_per_lane_series_with_engine_values(queue
     assert samples["echomq_lane_limit"] == {loud: 4, calm: 0}
     assert samples["echomq_lane_paused"] == {loud: 0, calm: 1}
     assert samples["echomq_lane_rate_wait_seconds"] == {loud: 0, calm: 0}
+    assert samples["echomq_lane_cooling_seconds"] == {loud: 0, calm: 0}
+    assert samples["echomq_lanes_cooling"][q] == 0
     await queue.complete(job)
+    await queue.lane("calm").cool(60.0)
     after = await _scrape(Metrics([queue]))
     assert after["echomq_completed_total"][q] == 1
     assert after["echomq_lane_active"][loud] == 0
+    assert after["echomq_lanes_cooling"][q] == 1
+    assert 59 < after["echomq_lane_cooling_seconds"][calm] <= 60
 
 
 async def test_lanes_past_max_lanes_are_summed_under_other(queue: Queue) -> None:

@@ -32,6 +32,12 @@ class Row:
     reaped: int | None = None
     # The reason of a cancel that marked it while leased: it is not run again (cancel.lua).
     cancel: str | None = None
+    # Attempts given back (a Cool put it back unrun): failures = attempts - grace.
+    grace: int = 0
+
+    @property
+    def failures(self) -> int:
+        return self.attempts - self.grace
 
 
 @dataclass
@@ -49,6 +55,8 @@ class Model:
     rows: dict[str, Row] = field(default_factory=dict)
     lanes: dict[str, list[str]] = field(default_factory=lambda: {g: [] for g in GROUPS})
     paused: set[str] = field(default_factory=set)
+    # Lanes cooling (lane.cool, a handler's Cool) for longer than any example lasts.
+    cooling: set[str] = field(default_factory=set)
     limits: dict[str, int] = field(default_factory=dict)
     weights: dict[str, int] = field(default_factory=dict)
     # The default lane policy: the ceiling and weight of every lane without its own.
@@ -111,6 +119,7 @@ class Model:
         return (
             bool(self.lanes[group])
             and group not in self.paused
+            and group not in self.cooling
             and (ceiling is None or self.gactive(group) < ceiling)
         )
 

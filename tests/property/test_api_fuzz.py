@@ -73,6 +73,10 @@ CALLS: dict[str, tuple[str, Call]] = {
     "lane limit": ("ceiling", lambda q, j, v: q.lane("g").limit(v)),
     "lane weight": ("weight", lambda q, j, v: q.lane("g").weight(v)),
     "lane name": ("lane", lambda q, j, v: q.lane(v).pause()),
+    "lane cool seconds": ("seconds", lambda q, j, v: q.lane("g").cool(v)),
+    "lane cool until": ("until", lambda q, j, v: q.lane("g").cool(until=v)),
+    "cool after": ("after", lambda q, j, v: q.cool(j, after=v)),
+    "cool until": ("until", lambda q, j, v: q.cool(j, until=v)),
     "dead limit": ("limit", lambda q, j, v: q.dead(v)),
     "job id": ("job id", lambda q, j, v: q.job(v)),
     "state id": ("job id", lambda q, j, v: q.state(v)),
@@ -138,6 +142,7 @@ async def _held(queue: Queue) -> Job:
     await queue.resume()
     await queue.rate_limit(None)
     await queue.concurrency(None)
+    await queue.lane("held").uncool()  # a fuzzed cool of the held job cooled its lane
     await queue.enqueue("held", lane="held")
     while not isinstance(job := await queue.claim(lease=600), Job):
         await queue.lane("g").rate(None)
@@ -227,6 +232,11 @@ RAW: list[tuple[str, list[Any], str]] = [
     ("complete", [30 * 86_400_000 + 1, "JOB0KHTOWnGLuC", 1, "1"], "ttl"),
     ("complete", [0, "JOB0KHTOWnGLuC", 0, ""], "token"),
     ("delay", ["JOB0KHTOWnGLuC", 1, 10**17], "delay"),
+    ("cool", ["g", 10**17, "in"], "seconds"),
+    ("cool", ["g", 0, "in"], "seconds"),
+    ("cool", ["g", 2**60, "at"], "until"),
+    ("cool", ["g", 1000, "soon"], "mode"),
+    ("cool", ["g", 1000, "in", "JOB0KHTOWnGLuC", 0], "token"),
     ("extend", [0, "JOB0KHTOWnGLuC", 1], "lease"),
     ("reap", [2**60, 3], "limit"),
     ("tick", [100, 100, 0], "max_stalled"),

@@ -100,6 +100,7 @@ class QueueMachine(RuleBasedStateMachine):
             "ring": ("LRANGE", keys.ring, 0, -1),
             "lanes": ("SMEMBERS", keys.root + "lanes"),
             "paused": ("SMEMBERS", keys.paused),
+            "cooling": ("HKEYS", keys.cooling),
             "glimit": ("HGETALL", keys.glimit),
             "gactive": ("HGETALL", keys.gactive),
             "gweight": ("HGETALL", keys.gweight),
@@ -129,6 +130,7 @@ class QueueMachine(RuleBasedStateMachine):
             "ring": [text_of(g) for g in raw["ring"]],
             "lanes": {text_of(g) for g in raw["lanes"]},
             "paused": {text_of(g) for g in raw["paused"]},
+            "cooling": {text_of(g) for g in raw["cooling"]},
             **{
                 name: {text_of(k): int(v) for k, v in raw[name].items()}
                 for name in ("glimit", "gactive", "gweight", "gcap", "gscheduled")
@@ -345,7 +347,11 @@ class QueueMachine(RuleBasedStateMachine):
 
     def _not_claimed(self, result: object) -> None:
         assert isinstance(result, Empty), f"expected empty, got {result!r}"
-        assert result.retry_in is None  # no lane has a rate budget here
+        # No lane has a rate budget here: an empty claim names a wait iff a lane cools (it
+        # returns then), past the queue's own gates.
+        model = self.model
+        cools = bool(model.cooling) and not model.is_queue_paused and not model.is_at_ceiling()
+        assert (result.retry_in is not None) is cools, result
         assert not self.model.is_claimable(), (
             f"claim answered empty while {sorted(self.model.serviceable())} are serviceable"
         )
@@ -400,8 +406,10 @@ class QueueMachine(RuleBasedStateMachine):
             self.model.end_cancelled(job_id)
             assert self._run(self.queue.state(job_id)) == self._end_state(job_id)
             return
-        # No delays or reprocessing here, so every attempt so far was a failure or a stall.
-        assert outcome == ("dead" if token >= max_attempts else "scheduled")
+        # No delays or reprocessing here: every attempt so far was a failure or a stall, but
+        # for those a Cool gave back.
+        failures = token - self.model.rows[job_id].grace
+        assert outcome == ("dead" if failures >= max_attempts else "scheduled")
         self.model.release(job_id)
         if outcome == "dead":
             self.model.bury(job_id, error)
@@ -541,7 +549,8 @@ class QueueMachine(RuleBasedStateMachine):
                 self.model.release(job_id)
                 self.model.end_cancelled(job_id)
                 continue
-            assert outcome == ("dead" if token >= 3 else "scheduled"), (job_id, token, outcome)
+            failures = token - self.model.rows[job_id].grace
+            assert outcome == ("dead" if failures >= 3 else "scheduled"), (job_id, token, outcome)
             self.model.release(job_id)
             if outcome == "dead":
                 self.model.bury(job_id, f"boom {token}")
@@ -608,8 +617,69 @@ class QueueMachine(RuleBasedStateMachine):
 
     @rule(group=groups)
     def resume_lane(self, group: str) -> None:
-        assert self._run(self.queue.lane(group).resume()) is (group in self.model.paused)
+        """Resume ends a pause and a cool alike."""
+        was = group in self.model.paused or group in self.model.cooling
+        assert self._run(self.queue.lane(group).resume()) is was
         self.model.paused.discard(group)
+        self.model.cooling.discard(group)
+
+    @rule(group=groups)
+    def cool_lane(self, group: str) -> None:
+        """A long cool (never ending within an example); again, it moves the end on."""
+        changed = self._run(self.queue.lane(group).cool(60.0))
+        if group not in self.model.cooling:
+            assert changed
+        self.model.cooling.add(group)
+
+    @rule(group=groups)
+    def uncool_lane(self, group: str) -> None:
+        assert self._run(self.queue.lane(group).uncool()) is (group in self.model.cooling)
+        self.model.cooling.discard(group)
+
+    def _cool_briefly(self, group: str) -> None:
+        """A brief cool: the lane is off the ring until its end, then back by promote alone
+        (what every upkeep runs), with nobody calling uncool."""
+        self.model.cooling.add(group)
+        self.fairness.settle(self.model)  # it left the ring: it rejoins at the tail
+        until = self._run(self.queue.lane(group).info()).cooling_until
+        assert until is not None
+        assert group not in self._run(self.queue.ring())
+        self._run(self._until_server_ms(round(until * 1000) + 1))
+        self._run(self.queue.promote())
+        self.model.cooling.discard(group)
+
+    @precondition(lambda self: self.model.cooling)
+    @rule(pick=picks)
+    def cool_longer_is_not_shortened(self, pick: int) -> None:
+        group = sorted(self.model.cooling)[pick % len(self.model.cooling)]
+        assert not self._run(self.queue.lane(group).cool(0.01))
+
+    @rule(group=groups)
+    def cool_lane_briefly(self, group: str) -> None:
+        if group in self.model.cooling:
+            return  # a long cool in force: the brief one changes nothing (the rule above)
+        assert self._run(self.queue.lane(group).cool(0.01))
+        self._cool_briefly(group)
+
+    @precondition(lambda self: self.model.active)
+    @rule(pick=picks, is_long=st.booleans())
+    def cool_job(self, pick: int, is_long: bool) -> None:
+        """A handler's Cool: the leased job goes back to its lane unrun (an attempt given back)
+        and its lane cools, in one step fenced by the token."""
+        job_id, token = self._held(pick)
+        row = self.model.rows[job_id]
+        after = 60.0 if is_long else 0.01
+        assert self._run(self.queue.cool(job_id, token, after=after, lane="?"))
+        self.model.release(job_id)
+        if row.cancel is not None:
+            self.model.end_cancelled(job_id)  # a cancel marked it: it ends here
+        else:
+            row.grace += 1
+            self.model.to_lane(job_id)
+        if is_long:
+            self.model.cooling.add(row.group)
+        elif row.group not in self.model.cooling:
+            self._cool_briefly(row.group)
 
     @rule(group=groups, ceiling=st.none() | st.integers(min_value=1, max_value=3))
     def limit_lane(self, group: str, ceiling: int | None) -> None:
@@ -706,8 +776,11 @@ class QueueMachine(RuleBasedStateMachine):
         assert not lost, f"jobs lost: {sorted(lost)}"
 
         # What a --burst worker waits for (one atomic read): a lease, or a job pending in a
-        # lane that is not paused on a queue that is not paused (scheduled jobs: an hour out).
-        waiting = any(model.lanes[g] and g not in model.paused for g in GROUPS)
+        # lane that is not paused nor cooling on a queue that is not paused (scheduled jobs: an
+        # hour out).
+        waiting = any(
+            model.lanes[g] and g not in model.paused and g not in model.cooling for g in GROUPS
+        )
         expected = bool(model.active) or (waiting and not model.is_queue_paused)
         assert self._run(self.queue.has_work()) == expected
 
@@ -728,6 +801,7 @@ class QueueMachine(RuleBasedStateMachine):
             ), job_id
             assert int(stored.get("stalled", 0)) == row.stalled
             assert stored.get("last_error") == row.last_error
+            assert int(stored.get("grace", 0)) == row.grace
             assert stored["payload"] == str(row.payload)
         for job_id in model.completed:
             if self.is_keeping:
@@ -755,6 +829,7 @@ class QueueMachine(RuleBasedStateMachine):
         # Lane settings, and in-flight counts that never pass a ceiling (unless it was lowered
         # under jobs already in flight: a ceiling gates claims, it never evicts leases).
         assert raw["paused"] == model.paused
+        assert raw["cooling"] == model.cooling
         assert raw["glimit"] == model.limits
         assert raw["gweight"] == model.weights
         assert raw["gcap"] == model.caps
@@ -784,6 +859,7 @@ class QueueMachine(RuleBasedStateMachine):
             for g in GROUPS
             if raw["lane"][g]
             and g not in raw["paused"]
+            and g not in raw["cooling"]
             and (
                 (ceiling := raw["glimit"].get(g, raw["meta"].get("dlimit"))) is None
                 or raw["gactive"].get(g, 0) < int(ceiling)
@@ -831,6 +907,9 @@ class QueueMachine(RuleBasedStateMachine):
                 model.scheduled(group),
                 model.backlog(group),
             ), info
+            assert (info.cooling_until is not None, info.cooling > 0) == (
+                group in model.cooling,
+            ) * 2
         known = {info.group for info in self._run(self.queue.lanes())}
         assert known == {
             g
@@ -838,6 +917,7 @@ class QueueMachine(RuleBasedStateMachine):
             if model.lanes[g]
             or model.gactive(g)
             or g in model.paused
+            or g in model.cooling
             or g in model.limits
             or g in model.weights
             or g in model.caps

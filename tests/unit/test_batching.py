@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from echomq import App, Batching, InvalidArgument, Member, MemberVerdict, TaskFailed
-from echomq.tasks import BatchTask
+from echomq import App, Batching, InvalidArgument, Member, TaskFailed
+from echomq.tasks import BatchTask, MemberVerdict
 
 
 @pytest.mark.parametrize(

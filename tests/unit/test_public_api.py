@@ -15,11 +15,11 @@ import echomq.errors
 PINNED = {
     "echomq": {
         "App", "AppWorker", "Batching", "Call", "ConnectionOptions", "Consumer", "ConsumerOptions",
-        "Context", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed", "Handle",
+        "Context", "Cool", "Defer", "Drop", "EchoMQError", "Exponential", "Fixed", "Handle",
         "InvalidArgument", "Item", "Jitter", "Job", "JobOptions", "LaneFull", "Member",
-        "MemberVerdict", "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle",
-        "SyncQueue", "Task", "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError",
-        "chain", "context", "flow", "group", "shielded",
+        "Policy", "Queue", "Rate", "ResultTimeout", "Retry", "SyncHandle", "SyncQueue", "Task",
+        "TaskCancelled", "TaskFailed", "TaskOutcome", "Verdict", "WireError", "chain", "context",
+        "flow", "group", "shielded",
     },
     "echomq.errors": {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError", "Disconnected",
@@ -38,8 +38,8 @@ PINNED = {
         "Verdict", "Wait", "validate_id",
     },
     "echomq.consumers": {
-        "Consumer", "ConsumerOptions", "Defer", "Drop", "Metronome", "Retry", "RetryPlan", "Tally",
-        "Worker", "WorkerOptions", "serve", "shielded",
+        "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",
+        "Tally", "Worker", "WorkerOptions", "serve", "shielded",
     },
     "echomq.tasks": {
         "App", "AppWorker", "BatchTask", "Batching", "Call", "Context", "FlowHandle", "Handle",
@@ -108,7 +108,12 @@ def test_from_echomq_import_of_a_moved_name_warns() -> None:
         echomq.NoSuchName  # noqa: B018
 
 
-SIGNALS = {"Retry", "Drop", "Defer"}  # raised by handlers to steer a job, not errors of echomq
+SIGNALS = {
+    "Retry",
+    "Drop",
+    "Defer",
+    "Cool",
+}  # raised by handlers to steer a job, not errors of echomq
 
 
 @pytest.mark.parametrize("module_name", ["echomq", "echomq.errors", "echomq.consumers"])

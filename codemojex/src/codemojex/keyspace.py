@@ -12,7 +12,6 @@ game       ``<prefix>cm:{<GAM id>}:board``                a game's best totals (
 game       ``<prefix>cm:{<GAM id>}:closed``               a game's close lock
 notify     ``cmn:{<notify queue>}:blocked``               chats that blocked the bot (set)
 notify     ``cmn:{<notify queue>}:sent:<NOT id>``         a delivered notification
-notify     ``cmn:{<notify queue>}:cooling:<chat>``        a chat under a 429's retry_after
 notify     ``cmn:{<notify queue>}:status:<GAM id>``       a group game's live status message
 =========  ===========================================  ==============================
 
@@ -100,10 +99,6 @@ class NotifyKeys:
     def sent(self, notification: str) -> str:
         """The record that notification ``NOT…`` was delivered (its value: the message id)."""
         return self._key("sent:" + notification)
-
-    def cooling(self, chat: int) -> str:
-        """Set while ``chat`` is inside a 429's ``retry_after``."""
-        return self._key(f"cooling:{chat}")
 
     def held(self, chat: int) -> str:
         """The notifications kept for a private ``chat`` that refuses the bot (a list)."""

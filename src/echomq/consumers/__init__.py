@@ -10,6 +10,7 @@ from echomq.consumers.abort import shielded
 from echomq.consumers.consumer import (
     Consumer,
     ConsumerOptions,
+    Cool,
     Defer,
     Drop,
     Retry,
@@ -22,6 +23,7 @@ from echomq.consumers.worker import Worker, WorkerOptions, serve
 __all__ = [
     "Consumer",
     "ConsumerOptions",
+    "Cool",
     "Defer",
     "Drop",
     "Metronome",

@@ -21,6 +21,7 @@ from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
 from echomq.consumers.log_fields import job_fields
 from echomq.engine.backoff import Backoff, Exponential, Jitter
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
+from echomq.engine.lanes import cool_end
 from echomq.engine.results import (
     CompleteOutcome,
     Empty,
@@ -76,6 +77,30 @@ class Defer(Exception):
     def __init__(self, after: float, reason: str = "deferred") -> None:
         super().__init__(reason)
         self.after = after
+
+
+class Cool(Exception):
+    """Raise from a handler when an upstream said "not before" for the job's whole lane (a
+    429's ``retry_after``, a tenant's quota): the job goes back to its place in its lane
+    without counting an attempt, and the lane leaves the ring for ``after`` seconds (or until
+    the Unix time ``until``) for every worker, in one step; the other lanes keep being served.
+    Checked when raised: :class:`~echomq.InvalidArgument` names the argument."""
+
+    def __init__(
+        self, after: float | None = None, reason: str | None = None, *, until: float | None = None
+    ) -> None:
+        cool_end(after, until, "after")
+        super().__init__(reason or "cooling")
+        self.after = after
+        self.until = until
+        self.reason = reason
+
+    def seconds(self) -> float:
+        """Seconds from now until the cool ends (host clock for ``until``)."""
+        if self.after is not None:
+            return self.after
+        assert self.until is not None
+        return max(self.until - time.time(), 0.0)
 
 
 class Drop(Exception):
@@ -144,6 +169,7 @@ class Tally:
     lost: int = 0  # settles refused because the lease had moved on (the job is not lost)
     claims: int = 0
     deferred: int = 0
+    cooled: int = 0  # jobs a handler's Cool put back (their lane cooled)
     cancelled: int = 0  # jobs a cancel stopped (or whose failure it kept from a retry)
 
 
@@ -450,6 +476,16 @@ class Consumer:
                 # Asked only once the job is on the schedule: an upkeep that began before the
                 # write would answer without it and the request would be lost.
                 self.cadence.soon(time.monotonic(), after)  # promote it when it falls due
+                if self.observer is not None:
+                    self.observer.settled(
+                        self.queue.name, job, "lost" if moved is None else "deferred"
+                    )
+            except Cool as signal:
+                # Queue.cool: back in its lane, no attempt counted, the lane cooled: one step.
+                cooled = self.queue.cool(job, after=signal.after, until=signal.until)
+                moved = await self._settle(cooled, "cooled")
+                # The lane rejoins the ring when an upkeep runs at its cool end: ask for one.
+                self.cadence.soon(time.monotonic(), signal.seconds())
                 if self.observer is not None:
                     self.observer.settled(
                         self.queue.name, job, "lost" if moved is None else "deferred"

@@ -13,6 +13,7 @@ from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import DRAIN_BUDGET, Lane, drain_lanes
 from echomq.engine.policies import Policy, policy_args, rate_value
+from echomq.engine.publisher import Publisher
 from echomq.engine.transitions import Engine
 from echomq.errors import InvalidArgument
 
@@ -20,12 +21,13 @@ from echomq.errors import InvalidArgument
 class Admin:
     """Queue-wide settings and cleanup of one queue (see :class:`echomq.Queue` for each verb)."""
 
-    def __init__(self, engine: Engine, keys: Keyspace) -> None:
+    def __init__(self, engine: Engine, keys: Keyspace, events: Publisher | None = None) -> None:
         self._engine = engine
         self._keys = keys
+        self._events = events
 
     def lane(self, group: str) -> Lane:
-        return Lane(self._engine, self._keys, group)
+        return Lane(self._engine, self._keys, group, self._events)
 
     async def pause(self) -> None:
         await self._engine.configure(("paused", 1))

@@ -161,6 +161,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "exactly the serviceable lanes, each once; the head is served next",
     ),
     KeyShape(QUEUE_ROOT + "paused", "SET", "Keyspace.paused", "paused lanes"),
+    KeyShape(
+        QUEUE_ROOT + "cooling",
+        "HASH",
+        "Keyspace.cooling",
+        "group -> server ms its lane cools until (lane.cool, a handler's Cool); an entry past "
+        "its time is dropped by the next write that reads it",
+    ),
     KeyShape(QUEUE_ROOT + "glimit", "HASH", "Keyspace.glimit", "group -> its lane's ceiling"),
     KeyShape(QUEUE_ROOT + "gactive", "HASH", "Keyspace.gactive", "group -> its lane's leased jobs"),
     KeyShape(
@@ -446,6 +453,7 @@ class Keyspace:
     root: str = field(init=False, repr=False)
     ring: str = field(init=False, repr=False)
     paused: str = field(init=False, repr=False)
+    cooling: str = field(init=False, repr=False)
     glimit: str = field(init=False, repr=False)
     gactive: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)

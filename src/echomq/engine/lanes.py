@@ -1,4 +1,5 @@
-"""Per-lane control: one tenant's pause, resume, depth, ceiling, weight, rate budget and cap.
+"""Per-lane control: one tenant's pause, resume, cool, depth, ceiling, weight, rate budget and
+cap.
 
 Each verb touches that lane's settings and ring membership and nothing else in the queue.
 """
@@ -7,20 +8,38 @@ from __future__ import annotations
 
 from typing import Any
 
-from echomq.engine.checks import MAX_WEIGHT, count, text
+from echomq.engine.checks import MAX_WEIGHT, count, ms, text
 from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.options import when_run_at
 from echomq.engine.policies import DEFAULT_MODE, RateMode, parse_rate
 from echomq.engine.producer import lane_cap_value, lane_limit_value, lane_rate_value
+from echomq.engine.publisher import Publisher
 from echomq.engine.results import LaneInfo
 from echomq.engine.transitions import Engine
+from echomq.errors import InvalidArgument
 
 #: Jobs one ``drain`` call deletes at most, so the server never blocks for long.
 DRAIN_BUDGET = 1000
 
 
+def cool_end(seconds: float | None, until: float | None, argument: str) -> tuple[int, str]:
+    """When a cool ends, as ``cool.lua`` takes it: ``seconds`` from now (> 0, naming
+    ``argument``) or at the Unix time ``until`` (seconds, like ``enqueue_at``'s ``when``), one
+    of them; the engine's (ms, mode)."""
+    if (seconds is None) == (until is None):
+        # Neither given names the main argument; both, the one to drop.
+        raise InvalidArgument(argument, seconds, f"give either {argument} or until")
+    if seconds is not None:
+        return ms(seconds, argument, positive=True), "in"
+    assert until is not None
+    return when_run_at(until, "until"), "at"
+
+
 def lane_info(row: list[Any]) -> LaneInfo:
-    """One lane's 10 fields as ``lanes.lua`` answers them."""
-    group, depth, active, limit, weight, rate, paused, wait, cap, scheduled = row
+    """One lane's 12 fields as ``lanes.lua`` answers them."""
+    group, depth, active, limit, weight, rate, paused, wait, cap, scheduled, cool_at, cool_left = (
+        row
+    )
     found = parse_rate(rate)
     return LaneInfo(
         group=text(group),
@@ -34,6 +53,8 @@ def lane_info(row: list[Any]) -> LaneInfo:
         rate_mode=None if found is None else found.mode,
         cap=int(cap),
         scheduled=int(scheduled),
+        cooling_until=int(cool_at) / 1000 if int(cool_at) else None,
+        cooling=int(cool_left) / 1000,
     )
 
 
@@ -50,9 +71,12 @@ async def drain_lanes(engine: Engine, group: str, schedule: bool, results: bool 
 class Lane:
     """A handle on one lane of a queue: ``queue.lane("PLR0KHTOWnGLuC")``."""
 
-    def __init__(self, engine: Engine, keys: Keyspace, group: str) -> None:
+    def __init__(
+        self, engine: Engine, keys: Keyspace, group: str, events: Publisher | None = None
+    ) -> None:
         self._engine = engine
         self._keys = keys
+        self._events = events
         self.group = validate_group(group)
 
     def __repr__(self) -> str:
@@ -63,8 +87,35 @@ class Lane:
         return await self._engine.pause_lane(self.group)
 
     async def resume(self) -> bool:
-        """Serve this lane again (it rejoins the ring if it has work). False if not paused."""
+        """Serve this lane again (it rejoins the ring if it has work), ending its cool too.
+        False if it was neither paused nor cooling."""
         return await self._engine.resume_lane(self.group)
+
+    async def cool(self, seconds: float | None = None, *, until: float | None = None) -> bool:
+        """Take this lane off the ring for ``seconds``, or until the Unix time ``until``: no
+        worker claims from it until then (an upstream answered 429 for this tenant); the other
+        lanes keep being served. When the time comes it rejoins the ring by itself, waking
+        parked consumers; :meth:`uncool` (or :meth:`resume`) ends it early. A cool never
+        shortens one in force: False when the lane cools that long already. Pause and cool are
+        separate: a paused lane stays paused when its cool ends.
+        """
+        at, mode = cool_end(seconds, until, "seconds")
+        cooled, _, ends = await self._engine.cool_lane(self.group, at, mode)
+        if cooled:
+            self._emit({"event": "cooling", "until": ends / 1000})
+        return cooled
+
+    async def uncool(self) -> bool:
+        """End this lane's cool now (it rejoins the ring if it has work; a paused lane stays
+        paused). False if it was not cooling."""
+        uncooled = await self._engine.uncool_lane(self.group)
+        if uncooled:
+            self._emit({"event": "uncooled"})
+        return uncooled
+
+    def _emit(self, event: dict[str, Any]) -> None:
+        if self._events is not None and self._events.listened():
+            self._events.emit([{**event, "job": None, "group": self.group}])
 
     async def depth(self) -> int:
         """Pending jobs waiting in this lane."""

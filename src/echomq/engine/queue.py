@@ -116,10 +116,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         #: The engines of the other queues this queue's flows write nodes on, made once each
         #: (each asks the server about persistence once, when durable).
         self._flow_engines: dict[str, Engine] = {}
-        self._admin = Admin(self.engine, self.keys)
         self._reads = Reads(self.engine, self.keys, self.codec)
         self.publishes_events = events
         self._events = Publisher(wire, self.keys, enabled=events)
+        self._admin = Admin(self.engine, self.keys, self._events)
         self._listened = self._events.listened
         self._emit = self._events.emit
         self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)

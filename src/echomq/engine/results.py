@@ -203,6 +203,10 @@ class LaneInfo:
     rate_mode: str | None = None  # "smooth" or "fixed" when ``rate`` is set
     cap: int = 0
     scheduled: int = 0
+    #: The Unix time (server clock, seconds) the lane cools until; None: not cooling.
+    cooling_until: float | None = None
+    #: Seconds the lane still cools (0: not cooling), as ``rate_wait`` for its rate.
+    cooling: float = 0.0
 
     @property
     def backlog(self) -> int:

@@ -1,5 +1,6 @@
 """The settle verbs of a :class:`echomq.Queue`: complete (with a result, kept while the queue's
-``result_ttl`` lasts), retry (with a traceback), delay, extend, and wait for a job to finish.
+``result_ttl`` lasts), retry (with a traceback), delay, cool, extend, and wait for a job to
+finish.
 
 Each is a call of one fenced Lua transition; the queue mixes them in (``Queue(Settles)``).
 Durations are seconds; every argument is checked before any wire traffic.
@@ -21,6 +22,8 @@ from echomq.engine.checks import (
     ms,
     traceback_text,
 )
+from echomq.engine.keys import validate_group
+from echomq.engine.lanes import cool_end
 from echomq.engine.results import (
     Completed,
     CompleteOutcome,
@@ -275,6 +278,34 @@ class Settles:
         code = await self.engine.delay(job_id, token, ms(delay, "delay", positive=True))
         if code and self._listened():
             self._emit([{"event": "delayed" if code == 1 else "cancelled", "job": job_id}])
+        return code != 0
+
+    async def cool(
+        self,
+        job: Job | str,
+        token: int | None = None,
+        *,
+        after: float | None = None,
+        until: float | None = None,
+        lane: str = "_",
+    ) -> bool:
+        """Put a leased job back in its lane without counting an attempt, and cool that whole
+        lane for ``after`` seconds (or until the Unix time ``until``), in one atomic step fenced
+        by the token: what a handler's ``Cool`` does. Every worker skips the lane until then;
+        it rejoins the ring by itself. False when the job is gone (the lane cools anyway; a job
+        given by id names its lane by ``lane``); True when settled (a job a cancel marked
+        while it ran ends ``cancelled`` instead)."""
+        at, mode = cool_end(after, until, "after")
+        job_id, token = _ref(job, token)
+        group = job.group if isinstance(job, Job) else validate_group(lane)
+        _, code, ends = await self.engine.cool_lane(group, at, mode, (job_id, token))
+        if code and self._listened():
+            # The job's own lane (the row's) is the one cooled: the one the event names.
+            if code == 1:
+                event = {"event": "cooling", "job": job_id, "group": group, "until": ends / 1000}
+            else:
+                event = {"event": "cancelled", "job": job_id}
+            self._emit([event])
         return code != 0
 
     async def extend(self, job: Job | str, token: int | None = None, *, lease: float) -> bool:

@@ -71,6 +71,8 @@ class QueueSnapshot:
                     "rate_wait": lane.rate_wait,
                     "cap": lane.cap,
                     "scheduled": lane.scheduled,
+                    "cooling": lane.cooling,
+                    "cooling_until": lane.cooling_until,
                 }
                 for lane in self.lanes
             ],

@@ -105,6 +105,7 @@ class Engine:
             get("pause"),
             get("resume"),
         )
+        self._cool, self._uncool = get("cool"), get("uncool")
         self._drain, self._obliterate, self._remove = get("drain"), get("obliterate"), get("remove")
         self._reassign, self._reprocess = get("reassign"), get("reprocess")
         self._progress = get("progress")
@@ -339,9 +340,9 @@ class Engine:
         return bool(int(await self._run(self._work, (horizon_ms,))))
 
     async def lanes(self, groups: Sequence[str]) -> list[list[Any]]:
-        """Ten raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
+        """Twelve raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
         flat = await self._run(self._lanes, groups)
-        return [flat[i : i + 10] for i in range(0, len(flat), 10)]
+        return [flat[i : i + 12] for i in range(0, len(flat), 12)]
 
     async def configure(self, settings: Sequence[Arg]) -> int:
         """Set queue-wide ``field, value`` pairs ("" clears one); how many changed."""
@@ -361,6 +362,19 @@ class Engine:
 
     async def resume_lane(self, group: str) -> bool:
         return bool(await self._run(self._resume, (group,)))
+
+    async def cool_lane(
+        self, group: str, at: int, mode: str, job: tuple[str, int] | None = None
+    ) -> tuple[bool, int, int]:
+        """Cool ``group`` until ``at`` (ms from now, mode "in"; server epoch ms, mode "at"),
+        putting the leased ``job`` (id, token) back in its lane in the same step (cool.lua):
+        whether the cool end moved, the job's code, the server epoch ms the lane cools until."""
+        args: tuple[Arg, ...] = (group, at, mode) if job is None else (group, at, mode, *job)
+        cooled, code, until = await self._run(self._cool, args)
+        return bool(cooled), int(code), int(until)
+
+    async def uncool_lane(self, group: str) -> bool:
+        return bool(await self._run(self._uncool, (group,)))
 
     # -- cleanup -------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
-resume, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich), ``--json``
-for scripts.
+resume, cool, uncool, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich),
+``--json`` for scripts.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).
@@ -48,7 +48,7 @@ def add_verbs(commands: Any) -> None:
     """Register the verbs on the ``echomq`` subparsers."""
     for name, text in (
         ("stats", "jobs per state, the terminal counters, pause and rate-limit state"),
-        ("lanes", "every lane: depth, in flight, ceiling, weight, rate, paused"),
+        ("lanes", "every lane: depth, in flight, ceiling, weight, rate, paused, cooling"),
         ("ring", "the serviceable lanes in the order they will be served"),
     ):
         commands.add_parser(name, help=text).add_argument("queue")
@@ -63,6 +63,13 @@ def add_verbs(commands: Any) -> None:
         verb = commands.add_parser(name, help=f"{text} a lane, or the whole queue")
         verb.add_argument("queue")
         verb.add_argument("group", nargs="?", help="the lane (omit: the whole queue)")
+    cool = commands.add_parser("cool", help="take a lane off the ring for some seconds")
+    cool.add_argument("queue")
+    cool.add_argument("group")
+    cool.add_argument("seconds", type=float, help="how long (a cool in force is never shortened)")
+    uncool = commands.add_parser("uncool", help="end a lane's cool now")
+    uncool.add_argument("queue")
+    uncool.add_argument("group")
     for name, text in (
         ("weight", "claims per ring visit (none = 1)"),
         ("limit", "jobs leased at once (none = no ceiling)"),
@@ -158,6 +165,16 @@ async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
     return {"queue": queue.name, "lane": lane.group, "paused": wanted, "changed": changed}
 
 
+async def _cool(queue: Queue, args: argparse.Namespace) -> Any:
+    lane = queue.lane(args.group)
+    if args.command == "uncool":
+        return {"queue": queue.name, "lane": lane.group, "changed": await lane.uncool()}
+    changed = await lane.cool(args.seconds)
+    info = await lane.info()
+    return {"queue": queue.name, "lane": lane.group, "changed": changed,
+            "cooling": info.cooling, "cooling_until": info.cooling_until}  # fmt: skip
+
+
 async def _setting(queue: Queue, args: argparse.Namespace) -> Any:
     lane = queue.lane(args.group)
     await (lane.weight(args.value) if args.command == "weight" else lane.limit(args.value))
@@ -206,6 +223,8 @@ VERBS: dict[str, Verb] = {
     "job": _job,
     "pause": _pause,
     "resume": _pause,
+    "cool": _cool,
+    "uncool": _cool,
     "weight": _setting,
     "limit": _setting,
     "reprocess": _reprocess,
@@ -275,10 +294,12 @@ def _shown(value: str) -> str:
 
 
 def _lane_row(lane: dict[str, Any]) -> dict[str, Any]:
-    row = {k: v for k, v in lane.items() if k not in ("rate", "rate_mode", "rate_wait")}
+    hidden = ("rate", "rate_mode", "rate_wait", "cooling", "cooling_until")
+    row = {k: v for k, v in lane.items() if k not in hidden}
     rate = lane["rate"]
     row["rate"] = f"{rate[0]}/{rate[1]:g}s {lane['rate_mode']}" if rate else None
     row["wait"] = lane["rate_wait"]
+    row["cooling"] = lane["cooling"]
     return row
 
 

@@ -40,7 +40,7 @@ log = logging.getLogger("echomq.wire")
 
 #: The wire version fenced in ``{emq}:version``: bumped when the keyspace or a script's contract
 #: changes incompatibly, so old and new workers never share a deployment.
-WIRE_VERSION: Final = "echomq:7"
+WIRE_VERSION: Final = "echomq:8"
 
 Arg = bytes | str | int | float
 Command = Sequence[Arg]

@@ -16,7 +16,7 @@ from codemojex.notify.policy import NotifyOptions
 from codemojex.notify.rate import NotifyLimits
 from codemojex.notify.worker import NotifyWorker
 from codemojex.telegram.sandbox import Faults, Sandbox
-from echomq import InvalidArgument, Job, Queue, Retry
+from echomq import Cool, InvalidArgument, Job, Queue, Retry
 from echomq.engine import Minter
 
 ADA, BOB, CY = 1001, 1002, 1003
@@ -99,31 +99,40 @@ class ClockedWorker(NotifyWorker):
 
     answered_at: list[float]
 
-    async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
+    async def _again(
+        self, job: Job, notification: Notification, outcome: Transient
+    ) -> Retry | Cool:
         self.answered_at = [*getattr(self, "answered_at", []), time.monotonic()]
         return await super()._again(job, notification, outcome)
 
 
-async def test_a_429_is_retried_after_retry_after_and_not_before(
+async def test_a_429_cools_the_chats_lane_for_retry_after_and_spends_no_attempt(
     sandbox: Sandbox, sandbox_bot: Bot, queue: Queue
 ) -> None:
-    """The refused message waits out ``retry_after``, and so does the chat's next one."""
+    """The refused message waits out ``retry_after``, and so does the chat's next one: the
+    chat's lane cools in the engine (echomq's ``Cool``); another chat is served meanwhile."""
     sandbox.force_429(CY, retry_after=2)
     under = rig(queue, sandbox_bot, worker=ClockedWorker)
     async with running(under.consumer):
         await under.notifier.notify(CY, "after the flood control")
         await under.notifier.notify(CY, "and this one too")
+        await until(lambda: under.worker.counts.too_many_requests == 1, 20.0, "the 429")
+        info = await queue.lane(str(CY)).info()
+        assert info.cooling > 1.0  # the chat's lane is off the ring, for every worker
+        await under.notifier.notify(ADA, "not held by Cy's flood control")
+        (other,) = await sandbox.wait_for_messages(ADA, 1, timeout=20.0)
         sent = await sandbox.wait_for_messages(CY, 2, timeout=20.0)
     worker = under.worker
     assert isinstance(worker, ClockedWorker)
     (refused_at,) = worker.answered_at
     assert all(message.at - refused_at >= 2.0 for message in sent)
+    assert other.at - refused_at < 2.0
     assert [m.text for m in sent] == ["after the flood control", "and this one too"]
     assert sandbox.stats.too_many_requests == 1
     counts = worker.counts
-    assert (counts.too_many_requests, counts.retried, counts.delivered) == (1, 1, 2)
-    # The chat's lane is ordered: its next message waits in the lane behind the retried head,
-    # never claimed early to be deferred.
+    # No retry: the refused message went back unspent (its attempts stay those of one claim).
+    assert (counts.too_many_requests, counts.retried, counts.delivered) == (1, 0, 3)
+    # The chat's lane is off the ring: its next message is never claimed early to be deferred.
     assert counts.deferred == 0
 
 

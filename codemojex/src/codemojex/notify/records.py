@@ -1,6 +1,6 @@
-"""What the notification worker remembers per notification and per chat: the ``NOT`` ids it
-delivered lately (at most one delivery per id on our side) and the chats cooling down after a
-429, each a key of :class:`~codemojex.keyspace.NotifyKeys`."""
+"""What the notification worker remembers per notification: the ``NOT`` ids it delivered lately
+(at most one delivery per id on our side), a key of :class:`~codemojex.keyspace.NotifyKeys`. A
+chat under a 429 is not remembered here: its lane cools in the engine (echomq's ``Cool``)."""
 
 from __future__ import annotations
 
@@ -16,12 +16,10 @@ class Before:
 
     delivered: bool
     blocked: bool
-    cooling: float
-    """Seconds the chat is still under flood control (0: none)."""
 
 
 class Records:
-    """The delivered ids (kept ``keep`` seconds) and the cooling chats of one notify queue."""
+    """The delivered ids (kept ``keep`` seconds) of one notify queue."""
 
     def __init__(self, kv: Valkey, keys: NotifyKeys, keep: float) -> None:
         self.kv = kv
@@ -29,15 +27,9 @@ class Records:
         self.keep = keep
 
     async def before(self, notification: str, chat: int) -> Before:
-        """One round trip: delivered already? the chat blocked? cooling for how long?"""
-        probe = await self.kv.probe(
-            self.keys.sent(notification), (self.keys.blocked, chat), self.keys.cooling(chat)
-        )
-        return Before(probe.exists, probe.is_member, max(0, probe.ttl_ms) / 1000)
+        """One round trip: delivered already? the chat blocked?"""
+        probe = await self.kv.probe(self.keys.sent(notification), (self.keys.blocked, chat))
+        return Before(probe.exists, probe.is_member)
 
     async def delivered(self, notification: str, message_id: int) -> None:
         await self.kv.put(self.keys.sent(notification), message_id, self.keep)
-
-    async def cool(self, chat: int, seconds: float) -> None:
-        """Hold every send to ``chat`` for ``seconds`` (a 429's ``retry_after``)."""
-        await self.kv.put(self.keys.cooling(chat), 1, seconds)

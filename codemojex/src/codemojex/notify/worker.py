@@ -2,8 +2,9 @@
 (:mod:`~codemojex.notify.fairness`: a lane per chat, so one chat's burst cannot starve the
 others), rate (:mod:`~codemojex.notify.rate`: one atomic take of the engine's token buckets
 before each send; over budget the notification is deferred, never dropped) and delivery
-(:mod:`~codemojex.notify.delivery`: success completes; transient failures back off; permanent
-ones drop; a bad token stops).
+(:mod:`~codemojex.notify.delivery`: success completes; a 429 cools the chat's lane for its
+``retry_after``, no attempt spent; other transient failures back off; permanent ones drop; a bad
+token stops).
 
 At most one delivery per ``NOT`` id on our side: a delivered id is recorded (for a day: it only
 has to outlive a crash between the send and the complete, see ``keep_delivered``) and checked
@@ -34,7 +35,7 @@ from codemojex.notify.rate import Rate
 from codemojex.notify.records import Records
 from codemojex.notify.status import StatusBoard, StatusView
 from codemojex.store.kv import Valkey
-from echomq import Defer, Drop, Job, Queue, Retry
+from echomq import Cool, Defer, Drop, Job, Queue, Retry
 
 log = logging.getLogger("codemojex.notify")
 
@@ -61,9 +62,10 @@ def start_hint(name: str, link: str) -> str:
 
 class NotifyWorker:
     """The body of the ``notify`` task: ``await worker.send(body, job)`` sends one
-    notification or says why not through echomq's signals (``Defer``: over budget; ``Retry``:
-    transient; ``Drop``: malformed). Run it with :class:`NotificationConsumer`, which honours
-    its ``attempts``. Its keys are the :class:`~codemojex.keyspace.NotifyKeys` of ``queue``."""
+    notification or says why not through echomq's signals (``Defer``: over budget; ``Cool``:
+    a 429, the chat's whole lane waits; ``Retry``: transient; ``Drop``: malformed). Run it
+    with :class:`NotificationConsumer`, which honours its ``attempts``. Its keys are the
+    :class:`~codemojex.keyspace.NotifyKeys` of ``queue``."""
 
     def __init__(
         self,
@@ -158,13 +160,8 @@ class NotifyWorker:
             raise Defer(self.options.bad_token_delay, "the bot token is bad")
 
     async def _settled_before(self, notification: Notification) -> bool:
-        """Already delivered (a redelivery) or for a blocked chat: complete without a send.
-        A chat still inside a 429's ``retry_after`` defers the notification until it ends."""
+        """Already delivered (a redelivery) or for a blocked chat: complete without a send."""
         before = await self.records.before(notification.id, notification.chat)
-        if before.cooling > 0:
-            # A 429's retry_after holds for the chat, not only the message that got it.
-            self._count("deferred")
-            raise Defer(before.cooling, "the chat is under flood control")
         if before.delivered:
             self._count("duplicates")
             return True
@@ -215,16 +212,19 @@ class NotifyWorker:
         link = start_link(me.username or "")
         await self.notifier.notify(group, start_hint(notification.name, link))
 
-    async def _again(self, job: Job, notification: Notification, outcome: Transient) -> Retry:
-        """The retry signal for a transient failure: after exactly ``retry_after`` for a 429
-        (never shortened by the cap), else the capped backoff with jitter."""
-        failures = await self._failures(job)
+    async def _again(
+        self, job: Job, notification: Notification, outcome: Transient
+    ) -> Retry | Cool:
+        """The signal for a transient failure. A 429: ``Cool`` for exactly ``retry_after``
+        (never shortened by the cap): the flood control holds for the chat, not only the
+        message that got it, so the chat's whole lane leaves the ring until then, on every
+        worker, and this notification goes back at its place, no attempt spent. Else ``Retry``
+        after the capped backoff with jitter."""
         if outcome.retry_after is not None:
             self._count("too_many_requests")
-            delay = outcome.retry_after
-            await self.records.cool(notification.chat, delay)
-        else:
-            delay = self.options.backoff(failures, self.rng.random())
+            return Cool(max(outcome.retry_after, 0.001), outcome.reason)
+        failures = await self._failures(job)
+        delay = self.options.backoff(failures, self.rng.random())
         if failures >= self.options.attempts:
             self._count("dead")
             log.warning(

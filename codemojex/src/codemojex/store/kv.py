@@ -70,13 +70,11 @@ class Valkey:
     async def members(self, key: str) -> set[str]:
         return {text(member) for member in await self.wire.call("SMEMBERS", key)}
 
-    async def probe(self, exists: str, member_of: tuple[str, str | int], ttl_of: str) -> Probe:
-        """One round trip: whether ``exists`` exists, whether ``member_of`` = (set, member)
-        holds, and the milliseconds ``ttl_of`` has left (≤ 0: none)."""
-        found, member, left = await self.wire.call_many(
-            [("EXISTS", exists), ("SISMEMBER", *member_of), ("PTTL", ttl_of)]
-        )
-        return Probe(bool(found), bool(member), int(left))
+    async def probe(self, exists: str, member_of: tuple[str, str | int]) -> Probe:
+        """One round trip: whether ``exists`` exists, and whether ``member_of`` = (set, member)
+        holds."""
+        found, member = await self.wire.call_many([("EXISTS", exists), ("SISMEMBER", *member_of)])
+        return Probe(bool(found), bool(member))
 
     async def post(self, key: str, fields: dict[str, str], counter: str, ttl: float) -> int:
         """``HSET key fields…``, then ``HINCRBY key counter 1`` and ``PEXPIRE key ttl`` in one
@@ -119,4 +117,3 @@ class Probe:
 
     exists: bool
     is_member: bool
-    ttl_ms: int

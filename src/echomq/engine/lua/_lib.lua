@@ -214,6 +214,18 @@ local function lane_rate_wait(root, g, now)
   return rate_wait(counter, log, max, window, smooth, now)
 end
 
+-- ms lane g is still cooling (lane.cool, a handler's Cool), else 0. `cooling` maps a lane to
+-- the server ms its cool ends; an entry found past its end is dropped here, so only write
+-- scripts call it (lanes.lua reads the hash itself).
+local function lane_cool_wait(root, g, now)
+  local at = redis.call('HGET', root .. 'cooling', g)
+  if not at then return 0 end
+  local left = tonumber(at) - (now or now_ms())
+  if left > 0 then return left end
+  redis.call('HDEL', root .. 'cooling', g)
+  return 0
+end
+
 -- Ordered queues (meta `ordered`): `holders` maps a lane to the job that holds it, claimed and
 -- not finished: leased, scheduled by a retry or a defer, or back in its lane after a reap. No
 -- other job of the lane is claimed meanwhile. Returns the live holder of g, or nil. A holder
@@ -232,13 +244,15 @@ local function holder(root, g)
   return nil
 end
 
--- Serviceable = lane non-empty, not paused, under its ceiling, under its rate budget, and (in
--- an ordered queue) not held by a job out of the lane. The ring holds exactly these groups.
+-- Serviceable = lane non-empty, not paused, not cooling, under its ceiling, under its rate
+-- budget, and (in an ordered queue) not held by a job out of the lane. The ring holds exactly
+-- these groups.
 local function serviceable(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
   local h = holder(root, g)
   if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
+  if lane_cool_wait(root, g) > 0 then return false end
   local limit = lane_ceiling(root, g)
   if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= limit then
     return false
@@ -246,9 +260,12 @@ local function serviceable(root, g)
   return lane_rate_wait(root, g) == 0
 end
 
--- Bench a lane whose rate budget is spent until its window ends (promote brings it back).
+-- Bench a lane whose rate budget is spent until its window ends, or that cools until its cool
+-- ends, whichever is later (promote, and the claim, bring it back at that score). A cooling
+-- lane stays in `rdue` until its cool ends, with work or without (cool.lua puts it there):
+-- nothing else brings it back, and every path that takes it out benches it again.
 local function bench(root, g, now)
-  local wait = lane_rate_wait(root, g, now)
+  local wait = math.max(lane_rate_wait(root, g, now), lane_cool_wait(root, g, now))
   if wait > 0 then redis.call('ZADD', root .. 'rdue', now + wait, g) end
 end
 
@@ -274,6 +291,18 @@ local function rering(root, g, now)
     dering(root, g)
     if now then bench(root, g, now) end
   end
+end
+
+-- End lane g's cool now (uncool, resume): it rejoins the ring if serviceable, or is benched
+-- for its rate window. Returns 1 when it was cooling, else 0.
+local function uncool_lane(root, g, now)
+  local was = lane_cool_wait(root, g, now) > 0 and 1 or 0
+  if was == 1 then
+    redis.call('HDEL', root .. 'cooling', g)
+    redis.call('ZREM', root .. 'rdue', g)
+    rering(root, g, now)
+  end
+  return was
 end
 
 -- The job an ordered lane serves next, taken out of the lane: its holder when that is back in
