@@ -21,10 +21,10 @@ from echomq import (
     Fixed,
     Job,
     Member,
-    MemberVerdict,
     TaskFailed,
     group,
 )
+from echomq.tasks import MemberVerdict
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
 
