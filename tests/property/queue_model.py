@@ -87,11 +87,11 @@ class Model:
     concurrency_slack: int = 0
 
     def gactive(self, group: str) -> int:
-        return sum(1 for lease in self.active.values() if lease.group == group)
+        return sum(1 for lease in self.active.values() if lease.lane == group)
 
     def scheduled(self, group: str) -> int:
         return sum(
-            1 for row in self.rows.values() if row.group == group and row.state == "scheduled"
+            1 for row in self.rows.values() if row.lane == group and row.state == "scheduled"
         )
 
     def backlog(self, group: str) -> int:
@@ -146,13 +146,13 @@ class Model:
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]
         row.state = "pending"
-        bisect.insort(self.lanes[row.group], job_id)
+        bisect.insort(self.lanes[row.lane], job_id)
 
     def lease(self, job_id: str, deadline_ms: int, is_short: bool) -> None:
         row = self.rows[job_id]
-        self.lanes[row.group].remove(job_id)
+        self.lanes[row.lane].remove(job_id)
         row.state, row.attempts = "active", row.attempts + 1
-        self.active[job_id] = Lease(row.group, row.attempts, deadline_ms, is_short)
+        self.active[job_id] = Lease(row.lane, row.attempts, deadline_ms, is_short)
         self.tokens.append((job_id, row.attempts))
 
     def holds(self, job_id: str, token: int) -> bool:
@@ -172,7 +172,7 @@ class Model:
         if row.state == "active":
             del self.active[job_id]
         else:
-            self.lanes[row.group].remove(job_id)
+            self.lanes[row.lane].remove(job_id)
             row.stalled -= 1
             row.reaped = None
 
@@ -184,8 +184,8 @@ class Model:
     def end_cancelled(self, job_id: str) -> None:
         """The job ends cancelled; a pending one leaves its lane (a leased one was released)."""
         row = self.rows.pop(job_id)
-        if row.state == "pending" and job_id in self.lanes[row.group]:
-            self.lanes[row.group].remove(job_id)
+        if row.state == "pending" and job_id in self.lanes[row.lane]:
+            self.lanes[row.lane].remove(job_id)
         self.cancelled_tokens[job_id] = row.attempts
         self.cancelled.add(job_id)
         self.cancel_count += 1

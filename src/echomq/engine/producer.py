@@ -199,7 +199,7 @@ def job_info(id: str, row: Mapping[bytes, bytes], codec: Codec) -> JobInfo | Non
         state=job_state(fields["state"]),
         attempts=int(fields["attempts"]),
         payload=codec.decode(fields["payload"]),
-        group=_text(fields.get("group", b"_")),
+        lane=_text(fields.get("group", b"_")),
         last_error=_text(fields["last_error"]) if "last_error" in fields else None,
         stalled=int(fields.get("stalled", 0)),
         progress=json.loads(fields["progress"]) if "progress" in fields else None,

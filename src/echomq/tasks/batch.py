@@ -159,7 +159,7 @@ class BatchTask(Task[[X], R]):
             member = Member(self.app._eager_ids.mint("JOB"), item)
         else:
             job = ctx.job
-            member = Member(job.id, item, job.group, job.attempts, job)
+            member = Member(job.id, item, job.lane, job.attempts, job)
         verdicts = await self.batch_fn([member])
         if verdicts is None:
             return None  # type: ignore[return-value]

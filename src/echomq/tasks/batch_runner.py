@@ -258,7 +258,7 @@ class BatchConsumer:
                     "job %s: task %s on the queue of batch task %s",
                     job.id, name, task.name, extra=job_fields(job),
                 )  # fmt: skip
-                member = Member(job.id, None, job.group, job.attempts, job)
+                member = Member(job.id, None, job.lane, job.attempts, job)
                 self._fail(
                     member, f"unknown task {name}", self._delay(member), self.options.max_attempts
                 )
@@ -266,11 +266,11 @@ class BatchConsumer:
             try:
                 args, kwargs = task.signature.load(payload.get("args", {}))
             except InvalidArgument as exc:
-                member = Member(job.id, None, job.group, job.attempts, job)
+                member = Member(job.id, None, job.lane, job.attempts, job)
                 self._fail(member, f"bad arguments: {exc.reason}", 0.0, max_attempts=1)
                 continue
             item = args[0] if args else kwargs.get("item")
-            members.append(Member(job.id, item, job.group, job.attempts, job))
+            members.append(Member(job.id, item, job.lane, job.attempts, job))
         return members
 
     def _delay(self, member: Member[Any]) -> float:
