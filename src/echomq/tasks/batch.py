@@ -16,6 +16,7 @@ from echomq.engine.checks import count, ms
 from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Job
 from echomq.errors import InvalidArgument
+from echomq.tasks.context import LOCAL_IDS
 from echomq.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -156,7 +157,7 @@ class BatchTask(Task[[X], R]):
 
         ctx = _current.get(None)
         if ctx is None:
-            member = Member(self.app._eager_ids.mint("JOB"), item)
+            member = Member(LOCAL_IDS.mint("JOB"), item)
         else:
             job = ctx.job
             member = Member(job.id, item, job.lane, job.attempts, job)
