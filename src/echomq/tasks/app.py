@@ -23,6 +23,7 @@ from echomq.engine.queue import Queue
 from echomq.errors import Closed, InvalidArgument
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
+from echomq.tasks.eager import EagerProducer
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
 from echomq.tasks.producer import Producer, checked_calls
@@ -492,8 +493,6 @@ class App:
 
     @eager.setter
     def eager(self, on: bool) -> None:
-        from echomq.tasks.eager import EagerProducer  # the runtime imports the app: late
-
         self.producer = EagerProducer(self) if on else self._live
 
     @property
@@ -505,8 +504,6 @@ class App:
     def eager_mode(self, *, propagate: bool = False) -> Iterator[App]:
         """Within the block, enqueued tasks run inline (``propagate``: their errors raise from
         the enqueue instead of from ``result()``)."""
-        from echomq.tasks.eager import EagerProducer
-
         saved, self.producer = self.producer, EagerProducer(self, propagate)
         try:
             yield self

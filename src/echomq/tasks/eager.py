@@ -17,9 +17,9 @@ from echomq.engine.results import Job, JobInfo, Verdict
 from echomq.errors import InvalidArgument, TaskFailed
 from echomq.tasks.canvas import FlowHandle, TaskFlow, checked
 from echomq.tasks.context import LOCAL_IDS, Trail
+from echomq.tasks.execution import error_text, execute, received
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.producer import Producer
-from echomq.tasks.runtime import error_text, execute, received
 from echomq.tasks.task import Call, as_args
 
 if TYPE_CHECKING:
