@@ -22,7 +22,7 @@ def text_of(value: Any) -> str:
 class Row:
     """A live job as the model sees it (completed jobs have no row)."""
 
-    group: str
+    lane: str
     payload: int
     state: str = "pending"  # pending | active | scheduled | dead
     attempts: int = 0
@@ -42,7 +42,7 @@ class Row:
 
 @dataclass
 class Lease:
-    group: str
+    lane: str
     token: int
     deadline_ms: int
     is_short: bool

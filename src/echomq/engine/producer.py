@@ -28,7 +28,12 @@ from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, Wi
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
-VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
+VERDICTS: Mapping[int, VerdictKind] = {
+    0: "duplicate",
+    1: "enqueued",
+    2: "scheduled",
+    3: "debounced",
+}
 #: The states a row may hold; anything else reads as ``absent``.
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
