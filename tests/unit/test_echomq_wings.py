@@ -63,3 +63,45 @@ def test_every_wing_is_there() -> None:
     """A renamed wing would make the tests above pass on nothing."""
     for wing in (*WINGS, "ops", "dashboard"):
         assert any((SRC / wing).rglob("*.py")), wing
+
+
+def module_file(module: str) -> Path | None:
+    """The source of an echomq module (``echomq`` itself is its ``__init__``), else None."""
+    base = SRC.joinpath(*module.split(".")[1:])
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The echomq modules ``path`` imports, ``from package import module`` as the module."""
+    found = set(echomq_imports(path))
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                name = f"{node.module}.{alias.name}"
+                if name.split(".")[0] == "echomq" and module_file(name) is not None:
+                    found.add(name)
+    return found
+
+
+def test_the_consumers_reach_nothing_of_the_tasks_through_any_chain_of_imports() -> None:
+    """Both claim loops live in consumers/ and the task layer plugs into them (a batch task
+    through ``RunBatch``), never the reverse. Followed through every module the consumers
+    import and the ones those import, so a detour through another wing, or through the
+    package root (which imports the task layer), counts too."""
+    start = {
+        "echomq." + ".".join(path.relative_to(SRC).with_suffix("").parts)
+        for path in (SRC / "consumers").rglob("*.py")
+    }
+    reached, todo = set(start), list(start)
+    while todo:
+        path = module_file(todo.pop())
+        if path is None:
+            continue
+        for module in imported_modules(path) - reached:
+            reached.add(module)
+            todo.append(module)
+    assert {"echomq.consumers.batch", "echomq.engine.queue"} <= reached  # the walk walked
+    assert sorted(m for m in reached if m == "echomq" or m.startswith("echomq.tasks")) == []
