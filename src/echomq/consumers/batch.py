@@ -54,7 +54,7 @@ class BatchShape(Protocol):
 
 @dataclass(slots=True, eq=False)
 class _Batch:
-    """One batch in hand, gathering or running (its identity is its key in the leases)."""
+    """One batch in hand (its identity is its key in the leases while it gathers)."""
 
     jobs: list[Job] = field(default_factory=list)
 
@@ -108,7 +108,9 @@ class BatchConsumer:
                     continue
                 batch = await self._gather()
                 if batch is not None:
-                    self._shift.start(asyncio.ensure_future(self._run(batch)), batch)
+                    holding = self._leases.release(batch)  # the task holds the batch from now
+                    assert holding is not None
+                    self._shift.running[asyncio.ensure_future(self._run(batch))] = holding
         finally:
             await self._shift.end()
         return self.tally

@@ -3,6 +3,7 @@
 The upkeep answers how long until the next scheduled job, lease deadline or benched lane falls
 due, so an idle consumer runs it then, not every beat; it still runs at least every
 ``idle_every`` seconds, which bounds how late a crashed worker's expired lease is reaped.
+Every claim loop runs its upkeep through :func:`upkeep_if_due`.
 """
 
 from __future__ import annotations

@@ -120,9 +120,9 @@ class Consumer:
         self._shift = shift
         self._parking, self._leases, self._ledger = shift.parking, shift.leases, shift.ledger
         self._stopping = shift.stopping
-        # Each job in hand (its task is its key in the leases). A finished handler hands its
-        # settle to the ledger and frees its slot; the settles of one tick go out together,
-        # pipelined with the claim that fills the freed slots.
+        # Each job in hand, and when its lease is next due for extension. A finished handler
+        # hands its settle to the ledger and frees its slot; the settles of one tick go out
+        # together, pipelined with the claim that fills the freed slots.
         self._running = shift.running
         self.tally = self._ledger.tally
 
@@ -189,13 +189,14 @@ class Consumer:
                 limited: RateLimited | None = None
                 full = True  # every claim of the round brought work and lanes remain
                 failed: BaseException | None = None
+                due = self._leases.due(time.monotonic())  # the claims' jobs start now
                 for outcome in outcomes:
                     if isinstance(outcome, BaseException):
                         failed, full = outcome, False
                     elif isinstance(outcome, tuple):
                         jobs, more = outcome
                         for job in jobs:
-                            self._start(job)
+                            self._start(job, due)
                         self._ledger.claimed(jobs)
                         full = full and more
                     elif isinstance(outcome, RateLimited):
@@ -263,12 +264,11 @@ class Consumer:
 
     # -- one job -------------------------------------------------------------------------------
 
-    def _start(self, job: Job) -> None:
+    def _start(self, job: Job, due: float) -> None:
         # No done callback: the task frees its slot as it ends (_execute), a loop turn sooner
         # and one scheduled callback fewer per job.
         task = self._loop.create_task(self._execute(job))
-        self._running[task] = task
-        self._leases.hold(task, (job,))
+        self._running[task] = (due, (job,))
 
     async def _execute(self, job: Job) -> None:
         try:

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Hashable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from echomq.engine.results import Job
 from echomq.errors import EchoMQError
@@ -19,51 +19,76 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("echomq.consumer")
 
+#: What one holding holds: when (monotonic) its lease is next due for extension, and its jobs
+#: (a list may grow while it is held: a batch that gathers; each extension takes what it holds).
+Holding = tuple[float, Sequence[Job]]
+
 
 class Leases:
-    """The holdings of one loop on ``queue``, each under a key of the loop's choosing."""
+    """The holdings of one loop on ``queue``: ``running``, the tasks in hand, each with its
+    holding (the loop writes it as it starts a task and removes it as the task ends, the
+    cheapest a job's start and end can be), and the holdings of no task yet (:meth:`hold`)."""
 
-    def __init__(self, queue: Queue, lease: float, beat: float, name: str) -> None:
+    def __init__(
+        self,
+        queue: Queue,
+        lease: float,
+        beat: float,
+        name: str,
+        running: dict[asyncio.Task[None], Holding],
+    ) -> None:
         self.queue = queue
         self.lease = lease
         self.beat = beat
         self.name = name
-        self._third = lease / 3  # a lease is extended once a third of it went by
-        # Each holding's jobs, and when (monotonic) their lease is next due for extension.
-        self._held: dict[Hashable, tuple[float, Sequence[Job]]] = {}
+        self.third = lease / 3  # a lease is extended once a third of it went by
+        self.running = running
+        self._gathering: dict[Hashable, Holding] = {}
+
+    def due(self, now: float) -> float:
+        """When the lease of jobs claimed at ``now`` is first due for extension."""
+        return now + self.third
 
     def hold(self, key: Hashable, jobs: Sequence[Job]) -> None:
-        """Hold ``jobs`` from now on: claimed now, or about to be. A list may grow while it
-        is held (a batch that gathers): each extension takes what it holds then."""
-        self._held[key] = (time.monotonic() + self._third, jobs)
+        """Hold ``jobs`` under ``key`` from now on, before any task runs them (a batch that
+        gathers); :meth:`release` hands the holding over."""
+        self._gathering[key] = (self.due(time.monotonic()), jobs)
 
-    def release(self, key: Hashable) -> None:
-        self._held.pop(key, None)
+    def release(self, key: Hashable) -> Holding | None:
+        """Stop holding ``key``: its holding, for a task that runs its jobs now."""
+        return self._gathering.pop(key, None)
 
     @property
     def jobs(self) -> int:
         """Jobs held, in every holding."""
-        return sum(len(jobs) for _, jobs in self._held.values())
+        holdings = (*self.running.values(), *self._gathering.values())
+        return sum(len(jobs) for _, jobs in holdings)
 
     async def keep(self) -> None:
         """Extend, in one call a round, the leases of the holdings due; until cancelled."""
-        third = self._third
+        third = self.third
         while True:
             await asyncio.sleep(min(third, self.beat))
             now = time.monotonic()
-            due = {key: jobs for key, (at, jobs) in self._held.items() if at <= now and jobs}
+            places: tuple[MutableMapping[Any, Holding], ...] = (self.running, self._gathering)
+            due = [
+                (place, key, jobs)
+                for place in places
+                for key, (at, jobs) in place.items()
+                if at <= now and jobs
+            ]
             if not due:
                 continue
-            extended = [job for jobs in due.values() for job in jobs]
+            extended = [job for _, _, jobs in due for job in jobs]
             try:
                 lost = await self.queue.extend_many(extended, lease=self.lease)
             except EchoMQError as exc:
                 log.warning("%s: extending leases failed: %s", self.name, exc)
                 continue
-            for key, jobs in due.items():
-                if key in self._held:
+            for place, key, jobs in due:
+                if key in place:
                     # A lease the call could not extend moved on for good (another claim
                     # holds the job, or it ended): asking again would not bring it back.
-                    self._held[key] = (now + third, jobs)
+                    place[key] = (now + third, jobs)
             if lost:
                 log.warning("%s: %d leases could not be extended", self.name, len(lost))

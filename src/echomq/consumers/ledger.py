@@ -123,10 +123,12 @@ class Ledger:
         """The settler's answer for one completed job ("gone" counts: nothing to redo)."""
         if isinstance(outcome, str) and outcome in ("completed", "gone"):
             self.tally.completed += 1
-            self.observe(job, "completed")
-            return
-        self.lost(job, "complete", outcome)
-        self.observe(job, "lost")
+            settled: Outcome = "completed"
+        else:
+            self.lost(job, "complete", outcome)
+            settled = "lost"
+        if self.observer is not None:  # inline: once per job
+            self.observer.settled(self.queue.name, job, settled)
 
     def _retried(self, failed: Failed, outcome: RetryOutcome | EchoMQError) -> None:
         """The settler's answer for one failed job: retried, dead (logged), cancelled (a cancel

@@ -1,19 +1,13 @@
-"""A claim loop's shift, from its start to its stop, and the parts every claim loop is made
-of: its :class:`~echomq.consumers.parking.Parking`, :class:`~echomq.consumers.leases.Leases`
-and :class:`~echomq.consumers.ledger.Ledger`, and the tasks it has in hand (its slots).
-
-The stop is one sequence for every loop: claim nothing more and abort a parked wait; let the
-tasks in hand finish within ``stop_timeout`` and cancel the late (their leases expire and
-their jobs are reaped: not lost); wait for every settle's answer; close the wake connection.
-"""
+"""A claim loop's shift, from its start to its stop: the parts every claim loop is made of
+(:class:`~echomq.consumers.parking.Parking`, :class:`~echomq.consumers.leases.Leases`, the
+:class:`~echomq.consumers.ledger.Ledger`), the tasks it has in hand, and one stop for all."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Hashable
 from typing import TYPE_CHECKING
 
-from echomq.consumers.leases import Leases
+from echomq.consumers.leases import Holding, Leases
 from echomq.consumers.ledger import Ledger, Observer
 from echomq.consumers.parking import Parking, sleep_unless
 
@@ -37,11 +31,13 @@ class Shift:
         metronome: Metronome | None = None,
     ) -> None:
         self.stopping = asyncio.Event()
+        #: The tasks in hand, each with its holding: the loop adds a task as it starts it
+        #: (``running[task] = (leases.due(now), jobs)``); the task calls :meth:`free` as it
+        #: ends (one scheduled callback fewer per job than a done callback).
+        self.running: dict[asyncio.Task[None], Holding] = {}
         self.parking = Parking(queue, cadence, name, self.stopping, metronome)
-        self.leases = Leases(queue, options.lease, options.beat, name)
+        self.leases = Leases(queue, options.lease, options.beat, name, self.running)
         self.ledger = Ledger(queue, name, cadence, observer, options.lease)
-        #: The tasks in hand, each with the key its jobs are held under in :attr:`leases`.
-        self.running: dict[asyncio.Task[None], Hashable] = {}
         self.stop_timeout = options.stop_timeout
         self._freed = asyncio.Event()
         self._keeper: asyncio.Future[None] | None = None
@@ -60,16 +56,9 @@ class Shift:
         self.parking.stop()
         self._freed.set()  # a loop waiting for a slot looks again
 
-    def start(self, task: asyncio.Task[None], key: Hashable) -> None:
-        """``task`` is in hand now, its jobs held under ``key``; it calls :meth:`free` as it
-        ends (one scheduled callback fewer per job than a done callback)."""
-        self.running[task] = key
-
     def free(self, task: asyncio.Task[None] | None) -> None:
         """``task`` ended: its slot frees and its jobs' leases are no longer kept."""
-        key = self.running.pop(task, None)  # type: ignore[arg-type]
-        if key is not None:
-            self.leases.release(key)
+        self.running.pop(task, None)  # type: ignore[arg-type]
         self._freed.set()
 
     async def wait_for_slot(self) -> None:
@@ -84,7 +73,9 @@ class Shift:
         await sleep_unless(self.stopping, seconds)
 
     async def end(self) -> None:
-        """The stop's sequence, once the loop left its last step."""
+        """Once the loop left its last step: stop keeping leases; let the tasks in hand finish
+        within ``stop_timeout`` and cancel the late (their leases expire and their jobs are
+        reaped: not lost); wait for every settle's answer; close the wake connection."""
         if self._keeper is not None:
             self._keeper.cancel()
         if self.running:
