@@ -168,7 +168,7 @@ class Consumer:
                     hint = True
                 free = options.concurrency - len(self._running)
                 if free <= 0:
-                    await self._wait_for_slot()
+                    await self._shift.wait_for_slot()
                     hint = True
                     continue
                 if not hint:
@@ -197,7 +197,8 @@ class Consumer:
                         jobs, more = outcome
                         for job in jobs:
                             self._start(job, due)
-                        self._ledger.claimed(jobs)
+                        if self.observer is not None:
+                            self._ledger.claimed(jobs)
                         full = full and more
                     elif isinstance(outcome, RateLimited):
                         limited, full = outcome, False
@@ -215,9 +216,9 @@ class Consumer:
                     ):
                         raise failed
                     log.warning("%s: claim on %s failed: %s", self.name, self.queue.name, failed)
-                    await self._sleep(min(options.beat, 1.0))
+                    await self._shift.sleep(min(options.beat, 1.0))
                 elif limited is not None:
-                    await self._sleep(limited.wait)
+                    await self._shift.sleep(limited.wait)
                 else:
                     hint = False
         finally:
@@ -229,7 +230,8 @@ class Consumer:
 
     async def _claim(self, size: int) -> tuple[list[Job], bool] | Empty | RateLimited:
         self.tally.claims += 1
-        self._parking.claiming()
+        if self.metronome is not None:
+            self._parking.claiming()
         return await self.queue.claim_some(size, self.options.lease)
 
     async def _beat_if_due(self) -> bool:
@@ -255,12 +257,6 @@ class Consumer:
         woken = await self._parking.wait(timeout)
         # A benched lane's window ending (retry_in) is worth a claim even without a token.
         return woken or empty.retry_in is not None
-
-    async def _sleep(self, seconds: float) -> None:
-        await self._shift.sleep(seconds)
-
-    async def _wait_for_slot(self) -> None:
-        await self._shift.wait_for_slot()
 
     # -- one job -------------------------------------------------------------------------------
 
