@@ -1,7 +1,8 @@
 """Batch tasks, the declaration side: :class:`Batching` (how a batch is shaped), :class:`Member`
 (one job of a batch, as its handler sees it), :class:`MemberVerdict` (what became of it) and
 :class:`BatchTask`, a task whose members are enqueued one by one and run together. The worker
-side, which gathers and settles batches, is :mod:`echomq.tasks.batch_runner`."""
+side: :mod:`echomq.consumers.batch` gathers batches, :mod:`echomq.tasks.batch_runner` runs and
+settles them."""
 
 from __future__ import annotations
 

@@ -12,15 +12,10 @@ import signal
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from echomq.consumers.consumer import (
-    Consumer,
-    ConsumerOptions,
-    Observer,
-    Outcome,
-    RetryPlan,
-    Tally,
-)
+from echomq.consumers.consumer import Consumer
+from echomq.consumers.ledger import Observer, Outcome, Tally
 from echomq.consumers.log_fields import job_fields
+from echomq.consumers.options import ConsumerOptions, RetryPlan
 from echomq.engine.checks import MAX_ATTEMPTS, ms
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
@@ -38,9 +33,9 @@ from echomq.tasks.scheduler import Scheduler
 from echomq.wire.url import redact_url
 
 if TYPE_CHECKING:
+    from echomq.consumers.batch import BatchConsumer
     from echomq.consumers.metronome import Metronome
     from echomq.engine.queue import Queue
-    from echomq.tasks.batch_runner import BatchConsumer
     from echomq.tasks.task import Task
 
 log = logging.getLogger("echomq.tasks")
@@ -254,13 +249,15 @@ class AppWorker:
 
     def _consumer(self, queue: Queue, dispatcher: Dispatcher) -> Consumer | BatchConsumer:
         """A batch task's queue is gathered in batches; any other queue's jobs run one by one."""
-        from echomq.tasks.batch_runner import BatchConsumer, batch_task
+        from echomq.consumers.batch import BatchConsumer
+        from echomq.tasks.batch_runner import BatchRunner, batch_task
 
         task = batch_task(self.app, queue.name)
         if task is not None:
             if self.metronome is not None:
                 raise InvalidArgument("metronome", queue.name, "a batch task's queue takes none")
-            return BatchConsumer(queue, task, self.options, observer=self._watch)
+            run = BatchRunner(task, self.options)
+            return BatchConsumer(queue, run, task.batching, self.options, observer=self._watch)
         return Consumer(
             queue,
             dispatcher,
