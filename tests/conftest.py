@@ -79,6 +79,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_gates.py",
         "test_admission.py",
         "test_cooling.py",
+        "test_debounce.py",
     }
 )
 

@@ -49,7 +49,8 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
-     "result_ttl", "lane_limit", "lane_rate", "batch"}
+     "result_ttl", "debounce", "debounce_max", "debounce_keep", "lane_limit", "lane_rate",
+     "batch"}
 )  # fmt: skip
 
 
@@ -149,6 +150,9 @@ class App:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
         batch: None = None,
@@ -169,6 +173,9 @@ class App:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
@@ -180,7 +187,9 @@ class App:
         ``--max-attempts``); ``timeout`` seconds per attempt; ``lane`` / ``dedup``: a parameter's
         name or a function of the arguments; ``dedup_ttl`` seconds the dedup key holds, counted
         from ``dedup_from`` (``"enqueue"``, or ``"finish"``: the job's end); ``result_ttl``
-        seconds this task's results are kept (None: the app's); ``lane_limit`` / ``lane_rate``
+        seconds this task's results are kept (None: the app's); ``debounce`` (seconds, with
+        ``debounce_max`` and ``debounce_keep``) makes the calls sharing a dedup key one job that
+        runs once they pause (``JobOptions``); ``lane_limit`` / ``lane_rate``
         are applied to a lane the first time this process enqueues on it. ``batch``: a
         :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """

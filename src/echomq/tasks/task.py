@@ -82,6 +82,9 @@ class Task(Generic[P, R]):
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
     ) -> None:
@@ -113,8 +116,16 @@ class Task(Generic[P, R]):
         #: The task's own admission options (its decorator's), and the ones every call starts
         #: from (the same, but a ``using()`` variant's include its options).
         self.defaults = self.options = JobOptions(
-            dedup_ttl=self.dedup_ttl, dedup_from=self.dedup_from, result_ttl=self.result_ttl
+            dedup_ttl=self.dedup_ttl,
+            dedup_from=self.dedup_from,
+            result_ttl=self.result_ttl,
+            debounce=debounce,
+            debounce_max=debounce_max,
+            debounce_keep=debounce_keep,
         )
+        if debounce is not None or debounce_max is not None or debounce_keep != "last":
+            # Checked now, not at the first enqueue (a stand-in for the call's dedup key).
+            self.options._replace(dedup_key="?").check()
         #: Whether ``using()`` fixed the lane / the dedup key (else computed per call).
         self._fixed = (False, False)
         self.lane_limit = (
@@ -144,10 +155,13 @@ class Task(Generic[P, R]):
         delay: float | None = None,
         at: float | None = None,
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
-        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long.
+        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long,
+        ``debounce`` / ``debounce_max`` (seconds) debounce it by its dedup key (``JobOptions``).
         Durations are checked here; the rest at each enqueue (a batch's item alone refused)."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
@@ -162,6 +176,8 @@ class Task(Generic[P, R]):
                 ("id", id),
                 ("dedup_key", dedup_key),
                 ("result_ttl", result_ttl),
+                ("debounce", debounce),
+                ("debounce_max", debounce_max),
             )
             if value is not None
         }
