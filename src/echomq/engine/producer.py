@@ -49,6 +49,7 @@ class Item:
     dedup_ttl: float | None = None
     dedup_from: str = "enqueue"
     result_ttl: float | None = None
+    priority: int | None = None
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class Item:
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
         *,
+        priority: int | None = None,
         group: str | None = None,
     ) -> None:
         if group is not None:
@@ -74,6 +76,7 @@ class Item:
         setattr(self, "dedup_ttl", dedup_ttl)
         setattr(self, "dedup_from", dedup_from)
         setattr(self, "result_ttl", result_ttl)
+        setattr(self, "priority", priority)
 
     @property
     def group(self) -> str | None:
@@ -91,6 +94,7 @@ class Item:
             self.delay,
             None,
             self.result_ttl,
+            self.priority,
         )
 
 

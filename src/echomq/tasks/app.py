@@ -49,7 +49,7 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
-     "result_ttl", "lane_limit", "lane_rate", "batch"}
+     "result_ttl", "lane_limit", "lane_rate", "batch", "priority"}
 )  # fmt: skip
 #: Lanes whose per-lane settings this process already applied (least recently used dropped).
 LANES_REMEMBERED = 10_000
@@ -177,6 +177,7 @@ class App:
         result_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
         batch: None = None,
     ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
 
@@ -197,6 +198,7 @@ class App:
         result_ttl: float | None = None,
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
 
     def task(self, name: Any = None, **options: Any) -> Any:
@@ -207,7 +209,8 @@ class App:
         name or a function of the arguments; ``dedup_ttl`` seconds the dedup key holds, counted
         from ``dedup_from`` (``"enqueue"``, or ``"finish"``: the job's end); ``result_ttl``
         seconds this task's results are kept (None: the app's); ``lane_limit`` / ``lane_rate``
-        are applied to a lane the first time this process enqueues on it. ``batch``: a
+        are applied to a lane the first time this process enqueues on it; ``priority`` (0..9,
+        default 5) is its jobs' band, more urgent first. ``batch``: a
         :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):
