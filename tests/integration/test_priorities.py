@@ -52,7 +52,8 @@ async def test_a_high_band_is_served_first_while_low_lanes_keep_their_weights(
     served = await claims(queue, 11)
     assert served[:3] == ["v0", "u0", "u1"]
     assert served[3:] == ["h0", "h1", "h2", "l0", "h3", "h4", "h5", "l1"]
-    assert await queue.claim() is not None and await queue.ring() == []
+    assert await queue.claim() is not None
+    assert await queue.ring() == []
 
 
 async def test_a_lane_serves_by_priority_then_mint_order_and_follows_its_head(
@@ -89,7 +90,8 @@ async def test_a_paused_cooling_or_full_high_lane_lets_the_low_band_be_served(
     await queue.lane("hi").uncool()
     await queue.lane("hi").limit(1)
     first = await queue.claim()
-    assert isinstance(first, Job) and first.payload == "hi0"
+    assert isinstance(first, Job)
+    assert first.payload == "hi0"
     assert await claims(queue, 1) == ["lo2"]  # hi is at its ceiling
     await queue.complete(first)
     assert await claims(queue, 1) == ["hi1"]
@@ -108,7 +110,8 @@ async def test_an_ordered_lane_is_held_across_bands(queue: Queue) -> None:
     await queue.enqueue_many([Item(f"hi{n}", lane="hi", priority=9) for n in range(2)])
     await queue.enqueue("lo", lane="lo")
     held = await queue.claim()
-    assert isinstance(held, Job) and held.payload == "hi0"
+    assert isinstance(held, Job)
+    assert held.payload == "hi0"
     assert await claims(queue, 1) == ["lo"]  # hi is held by hi0
     assert not isinstance(await queue.claim(), Job)
     await queue.complete(held)
@@ -117,28 +120,37 @@ async def test_an_ordered_lane_is_held_across_bands(queue: Queue) -> None:
 
 async def test_a_batch_claim_walks_the_bands_most_urgent_first(queue: Queue) -> None:
     await queue.enqueue_many(
-        [Item("d0", lane="d"), Item("l0", lane="l", priority=1), Item("d1", lane="d")]
-        + [Item("h0", lane="h", priority=7), Item("h1", lane="h", priority=7)]
-        + [Item("m0", lane="d", priority=6)]
+        [
+            Item("d0", lane="d"),
+            Item("l0", lane="l", priority=1),
+            Item("d1", lane="d"),
+            Item("h0", lane="h", priority=7),
+            Item("h1", lane="h", priority=7),
+            Item("m0", lane="d", priority=6),
+        ]
     )
     batch = await queue.claim_batch(10)
     assert isinstance(batch, list)
     assert [job.payload for job in batch] == ["h0", "h1", "m0", "d0", "d1", "l0"]
-    assert await queue.ring() == [] and (await queue.counts()).ringed == 0
+    assert await queue.ring() == []
+    assert (await queue.counts()).ringed == 0
 
 
 async def test_retries_reaps_and_promotes_keep_a_jobs_priority(queue: Queue) -> None:
     await queue.enqueue_many([Item(f"d{n}", lane="d") for n in range(4)])
     await queue.enqueue("u", lane="u", priority=9)
     job = await queue.claim()
-    assert isinstance(job, Job) and job.payload == "u"
+    assert isinstance(job, Job)
+    assert job.payload == "u"
     assert await queue.retry(job, delay=0.0, max_attempts=9) == "scheduled"
     job = await queue.claim(lease=0.001)  # back in its lane at once, still first
-    assert isinstance(job, Job) and job.payload == "u"
+    assert isinstance(job, Job)
+    assert job.payload == "u"
     await asyncio.sleep(0.01)  # the lease runs out on the server clock
     assert (await queue.reap()).recovered == [job.id]
     job = await queue.claim()
-    assert isinstance(job, Job) and job.payload == "u"
+    assert isinstance(job, Job)
+    assert job.payload == "u"
     assert await queue.retry(job, delay=0.02, max_attempts=9) == "scheduled"
     await asyncio.sleep(0.03)
     assert await queue.promote() == 1
