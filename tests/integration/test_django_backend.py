@@ -1,7 +1,8 @@
 """echomq.contrib.django.EchoMQBackend held to Django's task backend contract (the django-tasks
 backport on Django 5.2): enqueue/aenqueue, get_result/aget_result/refresh, takes_context,
 queue names mapped to echomq queues, lanes from a keyword, run_after scheduled, priority
-mapped to echomq's bands, retries, failures with their exception's path, refusals; the worker in-process."""
+mapped to echomq's bands, retries, failures with their exception's path, refusals; the worker
+in-process."""
 
 from __future__ import annotations
 

@@ -923,6 +923,10 @@ class QueueMachine(RuleBasedStateMachine):
             expected_meta["dweight"] = str(model.default_weight)
         if model.default_cap is not None:
             expected_meta["dcap"] = str(model.default_cap)
+        # meta `bands`: the bands other than the default whose ring may hold lanes (a claim
+        # drops one it finds empty): every such ring that holds a lane is in it.
+        bands = raw["meta"].pop("bands", "")
+        assert {str(p) for p in raw["rings"] if p != DEFAULT_PRIORITY} <= set(bands), bands
         assert raw["meta"] == expected_meta
         assert (raw["completed"], raw["failed"]) == (len(model.completed), model.failed)
         counts = self._run(self.queue.counts())

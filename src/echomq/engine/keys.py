@@ -162,13 +162,6 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "is in the band), each once; the head is served next",
     ),
     KeyShape(
-        QUEUE_ROOT + "bands",
-        "ZSET",
-        "Keyspace.bands",
-        "the priority bands other than the default whose ring may hold lanes: member the band "
-        "(0..9), score 5 - band (most urgent first); the claim drops one it finds empty",
-    ),
-    KeyShape(
         QUEUE_ROOT + "gband",
         "HASH",
         "Keyspace.gband",
@@ -288,7 +281,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.meta",
         "queue settings: paused, concurrency, max, window, mode, ordered; the default for "
-        "lanes: dlimit, dweight, drate",
+        "lanes: dlimit, dweight, drate; banded and bands (priority bands, see claim.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "fsync",
@@ -488,7 +481,6 @@ class Keyspace:
     gscheduled: str = field(init=False, repr=False)
     policies: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
-    bands: str = field(init=False, repr=False)
     gband: str = field(init=False, repr=False)
     holders: str = field(init=False, repr=False)
     lanes: str = field(init=False, repr=False)

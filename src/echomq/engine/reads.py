@@ -41,9 +41,9 @@ class Reads:
 
     async def ring(self) -> list[str]:
         # Every band's ring, the most urgent first (the default band's alone in a queue that
-        # never used priorities: `bands` is empty).
+        # never used priorities: meta `bands`, the other bands in use, is absent).
         wire, keys = self._engine.wire, self._keys
-        bands = {int(text(p)) for p in await wire.call("ZRANGE", keys.bands, 0, -1)}
+        bands = {int(p) for p in text(await wire.call("HGET", keys.meta, "bands") or b"")}
         lanes: list[str] = []
         for band in sorted(bands | {PRIORITY_DEFAULT}, reverse=True):
             lanes += [text(g) for g in await wire.call("LRANGE", keys.band_ring(band), 0, -1)]

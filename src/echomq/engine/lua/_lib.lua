@@ -274,9 +274,10 @@ end
 -- its lane: 5 - p, so the default band scores 0 (byte order = mint order within a score) and a
 -- lane serves its jobs by priority, then mint order. A lane sits on the ring of its head job's
 -- band: `ring` for the default band (the one key a queue without priorities ever uses),
--- `band:<p>:ring` for the others, each with its own `turn` (`turn`, `band:<p>:turn`). `gband` maps a
--- lane on another band's ring to that band; `bands` holds the other bands whose ring may be
--- non-empty (member p, score 5 - p: most urgent first; claim.lua drops one it finds empty).
+-- `band:<p>:ring` for the others, each with its own `turn` (`turn`, `band:<p>:turn`). `gband`
+-- maps a lane on another band's ring to that band; meta `bands` holds the other bands whose
+-- ring may be non-empty, their digits most urgent first (read by the claim with its settings;
+-- claim.lua drops one it finds empty).
 -- meta `banded` marks a queue that admitted a job outside the default band: the claim walks
 -- bands and watches head bands only then. (The scripts spell the default band 5: the linker
 -- copies only functions.)
@@ -302,7 +303,14 @@ local function ring_join(root, g, p)
   end
   redis.call('RPUSH', root .. 'band:' .. p .. ':ring', g)
   redis.call('HSET', root .. 'gband', g, p)
-  redis.call('ZADD', root .. 'bands', 5 - p, p)
+  local meta = root .. 'meta'
+  local bands = redis.call('HGET', meta, 'bands') or ''
+  if not string.find(bands, tostring(p), 1, true) then
+    local digits = {p}
+    for d in string.gmatch(bands, '%d') do digits[#digits + 1] = tonumber(d) end
+    table.sort(digits, function(a, b) return a > b end)
+    redis.call('HSET', meta, 'bands', table.concat(digits))
+  end
 end
 
 -- Take g off `ring` (a band's ring, `turn` its turn). A lane leaving mid-turn forfeits the
@@ -323,11 +331,11 @@ local function ring_leave(root, g, p)
   end
 end
 
--- The bands a claim walks, most urgent first: those in `bands` and the default. Returns the
--- list and the set of its members.
-local function bands_in_use(root)
+-- The bands a claim walks, most urgent first: those of meta `bands` (`text`, as read) and the
+-- default. Returns the list and the set of its members.
+local function bands_in_use(text)
   local bands, listed = {}, {}
-  for _, p in ipairs(redis.call('ZRANGE', root .. 'bands', 0, -1)) do
+  for p in string.gmatch(text or '', '%d') do
     p = tonumber(p)
     if p < 5 and not listed[5] then
       bands[#bands + 1], listed[5] = 5, true

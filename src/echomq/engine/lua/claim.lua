@@ -30,7 +30,7 @@ local want = int_arg(ARGV[2], 'n', 1, 1000)
 local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
-  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded')
+  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -42,7 +42,7 @@ end
 -- The bands to walk, most urgent first: the default band alone in a queue never banded.
 local banded = cfg[10] ~= false
 local bands, listed = {5}, {[5] = true}
-if banded then bands, listed = bands_in_use(root) end
+if banded then bands, listed = bands_in_use(cfg[11]) end
 
 local now = now_ms()
 local qmax, qwindow = tonumber(cfg[3] or '0'), tonumber(cfg[4] or '0')
@@ -212,7 +212,13 @@ while taken < want and at <= #bands do
   if band == 5 then
     walk(root .. 'ring', root .. 'turn', band)
   elseif not walk(root .. 'band:' .. band .. ':ring', root .. 'band:' .. band .. ':turn', band) then
-    redis.call('ZREM', root .. 'bands', band) -- its ring is empty
+    -- Its ring is empty: it leaves meta `bands` (read again: this walk may have added one).
+    local left_bands = string.gsub(redis.call('HGET', root .. 'meta', 'bands') or '', band, '')
+    if left_bands == '' then
+      redis.call('HDEL', root .. 'meta', 'bands')
+    else
+      redis.call('HSET', root .. 'meta', 'bands', left_bands)
+    end
   end
   at = at + 1
 end

@@ -8,7 +8,7 @@ local lanes = redis.call('SMEMBERS', root .. 'lanes')
 for _, g in ipairs(lanes) do pending = pending + redis.call('ZCARD', lane_of(root, g)) end
 -- Lanes on a ring: the default band's and every other band's in use.
 local ringed = redis.call('LLEN', root .. 'ring')
-for _, p in ipairs(redis.call('ZRANGE', root .. 'bands', 0, -1)) do
+for p in string.gmatch(redis.call('HGET', root .. 'meta', 'bands') or '', '%d') do
   ringed = ringed + redis.call('LLEN', root .. 'band:' .. p .. ':ring')
 end
 return {

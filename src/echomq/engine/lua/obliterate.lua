@@ -17,7 +17,7 @@ if not redis.call('HGET', root .. 'meta', 'paused') then
   -- Already gone (an earlier call finished, meta with it): nothing left to refuse or delete.
   local left_over = redis.call('EXISTS', root .. 'meta', root .. 'active', root .. 'schedule',
     root .. 'dead', root .. 'done', root .. 'dedups', root .. 'lanes', root .. 'ring',
-    root .. 'waiting', root .. 'flow:outbox', root .. 'bands')
+    root .. 'waiting', root .. 'flow:outbox')
   if left_over == 0 then return 0 end
   return redis.error_reply('EMQSTATE obliterate refused: queue is not paused')
 end
@@ -64,7 +64,7 @@ end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
     'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies', 'gcap',
-    'gscheduled', 'cooling', 'bands', 'gband'}) do
+    'gscheduled', 'cooling', 'gband'}) do
   redis.call('DEL', root .. suffix)
 end
 for p = 0, 9 do redis.call('DEL', root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn') end
