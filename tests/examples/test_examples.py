@@ -3,8 +3,8 @@ shows is checked: the FastAPI app, the pre-forking sync producer, Django views, 
 rates, priority bands, cooling a lane, results, progress and logs, abort, flows, ordered
 lanes, batch tasks, periodic tasks, the dashboard mounted in an ASGI app, and the documentation
 site's programs (the quickstart with a real ``echomq worker``, the fair worker, a raw consumer,
-token buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a docs page include
-an example only if this file names it."""
+token buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a
+docs page include an example only if this file names it."""
 
 from __future__ import annotations
 
