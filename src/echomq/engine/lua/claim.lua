@@ -128,7 +128,7 @@ local function walk(ring, turn, band)
     if banded and take > 0 then
       inband = redis.call('ZCOUNT', lane_of(root, g), '-inf', 5 - band)
       if inband == 0 then
-        -- Its head is in a later band: it moves there (defensive: rering keeps it there).
+        -- Defensive (a lane sits on its head job's band): it moves to that band.
         move_band(g, head_band(root, g))
         return 0
       end
