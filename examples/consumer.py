@@ -47,7 +47,7 @@ async def main() -> None:
     tally = await running
     print(f"sent {sorted(SENT)}")
     print(f"completed {tally.completed} retried {tally.retried} dead {tally.dead}")
-    print(f"dead letter: {[(info.group, info.last_error) for info in await queue.dead(10)]}")
+    print(f"dead letter: {[(info.lane, info.last_error) for info in await queue.dead(10)]}")
     await queue.close()
 
 

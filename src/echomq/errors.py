@@ -38,6 +38,7 @@ of one item of a batch is that item's verdict (``error``; ``rejected`` for a ful
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 __all__ = [
@@ -363,3 +364,13 @@ def server_error(message: str) -> ServerError:
     if code.startswith("EMQ"):
         return Refusal(message)
     return ServerError(message)
+
+
+def renamed(old: str, new: str) -> None:
+    """Warn that ``old`` is the deprecated name of ``new`` (a ``DeprecationWarning`` pointing at
+    the caller's caller: the line that used the old name)."""
+    warnings.warn(
+        f"{old} is deprecated: the word is {new} ({old} goes in the next release)",
+        DeprecationWarning,
+        stacklevel=3,
+    )

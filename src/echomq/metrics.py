@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # /metrics is an extra
     raise ImportError(missing("metrics", "echomq.metrics")) from exc
 
-from echomq.consumers.consumer import Observer, Outcome
+from echomq.consumers.ledger import Observer, Outcome
 from echomq.engine.checks import count
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job
@@ -76,7 +76,7 @@ class _EngineCollector(Collector):
             families["cooling"].add_metric([q], sum(1 for lane in snap.lanes if lane.cooling))
             shown = sorted(snap.lanes, key=lambda lane: -(lane.depth + lane.active))
             for lane in shown[: self.max_lanes]:
-                labels = [q, lane_label(lane.group)]
+                labels = [q, lane_label(lane.lane)]
                 lanes["lane_depth"].add_metric(labels, lane.depth)
                 lanes["lane_active"].add_metric(labels, lane.active)
                 lanes["lane_weight"].add_metric(labels, lane.weight)

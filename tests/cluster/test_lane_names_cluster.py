@@ -37,7 +37,7 @@ async def test_braces_in_names_keep_every_key_on_the_queue_slot(
         await queue.enqueue_many([Item(b, lane=b, dedup_key=b) for b in BRACED])
         for braced in BRACED:
             await queue.lane(braced).rate(5, 60.0)
-        assert {(await claim_job(queue)).group for _ in BRACED} == set(BRACED)
+        assert {(await claim_job(queue)).lane for _ in BRACED} == set(BRACED)
         buckets = Buckets(router, name)
         assert isinstance(await buckets.take([Bucket(b, 1.0, 1) for b in BRACED]), Taken)
         owner = router.owner(root_slot).address

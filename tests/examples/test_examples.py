@@ -83,7 +83,7 @@ async def test_fastapi_app_enqueues_on_the_tenants_lane_and_serves_the_result(
         job = posted.json()
         assert job["verdict"] == "enqueued"
         email = tasks.app.queue("email")
-        lanes = {lane.group: lane.depth for lane in await email.lanes() if lane.depth}
+        lanes = {lane.lane: lane.depth for lane in await email.lanes() if lane.depth}
         assert lanes == {"acme": 1}
         # The lifespan's connect applied the app's lane policies.
         assert (await email.policies()).lanes["acme"] == Policy(rate=(5, 1.0), limit=2)
@@ -107,7 +107,7 @@ async def test_fastapi_app_takes_any_tenant_name_and_answers_a_refusal_with_422(
         posted = await http.post(f"/tenants/{tenant}/emails", json=body)
         assert posted.status_code == 202
         email = tasks.app.queue("email")
-        lanes = {lane.group: lane.depth for lane in await email.lanes() if lane.depth}
+        lanes = {lane.lane: lane.depth for lane in await email.lanes() if lane.depth}
         assert lanes == {tenant: 1}
         refused = await http.post(f"/tenants/{'x' * 2000}/emails", json=body)
     assert refused.status_code == 422
@@ -122,7 +122,7 @@ async def test_sync_producer_survives_the_fork_of_a_preforking_server(
     assert "worker 1: enqueued 50 emails" in out
     queue = await Queue.connect(valkey_url, "email")
     try:
-        lanes = {lane.group: lane.depth for lane in await queue.lanes() if lane.depth}
+        lanes = {lane.lane: lane.depth for lane in await queue.lanes() if lane.depth}
     finally:
         await queue.close()
     assert lanes == {"acme": 1, "tenant-0": 50, "tenant-1": 50}  # every job once, none lost
@@ -413,7 +413,7 @@ async def test_django_tasks_run_on_echomq_and_their_results_read_back(valkey_url
             finally:
                 await q.close()
             assert info is not None
-            lanes[name, info.group] = info.state
+            lanes[name, info.lane] = info.state
         assert lanes == {
             (queue, "acme"): "completed",
             (f"{queue}-emails", "acme"): "completed",

@@ -38,7 +38,7 @@ async def test_drain_of_one_lane_keeps_other_lanes_and_leased_jobs(queue: Queue)
     await queue.enqueue_many([Item(n, lane="a") for n in range(5)])
     await queue.enqueue_many([Item(n, lane="b") for n in range(3)])
     leased = await claim_job(queue)
-    assert leased.group == "a"
+    assert leased.lane == "a"
     assert await queue.lane("a").drain() == 4
     assert await queue.lane("a").depth() == 0
     assert await queue.lane("b").depth() == 3
@@ -82,7 +82,7 @@ async def test_reassign_moves_a_pending_job_to_another_lane(queue: Queue) -> Non
     assert await queue.reassign(verdict.id, "fast") is True
     assert await queue.ring() == ["fast"]
     job = await claim_job(queue)
-    assert (job.id, job.group) == (verdict.id, "fast")
+    assert (job.id, job.lane) == (verdict.id, "fast")
 
 
 async def test_reprocess_gives_a_dead_job_a_fresh_failure_budget(queue: Queue) -> None:
@@ -136,7 +136,7 @@ async def test_read_plane_reports_counts_lanes_and_rows(queue: Queue) -> None:
     job = await claim_job(queue)
     counts = await queue.counts()
     assert (counts.pending, counts.active, counts.lanes, counts.ringed) == (3, 1, 2, 1)
-    lanes = {lane.group: lane for lane in await queue.lanes()}
+    lanes = {lane.lane: lane for lane in await queue.lanes()}
     assert (lanes["a"].depth, lanes["a"].active, lanes["a"].limit, lanes["a"].weight) == (
         2,
         1,
@@ -146,7 +146,7 @@ async def test_read_plane_reports_counts_lanes_and_rows(queue: Queue) -> None:
     assert lanes["b"].paused
     info = await queue.job(job.id)
     assert info is not None
-    assert (info.state, info.attempts, info.group, info.payload) == ("active", 1, "a", 0)
+    assert (info.state, info.attempts, info.lane, info.payload) == ("active", 1, "a", 0)
     assert await queue.job("JOB0000000000A") is None
 
 
@@ -219,11 +219,11 @@ async def test_a_lane_that_leaves_mid_turn_gets_a_full_turn_when_it_returns(queu
     await queue.lane("a").weight(3)
     await queue.enqueue_many([Item(n, lane="a") for n in range(10)])
     await queue.enqueue_many([Item(n, lane="b") for n in range(10)])
-    assert (await claim_job(queue)).group == "a"  # one claim into a's turn of three
+    assert (await claim_job(queue)).lane == "a"  # one claim into a's turn of three
     await queue.lane("a").pause()
-    assert (await claim_job(queue)).group == "b"
+    assert (await claim_job(queue)).lane == "b"
     await queue.lane("a").resume()
-    order = "".join([(await claim_job(queue)).group for _ in range(8)])
+    order = "".join([(await claim_job(queue)).lane for _ in range(8)])
     assert order == "baaabaaa"  # a's visits are whole turns of three again
 
 

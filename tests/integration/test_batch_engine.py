@@ -61,7 +61,7 @@ async def test_enqueue_many_sends_one_script_call_per_chunk_and_answers_in_order
     assert wire.calls["enqueue"] == 3
     assert [v.kind for v in verdicts] == ["enqueued"] * len(items)
     rows = [await queue.job(v.id) for v in verdicts]
-    assert [(row.payload, row.group) for row in rows if row] == [
+    assert [(row.payload, row.lane) for row in rows if row] == [
         (n, f"g{n % 7}") for n in range(len(items))
     ]
 
@@ -96,7 +96,7 @@ async def test_complete_each_settles_a_batch_in_one_call_with_an_outcome_per_job
     assert len(jobs) == 6
     retried = jobs[1]
     assert await queue.retry(retried, delay=0, max_attempts=5) == "scheduled"
-    stale = Job(jobs[2].id, None, jobs[2].attempts + 1, jobs[2].group, 0)
+    stale = Job(jobs[2].id, None, jobs[2].attempts + 1, jobs[2].lane, 0)
     gone = Job(queue.minter.mint("JOB"), None, 1, "_", 0)
     handle, wire = await counted(queue)
     outcomes = await handle.complete_each([jobs[0], retried, stale, gone, jobs[3], jobs[3]])

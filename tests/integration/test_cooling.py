@@ -33,7 +33,7 @@ async def claimed_groups(queue: Queue, n: int) -> list[str]:
         job = await queue.claim()
         if not isinstance(job, Job):
             break
-        groups.append(job.group)
+        groups.append(job.lane)
     return groups
 
 
@@ -53,7 +53,7 @@ async def test_a_cooled_lane_leaves_the_ring_and_the_others_keep_being_served(
     assert await claimed_groups(queue, 4) == ["calm", "calm"]
     # The batch claim walks the same ring: nothing of the cooled lane.
     await queue.enqueue("calm", lane="calm")
-    assert [job.group for job in await queue.claim_batch(10)] == ["calm"]
+    assert [job.lane for job in await queue.claim_batch(10)] == ["calm"]
     empty = await queue.claim()
     assert isinstance(empty, Empty)
     assert empty.retry_in is not None
@@ -72,7 +72,7 @@ async def test_cool_is_idempotent_never_shortens_and_uncool_ends_it_early(queue:
     assert await lane.uncool()
     assert not await lane.uncool()
     assert (await lane.info()).cooling_until is None
-    assert (await claim_job(queue)).group == "t"
+    assert (await claim_job(queue)).lane == "t"
 
 
 async def test_the_admin_plane_cools_reads_and_uncools_a_lane(queue: Queue) -> None:
@@ -86,7 +86,7 @@ async def test_the_admin_plane_cools_reads_and_uncools_a_lane(queue: Queue) -> N
     assert info.cooling_until is not None
     assert await lane.uncool()  # ended now; False when it was not cooling
     # --8<-- [end:admin]
-    assert (await claim_job(queue)).group == "acme"
+    assert (await claim_job(queue)).lane == "acme"
 
 
 async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: Queue) -> None:
@@ -105,7 +105,7 @@ async def test_a_paused_lane_that_cools_stays_paused_after_the_cool_ends(queue: 
     info = await lane.info()
     assert (info.paused, info.cooling_until) == (True, None)
     assert await lane.resume()
-    assert (await claim_job(queue)).group == "t"
+    assert (await claim_job(queue)).lane == "t"
 
 
 async def test_a_cool_composes_with_a_spent_rate_and_a_full_ceiling(queue: Queue) -> None:
@@ -116,7 +116,7 @@ async def test_a_cool_composes_with_a_spent_rate_and_a_full_ceiling(queue: Queue
     await queue.lane("paced").rate(1, 60.0, mode="fixed")
     await queue.lane("capped").limit(1)
     held = [await claim_job(queue), await claim_job(queue)]  # one each: both lanes now off
-    assert {job.group for job in held} == {"paced", "capped"}
+    assert {job.lane for job in held} == {"paced", "capped"}
     assert await queue.lane("paced").cool(30.0)
     assert await queue.lane("capped").cool(30.0)
     for job in held:
@@ -134,7 +134,7 @@ async def test_resume_ends_a_cool_too(queue: Queue) -> None:
     assert await lane.cool(60.0)
     assert await lane.resume()
     assert not await lane.resume()
-    assert (await claim_job(queue)).group == "t"
+    assert (await claim_job(queue)).lane == "t"
 
 
 async def test_a_cool_ending_unattended_brings_the_lane_back_and_wakes_a_parked_consumer(
@@ -174,7 +174,7 @@ async def test_cool_from_a_handler_cools_only_its_lane_and_spends_no_attempt(
     finished = asyncio.Event()
 
     async def handler(job: Job) -> None:
-        seen.append((job.group, job.attempts, time.monotonic()))
+        seen.append((job.lane, job.attempts, time.monotonic()))
         if job.payload == "first" and job.attempts == 1:
             raise Cool(0.5, "429: retry after 0.5 s")
         if len(seen) == 5:

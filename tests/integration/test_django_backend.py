@@ -92,7 +92,7 @@ def test_a_task_runs_on_the_worker_and_its_result_is_read_back(
     assert result.status == TaskResultStatus.READY
     queue, _, job = result.id.rpartition(":")
     assert queue == queue_name
-    assert backend.app.sync_queue(queue).job(job).group == "acme"  # the lane_kwarg's value
+    assert backend.app.sync_queue(queue).job(job).lane == "acme"  # the lane_kwarg's value
     result.refresh()
     assert (result.status, result.attempts, result.started_at) == ("READY", 0, None)
     assert worker_app() is backend.app

@@ -92,8 +92,8 @@ async def test_lane_rate_limit_benches_only_that_lane_until_its_window_ends(queu
         outcome = await queue.claim(LEASE)
         if not isinstance(outcome, Job):
             break
-        served[outcome.group] += 1
-        if outcome.group == "loud":
+        served[outcome.lane] += 1
+        if outcome.lane == "loud":
             loud.append(outcome.deadline_ms - int(LEASE * 1000))
         await queue.complete(outcome)
     # The quiet lanes drained completely while loud waited for its windows.
@@ -123,12 +123,12 @@ async def test_claim_returns_a_benched_lane_to_the_ring_once_its_window_ends(
     await queue.enqueue_many([Item(n, lane="paced") for n in range(2)])
     await queue.enqueue_many([Item(n, lane="busy") for n in range(10)])
     first = await claim_job(queue, LEASE)
-    assert first.group == "paced"
+    assert first.lane == "paced"
     assert await queue.ring() == ["busy"]
     due = int(await queue.wire.call("ZSCORE", queue.keys.root + "rdue", "paced"))
     await wait_for_server_ms(queue, due)
     # No promote, no upkeep: only claims. The next two serve busy, then paced's second job.
-    served = [(await claim_job(queue, LEASE)).group for _ in range(2)]
+    served = [(await claim_job(queue, LEASE)).lane for _ in range(2)]
     assert served == ["busy", "paced"]
     assert await queue.wire.call("ZSCORE", queue.keys.root + "rdue", "paced") is None
 

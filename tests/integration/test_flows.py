@@ -41,7 +41,7 @@ async def other(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
 
 async def test_a_parent_waits_for_every_child_then_gets_their_results(queue: Queue) -> None:
     ids = await queue.add_flow(
-        Flow("parent", [Flow(f"child {n}") for n in range(3)], group="reports")
+        Flow("parent", [Flow(f"child {n}") for n in range(3)], lane="reports")
     )
     assert ids.kind == "enqueued"
     assert len(ids.ids) == 4
@@ -59,7 +59,7 @@ async def test_a_parent_waits_for_every_child_then_gets_their_results(queue: Que
     await queue.complete(claimed[2], result={"n": claimed[2].payload})
     assert await queue.state(parent) == "pending"
     job = await _claim(queue)
-    assert (job.id, job.payload, job.group) == (parent, "parent", "reports")
+    assert (job.id, job.payload, job.lane) == (parent, "parent", "reports")
     children = await queue.children(parent)
     assert children.ids == tuple(kids)
     assert children.ordered() == [{"n": f"child {n}"} for n in range(3)]
@@ -183,7 +183,7 @@ async def test_admitting_a_flow_again_is_a_duplicate(queue: Queue) -> None:
     [
         (Flow("p", [Flow(n) for n in range(1001)]), "children"),
         (Flow("p", [Flow("a", on_failure="retry")]), "on_failure"),  # type: ignore[arg-type]
-        (Flow("p", [Flow("a", group="")]), "lane"),
+        (Flow("p", [Flow("a", lane="")]), "lane"),
         (Flow("p", [Flow("a", id="JOB00000000001"), Flow("b", id="JOB00000000001")]), "id"),
         (Flow("p", [Flow({1, 2})]), "payload"),
         (Flow("p", [Flow("a", queue="bad name")]), "queue name"),

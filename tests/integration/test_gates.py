@@ -65,12 +65,12 @@ async def test_setting_limit_weight_and_concurrency_again_changes_nothing(queue:
     await fill(queue, "calm", 3)
     first = await queue.claim(LEASE)
     assert isinstance(first, Job)
-    assert first.group == "loud"
+    assert first.lane == "loud"
     assert not await loud.limit(2)
     assert not await loud.weight(3)
     assert not await queue.concurrency(50)
     # The turn and the in-flight count carried on: one more of loud (its ceiling), then calm.
-    assert [j.group for j in await claims(queue, 3)] == ["loud", "calm", "calm"]
+    assert [j.lane for j in await claims(queue, 3)] == ["loud", "calm", "calm"]
     assert (await loud.info()).active == 2
 
 
@@ -149,7 +149,7 @@ async def test_a_smooth_lane_is_benched_until_its_next_slot(queue: Queue) -> Non
     await queue.lane("acme").rate(2, 60.0)
     await fill(queue, "acme", 3)
     await fill(queue, "other", 1)
-    assert [j.group for j in await claims(queue)] == ["acme", "other", "acme"]
+    assert [j.lane for j in await claims(queue)] == ["acme", "other", "acme"]
     empty = await queue.claim(LEASE)
     assert isinstance(empty, Empty)
     assert empty.retry_in is not None
@@ -194,9 +194,9 @@ async def test_lanes_without_settings_follow_the_default_policy_in_the_claim(que
     assert changed == 3  # the default's rate and limit, acme's rate
     for group in ("acme", "globex", "initech"):
         await fill(queue, group, 4)
-    served = [j.group for j in await claims(queue)]
+    served = [j.lane for j in await claims(queue)]
     assert sorted(served) == ["acme", "globex", "globex", "initech", "initech"]
-    lanes = {lane.group: lane for lane in await queue.lanes()}
+    lanes = {lane.lane: lane for lane in await queue.lanes()}
     assert (lanes["globex"].rate, lanes["globex"].rate_mode, lanes["globex"].limit) == (
         (2, 60.0),
         "smooth",

@@ -76,7 +76,7 @@ async def test_any_name_round_trips_through_admission_claim_and_lane_settings(
         assert slot(queue.keys.lane(name)) == slot(queue.keys.root)
         assert slot(queue.keys.dedup(name)) == slot(queue.keys.root)
         assert await queue.lane(name).depth() == 2
-    lanes = {info.group: info for info in await queue.lanes()}
+    lanes = {info.lane: info for info in await queue.lanes()}
     assert set(lanes) == set(NAMES)
     assert {info.depth for info in lanes.values()} == {2}
     assert set(await queue.ring()) == set(NAMES)
@@ -90,19 +90,19 @@ async def test_any_name_round_trips_through_admission_claim_and_lane_settings(
     live = [n for n in NAMES if n not in paused]
     for name in paused:
         assert await queue.lane(name).pause()
-    lanes = {info.group: info for info in await queue.lanes(NAMES)}
+    lanes = {info.lane: info for info in await queue.lanes(NAMES)}
     assert {(i.limit, i.weight, i.rate) for i in lanes.values()} == {(1, 2, (1, 60.0))}
     assert {n for n, info in lanes.items() if info.paused} == set(paused)
 
     # One job per live lane (limit 1, rate 1), none from a paused one, each with its own group.
     jobs = await queue.claim_batch(100)
-    assert Counter(job.group for job in jobs) == Counter(live)
+    assert Counter(job.lane for job in jobs) == Counter(live)
     assert {job.payload[1] for job in jobs} == set(live)
     assert not await queue.claim_batch(10)  # every live lane at its ceiling
     for job in jobs:
         assert await queue.complete(job)
     assert not await queue.claim_batch(10)  # the ceilings are free, the rate budgets spent
-    benched = {info.group for info in await queue.lanes(NAMES) if info.rate_wait > 0}
+    benched = {info.lane for info in await queue.lanes(NAMES) if info.rate_wait > 0}
     assert benched == set(live)
     for name in NAMES:
         await queue.lane(name).rate(None)
@@ -110,9 +110,9 @@ async def test_any_name_round_trips_through_admission_claim_and_lane_settings(
     for name in paused:
         assert await queue.lane(name).resume()
     rest = await _claim_all(queue, 2 * len(NAMES) - len(jobs))
-    assert Counter(job.group for job in jobs + rest) == Counter(NAMES * 2)
-    active = Counter(job.group for job in rest)
-    lanes = {info.group: info for info in await queue.lanes(NAMES)}
+    assert Counter(job.lane for job in jobs + rest) == Counter(NAMES * 2)
+    active = Counter(job.lane for job in rest)
+    lanes = {info.lane: info for info in await queue.lanes(NAMES)}
     assert {n: (i.depth, i.active) for n, i in lanes.items()} == {n: (0, active[n]) for n in NAMES}
 
 
@@ -231,7 +231,7 @@ def test_the_sync_queue_takes_any_name(valkey_url: str, queue_name: str) -> None
 
     [lane], jobs = asyncio.run(read())
     assert (lane.limit, lane.rate) == (1, (5, 1.0))
-    assert sorted(job.group for job in jobs) == sorted(NAMES)
+    assert sorted(job.lane for job in jobs) == sorted(NAMES)
 
 
 async def test_a_task_lane_may_be_any_name_and_an_integer_stays_its_text(
@@ -249,7 +249,7 @@ async def test_a_task_lane_may_be_any_name_and_an_integer_stays_its_text(
         await work.using(lane="Zürich 東京 🚀").enqueue("x", 3)
         assert (await work.enqueue("billing+eu@acme.test", 1)).verdict.kind == "duplicate"
         queue = app.queue()
-        groups = {lane.group for lane in await queue.lanes()}
+        groups = {lane.lane for lane in await queue.lanes()}
         assert groups == {"billing+eu@acme.test", "-100123456", "Zürich 東京 🚀"}
         with pytest.raises(InvalidArgument, match="lane"):
             await work.using(lane="").enqueue("x", 4)

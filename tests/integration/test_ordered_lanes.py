@@ -154,18 +154,18 @@ async def test_three_consumers_complete_abcdabcd_in_order_per_lane(queue: Queue)
     rng = random.Random(17)
 
     async def handler(job: Job) -> None:
-        active[job.group] += 1
+        active[job.lane] += 1
         try:
-            if active[job.group] > 1:
+            if active[job.lane] > 1:
                 overlaps.append(job.payload)
             await asyncio.sleep(rng.uniform(0, 0.02))
             if job.attempts == 1 and job.payload[0] in "BC":
                 raise Defer(0.02) if job.payload[0] == "B" else Retry(0.02)
-            done[job.group].append(job.payload)
+            done[job.lane].append(job.payload)
             if sum(map(len, done.values())) == len(sent):
                 finished.set()
         finally:
-            active[job.group] -= 1
+            active[job.lane] -= 1
 
     options = ConsumerOptions(beat=0.05, concurrency=3)
     consumers = [Consumer(queue, handler, options) for _ in range(3)]

@@ -120,7 +120,7 @@ async def test_an_occurrence_is_a_duplicate_after_it_completed(
         assert (await scheduler.enqueue(queue, schedule, tick)).kind == "duplicate"
         info = await queue.job(first.id)
         assert info is not None
-        assert info.group == "reports"  # an ordinary job on its lane, with the lane's gates
+        assert info.lane == "reports"  # an ordinary job on its lane, with the lane's gates
         assert (await queue.lane("reports").info()).limit == 1
         await AppWorker(app, options=FAST).run_until_idle()  # the hourly tick is no pending work
         assert bool(await queue.job(first.id)) is (result_ttl > 0)

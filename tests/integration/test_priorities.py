@@ -25,10 +25,6 @@ async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
     await q.close()
 
 
-def lane(job: Job) -> str:
-    return job.group
-
-
 async def claims(queue: Queue, n: int) -> list[Any]:
     """The payloads of ``n`` single claims (each must find a job)."""
     out = []

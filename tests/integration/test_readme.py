@@ -59,7 +59,7 @@ def test_readme_first_block_is_the_task_api_and_runs_with_a_worker(
 
     async def cleanup() -> None:
         queue = await Queue.connect(valkey_url, queue_name)
-        assert [lane.group for lane in await queue.lanes()] == ["acme"]
+        assert [lane.lane for lane in await queue.lanes()] == ["acme"]
         assert (await queue.counts()).completed == 1
         await queue.pause()
         await queue.obliterate(force=True)

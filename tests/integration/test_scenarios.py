@@ -55,7 +55,7 @@ async def test_order(queue: Queue) -> None:
 async def test_claim(queue: Queue) -> None:
     await queue.enqueue("work")
     job = await claim_job(queue)
-    assert (job.payload, job.attempts, job.group) == ("work", 1, "_")
+    assert (job.payload, job.attempts, job.lane) == ("work", 1, "_")
     assert await queue.state(job.id) == "active"
 
 
@@ -128,18 +128,18 @@ async def test_reap_dead_letters_a_job_that_stalled_max_stalled_times(queue: Que
 async def test_rotate(queue: Queue) -> None:
     for group in ("a", "a", "b", "b"):
         await queue.enqueue(group, lane=group)
-    assert [(await claim_job(queue)).group for _ in range(4)] == ["a", "b", "a", "b"]
+    assert [(await claim_job(queue)).lane for _ in range(4)] == ["a", "b", "a", "b"]
 
 
 async def test_pause(queue: Queue) -> None:
     for group in ("a", "a", "b", "b"):
         await queue.enqueue(group, lane=group)
     await queue.lane("a").pause()
-    assert [(await claim_job(queue)).group for _ in range(2)] == ["b", "b"]
+    assert [(await claim_job(queue)).lane for _ in range(2)] == ["b", "b"]
     assert await queue.claim() == Empty()
     assert await queue.lane("a").depth() == 2
     await queue.lane("a").resume()
-    assert (await claim_job(queue)).group == "a"
+    assert (await claim_job(queue)).lane == "a"
 
 
 async def test_limit(queue: Queue) -> None:
@@ -163,7 +163,7 @@ async def test_schedule(queue: Queue) -> None:
     await wait_for_server_ms(queue, due)
     assert await queue.promote() == 1
     job = await claim_job(queue)
-    assert (job.payload, job.attempts, job.group) == ("later", 1, "a")  # back to its own lane
+    assert (job.payload, job.attempts, job.lane) == ("later", 1, "a")  # back to its own lane
 
 
 async def test_backoff(queue: Queue) -> None:

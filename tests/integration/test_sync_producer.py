@@ -83,8 +83,8 @@ async def test_verdicts_and_rows_match_the_async_queue(
                 info, other = sq.job(mine.id), await queue.job(theirs.id)
                 assert info is not None
                 assert other is not None
-                assert (info.state, info.payload, info.group) == (
-                    other.state, other.payload, other.group,
+                assert (info.state, info.payload, info.lane) == (
+                    other.state, other.payload, other.lane,
                 )  # fmt: skip
                 assert info == await twin.job(mine.id)  # the same row, read by both sides
             assert sq.job("JOB00000000000") is None
@@ -99,7 +99,7 @@ async def test_a_job_enqueued_sync_is_claimed_by_the_async_queue(
 ) -> None:
     verdict = sync_queue.enqueue({"to": "you"}, lane="tenant-7")
     job = await claim_job(queue)
-    assert (job.id, job.payload, job.group) == (verdict.id, {"to": "you"}, "tenant-7")
+    assert (job.id, job.payload, job.lane) == (verdict.id, {"to": "you"}, "tenant-7")
     assert sync_queue.state(verdict.id) == "active"
     assert await queue.complete(job)
     assert sync_queue.job(verdict.id) is None

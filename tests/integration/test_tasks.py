@@ -233,7 +233,7 @@ async def test_enqueue_many_sends_one_batch_per_queue_with_handles_in_input_orde
     assert handles[2].id == handles[0].id
     other = app.queue(f"{queue_name}-other")
     rows = [await other.job(h.id) for h in handles[1::2]]
-    assert [(r.group, r.state) for r in rows if r] == [("acme", "pending"), ("zen", "scheduled")]
+    assert [(r.lane, r.state) for r in rows if r] == [("acme", "pending"), ("zen", "scheduled")]
     await AppWorker(app, options=FAST).run_until_idle()  # waits for the scheduled one too
     assert [await h.result(timeout=5) for h in handles] == [
         "here a",
@@ -287,7 +287,7 @@ async def test_lane_settings_are_applied_the_first_time_a_lane_is_used(app: App)
 
     await work.enqueue("acme", 1)
     await work.using(lane="vip").enqueue("acme", 2)
-    lanes = {lane.group: lane for lane in await app.queue().lanes()}
+    lanes = {lane.lane: lane for lane in await app.queue().lanes()}
     assert (lanes["t-acme"].limit, lanes["t-acme"].rate) == (2, (10, 1.0))
     assert (lanes["vip"].limit, lanes["vip"].rate) == (2, (10, 1.0))
     with pytest.raises(InvalidArgument, match="invalid lane"):

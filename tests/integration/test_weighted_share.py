@@ -37,13 +37,13 @@ async def serve(queue: Queue, weights: dict[str, int]) -> list[str]:
     for _ in range(CLAIMS):
         job = await queue.claim()
         assert isinstance(job, Job), f"expected a job, got {job!r}"
-        served.append(job.group)
+        served.append(job.lane)
     return served
 
 
 async def assert_never_ran_dry(queue: Queue, groups: list[str]) -> None:
     """Both lanes held work throughout, so every claim was a free choice between them."""
-    depths = {info.group: info.depth for info in await queue.lanes(groups)}
+    depths = {info.lane: info.depth for info in await queue.lanes(groups)}
     assert all(depth > 0 for depth in depths.values()), f"a lane ran dry: {depths}"
 
 
@@ -115,7 +115,7 @@ async def test_weights_3_to_1_hold_under_batch_claims(
         claimed = await queue.claim_batch(batch)
         assert isinstance(claimed, list), f"expected jobs, got {claimed!r}"
         assert len(claimed) == batch, "a batch is filled from the next lanes of the ring"
-        served += [job.group for job in claimed]
+        served += [job.lane for job in claimed]
     for group, run in _runs(served):
         assert run <= (3 if group == "heavy" else 1), f"{group} served {run} in a row"
     heavy, light = served.count("heavy"), served.count("light")
@@ -129,7 +129,7 @@ async def test_weights_3_to_1_hold_under_batch_claims(
         for _ in range(jobs):
             job = await twin.claim()
             assert isinstance(job, Job)
-            singles.append(job.group)
+            singles.append(job.lane)
         assert served == singles, "claim_batch served other lanes than single claims would"
     finally:
         await twin.pause()

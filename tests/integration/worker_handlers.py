@@ -27,9 +27,9 @@ async def ordered_log(job: Job) -> None:
     path = os.environ["ECHOMQ_TEST_MARKER"]
     if job.attempts == 1 and int(job.payload) % 3 == 1:
         raise Defer(0.03)
-    _append(path, f"start {job.group} {job.payload} {os.getpid()}\n")
+    _append(path, f"start {job.lane} {job.payload} {os.getpid()}\n")
     await asyncio.sleep(0.03)
-    _append(path, f"end {job.group} {job.payload} {os.getpid()}\n")
+    _append(path, f"end {job.lane} {job.payload} {os.getpid()}\n")
 
 
 def _append(path: str, line: str) -> None:

@@ -25,7 +25,7 @@ def text_of(value: Any) -> str:
 class Row:
     """A live job as the model sees it (completed jobs have no row)."""
 
-    group: str
+    lane: str
     payload: int
     state: str = "pending"  # pending | active | scheduled | dead
     attempts: int = 0
@@ -47,7 +47,7 @@ class Row:
 
 @dataclass
 class Lease:
-    group: str
+    lane: str
     token: int
     deadline_ms: int
     is_short: bool
@@ -109,11 +109,11 @@ class Model:
         return rings
 
     def gactive(self, group: str) -> int:
-        return sum(1 for lease in self.active.values() if lease.group == group)
+        return sum(1 for lease in self.active.values() if lease.lane == group)
 
     def scheduled(self, group: str) -> int:
         return sum(
-            1 for row in self.rows.values() if row.group == group and row.state == "scheduled"
+            1 for row in self.rows.values() if row.lane == group and row.state == "scheduled"
         )
 
     def backlog(self, group: str) -> int:
@@ -174,13 +174,13 @@ class Model:
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]
         row.state = "pending"
-        bisect.insort(self.lanes[row.group], job_id, key=self.order)
+        bisect.insort(self.lanes[row.lane], job_id, key=self.order)
 
     def lease(self, job_id: str, deadline_ms: int, is_short: bool) -> None:
         row = self.rows[job_id]
-        self.lanes[row.group].remove(job_id)
+        self.lanes[row.lane].remove(job_id)
         row.state, row.attempts = "active", row.attempts + 1
-        self.active[job_id] = Lease(row.group, row.attempts, deadline_ms, is_short)
+        self.active[job_id] = Lease(row.lane, row.attempts, deadline_ms, is_short)
         self.tokens.append((job_id, row.attempts))
 
     def holds(self, job_id: str, token: int) -> bool:
@@ -200,7 +200,7 @@ class Model:
         if row.state == "active":
             del self.active[job_id]
         else:
-            self.lanes[row.group].remove(job_id)
+            self.lanes[row.lane].remove(job_id)
             row.stalled -= 1
             row.reaped = None
 
@@ -212,8 +212,8 @@ class Model:
     def end_cancelled(self, job_id: str) -> None:
         """The job ends cancelled; a pending one leaves its lane (a leased one was released)."""
         row = self.rows.pop(job_id)
-        if row.state == "pending" and job_id in self.lanes[row.group]:
-            self.lanes[row.group].remove(job_id)
+        if row.state == "pending" and job_id in self.lanes[row.lane]:
+            self.lanes[row.lane].remove(job_id)
         self.cancelled_tokens[job_id] = row.attempts
         self.cancelled.add(job_id)
         self.cancel_count += 1

@@ -43,7 +43,7 @@ class Lane:
 class Held:
     """A job the model knows to be out of its lane: leased (with a lease) or scheduled."""
 
-    group: str
+    lane: str
     lease: Job | None = None
     is_short: bool = False
     run_at_ms: int = 0  # scheduled: due once the server clock is past it
@@ -90,7 +90,7 @@ class OrderedMachine(RuleBasedStateMachine):
         return sorted(i for i, held in self.out.items() if held.lease is not None)
 
     def _finish(self, id: str) -> None:
-        g = self.out.pop(id).group
+        g = self.out.pop(id).lane
         lane = self.lanes[g]
         # Finished in admission order: the lane's holder is always its oldest unfinished job.
         assert lane.holder == id == lane.waiting[0], f"{id} finished before {lane.waiting[0]}"
@@ -113,11 +113,11 @@ class OrderedMachine(RuleBasedStateMachine):
         if not isinstance(job, Job):
             assert set(heads.values()) == {None}, f"empty claim while {heads} could serve"
             return
-        assert heads[job.group] == job.id, f"leased {job.id}, lane {job.group} serves {heads}"
+        assert heads[job.lane] == job.id, f"leased {job.id}, lane {job.lane} serves {heads}"
         self.attempts[job.id] += 1
         assert job.attempts == self.attempts[job.id]
-        self.lanes[job.group].holder = job.id
-        self.out[job.id] = Held(job.group, job, is_short)
+        self.lanes[job.lane].holder = job.id
+        self.out[job.id] = Held(job.lane, job, is_short)
 
     @precondition(lambda self: self._leased())
     @rule(pick=picks, who=st.sampled_from([0, 1]))
@@ -147,7 +147,7 @@ class OrderedMachine(RuleBasedStateMachine):
             assert outcome == "scheduled"
             del self.out[id]  # back in its lane, still its holder
         else:
-            self.out[id] = Held(held.group, run_at_ms=after + delay_ms)
+            self.out[id] = Held(held.lane, run_at_ms=after + delay_ms)
 
     @precondition(lambda self: self._leased())
     @rule(pick=picks, delay_ms=st.sampled_from([2, 5]))
@@ -156,7 +156,7 @@ class OrderedMachine(RuleBasedStateMachine):
         held = self.out[id]
         assert held.lease is not None
         assert self._run(self.queue.delay(held.lease, delay=delay_ms / 1000))
-        self.out[id] = Held(held.group, run_at_ms=self._run(server_ms(self.queue)) + delay_ms)
+        self.out[id] = Held(held.lane, run_at_ms=self._run(server_ms(self.queue)) + delay_ms)
 
     @rule()
     def promote(self) -> None:
@@ -188,7 +188,7 @@ class OrderedMachine(RuleBasedStateMachine):
                 [("ZRANGE", keys.active, 0, -1), ("HGETALL", keys.root + "holders")]
             )
         )
-        groups = [self.out[i.decode()].group for i in active]
+        groups = [self.out[i.decode()].lane for i in active]
         assert len(groups) == len(set(groups)), f"two leased in one lane: {groups}"
         expected = {g: lane.holder for g, lane in self.lanes.items() if lane.holder}
         assert {k.decode(): v.decode() for k, v in holders.items()} == expected

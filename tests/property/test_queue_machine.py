@@ -269,21 +269,21 @@ class QueueMachine(RuleBasedStateMachine):
         # One chunk: the items are admitted in input order, each against the lane as the ones
         # before it left it.
         for n, (item, verdict) in enumerate(zip(items, verdicts, strict=True)):
-            assert item.group is not None
+            assert item.lane is not None
             if n == position:
                 assert (verdict.kind, verdict.id) == ("duplicate", item.id)
                 assert verdict.state == self._known_state(verdict.id)
                 continue
-            if self.model.is_full(item.group):
+            if self.model.is_full(item.lane):
                 assert (verdict.kind, verdict.reason) == ("rejected", "lane full"), verdict
                 assert isinstance(verdict.error, LaneFull)
-                self._refused(item.group, verdict.error)
+                self._refused(item.lane, verdict.error)
                 assert self._run(self.queue.state(verdict.id)) == "absent"
                 continue
             assert verdict.kind == "enqueued", verdict
             assert isinstance(item.payload, int)
             assert item.priority is not None
-            self.model.admit(verdict.id, item.group, item.payload, item.priority)
+            self.model.admit(verdict.id, item.lane, item.payload, item.priority)
 
     # -- claims ----------------------------------------------------------------------------------
 
@@ -362,7 +362,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert model.is_claimable(), f"claimed {jobs} while the model has nothing claimable"
         turns = self._walk(n, before)
         expected = [(group, job_id) for group, ids, _ in turns for job_id in ids]
-        assert [(j.group, j.id) for j in jobs] == expected, "not the jobs the ring's turns give"
+        assert [(j.lane, j.id) for j in jobs] == expected, "not the jobs the ring's turns give"
         by_id = {job.id: job for job in jobs}
         for group, ids, band in turns:
             assert group in model.serviceable(), f"claimed from {group!r}, not serviceable"
@@ -715,9 +715,9 @@ class QueueMachine(RuleBasedStateMachine):
             row.grace += 1
             self.model.to_lane(job_id)
         if is_long:
-            self.model.cooling.add(row.group)
-        elif row.group not in self.model.cooling:
-            self._cool_briefly(row.group)
+            self.model.cooling.add(row.lane)
+        elif row.lane not in self.model.cooling:
+            self._cool_briefly(row.lane)
 
     @rule(group=groups, ceiling=st.none() | st.integers(min_value=1, max_value=3))
     def limit_lane(self, group: str, ceiling: int | None) -> None:
@@ -835,7 +835,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (stored["state"], int(stored["attempts"]), stored["group"]) == (
                 row.state,
                 row.attempts,
-                row.group,
+                row.lane,
             ), job_id
             assert int(stored.get("stalled", 0)) == row.stalled
             assert stored.get("last_error") == row.last_error
@@ -941,7 +941,7 @@ class QueueMachine(RuleBasedStateMachine):
         assert (counts.lanes, counts.ringed) == (len(raw["lanes"]), len(serviceable))
         infos = self._run(self.queue.lanes(GROUPS))
         for info in infos:
-            group = info.group
+            group = info.lane
             assert (info.depth, info.active, info.limit, info.weight, info.paused) == (
                 len(model.lanes[group]),
                 model.gactive(group),
@@ -958,7 +958,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert (info.cooling_until is not None, info.cooling > 0) == (
                 group in model.cooling,
             ) * 2
-        known = {info.group for info in self._run(self.queue.lanes())}
+        known = {info.lane for info in self._run(self.queue.lanes())}
         assert known == {
             g
             for g in GROUPS

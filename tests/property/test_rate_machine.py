@@ -106,9 +106,9 @@ class RateMachine(RuleBasedStateMachine):
         if isinstance(got, list):
             for job in got:
                 at = job.deadline_ms - int(LEASE * 1000)
-                self.claims[job.group].append(at)
+                self.claims[job.lane].append(at)
                 self.every.append(at)
-                self.pending[job.group] -= 1
+                self.pending[job.lane] -= 1
                 self.leased.append(job)
             return
         if isinstance(got, RateLimited):
@@ -125,7 +125,7 @@ class RateMachine(RuleBasedStateMachine):
         for group in GROUPS:
             if self.pending[group] == 0:
                 continue
-            held = sum(job.group == group for job in self.leased)
+            held = sum(job.lane == group for job in self.leased)
             spent = is_spent(self.claims[group], self.lane_rules[group], before, after)
             assert held >= CEILING or spent, (group, held, self.claims[group])
 
@@ -162,7 +162,7 @@ class RateMachine(RuleBasedStateMachine):
     @invariant()
     def no_lane_over_its_ceiling(self) -> None:
         for group in GROUPS:
-            assert sum(job.group == group for job in self.leased) <= CEILING
+            assert sum(job.lane == group for job in self.leased) <= CEILING
 
 
 _examples = itertools.count()

@@ -72,7 +72,7 @@ async def test_eager_mode_runs_the_task_inline_with_its_context_and_hooks() -> N
     @app.task(lane="name")
     async def greet(name: str, times: int = 1) -> str:
         ctx = context()
-        assert (ctx.attempt, ctx.task, ctx.job.group) == (1, greet.name, name)
+        assert (ctx.attempt, ctx.task, ctx.job.lane) == (1, greet.name, name)
         return f"{ctx.state['greeting']} {name}" * times
 
     with app.eager_mode():

@@ -17,7 +17,7 @@ def job_fields(job: Job) -> dict[str, Any]:
     (OpenTelemetry) carry one in the job."""
     return {
         "queue": job.queue,
-        "lane": job.group,
+        "lane": job.lane,
         "job_id": job.id,
         "attempt": job.attempts,
         "trace_id": None,

@@ -122,13 +122,13 @@ class Dashboard:
         shown = []
         for snap in snaps:
             kept = sorted(snap.lanes, key=lambda lane: (not lane.paused, -lane.depth - lane.active))
-            kept = sorted(kept[: self.lanes], key=lambda lane: lane.group)
+            kept = sorted(kept[: self.lanes], key=lambda lane: lane.lane)
             shown.append(
                 {
                     **dataclasses.replace(snap, lanes=kept).as_json(),
                     "lanes_hidden": len(snap.lanes) - len(kept),
                     "labels": await self._labels(
-                        snap.name, [lane.group for lane in kept], snap.ring
+                        snap.name, [lane.lane for lane in kept], snap.ring
                     ),
                 }
             )
@@ -217,7 +217,7 @@ class Dashboard:
                 "id": info.id,
                 "state": info.state,
                 "attempts": info.attempts,
-                "group": info.group,
+                "group": info.lane,
                 "progress": info.progress,
                 "last_error": info.last_error,
                 "stalled": info.stalled,
@@ -291,26 +291,26 @@ def _setting(body: dict[str, Any]) -> int | None:
 
 async def pause_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
-    return {"lane": lane.group, "paused": True, "changed": await lane.pause()}
+    return {"lane": lane.lane, "paused": True, "changed": await lane.pause()}
 
 
 async def resume_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
-    return {"lane": lane.group, "paused": False, "changed": await lane.resume()}
+    return {"lane": lane.lane, "paused": False, "changed": await lane.resume()}
 
 
 async def weight_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
     value = _setting(body)
     await lane.weight(value)
-    return {"lane": lane.group, "weight": value}
+    return {"lane": lane.lane, "weight": value}
 
 
 async def limit_lane(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:
     lane = queue.lane(request.path_params["group"])
     value = _setting(body)
     await lane.limit(value)
-    return {"lane": lane.group, "limit": value}
+    return {"lane": lane.lane, "limit": value}
 
 
 async def reprocess_job(queue: Queue, request: Request, body: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,8 @@ from typing import Any, Literal
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_PAYLOAD, text
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
-from echomq.errors import InvalidArgument
+from echomq.engine.options import lane_alias
+from echomq.errors import InvalidArgument, renamed
 from echomq.wire.codec import Codec
 
 #: Most nodes in one flow (the root, its children, theirs …), and most children of a parent.
@@ -35,21 +36,48 @@ FailurePolicy = Literal["fail_parent", "ignore"]
 _POLICIES: Mapping[str, str] = {"fail_parent": "fail", "ignore": "ignore"}
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Flow:
     """One node of a flow: a job, and the children it waits for (none: a leaf).
 
     ``queue`` None means its parent's queue (the root's: the queue ``add_flow`` is called on);
-    ``group`` is its lane; ``id`` a ``JOB`` id (minted when omitted); ``on_failure`` what its
-    own death does to its parent.
+    ``lane`` its lane (``group=`` the deprecated name); ``id`` a ``JOB`` id (minted when
+    omitted); ``on_failure`` what its own death does to its parent.
     """
 
     payload: Any
     children: Sequence[Flow] = ()
     queue: str | None = None
-    group: str | None = None
+    lane: str | None = None
     id: str | None = None
     on_failure: FailurePolicy = "fail_parent"
+
+    def __init__(
+        self,
+        payload: Any,
+        children: Sequence[Flow] = (),
+        queue: str | None = None,
+        lane: str | None = None,
+        id: str | None = None,
+        on_failure: FailurePolicy = "fail_parent",
+        *,
+        group: str | None = None,
+    ) -> None:
+        if group is not None:
+            lane = lane_alias(lane, group)
+        setattr = object.__setattr__  # frozen: set once, here
+        setattr(self, "payload", payload)
+        setattr(self, "children", children)
+        setattr(self, "queue", queue)
+        setattr(self, "lane", lane)
+        setattr(self, "id", id)
+        setattr(self, "on_failure", on_failure)
+
+    @property
+    def group(self) -> str | None:
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("Flow.group", "Flow.lane")
+        return self.lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,7 +173,7 @@ def plan(flow: Flow, queue: str, codec: Codec, mint: Callable[[], str]) -> Plan:
                 f"<{total[1]} bytes>",
                 f"a flow's payloads encode to at most {MAX_PAYLOAD} bytes",
             )
-        group = DEFAULT_GROUP if node.group is None else validate_group(node.group)
+        group = DEFAULT_GROUP if node.lane is None else validate_group(node.lane)
         job_id = mint() if node.id is None else _ids.validate(node.id, "JOB", "job id")
         if job_id in seen:
             raise InvalidArgument("id", job_id, "a flow names each job once")

@@ -16,7 +16,7 @@ from echomq.engine.producer import lane_cap_value, lane_limit_value, lane_rate_v
 from echomq.engine.publisher import Publisher
 from echomq.engine.results import LaneInfo
 from echomq.engine.transitions import Engine
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, renamed
 
 #: Jobs one ``drain`` call deletes at most, so the server never blocks for long.
 DRAIN_BUDGET = 1000
@@ -42,7 +42,7 @@ def lane_info(row: list[Any]) -> LaneInfo:
     )
     found = parse_rate(rate)
     return LaneInfo(
-        group=text(group),
+        lane=text(group),
         depth=int(depth),
         active=int(active),
         limit=int(limit),
@@ -72,24 +72,31 @@ class Lane:
     """A handle on one lane of a queue: ``queue.lane("PLR0KHTOWnGLuC")``."""
 
     def __init__(
-        self, engine: Engine, keys: Keyspace, group: str, events: Publisher | None = None
+        self, engine: Engine, keys: Keyspace, lane: str, events: Publisher | None = None
     ) -> None:
         self._engine = engine
         self._keys = keys
         self._events = events
-        self.group = validate_group(group)
+        #: The lane's name.
+        self.lane = validate_group(lane)
+
+    @property
+    def group(self) -> str:
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("Lane.group", "Lane.lane")
+        return self.lane
 
     def __repr__(self) -> str:
-        return f"Lane({self._keys.queue!r}, {self.group!r})"
+        return f"Lane({self._keys.queue!r}, {self.lane!r})"
 
     async def pause(self) -> bool:
         """Stop serving this lane; its backlog and in-flight jobs are kept. False if paused."""
-        return await self._engine.pause_lane(self.group)
+        return await self._engine.pause_lane(self.lane)
 
     async def resume(self) -> bool:
         """Serve this lane again (it rejoins the ring if it has work), ending its cool too.
         False if it was neither paused nor cooling."""
-        return await self._engine.resume_lane(self.group)
+        return await self._engine.resume_lane(self.lane)
 
     async def cool(self, seconds: float | None = None, *, until: float | None = None) -> bool:
         """Take this lane off the ring for ``seconds``, or until the Unix time ``until``: no
@@ -100,7 +107,7 @@ class Lane:
         separate: a paused lane stays paused when its cool ends.
         """
         at, mode = cool_end(seconds, until, "seconds")
-        cooled, _, ends = await self._engine.cool_lane(self.group, at, mode)
+        cooled, _, ends = await self._engine.cool_lane(self.lane, at, mode)
         if cooled:
             self._emit({"event": "cooling", "until": ends / 1000})
         return cooled
@@ -108,29 +115,29 @@ class Lane:
     async def uncool(self) -> bool:
         """End this lane's cool now (it rejoins the ring if it has work; a paused lane stays
         paused). False if it was not cooling."""
-        uncooled = await self._engine.uncool_lane(self.group)
+        uncooled = await self._engine.uncool_lane(self.lane)
         if uncooled:
             self._emit({"event": "uncooled"})
         return uncooled
 
     def _emit(self, event: dict[str, Any]) -> None:
         if self._events is not None and self._events.listened():
-            self._events.emit([{**event, "job": None, "group": self.group}])
+            self._events.emit([{**event, "job": None, "group": self.lane}])
 
     async def depth(self) -> int:
         """Pending jobs waiting in this lane."""
-        return int(await self._engine.wire.call("ZCARD", self._keys.lane(self.group)))
+        return int(await self._engine.wire.call("ZCARD", self._keys.lane(self.lane)))
 
     async def limit(self, ceiling: int | None) -> bool:
         """At most ``ceiling`` jobs of this lane leased at once; ``None`` removes the lane's own
         ceiling (it follows the queue's default policy). False: it held that value already."""
-        return await self._engine.lane_setting(self.group, "glimit", lane_limit_value(ceiling))
+        return await self._engine.lane_setting(self.lane, "glimit", lane_limit_value(ceiling))
 
     async def weight(self, weight: int | None) -> bool:
         """Serve this lane up to ``weight`` consecutive claims per ring visit (default 1).
         False: it held that value already."""
         value = "" if weight is None else count(weight, "weight", maximum=MAX_WEIGHT)
-        return await self._engine.lane_setting(self.group, "gweight", value)
+        return await self._engine.lane_setting(self.lane, "gweight", value)
 
     async def rate(
         self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
@@ -144,18 +151,18 @@ class Lane:
         window in flight on, never granting a fresh budget (docs/concepts/gates.md).
         """
         value = lane_rate_value(max, window, mode)
-        return await self._engine.lane_setting(self.group, "grate", value)
+        return await self._engine.lane_setting(self.lane, "grate", value)
 
     async def cap(self, cap: int | None) -> bool:
         """Admit a job to this lane only while it holds fewer than ``cap`` unfinished jobs
         (pending, leased and scheduled); beyond, an enqueue raises :class:`~echomq.LaneFull`
         and a batch item answers ``rejected``, nothing written. ``None`` removes the lane's own
         cap (it follows the queue's default policy). False: it held that value already."""
-        return await self._engine.lane_setting(self.group, "gcap", lane_cap_value(cap))
+        return await self._engine.lane_setting(self.lane, "gcap", lane_cap_value(cap))
 
     async def info(self) -> LaneInfo:
-        return lane_info((await self._engine.lanes((self.group,)))[0])
+        return lane_info((await self._engine.lanes((self.lane,)))[0])
 
     async def drain(self) -> int:
         """Delete this lane's pending jobs; leased ones and the lane's settings survive."""
-        return await drain_lanes(self._engine, self.group, False)
+        return await drain_lanes(self._engine, self.lane, False)

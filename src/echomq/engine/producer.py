@@ -28,7 +28,12 @@ from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, Wi
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
-VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
+VERDICTS: Mapping[int, VerdictKind] = {
+    0: "duplicate",
+    1: "enqueued",
+    2: "scheduled",
+    3: "debounced",
+}
 #: The states a row may hold; anything else reads as ``absent``.
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
@@ -94,7 +99,7 @@ class Item:
             self.delay,
             None,
             self.result_ttl,
-            self.priority,
+            priority=self.priority,
         )
 
 
@@ -203,7 +208,7 @@ def job_info(id: str, row: Mapping[bytes, bytes], codec: Codec) -> JobInfo | Non
         state=job_state(fields["state"]),
         attempts=int(fields["attempts"]),
         payload=codec.decode(fields["payload"]),
-        group=_text(fields.get("group", b"_")),
+        lane=_text(fields.get("group", b"_")),
         last_error=_text(fields["last_error"]) if "last_error" in fields else None,
         stalled=int(fields.get("stalled", 0)),
         progress=json.loads(fields["progress"]) if "progress" in fields else None,

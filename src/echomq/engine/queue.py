@@ -235,7 +235,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         if group is not None:
             lane = lane_alias(lane, group)
         options = JobOptions(
-            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
         )
         return await self.admit(payload, options)
 

@@ -8,9 +8,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from echomq.errors import EchoMQError
+from echomq.errors import EchoMQError, renamed
 
-VerdictKind = Literal["enqueued", "scheduled", "duplicate", "rejected", "error", "unknown"]
+VerdictKind = Literal[
+    "enqueued", "scheduled", "duplicate", "debounced", "rejected", "error", "unknown"
+]
 JobState = Literal[
     "pending", "active", "scheduled", "completed", "dead", "cancelled", "waiting", "absent"
 ]
@@ -68,9 +70,15 @@ class Job:
     id: str
     payload: Any
     attempts: int
-    group: str
+    lane: str
     deadline_ms: int
     queue: str = field(default="", repr=False)
+
+    @property
+    def group(self) -> str:
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("Job.group", "Job.lane")
+        return self.lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -156,7 +164,7 @@ class JobInfo:
     state: JobState
     attempts: int
     payload: Any
-    group: str
+    lane: str
     last_error: str | None = None
     stalled: int = 0
     progress: Any = None
@@ -165,6 +173,12 @@ class JobInfo:
     traceback: str | None = None
     cancel: str | None = None
     failures: int = 0
+
+    @property
+    def group(self) -> str:
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("JobInfo.group", "JobInfo.lane")
+        return self.lane
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,7 +206,7 @@ class LaneInfo:
     unfinished jobs (``depth`` + ``active`` + ``scheduled``) admission lets the lane hold;
     ``scheduled`` its jobs waiting in the schedule (delayed, retrying or deferred)."""
 
-    group: str
+    lane: str
     depth: int
     active: int
     limit: int
@@ -212,6 +226,12 @@ class LaneInfo:
     def backlog(self) -> int:
         """The lane's unfinished jobs, as its cap counts them: pending, leased and scheduled."""
         return self.depth + self.active + self.scheduled
+
+    @property
+    def group(self) -> str:
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("LaneInfo.group", "LaneInfo.lane")
+        return self.lane
 
 
 @dataclass(frozen=True, slots=True)

@@ -297,7 +297,7 @@ class Settles:
         while it ran ends ``cancelled`` instead)."""
         at, mode = cool_end(after, until, "after")
         job_id, token = _ref(job, token)
-        group = job.group if isinstance(job, Job) else validate_group(lane)
+        group = job.lane if isinstance(job, Job) else validate_group(lane)
         _, code, ends = await self.engine.cool_lane(group, at, mode, (job_id, token))
         if code and self._listened():
             # The job's own lane (the row's) is the one cooled: the one the event names.

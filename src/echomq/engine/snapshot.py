@@ -60,7 +60,7 @@ class QueueSnapshot:
             },
             "lanes": [
                 {
-                    "group": lane.group,
+                    "group": lane.lane,
                     "depth": lane.depth,
                     "active": lane.active,
                     "limit": lane.limit,
@@ -88,7 +88,7 @@ class QueueSnapshot:
             "dead": [
                 {
                     "id": job.id,
-                    "group": job.group,
+                    "group": job.lane,
                     "attempts": job.attempts,
                     "last_error": job.last_error,
                 }

@@ -340,7 +340,7 @@ class SyncQueue:
         if group is not None:
             lane = lane_alias(lane, group)
         options = JobOptions(
-            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
         )
         return self.admit(payload, options)
 

@@ -115,13 +115,13 @@ async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
     """Each lane's settings in force; ``policy``: ``named`` when a lane policy names it, else
     ``default`` (its own settings, if any, else the default policy's)."""
     lanes, policies = await asyncio.gather(queue.lanes(), queue.policies())
-    return [
-        {
-            **dataclasses.asdict(lane),
-            "policy": "named" if lane.group in policies.lanes else "default",
-        }
-        for lane in lanes
-    ]
+    rows = []
+    for lane in lanes:
+        row = dataclasses.asdict(lane)
+        row = {"group": row.pop("lane"), **row}  # the JSON's field name, as the dashboard's
+        row["policy"] = "named" if lane.lane in policies.lanes else "default"
+        rows.append(row)
+    return rows
 
 
 async def _ring(queue: Queue, args: argparse.Namespace) -> Any:
@@ -131,7 +131,7 @@ async def _ring(queue: Queue, args: argparse.Namespace) -> Any:
 async def _dead(queue: Queue, args: argparse.Namespace) -> Any:
     jobs = await queue.dead(count(args.limit, "limit"))
     return [
-        {"id": j.id, "group": j.group, "attempts": j.attempts, "last_error": j.last_error}
+        {"id": j.id, "group": j.lane, "attempts": j.attempts, "last_error": j.last_error}
         for j in jobs
     ]
 
@@ -144,7 +144,7 @@ async def _job(queue: Queue, args: argparse.Namespace) -> Any:
         "id": info.id,
         "state": info.state,
         "attempts": info.attempts,
-        "group": info.group,
+        "group": info.lane,
         "progress": info.progress,
         "last_error": info.last_error,
     }
@@ -162,23 +162,23 @@ async def _pause(queue: Queue, args: argparse.Namespace) -> Any:
         return {"queue": queue.name, "lane": None, "paused": wanted, "changed": was != wanted}
     lane = queue.lane(args.group)
     changed = await (lane.pause() if wanted else lane.resume())
-    return {"queue": queue.name, "lane": lane.group, "paused": wanted, "changed": changed}
+    return {"queue": queue.name, "lane": lane.lane, "paused": wanted, "changed": changed}
 
 
 async def _cool(queue: Queue, args: argparse.Namespace) -> Any:
     lane = queue.lane(args.group)
     if args.command == "uncool":
-        return {"queue": queue.name, "lane": lane.group, "changed": await lane.uncool()}
+        return {"queue": queue.name, "lane": lane.lane, "changed": await lane.uncool()}
     changed = await lane.cool(args.seconds)
     info = await lane.info()
-    return {"queue": queue.name, "lane": lane.group, "changed": changed,
+    return {"queue": queue.name, "lane": lane.lane, "changed": changed,
             "cooling": info.cooling, "cooling_until": info.cooling_until}  # fmt: skip
 
 
 async def _setting(queue: Queue, args: argparse.Namespace) -> Any:
     lane = queue.lane(args.group)
     await (lane.weight(args.value) if args.command == "weight" else lane.limit(args.value))
-    return {"queue": queue.name, "lane": lane.group, args.command: args.value}
+    return {"queue": queue.name, "lane": lane.lane, args.command: args.value}
 
 
 async def _reprocess(queue: Queue, args: argparse.Namespace) -> Any:

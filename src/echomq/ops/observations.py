@@ -91,7 +91,7 @@ class Observations(Collector):
         for job in jobs:
             if job.attempts != 1:
                 continue
-            wait = cached.get((queue, job.group)) or self._wait(queue, job.group)
+            wait = cached.get((queue, job.lane)) or self._wait(queue, job.lane)
             # A claimed id came from the engine, valid: decode without validating again.
             minted = (_ids._decode_payload(job.id[3:]) >> _ids.TS_SHIFT) + _ids.EPOCH_MS
             waited = job.deadline_ms - lease_ms - minted
@@ -100,7 +100,7 @@ class Observations(Collector):
             wait.total += seconds
 
     def settled(self, queue: str, job: Job, outcome: str) -> None:
-        key = (queue, self._lane(queue, job.group), outcome)
+        key = (queue, self._lane(queue, job.lane), outcome)
         self._settles[key] = self._settles.get(key, 0) + 1
 
     # -- the collector -------------------------------------------------------------------------

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, cast, overload
@@ -18,16 +17,17 @@ from echomq.engine.checks import MAX_RESULT_TTL, count, ms
 from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
 from echomq.engine.ids import Minter
-from echomq.engine.keys import DEFAULT_GROUP, Keyspace
-from echomq.engine.options import JobOptions
+from echomq.engine.keys import Keyspace
 from echomq.engine.policies import Policy, policy_args
 from echomq.engine.queue import Queue
 from echomq.errors import Closed, InvalidArgument
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
+from echomq.tasks.eager import EagerProducer
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
-from echomq.tasks.task import Call, Key, Task, as_args
+from echomq.tasks.producer import Producer, checked_calls
+from echomq.tasks.task import Call, Key, Task
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.url import seeds_from_url
 
@@ -51,8 +51,6 @@ TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
      "result_ttl", "lane_limit", "lane_rate", "batch", "priority"}
 )  # fmt: skip
-#: Lanes whose per-lane settings this process already applied (least recently used dropped).
-LANES_REMEMBERED = 10_000
 
 
 @dataclass(slots=True)
@@ -63,28 +61,6 @@ class Hooks:
     shutdown: list[StateHook] = field(default_factory=list)
     before_job: list[BeforeHook] = field(default_factory=list)
     after_job: list[AfterHook] = field(default_factory=list)
-
-
-class _Lanes:
-    """The lanes this process configured already (settings are idempotent engine writes: a
-    race that applies them twice is harmless); bounded, and safe to share between threads."""
-
-    def __init__(self) -> None:
-        self._seen: OrderedDict[tuple[Any, ...], None] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def is_new(self, key: tuple[Any, ...]) -> bool:
-        with self._lock:
-            if key in self._seen:
-                self._seen.move_to_end(key)
-                return False
-            return True
-
-    def add(self, key: tuple[Any, ...]) -> None:
-        with self._lock:
-            self._seen[key] = None
-            while len(self._seen) > LANES_REMEMBERED:
-                self._seen.popitem(last=False)
 
 
 class App:
@@ -132,9 +108,9 @@ class App:
         self.hooks = Hooks()
         #: Shared by the tasks of a worker process; its startup hooks fill it.
         self.state: dict[str, Any] = {}
-        #: Run enqueued tasks inline (no server); ``eager_propagate`` raises their errors.
-        self.eager = False
-        self.eager_propagate = False
+        #: Admits the app's calls: the live producer, or the eager one in eager mode.
+        self._live = Producer(self)
+        self.producer: Producer = self._live
         #: A lent wire and minter are the lender's to close; the app's own are the app's.
         self._lent = self._lent_minter = False
         self._is_closed = False  # closed since its wire was lent: another may be lent now
@@ -146,12 +122,10 @@ class App:
         self._queues: dict[str, Queue] = {}
         self._sync_queues: dict[str, SyncQueue] = {}
         self._sync_lock = threading.Lock()
-        self._lanes = _Lanes()
         #: Lane policies by queue (``app.lanes``), and the queues this process applied them to.
         self._policies: dict[str, tuple[dict[str, Policy], Policy | None]] = {}
         self._applied: set[str] = set()
         self._sync_applied: set[str] = set()
-        self._eager_ids = Minter(0)  # eager jobs never reach a server: any node will do
 
     def __repr__(self) -> str:
         return f"App(queue={self.default_queue!r}, tasks={len(self.tasks)})"
@@ -343,8 +317,9 @@ class App:
             await queue.apply_policies(declared[0], default=declared[1])
             self._applied.add(queue.name)
 
-    def _apply_lanes_sync(self, queue: SyncQueue) -> None:
-        """:meth:`_apply_lanes` for a blocking queue (a process's SyncQueues apply their own)."""
+    def apply_lanes_sync(self, queue: SyncQueue) -> None:
+        """The lane policies (:meth:`lanes`) applied to a blocking queue, once (a process's
+        SyncQueues apply their own)."""
         declared = self._policies.get(queue.name)
         if declared is not None and queue.name not in self._sync_applied:
             queue.apply_policies(declared[0], default=declared[1])
@@ -404,9 +379,9 @@ class App:
         app must be connected (``async with app`` or ``await app.connect()``)."""
         return self._queue(self.wire, self.default_queue if name is None else name)
 
-    async def _open_queue(self, name: str) -> Queue:
+    async def open_queue(self, name: str) -> Queue:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
-        lane policies applied (once per process)."""
+        lane policies (:meth:`lanes`) applied (once per process)."""
         queue = self._queue(await self._connected(), name)
         await self._apply_lanes(queue)
         return queue
@@ -491,140 +466,52 @@ class App:
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
 
-    # -- admission -----------------------------------------------------------------------------
+    # -- admission (the producer's: live, or eager in eager mode) ------------------------------
 
     async def enqueue_call(self, call: Call[R]) -> Handle[R]:
         """Admit one bound call (``task.enqueue`` is this with the call it binds)."""
-        if self.eager:
-            return await self._run_eager(call)
-        queue = await self._open_queue(call.task.queue)
-        await self._configure_lane(queue, call)
-        try:
-            verdict = await queue.admit(call.payload, call.options)
-        except InvalidArgument as exc:
-            raise as_args(exc, call) from None
-        return Handle(call.task, verdict, queue)
+        return await self.producer.enqueue_call(call)
 
     async def enqueue_many(self, calls: Iterable[Call[Any]]) -> list[Handle[Any]]:
         """Admit many calls (``task.call(...)``): one pipelined ``enqueue_many`` per queue;
         handles in input order, each with its verdict (an ``error`` one wrote nothing)."""
-        if isinstance(calls, str | bytes | Call) or not isinstance(calls, Iterable):
-            raise InvalidArgument("calls", calls, "expected an iterable of task.call(...) values")
-        calls = list(calls)
-        names: set[str] = set()
-        configured: dict[tuple[Any, ...], Call[Any]] = {}
-        for call in calls:  # every call checked before the first write
-            if not isinstance(call, Call):
-                raise InvalidArgument("calls", call, "expected task.call(...) values")
-            task = call.task
-            names.add(task.queue)
-            if task.lane_limit is not None or task.lane_rate is not None:
-                configured[(task.queue, call.lane, task.name)] = call
-        if self.eager:
-            return [await self._run_eager(call) for call in calls]
-        queues = {name: await self._open_queue(name) for name in names}
-        if configured:
-            await asyncio.gather(
-                *(
-                    self._configure_lane(queues[c.task.queue], c, batch=True)
-                    for c in configured.values()
-                )
-            )
-        # One batch per queue, in input order within it.
-        Pairs = list[tuple[Any, JobOptions]]
-        jobs: dict[str, tuple[Pairs, list[int]]] = {name: ([], []) for name in names}
-        seen: Task[Any, Any] | None = None
-        for index, call in enumerate(calls):
-            task = call.task
-            if task is not seen:  # a batch is mostly one task's calls: look its queue up once
-                seen = task
-                pairs, indexes = jobs[task.queue]
-                name = task.name
-            indexes.append(index)
-            pairs.append(({"task": name, "args": call.args}, call.options))  # Call.payload
-        sent = await asyncio.gather(*(queues[name].admit_many(p) for name, (p, _) in jobs.items()))
-        handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
-        for (name, (_, indexes)), verdicts in zip(jobs.items(), sent, strict=True):
-            queue = queues[name]
-            for index, verdict in zip(indexes, verdicts, strict=True):
-                handles[index] = Handle(calls[index].task, verdict, queue)
-        return handles
+        return await self.producer.enqueue_many(checked_calls(calls))
 
     async def enqueue_flow(self, flow: TaskFlow[R]) -> FlowHandle[R]:
         """Admit a flow of tasks (:func:`echomq.chain`, :func:`echomq.group`,
         :func:`echomq.flow`), atomic per queue; the root's handle, with every node's id
         (``.ids``). Eager mode runs it inline, children first."""
-        if self.eager:
-            from echomq.tasks.eager import run_flow
-
-            return await run_flow(self, flow)
-        from echomq.tasks.canvas import enqueue
-
-        return await enqueue(self, flow)
+        return await self.producer.enqueue_flow(flow)
 
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         """:meth:`enqueue_call` from blocking code, on the queue's ``SyncQueue``."""
-        if self.eager:
-            from echomq.tasks.eager import blocking
-
-            handle = blocking(self._run_eager(call))
-            return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
-        queue = self.sync_queue(call.task.queue)
-        self._apply_lanes_sync(queue)
-        task = call.task
-        key = self._lane_due(queue.name, call)
-        if key is not None:
-            queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
-            self._lanes.add(key)
-        try:
-            verdict = queue.admit(call.payload, call.options)
-        except InvalidArgument as exc:
-            raise as_args(exc, call) from None
-        return SyncHandle(task, verdict, queue)
-
-    def _lane_due(self, queue: str, call: Call[Any]) -> tuple[Any, ...] | None:
-        """The lane key whose settings this process has yet to apply for ``call``, else None."""
-        task = call.task
-        if task.lane_limit is None and task.lane_rate is None:
-            return None
-        key = _lane_key(queue, call)
-        return key if self._lanes.is_new(key) else None
-
-    async def _configure_lane(self, queue: Queue, call: Call[Any], *, batch: bool = False) -> None:
-        task = call.task
-        key = self._lane_due(queue.name, call)
-        if key is None:
-            return
-        try:
-            lane = queue.lane(key[1])
-        except InvalidArgument:
-            if batch:
-                return  # the item's own verdict says what is wrong with its lane
-            raise
-        if task.lane_limit is not None:
-            await lane.limit(task.lane_limit)
-        if task.lane_rate is not None:
-            await lane.rate(*task.lane_rate)
-        self._lanes.add(key)
+        return self.producer.enqueue_call_sync(call)
 
     # -- eager mode ----------------------------------------------------------------------------
+
+    @property
+    def eager(self) -> bool:
+        """Whether enqueued tasks run inline (eager mode), not on a worker."""
+        return self.producer is not self._live
+
+    @eager.setter
+    def eager(self, on: bool) -> None:
+        self.producer = EagerProducer(self) if on else self._live
+
+    @property
+    def eager_propagate(self) -> bool:
+        """Whether eager mode raises a task's failure from the enqueue."""
+        return bool(getattr(self.producer, "propagate", False))
 
     @contextlib.contextmanager
     def eager_mode(self, *, propagate: bool = False) -> Iterator[App]:
         """Within the block, enqueued tasks run inline (``propagate``: their errors raise from
         the enqueue instead of from ``result()``)."""
-        saved = self.eager, self.eager_propagate
-        self.eager, self.eager_propagate = True, propagate
+        saved, self.producer = self.producer, EagerProducer(self, propagate)
         try:
             yield self
         finally:
-            self.eager, self.eager_propagate = saved
-
-    async def _run_eager(self, call: Call[R]) -> Handle[R]:
-        from echomq.tasks.eager import run  # the runtime imports the app: imported late
-
-        call.options.check()  # eager runs at once, but bad options are refused as live
-        return await run(self, call)
+            self.producer = saved
 
 
 def _check_lent(wire: Wire | None, minter: Minter | None) -> None:
@@ -632,8 +519,3 @@ def _check_lent(wire: Wire | None, minter: Minter | None) -> None:
         raise InvalidArgument("minter", minter, "expected an echomq.Minter")
     if minter is not None and wire is None:
         raise InvalidArgument("minter", minter, "give the wire it mints for too (wire=)")
-
-
-def _lane_key(queue: str, call: Call[Any]) -> tuple[Any, ...]:
-    group = DEFAULT_GROUP if call.lane is None else call.lane
-    return (queue, group, call.task.lane_limit, call.task.lane_rate)

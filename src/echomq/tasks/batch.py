@@ -1,7 +1,8 @@
 """Batch tasks, the declaration side: :class:`Batching` (how a batch is shaped), :class:`Member`
 (one job of a batch, as its handler sees it), :class:`MemberVerdict` (what became of it) and
 :class:`BatchTask`, a task whose members are enqueued one by one and run together. The worker
-side, which gathers and settles batches, is :mod:`echomq.tasks.batch_runner`."""
+side: :mod:`echomq.consumers.batch` gathers batches, :mod:`echomq.tasks.batch_runner` runs and
+settles them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from echomq.engine.checks import count, ms
 from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Job
 from echomq.errors import InvalidArgument
+from echomq.tasks.context import LOCAL_IDS
 from echomq.tasks.task import Task
 
 if TYPE_CHECKING:
@@ -156,10 +158,10 @@ class BatchTask(Task[[X], R]):
 
         ctx = _current.get(None)
         if ctx is None:
-            member = Member(self.app._eager_ids.mint("JOB"), item)
+            member = Member(LOCAL_IDS.mint("JOB"), item)
         else:
             job = ctx.job
-            member = Member(job.id, item, job.group, job.attempts, job)
+            member = Member(job.id, item, job.lane, job.attempts, job)
         verdicts = await self.batch_fn([member])
         if verdicts is None:
             return None  # type: ignore[return-value]

@@ -213,9 +213,9 @@ async def enqueue(app: App, taskflow: TaskFlow[R]) -> FlowHandle[R]:
     """Admit ``taskflow`` on its root's queue; the root's handle, with every id."""
     spec = checked(taskflow)
     root = taskflow.parent
-    queue = await app._open_queue(root.task.queue)
+    queue = await app.open_queue(root.task.queue)
     for call in calls_of(taskflow):
-        await app._configure_lane(await app._open_queue(call.task.queue), call)
+        await app.producer.configure_lane(await app.open_queue(call.task.queue), call)
     ids = await queue.add_flow(spec)
     handle = Handle(root.task, Verdict(ids.kind, ids.id), queue)
     return FlowHandle(handle, ids)

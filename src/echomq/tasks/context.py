@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from echomq.engine.flows import Children
+from echomq.engine.ids import Minter
 from echomq.engine.progress import LOG_KEEP, log_lines, progress_json
 from echomq.engine.results import Job
 
@@ -18,6 +19,10 @@ if TYPE_CHECKING:
 
 # A context variable, not module state: each running task sees its own value.
 _current: ContextVar[Context] = ContextVar("echomq.context")
+
+#: The ids of jobs run here, not on a server (eager mode, a batch task called directly): they
+#: never reach a server, so any id node will do.
+LOCAL_IDS = Minter(0)
 
 
 @dataclass(slots=True)

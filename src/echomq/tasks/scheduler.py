@@ -83,7 +83,7 @@ class Scheduler:
         """Admit the occurrence at ``tick``: an ordinary enqueue (its lane's gates apply), with
         the derived id and the tick's dedup key; then record the tick as the last enqueued."""
         call = schedule.call  # its lane is the schedule's
-        await self.app._configure_lane(queue, call)
+        await self.app.producer.configure_lane(queue, call)
         id, key = schedule.id_at(tick), schedule.dedup_key(tick)
         options = call.options._replace(
             dedup_key=key, dedup_ttl=schedule.dedup_ttl, dedup_from="enqueue"

@@ -40,9 +40,7 @@ async def test_a_batch_is_admitted_a_lane_per_chat_then_confirmed(
     assert poller.enqueued == 3
     assert poller.offset == last["update_id"] + 1
     assert (await queue.counts()).pending == 3
-    lanes = {
-        info.group: info.depth for info in await queue.lanes([str(ADA), str(BOB), str(LOUNGE)])
-    }
+    lanes = {info.lane: info.depth for info in await queue.lanes([str(ADA), str(BOB), str(LOUNGE)])}
     assert lanes == {str(ADA): 1, str(BOB): 1, str(LOUNGE): 1}
     # Confirmed: the next poll brings nothing new.
     assert await poller.poll_once() == 0

@@ -130,7 +130,7 @@ async def test_the_bot_api_delivers_through_the_webhook(
         await asyncio.sleep(0.02)
     job = await queue.claim()
     assert isinstance(job, Job)
-    assert job.group == str(ADA)
+    assert job.lane == str(ADA)
     assert job.payload["task"] == "command"
     assert job.payload["args"]["update"]["message"]["text"] == "/help"
 

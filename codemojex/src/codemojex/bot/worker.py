@@ -112,7 +112,7 @@ class CommandWorker:
         """Handle the Telegram ``update`` that the job ``job`` carries, once."""
         # The lane's lock first, before any await: tasks start in claim order, so they queue on
         # the lock in that order (a later await, such as a round trip, could reorder them).
-        async with self.locks.hold(job.group):
+        async with self.locks.hold(job.lane):
             return await self._handle(update, job)
 
     async def _handle(self, payload: dict[str, Any], job: Job) -> Handled:
