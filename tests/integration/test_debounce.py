@@ -8,9 +8,8 @@ import asyncio
 import subprocess
 import sys
 import time
-from typing import Any
-
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import pytest
 
@@ -47,7 +46,9 @@ async def test_later_calls_move_the_waiting_job_and_replace_its_payload(queue: Q
     assert second.id == third.id == first.id
     assert await _due(queue, first.id) >= due  # pushed back from each call's time
     info = await queue.job(first.id)
-    assert info is not None and info.payload == {"n": 3} and info.state == "scheduled"
+    assert info is not None
+    assert info.payload == {"n": 3}
+    assert info.state == "scheduled"
     counts = await queue.counts()
     assert (counts.scheduled, counts.pending) == (1, 0)
 
@@ -57,7 +58,8 @@ async def test_keep_first_keeps_the_first_calls_payload(queue: Queue) -> None:
     first = await queue.admit({"n": 1}, options)
     await queue.admit({"n": 2}, options)
     info = await queue.job(first.id)
-    assert info is not None and info.payload == {"n": 1}
+    assert info is not None
+    assert info.payload == {"n": 1}
 
 
 async def test_debounce_max_bounds_how_far_the_first_calls_job_moves(queue: Queue) -> None:
@@ -82,7 +84,8 @@ async def test_a_job_that_fell_due_is_not_moved_and_the_next_call_starts_another
     again = await queue.admit("c", options)
     assert (again.kind, again.id) == ("debounced", second.id)
     pending = await queue.job(first.id)
-    assert pending is not None and (pending.state, pending.payload) == ("pending", "a")
+    assert pending is not None
+    assert (pending.state, pending.payload) == ("pending", "a")
 
 
 async def test_a_plain_duplicate_of_a_debounced_key_is_a_duplicate(queue: Queue) -> None:
@@ -90,7 +93,8 @@ async def test_a_plain_duplicate_of_a_debounced_key_is_a_duplicate(queue: Queue)
     plain = await queue.enqueue("b", dedup_key=KEY.dedup_key)
     assert (plain.kind, plain.id, plain.state) == ("duplicate", first.id, "scheduled")
     info = await queue.job(first.id)
-    assert info is not None and info.payload == "a"
+    assert info is not None
+    assert info.payload == "a"
 
 
 async def test_batches_debounce_item_by_item_in_input_order(queue: Queue) -> None:
@@ -98,7 +102,8 @@ async def test_batches_debounce_item_by_item_in_input_order(queue: Queue) -> Non
     assert [v.kind for v in verdicts] == ["scheduled"] + ["debounced"] * 4
     assert len({v.id for v in verdicts}) == 1
     info = await queue.job(verdicts[0].id)
-    assert info is not None and info.payload == 4
+    assert info is not None
+    assert info.payload == 4
     assert (await queue.enqueue_many([Item(9, dedup_key="other")]))[0].kind == "enqueued"
 
 
@@ -123,7 +128,8 @@ async def test_bad_debounce_options_are_refused_by_name_before_any_write(
         await queue.admit("x", options)
     assert refused.value.argument == argument
     [verdict] = await queue.admit_many([("x", options)])
-    assert verdict.kind == "error" and verdict.error is not None
+    assert verdict.kind == "error"
+    assert verdict.error is not None
     counts = await queue.counts()
     assert (counts.pending, counts.scheduled) == (0, 0)
 
@@ -133,7 +139,8 @@ def test_the_blocking_producer_debounces_too(sync_queue: SyncQueue) -> None:
     again = sync_queue.admit("b", KEY)
     assert (first.kind, again.kind, again.id) == ("scheduled", "debounced", first.id)
     info = sync_queue.job(first.id)
-    assert info is not None and info.payload == "b"
+    assert info is not None
+    assert info.payload == "b"
 
 
 _PRODUCER = """
@@ -158,7 +165,8 @@ async def test_two_producer_processes_make_one_job(queue: Queue, valkey_url: str
     assert len(ids) == 1  # 400 calls from two processes: one job
     (job_id,) = ids
     info = await queue.job(job_id)
-    assert info is not None and info.payload[1] == 199  # a last call's payload
+    assert info is not None
+    assert info.payload[1] == 199
     counts = await queue.counts()
     assert (counts.scheduled, counts.pending) == (1, 0)
 

@@ -20,6 +20,12 @@ from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.errors import InvalidArgument
 from echomq.wire.codec import Codec
 
+#: A job's priority band: 0 (least urgent) to 9 (most urgent), 5 when not given. The claim
+#: serves the most urgent band with a serviceable lane; lanes rotate by weight within a band
+#: (docs/guides/priorities-costs-cooling.md).
+PRIORITIES = range(10)
+PRIORITY_DEFAULT = 5
+
 #: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
 #: cancelled or removed), the key living as long as the job until then.
 DEDUP_FROM = ("enqueue", "finish")
@@ -41,6 +47,7 @@ class JobOptions(NamedTuple):
       ``debounce_keep="last"`` (the default), replaces its payload (``"first"`` keeps the
       first); ``debounce_max`` (seconds) bounds how long the first call's job can be pushed
       back. Such a call answers ``debounced`` with the id of the job that will run.
+    * ``priority`` — the job's band, 0 to 9 (higher first); None: 5, the middle.
 
     Every field is checked at admission, before anything is minted or written; a refused one
     raises :class:`InvalidArgument` naming it. :meth:`check` runs the same checks early.
@@ -57,6 +64,7 @@ class JobOptions(NamedTuple):
     debounce: float | None = None
     debounce_max: float | None = None
     debounce_keep: str = "last"
+    priority: int | None = None
 
     def check(self) -> JobOptions:
         """These options, checked as admission checks them (``InvalidArgument`` names the
@@ -84,7 +92,8 @@ class Admission(NamedTuple):
     ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
     ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
     (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's;
-    ``debounce`` "" for none, else ``"wait_ms:max_ms:keep"`` (max 0: unbounded)."""
+    ``debounce`` "" for none, else ``"wait_ms:max_ms:keep"`` (max 0: unbounded);
+    ``priority`` the job's band (0..9, 5 the default)."""
 
     id: str
     payload: bytes
@@ -95,6 +104,7 @@ class Admission(NamedTuple):
     dedup_from: str = "enqueue"
     result_ttl_ms: int = -1
     debounce: str = ""
+    priority: int = PRIORITY_DEFAULT
 
 
 #: ``ARGV`` words per admitted item.
@@ -112,12 +122,12 @@ def admission(
         raise InvalidArgument(
             "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
         )
-    lane, run_at, dedup, ttl, start, keep, debounce = _argv(options)
+    lane, run_at, dedup, ttl, start, keep, debounce, priority = _argv(options)
     job_id = mint() if options.id is None else _ids.validate(options.id, "JOB", "job id")
-    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep, debounce)
+    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep, debounce, priority)
 
 
-def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str]:
+def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int]:
     """The options' checks, in one place: their engine form (all but the id and payload)."""
     lane, _, dedup_key, dedup_ttl, dedup_from, delay, at, result_ttl = options[:8]
     lane = DEFAULT_GROUP if lane is None else validate_group(lane)
@@ -134,7 +144,7 @@ def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str]:
     debounce = ""
     if options.debounce is not None or options.debounce_max is not None or options[10] != "last":
         run_at, debounce = _debounce(options)
-    return lane, run_at, dedup, ttl, start, keep, debounce
+    return lane, run_at, dedup, ttl, start, keep, debounce, check_priority(options.priority)
 
 
 #: What a debounced job keeps of the calls that pushed it back: the last call's payload, or
@@ -165,6 +175,15 @@ def _debounce(options: JobOptions) -> tuple[int, str]:
     if options.debounce_keep not in DEBOUNCE_KEEP:
         raise InvalidArgument("debounce_keep", options.debounce_keep, "must be 'last' or 'first'")
     return -wait, f"{wait}:{most}:{options.debounce_keep}"
+
+
+def check_priority(priority: int | None) -> int:
+    """``priority`` checked: an ``int`` in 0..9 (None: the default, 5)."""
+    if priority is None:
+        return PRIORITY_DEFAULT
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
+        raise InvalidArgument("priority", priority, "must be an integer from 0 to 9 (9 first)")
+    return priority
 
 
 def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:

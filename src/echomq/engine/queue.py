@@ -216,6 +216,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        priority: int | None = None,
         group: str | None = None,
     ) -> Verdict:
         """Admit a job to its ``lane`` (default lane ``_``). Idempotent by id and dedup key.
@@ -226,12 +227,16 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         and not past its death. ``dedup_from="finish"`` counts ``dedup_ttl`` from the job's end
         instead (completed, dead, cancelled or removed): "once per user for an hour after it
         ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
-        instead of the completing queue's ``result_ttl`` (docs/guides/results.md). ``group=``
+        instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
+        ``priority`` (0..9, default 5) is the job's band: a more urgent band is served first
+        (docs/guides/priorities-costs-cooling.md). ``group=``
         is the deprecated name of ``lane=``. The same as :meth:`admit` with these options.
         """
         if group is not None:
             lane = lane_alias(lane, group)
-        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        options = JobOptions(
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
+        )
         return await self.admit(payload, options)
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:

@@ -333,12 +333,15 @@ class SyncQueue:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        priority: int | None = None,
         group: str | None = None,
     ) -> Verdict:
         """Admit a job to its ``lane`` (default lane ``_``); see :meth:`Queue.enqueue`."""
         if group is not None:
             lane = lane_alias(lane, group)
-        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        options = JobOptions(
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
+        )
         return self.admit(payload, options)
 
     def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:

@@ -50,7 +50,7 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
      "result_ttl", "debounce", "debounce_max", "debounce_keep", "lane_limit", "lane_rate",
-     "batch"}
+     "batch", "priority"}
 )  # fmt: skip
 
 
@@ -155,6 +155,7 @@ class App:
         debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
         batch: None = None,
     ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
 
@@ -178,6 +179,7 @@ class App:
         debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
 
     def task(self, name: Any = None, **options: Any) -> Any:
@@ -189,8 +191,9 @@ class App:
         from ``dedup_from`` (``"enqueue"``, or ``"finish"``: the job's end); ``result_ttl``
         seconds this task's results are kept (None: the app's); ``debounce`` (seconds, with
         ``debounce_max`` and ``debounce_keep``) makes the calls sharing a dedup key one job that
-        runs once they pause (``JobOptions``); ``lane_limit`` / ``lane_rate``
-        are applied to a lane the first time this process enqueues on it. ``batch``: a
+        runs once they pause (``JobOptions``); ``lane_limit`` / ``lane_rate`` are applied to a
+        lane the first time this process enqueues on it; ``priority`` (0..9, default 5) is its
+        jobs' band, more urgent first. ``batch``: a
         :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):

@@ -14,7 +14,13 @@ from echomq.engine.backoff import Backoff
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, MAX_RESULT_TTL, count, ms
 from echomq.engine.ids import validate
 from echomq.engine.keys import Keyspace
-from echomq.engine.options import DEFAULT_OPTIONS, JobOptions, check_dedup_from, keyed
+from echomq.engine.options import (
+    DEFAULT_OPTIONS,
+    JobOptions,
+    check_dedup_from,
+    check_priority,
+    keyed,
+)
 from echomq.engine.results import Verdict
 from echomq.errors import InvalidArgument
 from echomq.tasks.arguments import Signature
@@ -87,6 +93,7 @@ class Task(Generic[P, R]):
         debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
     ) -> None:
         if not asyncio.iscoroutinefunction(fn):
             raise InvalidArgument("fn", fn, "a task must be an async function (async def)")
@@ -122,6 +129,7 @@ class Task(Generic[P, R]):
             debounce=debounce,
             debounce_max=debounce_max,
             debounce_keep=debounce_keep,
+            priority=None if priority is None else check_priority(priority),
         )
         if debounce is not None or debounce_max is not None or debounce_keep != "last":
             # Checked now, not at the first enqueue (a stand-in for the call's dedup key).
@@ -157,11 +165,13 @@ class Task(Generic[P, R]):
         result_ttl: float | None = None,
         debounce: float | None = None,
         debounce_max: float | None = None,
+        priority: int | None = None,
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
         seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long,
-        ``debounce`` / ``debounce_max`` (seconds) debounce it by its dedup key (``JobOptions``).
+        ``debounce`` / ``debounce_max`` (seconds) debounce it by its dedup key (``JobOptions``),
+        ``priority`` (0..9) is its band.
         Durations are checked here; the rest at each enqueue (a batch's item alone refused)."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
@@ -169,6 +179,8 @@ class Task(Generic[P, R]):
             ms(delay, "delay")
         if result_ttl is not None:
             _keep(result_ttl)
+        if priority is not None:
+            check_priority(priority)
         given: dict[str, Any] = {
             name: value
             for name, value in (
@@ -178,6 +190,7 @@ class Task(Generic[P, R]):
                 ("result_ttl", result_ttl),
                 ("debounce", debounce),
                 ("debounce_max", debounce_max),
+                ("priority", priority),
             )
             if value is not None
         }

@@ -2,7 +2,7 @@
 -- One call admits k items (k >= 1), each atomic and idempotent on its own; the chunk is not a
 -- transaction. A refused item writes nothing and the others go on (its checks run first).
 -- KEYS[1] root      `emq:{q}:` (every other key is derived from it)
--- ARGV, nine per item, item i at 9(i-1)+1 ..:
+-- ARGV, ten per item, item i at 10(i-1)+1 ..:
 --   id        branded JOB id (minted host-side)
 --   payload   bytes (the codec's output)
 --   group     lane name (`_` = the default lane)
@@ -21,6 +21,8 @@
 --             time + max_ms, the row's `deb_until`; max 0 = unbounded) and, with keep "last",
 --             replaces its payload: {3, that id, "scheduled"}. Otherwise (no such job, or it
 --             is due, running or done) the item is a new job and the key moves to it.
+--   priority  0..9, higher = more urgent; 5 = the default band (the row records `prio` only
+--             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
@@ -35,6 +37,7 @@ local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
 local cap_of = cap_reader(root)
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
+local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -48,6 +51,17 @@ local function record_dedup(row, dedup, dedup_ttl, from_finish, keep)
     redis.call('HSET', row, 'dedup', dedup, 'dedup_ttl', dedup_ttl)
   else
     redis.call('HSET', row, 'dedup', dedup)
+  end
+end
+
+-- A job outside the default band: the row keeps its priority (`prio`, for every later put-back
+-- into its lane) and the queue is marked `banded` (the claim walks bands from then on).
+local function record_priority(row, p)
+  if p == 5 then return end
+  redis.call('HSET', row, 'prio', p)
+  if not banded then
+    redis.call('HSET', root .. 'meta', 'banded', 1)
+    banded = true
   end
 end
 
@@ -69,7 +83,8 @@ local function debounced(seen, payload, debounce)
   return 3
 end
 
-local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg, debounce)
+local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg, debounce,
+    prio_arg)
   -- Policy before existence before write: every check comes before the item's first write.
   -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
   local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
@@ -78,6 +93,8 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if refused_ttl then return -1, refused_ttl end
   local keep, refused_keep = int_or_refusal(keep_arg, 'result_ttl', -1, 2592000000)
   if refused_keep then return -1, refused_keep end
+  local p, refused_prio = int_or_refusal(prio_arg, 'priority', 0, 9)
+  if refused_prio then return -1, refused_prio end
   if from_arg ~= 'enqueue' and from_arg ~= 'finish' then
     return -1, 'EMQARG dedup_from ' .. from_arg .. ': must be enqueue or finish'
   end
@@ -143,6 +160,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
       redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
       if latest > 0 then redis.call('HSET', row, 'deb_until', latest) end
       record_dedup(row, dedup, dedup_ttl, from_finish, keep)
+      record_priority(row, p)
       redis.call('ZADD', root .. 'schedule', at, id)
       scheduled_moved(root, g, 1)
       due_changed = true
@@ -152,10 +170,17 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 
   redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
   record_dedup(row, dedup, dedup_ttl, from_finish, keep)
+  record_priority(row, p)
   -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
-  if push_lane(root, g, id) == 1 then
+  local depth = push_lane(root, g, id, p)
+  if depth > 1 then
+    -- The job may be the lane's new head, in another band: the lane follows it. A queue with
+    -- one band in use pays nothing for this (meta `banded`: record_priority).
+    if banded == nil then banded = redis.call('HEXISTS', root .. 'meta', 'banded') == 1 end
+    if banded then reband(root, g) end
+  elseif depth == 1 then
     if serviceable(root, g) then
-      redis.call('RPUSH', root .. 'ring', g)
+      ring_join(root, g, p)
       wakes = wakes + 1
     elseif lane_rate_wait(root, g) > 0 then
       -- Its rate window is spent: bench it so promote rings it when the window ends (an empty
@@ -169,9 +194,9 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 end
 
 local out = {}
-for i = 1, #ARGV, 9 do
+for i = 1, #ARGV, 10 do
   local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8])
+    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
   out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 
