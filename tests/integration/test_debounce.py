@@ -174,15 +174,17 @@ async def test_two_producer_processes_make_one_job(queue: Queue, valkey_url: str
 async def test_a_task_debounced_by_its_dedup_key(app: App) -> None:
     ran: list[Any] = []
 
-    @app.task(dedup="user", debounce=0.2)
+    # --8<-- [start:digest]
+    @app.task(dedup="user", debounce=5.0, debounce_max=60.0)
     async def digest(user: str, note: str) -> None:
         ran.append((user, note))
 
-    first = await digest.enqueue("ada", "one")
-    second = await digest.enqueue("ada", "two")
-    other = await digest.enqueue("cy", "one")
+    first = await digest.enqueue("ada", "one")  # scheduled 5 s out
+    second = await digest.enqueue("ada", "two")  # moved to 5 s from now; runs with "two"
+    other = await digest.enqueue("cy", "one")  # another key: another job
     assert (first.verdict.kind, second.verdict.kind) == ("scheduled", "debounced")
     assert second.id == first.id != other.id
+    # --8<-- [end:digest]
     pushed = await digest.using(debounce=30.0).enqueue("ada", "three")
     assert (pushed.verdict.kind, pushed.id) == ("debounced", first.id)
     with pytest.raises(InvalidArgument) as refused:
