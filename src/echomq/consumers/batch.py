@@ -51,6 +51,9 @@ class BatchShape(Protocol):
     @property
     def concurrency(self) -> int: ...
 
+    @property
+    def by_lane(self) -> bool: ...
+
 
 @dataclass(slots=True, eq=False)
 class _Batch:
@@ -133,7 +136,7 @@ class BatchConsumer:
                 )
             return None
         deadline = time.monotonic() + shape.max_wait
-        while len(batch.jobs) < shape.least and not self._stopping.is_set():
+        while len(batch.jobs) < shape.least and not shape.by_lane and not self._stopping.is_set():
             now = time.monotonic()
             if now >= deadline:
                 break
@@ -154,7 +157,9 @@ class BatchConsumer:
         room = min(self.batching.max_size - len(batch.jobs), MAX_BATCH)
         self.tally.claims += 1
         try:
-            outcome = await self.queue.claim_some(room, self.options.lease)
+            outcome = await self.queue.claim_some(
+                room, self.options.lease, one_lane=self.batching.by_lane
+            )
         except EchoMQError as exc:
             log.warning("%s: claim on %s failed: %s", self.name, self.queue.name, exc)
             await self._shift.sleep(min(self.options.beat, 1.0))

@@ -285,12 +285,14 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     # -- claim ---------------------------------------------------------------------------------
 
     async def claim_some(
-        self, n: int, lease: float = DEFAULT_LEASE
+        self, n: int, lease: float = DEFAULT_LEASE, *, one_lane: bool = False
     ) -> tuple[list[Job], bool] | Empty | RateLimited:
         """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
         consumer that sees ``False`` parks instead of spending a claim to learn it)."""
         lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
-        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH))
+        if type(one_lane) is not bool:
+            raise InvalidArgument("one_lane", one_lane, "must be True or False")
+        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH), one_lane)
         if claimed is None:
             return Empty()
         if isinstance(claimed, int):
@@ -310,11 +312,14 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         return outcome[0][0] if isinstance(outcome, tuple) else outcome
 
     async def claim_batch(
-        self, n: int, lease: float = DEFAULT_LEASE
+        self, n: int, lease: float = DEFAULT_LEASE, *, one_lane: bool = False
     ) -> list[Job] | Empty | RateLimited:
         """Lease up to ``n`` jobs on one lease, walking the ring as ``n`` single claims would:
-        each lane gives what is left of its turn (weights hold), clamped to every headroom."""
-        outcome = await self.claim_some(n, lease)
+        each lane gives what is left of its turn (weights hold), clamped to every headroom.
+        ``one_lane``: every job of one lane instead — the head lane whose turn it is gives up to
+        ``n`` (clamped to its ceiling and rates), as one claim of its turn; then the ring moves
+        on as after a single claim (a lane of weight w gives w such batches per visit)."""
+        outcome = await self.claim_some(n, lease, one_lane=one_lane)
         return outcome[0] if isinstance(outcome, tuple) else outcome
 
     # -- time ----------------------------------------------------------------------------------

@@ -41,12 +41,16 @@ class Batching:
     """How a batch task's batches are shaped. A worker claims up to ``max_size`` members on one
     lease; with fewer than ``min_size`` (default: ``max_size``) it waits up to ``max_wait``
     seconds for more, parked on the queue's wake list, then runs with what it has.
-    ``concurrency``: batches one worker runs at once (the next one gathers meanwhile)."""
+    ``concurrency``: batches one worker runs at once (the next one gathers meanwhile).
+    ``by_lane``: every batch holds one lane's jobs (one tenant per bulk insert or API call):
+    the lane whose turn it is gives up to ``max_size``, in one claim, and the batch runs with
+    that (no gathering across claims: the next claim may be another lane's)."""
 
     max_size: int
     max_wait: float
     min_size: int | None = None
     concurrency: int = 1
+    by_lane: bool = False
 
     def __post_init__(self) -> None:
         count(self.max_size, "max_size", maximum=MAX_BATCH_SIZE)
@@ -54,6 +58,8 @@ class Batching:
         if self.min_size is not None:
             count(self.min_size, "min_size", maximum=self.max_size)
         count(self.concurrency, "concurrency", maximum=MAX_BATCHES)
+        if type(self.by_lane) is not bool:
+            raise InvalidArgument("by_lane", self.by_lane, "must be True or False")
 
     @property
     def least(self) -> int:

@@ -2,6 +2,9 @@
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1] lease  ms the lease lasts (server clock), 1..86 400 000
 -- ARGV[2] want   most jobs to claim, 1..1000 (1 = claim; > 1 = claim_batch)
+-- ARGV[3] one    "1": a batch of one lane (the head lane whose turn it is gives up to `want`
+--                jobs, clamped to its ceiling, rate and the queue's, as one claim of its turn;
+--                the walk stops there); absent or "0": the walk below
 -- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
@@ -27,6 +30,7 @@
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
+local one_lane = ARGV[3] == '1'
 local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
@@ -141,7 +145,7 @@ local function walk(ring, turn, band)
       local seen = redis.call('HMGET', turn, 'group', 'served')
       if seen[1] == g then served = tonumber(seen[2]) end
     end
-    if take > 1 then
+    if take > 1 and not one_lane then
       ringlen = ringlen or redis.call('LLEN', ring)
       if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
     end
@@ -169,6 +173,8 @@ local function walk(ring, turn, band)
       redis.call('ZADD', active, deadline, id)
     end
     l.depth, l.leased = l.depth - n, l.leased + n
+    if one_lane then want = 0 end -- one lane's batch: the walk ends with this lane
+    local spent = one_lane and 1 or n -- a one-lane batch is one claim of the lane's turn
     if l.limit then l.active = l.active + n end
     local spent_budget = false
     if l.rmax then
@@ -187,9 +193,9 @@ local function walk(ring, turn, band)
     elseif banded and n == inband then
       -- Its jobs of this band are served: it goes on in its next head's band.
       move_band(g, head_band(root, g))
-    elseif l.weight > 1 and served + n < l.weight then
+    elseif l.weight > 1 and served + spent < l.weight then
       -- Its turn goes on (the batch is full): it stays at the head.
-      redis.call('HSET', turn, 'group', g, 'served', served + n)
+      redis.call('HSET', turn, 'group', g, 'served', served + spent)
     else
       if l.weight > 1 then redis.call('DEL', turn) end
       redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
