@@ -175,7 +175,7 @@ class Consumer:
             return self.tally
         # Subscribed before the first claim: a cancel of a job this consumer holds is heard.
         try:
-            await self.queue._cancels.open()
+            await self.queue.cancel_hub.open()
         except BaseException:
             await self._shift.end()
             raise
@@ -250,7 +250,7 @@ class Consumer:
             try:
                 await self._shift.end()
             finally:
-                await self.queue._cancels.release()
+                await self.queue.cancel_hub.release()
         return self.tally
 
     async def _claim(self, size: int) -> tuple[list[Job], bool] | Empty | RateLimited:
@@ -294,7 +294,7 @@ class Consumer:
     async def _execute(self, job: Job) -> None:
         try:
             abort = _abort.begin()
-            cancels = self.queue._cancels
+            cancels = self.queue.cancel_hub
             try:
                 cancels.hold(job.id, abort.request)
                 try:

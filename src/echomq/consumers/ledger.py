@@ -83,7 +83,7 @@ class Ledger:
         """Complete ``job`` with ``value`` as its result (kept while the queue's result_ttl
         lasts). Encoded here: ``InvalidArgument``, and nothing settled, when the queue's codec
         refuses it, so such a result fails its own attempt alone."""
-        self._settler.complete(job, self.queue._result_data(value))
+        self._settler.complete(job, self.queue.encode_result(value))
 
     def fail(
         self,

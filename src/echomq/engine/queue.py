@@ -123,7 +123,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self._listened = self._events.listened
         self._emit = self._events.emit
         self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)
-        self._cancels = CancelHub(wire, self.keys)
+        #: The queue's cancel subscription, shared by its consumers (opened by the first).
+        self.cancel_hub = CancelHub(wire, self.keys)
         self._owns_wire = False
 
     @classmethod
@@ -157,7 +158,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Give back the minter's node lease (when the queue made its minter) and close the
         wire (when :meth:`connect` opened it). Waits in progress raise :class:`Closed`."""
         await self._waiters.close()
-        await self._cancels.close()
+        await self.cancel_hub.close()
         if self._owns_minter:
             await self.minter.release()
         if self._owns_wire:

@@ -82,7 +82,7 @@ class _Lease:
     def __init__(self, router: Router, scripts: ScriptRegistry) -> None:
         self.router = router
         self.minter = _ids.Minter(0)
-        self.minter._lapse()  # no node until the first lease
+        self.minter.lapse()  # no node until the first lease
         self.owner = secrets.token_hex(16)
         self._script = scripts["node"]
         self._ttl_ms = ms(_LEASE_TTL, "ttl", positive=True)
@@ -135,7 +135,7 @@ class _Lease:
                     "all 1024 id nodes of this deployment are leased by live minters"
                 ) from None
             raise
-        self.minter._grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
+        self.minter.grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
         self._held = True
         self._renew_at = sent + _LEASE_TTL / 3
         if int(floor) + self._ttl_ms > ceiling:
@@ -144,9 +144,9 @@ class _Lease:
     def _renew(self) -> bool:
         sent, ceiling = time.monotonic(), self._ceiling()
         if not self._call("renew", self.minter.node, ceiling):
-            self.minter._lapse()
+            self.minter.lapse()
             return False
-        self.minter._grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
+        self.minter.grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
         self._renew_at = sent + _LEASE_TTL / 3
         return True
 
@@ -154,7 +154,7 @@ class _Lease:
         with self._lock:
             if not self._held:
                 return
-            self.minter._lapse()
+            self.minter.lapse()
             self._held = False
             with contextlib.suppress(EchoMQError):  # unreachable: the lease ends by itself
                 self._call("release", self.minter.node, max(self.minter.last_ts(), 0))

@@ -73,7 +73,7 @@ class FlowHandle(Handle[R]):
     __slots__ = ("ids",)
 
     def __init__(self, handle: Handle[R], ids: FlowIds) -> None:
-        super().__init__(handle.task, handle.verdict, handle._queue, handle._info, handle._lines)
+        super().__init__(handle.task, handle.verdict, handle.queue, handle.ran, handle.ran_lines)
         self.ids = ids
 
 
