@@ -286,6 +286,13 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "(the newest max decide; at most 2 * max kept; no expiry: one bounded key per queue)",
     ),
     KeyShape(
+        QUEUE_ROOT + "served",
+        "HASH",
+        "Keyspace.served",
+        "the queue's measured claim rate for ETAs: rate (claims/s, decayed with a 5 s time "
+        "constant) as of at (ms), since (ms this spell of claiming began); expires a minute idle",
+    ),
+    KeyShape(
         QUEUE_ROOT + "events",
         "channel",
         "Keyspace.events",
@@ -475,6 +482,7 @@ class Keyspace:
     fsync: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)
     claims: str = field(init=False, repr=False)
+    served: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)

@@ -736,3 +736,17 @@ local function reap_expired(root, limit, max_stalled, now)
   announce(root, ended)
   return {recovered, dead}
 end
+
+-- The queue's measured service rate, for ETAs (eta.lua reads it): `served` holds `rate`, an
+-- exponentially decayed count of claims in claims/s (time constant 5 s: eta.SERVED_TAU) as of
+-- `at`, and `since`, when this spell of claiming began (the key expires after a minute idle).
+-- O(1), once per claim call.
+local function served(root, now, n)
+  local key = root .. 'served'
+  local s = redis.call('HMGET', key, 'rate', 'at', 'since')
+  local rate = 0
+  if s[1] then rate = tonumber(s[1]) * math.exp((tonumber(s[2]) - now) / 5000) end
+  redis.call('HSET', key, 'rate', tostring(rate + n / 5), 'at', now,
+    'since', s[3] or now)
+  redis.call('PEXPIRE', key, 60000)
+end

@@ -170,5 +170,6 @@ for g, l in pairs(lanes) do
   if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
 end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
+served(root, now, taken)
 if left and redis.call('LLEN', ring) == 0 then out[2] = 0 end
 return out
