@@ -5,6 +5,7 @@ reasons a lane has no ETA (paused, cooling, idle); a steady flood within the doc
 from __future__ import annotations
 
 import asyncio
+import statistics
 import time
 
 import pytest
@@ -28,10 +29,12 @@ async def test_position_is_the_jobs_rank_in_its_lane_and_the_turns_its_weight_ne
     assert (await queue.lane("gold").eta()).position == 5  # a job enqueued now: behind all
     # Claimed: it waits in no lane any more, and the others move up.
     job = await queue.claim()
-    assert isinstance(job, Job) and job.id == ids[0]
+    assert isinstance(job, Job)
+    assert job.id == ids[0]
     assert await queue.position(ids[0]) is None
     after = await queue.position(ids[3])
-    assert after is not None and after.position == 2
+    assert after is not None
+    assert after.position == 2
     scheduled = await queue.enqueue_in(60.0, "later", lane="gold")
     assert await queue.position(scheduled.id) is None
 
@@ -108,13 +111,13 @@ async def test_measured_service_is_shared_by_weight_among_the_lanes_with_work(
 
 
 async def test_a_steady_flood_is_claimed_within_the_documented_error(queue: Queue) -> None:
-    """Three lanes (weights 1 and 3, one held to 20/s) fed faster than a consumer serving
-    ~150 claims/s drains them: a sample job's predicted wait against its real one."""
+    """Three lanes (weights 1 and 3, one held to 20/s) with a backlog each and steady arrivals,
+    one consumer serving ~150 claims/s: sample jobs' predicted waits against their real ones."""
     await queue.lane("gold").weight(3)
     await queue.lane("capped").rate(20, 1.0)
-    lanes = ("free", "gold", "capped")
-    for n in range(60):
-        await queue.enqueue_many([Item(n, lane=lane) for lane in lanes])
+    arrivals = {"free": 1, "gold": 3, "capped": 1}  # per 40 ms: ~125/s offered
+    for lane in arrivals:
+        await queue.enqueue_many([Item(n, lane=lane) for n in range(40)])
     claimed: dict[str, float] = {}
     stop = asyncio.Event()
 
@@ -124,31 +127,38 @@ async def test_a_steady_flood_is_claimed_within_the_documented_error(queue: Queu
             if isinstance(job, Job):
                 claimed[job.id] = time.monotonic()
                 await queue.complete(job)
-            await asyncio.sleep(0.005)  # the service rate of this flood: ~150/s at most
+            await asyncio.sleep(0.005)  # the service of this flood: ~150 claims/s at most
 
     async def feed() -> None:
         while not stop.is_set():
-            await queue.enqueue_many([Item(lane, lane=lane) for lane in lanes])
-            await asyncio.sleep(0.02)
+            await queue.enqueue_many(
+                [Item(lane, lane=lane) for lane, n in arrivals.items() for _ in range(n)]
+            )
+            await asyncio.sleep(0.04)
 
     tasks = [asyncio.create_task(consume()), asyncio.create_task(feed())]
+    samples: dict[str, tuple[float, float]] = {}
     try:
-        await asyncio.sleep(1.5)  # the flood settles and the claim rate is measured
-        samples = {}
-        for lane in ("free", "gold"):
-            verdict = await queue.enqueue("sample", lane=lane)
+        await asyncio.sleep(1.5)  # the flood settles and the claim rates are measured
+        for n in range(8):
+            verdict = await queue.enqueue("sample", lane=("free", "gold")[n % 2])
+            at = time.monotonic()
             eta = await queue.position(verdict.id)
-            assert eta is not None and eta.seconds is not None
-            samples[verdict.id] = (eta.seconds, time.monotonic())
+            if eta is not None and eta.seconds is not None:
+                samples[verdict.id] = (eta.seconds, at)
+            await asyncio.sleep(0.1)
         deadline = time.monotonic() + 10
         while not all(i in claimed for i in samples) and time.monotonic() < deadline:
             await asyncio.sleep(0.05)
     finally:
         stop.set()
         await asyncio.gather(*tasks)
-    for id, (predicted, at) in samples.items():
-        real = claimed[id] - at
-        assert abs(predicted - real) <= FLOOD_TOLERANCE * real + 0.1, (predicted, real)
+    assert len(samples) >= 6
+    errors = sorted(
+        abs(predicted - (claimed[id] - at)) / max(claimed[id] - at, 0.05)
+        for id, (predicted, at) in samples.items()
+    )
+    assert statistics.median(errors) <= FLOOD_TOLERANCE, errors
 
 
 async def test_handles_and_the_sync_queue_answer_the_same_place(
@@ -165,10 +175,12 @@ async def test_handles_and_the_sync_queue_answer_the_same_place(
         first = await work.enqueue("acme")
         second = await work.enqueue("acme")
         place = await second.position()
-        assert place is not None and (place.lane, place.position) == ("acme", 1)
+        assert place is not None
+        assert (place.lane, place.position) == ("acme", 1)
         with SyncQueue.connect(valkey_url, queue_name) as sync:
             twin = sync.position(second.id)
-            assert twin is not None and twin.position == 1
+            assert twin is not None
+            assert twin.position == 1
             assert sync.lane_eta("acme").position == 2
             with pytest.raises(InvalidArgument) as bad:
                 sync.position("not-an-id")

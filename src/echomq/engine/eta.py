@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Final, Literal
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, NamedTuple
 
 from echomq.engine.checks import text
 from echomq.engine.policies import parse_rate
@@ -55,18 +55,28 @@ class Eta:
 @dataclass(frozen=True, slots=True)
 class LaneLoad:
     """One lane as the model sees it: work left, weight, and the caps on its rate (claims/s,
-    None = none): ``rate_cap`` from its rate budget, ``ceiling_cap`` from its ceiling."""
+    None = none): ``rate_cap`` from its rate budget, ``ceiling_cap`` from its ceiling.
+    ``keeps``: the claims/s it goes on taking once its backlog is served (a lane that keeps up
+    with its arrivals; 0: it leaves the ring), ``demand_cap`` that demand in force."""
 
     lane: str
     left: float
     weight: int
     rate_cap: float | None = None
     ceiling_cap: float | None = None
+    keeps: float = 0.0
+    demand_cap: float | None = None
 
     @property
     def cap(self) -> float:
-        caps = [c for c in (self.rate_cap, self.ceiling_cap) if c is not None]
+        caps = [c for c in (self.rate_cap, self.ceiling_cap, self.demand_cap) if c is not None]
         return min(caps) if caps else math.inf
+
+    def served(self) -> LaneLoad | None:
+        """The lane once its backlog is served: still taking what it keeps, or gone."""
+        if self.keeps <= 0:
+            return None
+        return replace(self, left=math.inf, keeps=0.0, demand_cap=self.keeps)
 
     def bound(self, rate: float) -> Bound:
         """What holds the lane at ``rate``."""
@@ -77,14 +87,19 @@ class LaneLoad:
         return "share"
 
 
-def service_rate(raw: Any, at_ms: int, since_ms: int, now_ms: int) -> float:
-    """The queue's claims per second now, from the decayed count the claim keeps: decayed to
-    ``now`` and, while younger than the time constant, scaled up for the time it has run."""
-    if raw in (None, b"", ""):
+def service_rate(raw: Any, now_ms: int) -> float:
+    """Claims per second now, from a measured rate as the claim keeps it (``rate:at:since``,
+    see ``served_value`` in _lib.lua): decayed to ``now`` and, while younger than the time
+    constant, scaled up for the time it has run. 0.0 for none."""
+    value = "" if raw is None else text(raw)
+    if not value:
         return 0.0
-    rate = float(text(raw)) * math.exp((at_ms - now_ms) / (SERVED_TAU * 1000))
-    age = max((now_ms - since_ms) / 1000, SERVED_WARMUP)
-    return rate / (1 - math.exp(-age / SERVED_TAU))
+    rate, at, since = (float(part) for part in value.split(":"))
+    if now_ms - at >= 60_000:
+        return 0.0  # a spell a minute gone: the claim drops it
+    decayed = rate * math.exp((at - now_ms) / (SERVED_TAU * 1000))
+    age = max((now_ms - since) / 1000, SERVED_WARMUP)
+    return decayed / (1 - math.exp(-age / SERVED_TAU))
 
 
 def shares(loads: Sequence[LaneLoad], mu: float) -> list[float]:
@@ -109,61 +124,105 @@ def shares(loads: Sequence[LaneLoad], mu: float) -> list[float]:
     return rates
 
 
-def drain(loads: Sequence[LaneLoad], mu: float, target: int) -> tuple[float | None, float]:
-    """Seconds until lane ``loads[target]`` has served its ``left`` (fluid, phase by phase: a
-    lane that empties gives its share to the rest) and its rate in the first phase. None when
-    it gets no finite rate (nothing measured and nothing caps it, or a rate of 0)."""
-    live = [i for i, load in enumerate(loads) if load.left > 0 or i == target]
-    left = {i: loads[i].left for i in live}
-    first: float | None = None
+def _run(
+    loads: Sequence[LaneLoad], mu: float, until: int | None
+) -> tuple[list[float | None], list[float]]:
+    """The fluid model: phase by phase, the lanes share ``mu`` (:func:`shares`); at the end of
+    a phase the next lane's backlog is served, and it leaves (or keeps taking its arrivals,
+    :meth:`LaneLoad.served`). Each lane's seconds until its ``left`` is served (None: never at
+    a finite rate) and its rate in the first phase; ``until``: stop once that lane is served."""
+    live = list(loads)
+    first = shares(live, mu)
+    done: list[float | None] = [0.0 if load.left <= 0 else None for load in loads]
+    index = [i for i, load in enumerate(loads) if load.left > 0]
+    live = [loads[i] for i in index]
+    left = [load.left for load in live]
     elapsed = 0.0
     for phase in range(MAX_PHASES + 1):
-        rates = dict(zip(live, shares([loads[i] for i in live], mu), strict=True))
-        mine = rates[target]
-        if first is None:
-            first = mine
-            if left[target] <= 0:
-                return 0.0, first
-        if not 0 < mine < math.inf:
-            return None, first
-        finish = left[target] / mine
-        # The next lane to empty; an uncapped lane's infinite rate (nothing measured) empties
-        # it at once: it takes no time from the others.
-        step = min(left[i] / r for i, r in rates.items() if r > 0)
-        if finish <= step or phase == MAX_PHASES:
-            return elapsed + finish, first
+        if until is not None and done[until] is not None:
+            break
+        rates = shares(live, mu)
+        due = {n for n, r in enumerate(rates) if r > 0 and math.isfinite(left[n])}
+        if not due:
+            break
+        step = min(left[n] / rates[n] for n in due)
+        if phase == MAX_PHASES or not math.isfinite(step):
+            # Out of phases: the rest at the rates of this one.
+            for n in due:
+                if math.isfinite(rates[n]) and done[index[n]] is None:
+                    done[index[n]] = elapsed + left[n] / rates[n]
+            break
         elapsed += step
-        live = [i for i in live if i == target or left[i] - rates[i] * step > 1e-9]
-        left = {i: left[i] - rates[i] * step for i in live}
-    raise AssertionError("unreachable: the last phase answers")
+        keep: list[int] = []
+        for n in range(len(live)):
+            if n in due:
+                left[n] -= rates[n] * step if math.isfinite(rates[n]) else left[n]
+            if left[n] > 1e-9:
+                keep.append(n)
+                continue
+            if done[index[n]] is None:
+                done[index[n]] = elapsed if math.isfinite(rates[n]) else None
+            after = live[n].served()
+            if after is not None and index[n] != until:
+                live[n], left[n] = after, math.inf
+                keep.append(n)
+        index = [index[n] for n in keep]
+        live = [live[n] for n in keep]
+        left = [left[n] for n in keep]
+    return done, first
+
+
+def drain(loads: Sequence[LaneLoad], mu: float, target: int) -> tuple[float | None, float]:
+    """Seconds until lane ``loads[target]`` has served its ``left`` and its rate in the first
+    phase (:func:`_run`)."""
+    done, first = _run(loads, mu, target)
+    return done[target], first[target]
 
 
 def drain_all(loads: Sequence[LaneLoad], mu: float) -> list[tuple[float | None, float]]:
-    """:func:`drain` for every lane at once, in one run of the model: each lane's seconds
-    until its ``left`` is served (None: no finite rate) and its rate in the first phase."""
-    first = shares(loads, mu)
-    done: list[float | None] = [0.0 if load.left <= 0 else None for load in loads]
-    live = [i for i, load in enumerate(loads) if load.left > 0]
-    left = {i: loads[i].left for i in live}
-    elapsed = 0.0
-    for phase in range(MAX_PHASES + 1):
-        rates = dict(zip(live, shares([loads[i] for i in live], mu), strict=True))
-        live = [i for i in live if 0 < rates[i]]  # no rate: never served
-        if not live:
-            break
-        step = min(left[i] / rates[i] for i in live)
-        if phase == MAX_PHASES or not math.isfinite(step):
-            for i in live:
-                if math.isfinite(rates[i]):
-                    done[i] = elapsed + left[i] / rates[i]
-            break
-        elapsed += step
-        for i in live:
-            left[i] -= rates[i] * step if math.isfinite(rates[i]) else left[i]
-            if left[i] <= 1e-9:
-                done[i] = elapsed if math.isfinite(rates[i]) else None
-        live = [i for i in live if left[i] > 1e-9]
+    """:func:`drain` for every lane at once, in one run of the model."""
+    done, first = _run(loads, mu, None)
     return list(zip(done, first, strict=True))
+
+
+class _Row(NamedTuple):
+    """One lane of ``eta.lua``'s answer, decoded."""
+
+    lane: str
+    depth: int
+    weight: int
+    limit: int
+    leased: int
+    rate_cap: float | None
+    paused: bool
+    cooling: bool
+    measured: float
+
+    @property
+    def serving(self) -> bool:
+        """On the ring or back on it by itself (a spent rate budget): it takes a share."""
+        return not (self.paused or self.cooling)
+
+    def load(self, left: int, run: float | None) -> LaneLoad:
+        """The lane as the model sees it, ``left`` jobs to serve; ``run`` the mean run time."""
+        # A lane served lately keeps its pace once its backlog is served (a steady flood:
+        # its arrivals go on); a lane with no measured claims leaves the ring when served.
+        keeps = self.measured
+        ceiling = None
+        if self.limit and self.depth and self.leased >= self.limit - 1 and self.measured > 0:
+            # At (or a settle from) its ceiling with work waiting: what it was served is what
+            # its ceiling lets through, the gap between a settle and its next claim included.
+            ceiling = self.measured
+        elif self.limit and run:
+            ceiling = self.limit / run
+        return LaneLoad(
+            self.lane,
+            left,
+            self.weight,
+            rate_cap=self.rate_cap,
+            ceiling_cap=ceiling,
+            keeps=keeps,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,25 +234,27 @@ class _Read:
     queue_paused: bool
     mu: float
     run: float | None
-    rows: list[tuple[str, int, int, int, float | None, bool, bool]]
+    rows: list[_Row]
 
 
 def _read(reply: list[Any]) -> _Read:
-    now, leased = int(reply[6]), int(reply[7])
-    mu = service_rate(reply[3], int(reply[4]), int(reply[5]), now)
+    now, leased = int(reply[4]), int(reply[5])
+    mu = service_rate(reply[3], now)
     rows = []
-    for i in range(8, len(reply), 8):
-        name, depth, weight, limit, _leased, raw_rate, paused, cool = reply[i : i + 8]
+    for i in range(6, len(reply), 9):
+        name, depth, weight, limit, leased_here, raw_rate, paused, cool, measured = reply[i : i + 9]
         rate = parse_rate(raw_rate)
         rows.append(
-            (
+            _Row(
                 text(name),
                 int(depth),
                 int(weight),
                 int(limit),
+                int(leased_here),
                 None if rate is None else rate.max / rate.window,
                 bool(int(paused)),
                 int(cool) > 0,
+                service_rate(measured, now),
             )
         )
     # Little's law over the queue: leased jobs = claims/s x mean run time.
@@ -201,62 +262,51 @@ def _read(reply: list[Any]) -> _Read:
     return _Read(text(reply[0]), int(reply[1]), bool(int(reply[2])), mu, run, rows)
 
 
-def _load(
-    row: tuple[str, int, int, int, float | None, bool, bool], left: int, run: float | None
-) -> LaneLoad:
-    name, _depth, weight, limit, rate_cap, _paused, _cooling = row
-    ceiling = limit / run if limit and run else None
-    return LaneLoad(name, left, weight, rate_cap=rate_cap, ceiling_cap=ceiling)
-
-
 def _eta(
-    lane: str,
+    row: _Row,
     ahead: int,
-    weight: int,
     why: Bound | None,
     found: tuple[float | None, float],
     mu: float,
     load: LaneLoad,
 ) -> Eta:
-    turns = ahead // max(weight, 1) + 1
+    turns = ahead // max(row.weight, 1) + 1
     if why is not None:
-        return Eta(lane, ahead, turns, None, None, why, mu)
+        return Eta(row.lane, ahead, turns, None, None, why, mu)
     seconds, rate = found
     if seconds is None or not math.isfinite(rate):
-        return Eta(lane, ahead, turns, None if ahead else 0.0, None, "idle", mu)
-    return Eta(lane, ahead, turns, seconds, rate, load.bound(rate), mu)
+        return Eta(row.lane, ahead, turns, None if ahead else 0.0, None, "idle", mu)
+    return Eta(row.lane, ahead, turns, seconds, rate, load.bound(rate), mu)
 
 
-def _why(queue_paused: bool, paused: bool, cooling: bool) -> Bound | None:
-    if queue_paused or paused:
+def _why(queue_paused: bool, row: _Row) -> Bound | None:
+    if queue_paused or row.paused:
         return "paused"
-    return "cooling" if cooling else None
+    return "cooling" if row.cooling else None
 
 
 def estimate(reply: list[Any]) -> Eta:
     """``eta.lua``'s answer for one job or lane (not nil) as an :class:`Eta`."""
     read = _read(reply)
-    # Lanes off the ring (paused, cooling) take no share; the job's lane is row 0.
-    rows = [read.rows[0], *(r for r in read.rows[1:] if not (r[5] or r[6]))]
-    loads = [_load(r, read.ahead if n == 0 else r[1], read.run) for n, r in enumerate(rows)]
-    me = read.rows[0]
-    why = _why(read.queue_paused, me[5], me[6])
+    me = read.rows[0]  # the job's lane; the others off the ring take no share
+    loads = [me.load(read.ahead, read.run)]
+    loads += [r.load(r.depth, read.run) for r in read.rows[1:] if r.serving]
+    why = _why(read.queue_paused, me)
     found = drain(loads, read.mu, 0) if why is None else (None, 0.0)
-    return _eta(read.lane, read.ahead, me[2], why, found, read.mu, loads[0])
+    return _eta(me, read.ahead, why, found, read.mu, loads[0])
 
 
 def estimate_all(reply: list[Any]) -> dict[str, Eta]:
     """``eta.lua``'s answer for every lane (no job) as each lane's :class:`Eta` for a job
     enqueued on it now, from one run of the model."""
     read = _read(reply)
-    serving = [r for r in read.rows if not (r[5] or r[6])]
-    loads = [_load(r, r[1], read.run) for r in serving]
-    found = dict(zip((r[0] for r in serving), drain_all(loads, read.mu), strict=True))
+    serving = [r for r in read.rows if r.serving]
+    loads = [r.load(r.depth, read.run) for r in serving]
+    found = dict(zip((r.lane for r in serving), drain_all(loads, read.mu), strict=True))
     by_name = {load.lane: load for load in loads}
     out: dict[str, Eta] = {}
     for row in read.rows:
-        name, depth, weight = row[0], row[1], row[2]
-        why = _why(read.queue_paused, row[5], row[6])
-        load = by_name.get(name) or _load(row, depth, read.run)
-        out[name] = _eta(name, depth, weight, why, found.get(name, (None, 0.0)), read.mu, load)
+        load = by_name.get(row.lane) or row.load(row.depth, read.run)
+        why = _why(read.queue_paused, row)
+        out[row.lane] = _eta(row, row.depth, why, found.get(row.lane, (None, 0.0)), read.mu, load)
     return out

@@ -287,10 +287,17 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     ),
     KeyShape(
         QUEUE_ROOT + "served",
-        "HASH",
+        "STRING",
         "Keyspace.served",
-        "the queue's measured claim rate for ETAs: rate (claims/s, decayed with a 5 s time "
-        "constant) as of at (ms), since (ms this spell of claiming began); expires a minute idle",
+        'the queue\'s measured claim rate for ETAs: "rate:at:since" (claims/s decayed with a 5 s '
+        "time constant, as of server ms at; since: the ms this spell began); expires a minute idle",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "gserved",
+        "HASH",
+        "Keyspace.gserved",
+        'group -> its lane\'s measured claim rate for ETAs, "rate:at:since" as served; a field a '
+        "minute old is dropped by a later claim",
     ),
     KeyShape(
         QUEUE_ROOT + "events",
@@ -483,6 +490,7 @@ class Keyspace:
     limiter: str = field(init=False, repr=False)
     claims: str = field(init=False, repr=False)
     served: str = field(init=False, repr=False)
+    gserved: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)

@@ -24,6 +24,7 @@ from echomq.engine.checks import (
 )
 from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
+from echomq.engine.eta import Eta
 from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
@@ -40,7 +41,6 @@ from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
 from echomq.engine.producer import Batch, Item, admission_verdict
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
-from echomq.engine.eta import Eta
 from echomq.engine.reads import Reads
 from echomq.engine.results import (
     Counts,

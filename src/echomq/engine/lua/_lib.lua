@@ -737,16 +737,18 @@ local function reap_expired(root, limit, max_stalled, now)
   return {recovered, dead}
 end
 
--- The queue's measured service rate, for ETAs (eta.lua reads it): `served` holds `rate`, an
--- exponentially decayed count of claims in claims/s (time constant 5 s: eta.SERVED_TAU) as of
--- `at`, and `since`, when this spell of claiming began (the key expires after a minute idle).
--- O(1), once per claim call.
-local function served(root, now, n)
-  local key = root .. 'served'
-  local s = redis.call('HMGET', key, 'rate', 'at', 'since')
-  local rate = 0
-  if s[1] then rate = tonumber(s[1]) * math.exp((tonumber(s[2]) - now) / 5000) end
-  redis.call('HSET', key, 'rate', tostring(rate + n / 5), 'at', now,
-    'since', s[3] or now)
-  redis.call('PEXPIRE', key, 60000)
+-- A measured claim rate, for ETAs (eta.lua reads them): "rate:at:since" after `n` more claims
+-- at `now`, from the stored `old` (nil: none). `rate` is an exponentially decayed count of
+-- claims in claims/s (time constant 5 s: eta.SERVED_TAU) as of server ms `at`; `since` the ms
+-- this spell of claiming began (a minute idle starts a new one). The claim keeps one for the
+-- queue (`served`, once per call) and one per lane (`gserved`, once per lane visit): O(1).
+local function served_value(old, now, n)
+  local rate, since = 0, now
+  if old then
+    local r, at, from = string.match(old, '^([^:]+):([^:]+):([^:]+)$')
+    if now - tonumber(at) < 60000 then
+      rate, since = tonumber(r) * math.exp((tonumber(at) - now) / 5000), from
+    end
+  end
+  return (rate + n / 5) .. ':' .. now .. ':' .. since
 end

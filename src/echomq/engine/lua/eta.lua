@@ -3,16 +3,16 @@
 -- ARGV[1] job   the job id whose place to read; "" = a job enqueued now on lane ARGV[2]
 -- ARGV[2] lane  the lane, when ARGV[1] is ""; both "": no job, every lane (for a listing)
 -- Returns nil when the job waits in no lane (unknown, scheduled, leased or finished); else
---   {lane, ahead, queue paused (0/1), served rate (claims/s as of `at`, "" = none), served at
---   ms, served since ms, now ms, leased jobs of the queue, then 8 fields per lane with pending
---   work (and the job's lane first): lane, depth, weight, ceiling (0 = none), leased, rate
---   ("max:window[:smooth]" or ""), paused (0/1), cooling left ms (0 = not cooling)}.
+--   {lane, ahead, queue paused (0/1), queue's measured rate ("rate:at:since", "" = none), now
+--   ms, leased jobs of the queue, then 9 fields per lane with pending work (the job's lane
+--   first): lane, depth, weight, ceiling (0 = none), leased, rate ("max:window[:smooth]" or
+--   ""), paused (0/1), cooling left ms (0 = not cooling), measured rate ("" = none)}.
 -- `ahead` is the job's rank in its lane (ZRANK: right for any score order), or the lane's depth
 -- for a new job. The lanes come from `lanes` (non-empty lanes): O(lanes) fields, O(log n) per
 -- lane, never a scan of a lane's jobs.
 local root = KEYS[1]
 local id, g = ARGV[1], ARGV[2]
-local ahead
+local ahead = 0
 if id ~= '' then
   local fields = redis.call('HMGET', root .. 'job:' .. id, 'state', 'group')
   if fields[1] ~= 'pending' or not fields[2] then return nil end
@@ -21,13 +21,10 @@ if id ~= '' then
   if not ahead then return nil end
 elseif g ~= '' then
   ahead = redis.call('ZCARD', lane_of(root, g))
-else
-  ahead = 0
 end
 local now = now_ms()
 local meta = redis.call('HMGET', root .. 'meta', 'paused', 'dlimit', 'dweight', 'drate')
-local s = redis.call('HMGET', root .. 'served', 'rate', 'at', 'since')
-local out = {g, ahead, meta[1] and 1 or 0, s[1] or '', s[2] or 0, s[3] or 0, now,
+local out = {g, ahead, meta[1] and 1 or 0, redis.call('GET', root .. 'served') or '', now,
   redis.call('ZCARD', root .. 'active')}
 local function add(lane)
   out[#out + 1] = lane
@@ -40,6 +37,7 @@ local function add(lane)
   -- Read here, not by lane_cool_wait: a pure read drops no ended cool.
   local cool = tonumber(redis.call('HGET', root .. 'cooling', lane) or '0')
   out[#out + 1] = cool > now and cool - now or 0
+  out[#out + 1] = redis.call('HGET', root .. 'gserved', lane) or ''
 end
 if g ~= '' then add(g) end
 for _, lane in ipairs(redis.call('SMEMBERS', root .. 'lanes')) do
