@@ -5,12 +5,16 @@ reasons a lane has no ETA (paused, cooling, idle); a steady flood within the doc
 from __future__ import annotations
 
 import asyncio
+import json
 import statistics
 import time
 
 import pytest
 
 from echomq import App, InvalidArgument, Item, Job, Queue, SyncQueue
+from echomq.cli import main
+from echomq.engine.snapshot import read_snapshot
+from echomq.metrics import Metrics
 
 #: The relative error the docs state for a steady flood (docs/guides/where-a-tenant-stands.md).
 FLOOD_TOLERANCE = 0.35
@@ -200,3 +204,31 @@ async def test_bad_arguments_are_refused_naming_them(queue: Queue) -> None:
     with pytest.raises(InvalidArgument) as lane:
         queue.lane("")
     assert "lane" in lane.value.argument or "group" in lane.value.argument
+
+
+async def test_the_cli_dashboard_snapshot_and_metrics_show_each_lanes_eta(
+    queue: Queue, valkey_url: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    async def cli(*argv: str) -> str:
+        capsys.readouterr()
+        assert await asyncio.to_thread(main, ["--url", valkey_url, *argv]) == 0
+        return capsys.readouterr().out
+
+    await queue.lane("slow").rate(4, 1.0)
+    await queue.enqueue_many([Item(n, lane="slow") for n in range(6)] + [Item(0, lane="held")])
+    await queue.lane("held").pause()
+    lanes = {lane["group"]: lane for lane in json.loads(await cli("--json", "lanes", queue.name))}
+    assert lanes["slow"]["eta"] == {"position": 6, "seconds": 1.5, "rate": 4.0, "bound": "rate"}
+    assert lanes["held"]["eta"]["bound"] == "paused"
+    assert lanes["held"]["eta"]["seconds"] is None
+    table = await cli("lanes", queue.name)
+    assert "1.50s (rate)" in table
+    assert "- (paused)" in table
+    snap = (await read_snapshot(queue, dead=0)).as_json()  # what the dashboard serves
+    shown = {lane["group"]: lane["eta"] for lane in snap["lanes"]}
+    assert shown["slow"]["seconds"] == 1.5
+    assert snap["service_rate"] == 0.0
+    text = (await Metrics([queue]).render()).decode()
+    assert f'echomq_lane_eta_seconds{{lane="slow",queue="{queue.name}"}} 1.5' in text
+    assert 'echomq_lane_eta_seconds{lane="held"' not in text  # no estimate: no sample
+    assert f'echomq_service_rate{{queue="{queue.name}"}} 0.0' in text
