@@ -1,10 +1,10 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, Django views, per-tenant
-rates, cooling a lane, results, progress and logs, abort, flows, ordered lanes, batch tasks,
-periodic tasks, the dashboard mounted in an ASGI app, and the documentation site's programs
-(the quickstart with a real ``echomq worker``, the fair worker, a raw consumer, token buckets,
-scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a docs page include
-an example only if this file names it."""
+rates, cooling a lane, a tenant's ETA, results, progress and logs, abort, flows, ordered lanes,
+batch tasks, periodic tasks, the dashboard mounted in an ASGI app, and the documentation site's
+programs (the quickstart with a real ``echomq worker``, the fair worker, a raw consumer, token
+buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a docs page
+include an example only if this file names it."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         *("email", "rates-demo", "results-demo", "progress-demo", "batch-demo", "periodic-demo"),
         *("abort-demo", "flows-demo", "flows-demo-media", "quickstart", "fair-demo"),
         *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
-        *("sync-demo", "ordered-demo", "sms-demo", "mail-demo", "cooling-demo"),
+        *("sync-demo", "ordered-demo", "sms-demo", "mail-demo", "cooling-demo", "eta-demo"),
     )
 
 
@@ -157,6 +157,16 @@ async def test_cooling_holds_only_the_throttled_tenant_and_spends_no_attempt(
     assert out[:3] == ["zen 0 before the cool", "zen 1 before the cool", "zen 2 before the cool"]
     # Both of acme's were in hand at the 429 (one claim took the lanes' heads): both cooled.
     assert out[3:] == ["acme 0 after the cool", "acme 1 after the cool", "cooled 2, dead 0"]
+
+
+async def test_tenant_eta_shows_each_tenants_place_and_wait(valkey_url: str, clean: None) -> None:
+    out = run("tenant_eta.py", valkey_url).splitlines()
+    # No worker ran yet: acme's wait is its rate's alone, exactly; zen's lane is paused.
+    assert out == [
+        "acme's last job: 9 ahead, ~1.8 s (rate)",
+        "a new job for acme: 10 ahead, ~2.0 s (rate)",
+        "a new job for zen: 1 ahead, no estimate (paused)",
+    ]
 
 
 async def test_results_example_reads_a_result_and_a_failure(valkey_url: str, clean: None) -> None:
