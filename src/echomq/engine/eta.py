@@ -1,10 +1,11 @@
 """Where a job stands: its place in its lane and an estimate of its wait until a claim.
 
 ``eta.lua`` reads, in one pure step, the job's rank in its lane, every lane with pending work
-(depth, weight, ceiling, rate, paused, cooling) and the queue's measured service rate (the
-``served`` hash the claim keeps). :func:`estimate` turns that into an :class:`Eta` with a fluid
-model of the ring: the lanes share the service rate by weight, each capped by its rate budget
-and by its ceiling over the mean run time, a lane that empties hands its share to the others
+(depth, weight, ceiling, rate, paused, cooling, measured claim rate) and the queue's measured
+service rate (``served`` and ``rates``, kept by the claim: ``count_claims`` in _lib.lua).
+:func:`estimate` turns that into an :class:`Eta` with a fluid model of the ring: the lanes
+share the service rate by weight, each capped by its rate budget and by its ceiling, a lane
+that empties hands its share to the others unless it was served lately
 (docs/guides/where-a-tenant-stands.md argues the model and states its measured error).
 """
 
@@ -18,7 +19,8 @@ from typing import Any, Final, Literal, NamedTuple
 from echomq.engine.checks import text
 from echomq.engine.policies import parse_rate
 
-#: Seconds: the time constant of the claim rate the engine measures (``served`` in _lib.lua).
+#: Seconds: the time constant of the claim rates the engine measures (``count_claims``,
+#: _lib.lua).
 SERVED_TAU: Final = 5.0
 #: A measurement younger than this is scaled up as if this old: one claim is no rate.
 SERVED_WARMUP: Final = 1.0
@@ -87,19 +89,26 @@ class LaneLoad:
         return "share"
 
 
-def service_rate(raw: Any, now_ms: int) -> float:
-    """Claims per second now, from a measured rate as the claim keeps it (``rate:at:since``,
-    see ``served_value`` in _lib.lua): decayed to ``now`` and, while younger than the time
-    constant, scaled up for the time it has run. 0.0 for none."""
+def measured_rate(raw: Any, pending: int, last_ms: int, now_ms: int) -> float:
+    """Claims per second now, from a rate the claim folded (``rate:at:since``, "" for none;
+    ``count_claims`` in _lib.lua) and the ``pending`` claims counted since ``last_ms``, when
+    the counting began (spread evenly over the time since); while the measurement is younger
+    than the time constant, scaled up for the time it has run. 0.0 for none."""
     value = "" if raw is None else text(raw)
-    if not value:
+    rate, since = 0.0, float(last_ms)
+    if value:
+        folded, at, began = (float(part) for part in value.split(":"))
+        if now_ms - at < 60_000:  # else a spell a minute gone
+            rate, since = folded * math.exp((at - now_ms) / (SERVED_TAU * 1000)), began
+    span = (now_ms - last_ms) / 1000
+    if pending:
+        rate += (
+            pending / span * -math.expm1(-span / SERVED_TAU) if span > 0 else pending / SERVED_TAU
+        )
+    if rate <= 0:
         return 0.0
-    rate, at, since = (float(part) for part in value.split(":"))
-    if now_ms - at >= 60_000:
-        return 0.0  # a spell a minute gone: the claim drops it
-    decayed = rate * math.exp((at - now_ms) / (SERVED_TAU * 1000))
     age = max((now_ms - since) / 1000, SERVED_WARMUP)
-    return decayed / (1 - math.exp(-age / SERVED_TAU))
+    return rate / -math.expm1(-age / SERVED_TAU)
 
 
 def shares(loads: Sequence[LaneLoad], mu: float) -> list[float]:
@@ -238,11 +247,15 @@ class _Read:
 
 
 def _read(reply: list[Any]) -> _Read:
-    now, leased = int(reply[4]), int(reply[5])
-    mu = service_rate(reply[3], now)
+    queue_rate, pending, now, leased = reply[3], int(reply[4]), int(reply[5]), int(reply[6])
+    # The queue's record's `at` is when the counts since the last fold began.
+    last = int(float(text(queue_rate).split(":")[1])) if queue_rate not in (None, b"", "") else now
+    mu = measured_rate(queue_rate, pending, last, now)
     rows = []
-    for i in range(6, len(reply), 9):
-        name, depth, weight, limit, leased_here, raw_rate, paused, cool, measured = reply[i : i + 9]
+    for i in range(7, len(reply), 10):
+        name, depth, weight, limit, leased_here, raw_rate, paused, cool, measured, counted = reply[
+            i : i + 10
+        ]
         rate = parse_rate(raw_rate)
         rows.append(
             _Row(
@@ -254,7 +267,7 @@ def _read(reply: list[Any]) -> _Read:
                 None if rate is None else rate.max / rate.window,
                 bool(int(paused)),
                 int(cool) > 0,
-                service_rate(measured, now),
+                measured_rate(measured, int(counted), last, now),
             )
         )
     # Little's law over the queue: leased jobs = claims/s x mean run time.

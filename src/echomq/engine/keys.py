@@ -287,17 +287,17 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     ),
     KeyShape(
         QUEUE_ROOT + "served",
-        "STRING",
+        "HASH",
         "Keyspace.served",
-        'the queue\'s measured claim rate for ETAs: "rate:at:since" (claims/s decayed with a 5 s '
-        "time constant, as of server ms at; since: the ms this spell began); expires a minute idle",
+        "\"\" -> the queue's claims, group -> its lane's, counted since the last fold into rates",
     ),
     KeyShape(
-        QUEUE_ROOT + "gserved",
+        QUEUE_ROOT + "rates",
         "HASH",
-        "Keyspace.gserved",
-        'group -> its lane\'s measured claim rate for ETAs, "rate:at:since" as served; a field a '
-        "minute old is dropped by a later claim",
+        "Keyspace.rates",
+        "measured claim rates for ETAs: \"\" -> the queue's, group -> its lane's, each "
+        '"rate:at:since" (claims/s decayed with a 5 s time constant, as of server ms at; since: '
+        "the ms this spell began); folded from served every 64 claims",
     ),
     KeyShape(
         QUEUE_ROOT + "events",
@@ -490,7 +490,7 @@ class Keyspace:
     limiter: str = field(init=False, repr=False)
     claims: str = field(init=False, repr=False)
     served: str = field(init=False, repr=False)
-    gserved: str = field(init=False, repr=False)
+    rates: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)

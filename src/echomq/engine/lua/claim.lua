@@ -20,8 +20,8 @@
 -- alone on the ring starts its next turn at once: it serves the rest of the batch.
 -- An ordered queue (meta `ordered`) serves one job per lane visit, its holder or its oldest
 -- (pop_ordered in _lib.lua), and the lane leaves the ring until that job finishes.
--- Each call counts its claims in the measured rates ETAs read (served_value in _lib.lua): the
--- queue's (`served`) and each served lane's (`gserved`).
+-- Each call counts its claims for the measured rates ETAs read (count_claims in _lib.lua):
+-- the queue's and each served lane's.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
@@ -135,8 +135,6 @@ local function serve(g, room)
     redis.call('ZADD', active, deadline, id)
   end
   l.depth, l.leased = l.depth - n, l.leased + n
-  redis.call('HSET', root .. 'gserved', g,
-    served_value(redis.call('HGET', root .. 'gserved', g), now, n))
   if l.limit then l.active = l.active + n end
   local spent_budget = false
   if l.rmax then
@@ -171,16 +169,12 @@ while taken < want do
 end
 if taken == 0 then return nothing() end
 for g, l in pairs(lanes) do
-  if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
+  if l.leased > 0 then
+    redis.call('HINCRBY', root .. 'gactive', g, l.leased)
+    redis.call('HINCRBY', root .. 'served', g, l.leased) -- for ETAs: count_claims
+  end
 end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
-local counted = root .. 'served'
-redis.call('SET', counted, served_value(redis.call('GET', counted), now, taken), 'PX', 60000)
--- One lane's rate left from a spell a minute gone: dropped here, one per call, so the hash
--- holds about the lanes served lately.
-local stale = redis.call('HRANDFIELD', root .. 'gserved', 1, 'WITHVALUES')
-if stale[2] and now - tonumber(string.match(stale[2], '^[^:]+:([^:]+)')) >= 60000 then
-  redis.call('HDEL', root .. 'gserved', stale[1])
-end
+count_claims(root, now, taken)
 if left and redis.call('LLEN', ring) == 0 then out[2] = 0 end
 return out

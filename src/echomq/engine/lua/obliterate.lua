@@ -64,7 +64,7 @@ end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
     'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies', 'gcap',
-    'gscheduled', 'cooling', 'served', 'gserved'}) do
+    'gscheduled', 'cooling', 'served', 'rates'}) do
   redis.call('DEL', root .. suffix)
 end
 return answer(0)
