@@ -58,8 +58,9 @@ class Eta:
 class LaneLoad:
     """One lane as the model sees it: work left, weight, and the caps on its rate (claims/s,
     None = none): ``rate_cap`` from its rate budget, ``ceiling_cap`` from its ceiling.
-    ``keeps``: the claims/s it goes on taking once its backlog is served (a lane that keeps up
-    with its arrivals; 0: it leaves the ring), ``demand_cap`` that demand in force."""
+    ``keeps``: the claims/s it goes on taking once its backlog is served (its measured rate: a
+    lane served lately is taken to go on being fed; 0: it leaves the ring), ``demand_cap``
+    that demand in force."""
 
     lane: str
     left: float

@@ -766,11 +766,9 @@ local function count_claims(root, now, taken)
   local served, rates = root .. 'served', root .. 'rates'
   local total = redis.call('HINCRBY', served, '', taken)
   if total == taken then
-    -- The first count since the last fold: the counts begin now, unless a fold just ended.
-    local queue = redis.call('HGET', rates, '')
-    if not queue or now - tonumber(string.match(queue, '^[^:]+:([^:]+)')) >= 60000 then
-      redis.call('HSET', rates, '', string.format('0:%d:%d', now, now))
-    end
+    -- The first count since the last fold: the counts begin now (nothing was claimed since
+    -- the fold), so the queue's rate is carried to now, its `at` the counts' start.
+    redis.call('HSET', rates, '', rate_after(redis.call('HGET', rates, ''), now, now, 0))
   end
   if total < 64 then return end -- FOLD_EVERY
   local counts = redis.call('HGETALL', served)
