@@ -1,10 +1,10 @@
 """Prometheus metrics for echomq: the engine read on each scrape, plus what consumers report.
 
 ``Metrics(queues)`` registers, on one ``CollectorRegistry``, a collector that reads every queue
-(counts by state, the engine's completed/dead counters, each lane's depth, in-flight, weight,
-ceiling, paused and rate state) and two series the consumers feed through the ``observer`` hook:
-the wait from mint to claim per lane, and settles per lane and outcome. Applications register
-their own counters on ``metrics.registry``.
+(counts by state, the engine's completed/dead counters and measured claim rate, each lane's
+depth, in-flight, weight, ceiling, paused and rate state and ETA) and two series the consumers
+feed through the ``observer`` hook: the wait from mint to claim per lane, and settles per lane
+and outcome. Applications register their own counters on ``metrics.registry``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,7 @@ class _EngineCollector(Collector):
             families["paused"].add_metric([q], int(snap.paused))
             families["rate_wait"].add_metric([q], snap.limiter.wait)
             families["cooling"].add_metric([q], sum(1 for lane in snap.lanes if lane.cooling))
+            families["service_rate"].add_metric([q], snap.service_rate)
             shown = sorted(snap.lanes, key=lambda lane: -(lane.depth + lane.active))
             for lane in shown[: self.max_lanes]:
                 labels = [q, lane_label(lane.lane)]
@@ -84,6 +85,9 @@ class _EngineCollector(Collector):
                 lanes["lane_paused"].add_metric(labels, int(lane.paused))
                 lanes["lane_rate_wait"].add_metric(labels, lane.rate_wait)
                 lanes["lane_cooling"].add_metric(labels, lane.cooling)
+                eta = snap.etas.get(lane.lane)
+                if eta is not None and eta.seconds is not None:  # no estimate: no sample
+                    lanes["lane_eta"].add_metric(labels, eta.seconds)
             rest = shown[self.max_lanes :]
             if rest:
                 lanes["lane_depth"].add_metric([q, OTHER_LANE], sum(r.depth for r in rest))
@@ -113,6 +117,11 @@ class _EngineCollector(Collector):
             "cooling": GaugeMetricFamily(
                 "echomq_lanes_cooling", "Lanes cooling now (lane.cool, Cool)", labels=queue
             ),
+            "service_rate": GaugeMetricFamily(
+                "echomq_service_rate",
+                "Claims per second the engine measured lately (5 s time constant; every worker)",
+                labels=queue,
+            ),
         }
         lanes: dict[str, _Family] = {
             "lane_depth": GaugeMetricFamily("echomq_lane_depth", "Pending jobs", labels=lane),
@@ -130,6 +139,12 @@ class _EngineCollector(Collector):
             "lane_cooling": GaugeMetricFamily(
                 "echomq_lane_cooling_seconds",
                 "Seconds the lane still cools (0 = not cooling)",
+                labels=lane,
+            ),
+            "lane_eta": GaugeMetricFamily(
+                "echomq_lane_eta_seconds",
+                "Estimated wait of a job enqueued on the lane now (absent: paused, cooling, "
+                "or no service measured)",
                 labels=lane,
             ),
         }

@@ -1,10 +1,10 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, Django views, per-tenant
-rates, priority bands, cooling a lane, results, progress and logs, abort, flows, ordered
-lanes, batch tasks, periodic tasks, the dashboard mounted in an ASGI app, and the documentation
-site's programs (the quickstart with a real ``echomq worker``, the fair worker, a raw consumer,
-token buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a
-docs page include an example only if this file names it."""
+rates, priority bands, cooling a lane, a tenant's ETA, results, progress and logs, abort, flows,
+ordered lanes, batch tasks, periodic tasks, the dashboard mounted in an ASGI app, and the
+documentation site's programs (the quickstart with a real ``echomq worker``, the fair worker, a
+raw consumer, token buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py
+lets a docs page include an example only if this file names it."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         *("abort-demo", "flows-demo", "flows-demo-media", "quickstart", "fair-demo"),
         *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
         *("sync-demo", "ordered-demo", "sms-demo", "mail-demo", "cooling-demo", "priority-demo"),
+        "eta-demo",
     )
 
 
@@ -167,6 +168,16 @@ async def test_priorities_serve_the_page_first_and_the_lanes_in_turn_in_each_ban
         "zen: PAGE: the database is down",
         *("acme: hello", "zen: hello"),
         *("acme: digest 1", "zen: digest 1", "acme: digest 2", "zen: digest 2"),
+    ]
+
+
+async def test_tenant_eta_shows_each_tenants_place_and_wait(valkey_url: str, clean: None) -> None:
+    out = run("tenant_eta.py", valkey_url).splitlines()
+    # No worker ran yet: acme's wait is its rate's alone, exactly; zen's lane is paused.
+    assert out == [
+        "acme's last job: 9 ahead, ~1.8 s (rate)",
+        "a new job for acme: 10 ahead, ~2.0 s (rate)",
+        "a new job for zen: 1 ahead, no estimate (paused)",
     ]
 
 

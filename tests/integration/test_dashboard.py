@@ -83,6 +83,10 @@ async def test_snapshot_shows_counts_lanes_ring_limiter_and_dead_letters(board: 
     assert shown["counts"]["dead"] == 1
     assert shown["counts"]["failed"] == 1
     lanes = {lane["group"]: lane for lane in shown["lanes"]}
+    # Where a job enqueued now would stand: behind loud's 4, its pace from the one claim seen.
+    eta = lanes["loud"].pop("eta")
+    assert (eta["position"], eta["bound"]) == (4, "share")
+    assert lanes["calm"]["eta"]["bound"] == "paused"
     assert lanes["loud"] == {
         "group": "loud", "depth": 4, "active": 0, "limit": 0, "weight": 3,
         "rate": None, "paused": False, "rate_wait": 0.0, "rate_mode": None, "cap": 0,

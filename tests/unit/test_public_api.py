@@ -31,8 +31,8 @@ PINNED = {
     },
     "echomq.engine": {
         "Backoff", "Bucket", "Buckets", "CancelOutcome", "Cancellation", "Children",
-        "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Exponential", "Failed",
-        "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
+        "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Eta", "Exponential",
+        "Failed", "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
         "RateLimited", "Reaped", "RetryOutcome", "Subscription", "SyncQueue", "Taken", "Upkeep",
         "Verdict", "Wait", "validate_id",

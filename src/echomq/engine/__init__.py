@@ -10,6 +10,7 @@ application needs every day. The modules inside may change between releases.
 from echomq.engine.backoff import Backoff, Exponential, Fixed, Jitter
 from echomq.engine.buckets import Bucket, Buckets, Taken, Wait
 from echomq.engine.durability import Durability
+from echomq.engine.eta import Eta
 from echomq.engine.events import Subscription
 from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
@@ -50,6 +51,7 @@ __all__ = [
     "Counts",
     "Durability",
     "Empty",
+    "Eta",
     "Exponential",
     "Failed",
     "FailurePolicy",

@@ -305,6 +305,20 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "(the newest max decide; at most 2 * max kept; no expiry: one bounded key per queue)",
     ),
     KeyShape(
+        QUEUE_ROOT + "served",
+        "HASH",
+        "Keyspace.served",
+        "\"\" -> the queue's claims, group -> its lane's, counted since the last fold into rates",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "rates",
+        "HASH",
+        "Keyspace.rates",
+        "measured claim rates for ETAs: \"\" -> the queue's, group -> its lane's, each "
+        '"rate:at:since" (claims/s decayed with a 5 s time constant, as of server ms at; since: '
+        "the ms this spell began); folded from served every 64 claims",
+    ),
+    KeyShape(
         QUEUE_ROOT + "events",
         "channel",
         "Keyspace.events",
@@ -495,6 +509,8 @@ class Keyspace:
     fsync: str = field(init=False, repr=False)
     limiter: str = field(init=False, repr=False)
     claims: str = field(init=False, repr=False)
+    served: str = field(init=False, repr=False)
+    rates: str = field(init=False, repr=False)
     events: str = field(init=False, repr=False)
     completed: str = field(init=False, repr=False)
     failed: str = field(init=False, repr=False)

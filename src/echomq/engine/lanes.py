@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.engine.checks import MAX_WEIGHT, count, ms, text
+from echomq.engine.eta import Eta, estimate
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.options import when_run_at
 from echomq.engine.policies import DEFAULT_MODE, RateMode, parse_rate
@@ -159,6 +160,16 @@ class Lane:
         and a batch item answers ``rejected``, nothing written. ``None`` removes the lane's own
         cap (it follows the queue's default policy). False: it held that value already."""
         return await self._engine.lane_setting(self.lane, "gcap", lane_cap_value(cap))
+
+    async def eta(self) -> Eta:
+        """Where a job enqueued on this lane now would stand: its place (the lane's depth) and
+        its estimated wait until a claim, from the lane's weight among the lanes with work, its
+        rate and ceiling and the queue's measured claim rate; ``seconds`` None (with the
+        reason in ``bound``) when the lane is paused or cooling
+        (docs/guides/where-a-tenant-stands.md)."""
+        reply = await self._engine.eta("", self.lane)
+        assert reply is not None  # a lane always answers
+        return estimate(reply)
 
     async def info(self) -> LaneInfo:
         return lane_info((await self._engine.lanes((self.lane,)))[0])

@@ -24,6 +24,7 @@ from echomq.engine.checks import (
 )
 from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
+from echomq.engine.eta import Eta
 from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
@@ -501,6 +502,18 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """A job's row, or None when no such job exists (a completed job's row exists only
         while the queue's ``result_ttl`` keeps it)."""
         return await self._reads.job(id)
+
+    async def position(self, id: str) -> Eta | None:
+        """Where pending job ``id`` stands: its place in its lane (``position`` jobs ahead)
+        and its estimated wait until a claim (:class:`~echomq.engine.eta.Eta`, the model and
+        its measured error in docs/guides/where-a-tenant-stands.md); None when it waits in no
+        lane (unknown, scheduled, leased or finished). One read, O(lanes with work)."""
+        return await self._reads.position(id)
+
+    async def etas(self) -> dict[str, Eta]:
+        """Every lane with pending work: where a job enqueued on it now would stand
+        (``lane.eta()`` for each, from one read and one run of the model)."""
+        return await self._reads.etas()
 
     async def state(self, id: str) -> JobState:
         """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``completed`` (a kept

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_LIMIT, count, ms, text
+from echomq.engine.eta import Eta, estimate, estimate_all
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import lane_info
 from echomq.engine.options import PRIORITY_DEFAULT
@@ -78,6 +79,15 @@ class Reads:
     async def job(self, id: str) -> JobInfo | None:
         key = self._keys.job(_ids.validate(id, "JOB", "job id"))
         return self._job_info(id, await self._engine.wire.call("HGETALL", key))
+
+    async def position(self, id: str) -> Eta | None:
+        reply = await self._engine.eta(_ids.validate(id, "JOB", "job id"), "")
+        return None if reply is None else estimate(reply)
+
+    async def etas(self) -> dict[str, Eta]:
+        reply = await self._engine.eta("", "")
+        assert reply is not None  # the listing always answers
+        return estimate_all(reply)
 
     def _job_info(self, id: str, row: dict[bytes, bytes]) -> JobInfo | None:
         return job_info(id, row, self._codec)

@@ -5,10 +5,11 @@ limiter and the dead letters. The dashboard, ``/metrics`` and the CLI all read t
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from echomq.engine.checks import text
+from echomq.engine.eta import Eta
 from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.queue import Queue
 from echomq.engine.reads import queue_rate
@@ -41,6 +42,13 @@ class QueueSnapshot:
     dead: list[JobInfo]
     #: The lane policies in force (the default, and the lanes named), as the engine holds them.
     policies: Policies | None = None
+    #: Each lane with work: where a job enqueued on it now would stand (``queue.etas()``).
+    etas: dict[str, Eta] = field(default_factory=dict)
+
+    @property
+    def service_rate(self) -> float:
+        """The queue's measured claims per second (0.0: none lately, or no lane with work)."""
+        return next((eta.service_rate for eta in self.etas.values()), 0.0)
 
     def as_json(self) -> dict[str, Any]:
         """Plain JSON types; dead jobs without their payloads (they may be large or private)."""
@@ -73,9 +81,11 @@ class QueueSnapshot:
                     "scheduled": lane.scheduled,
                     "cooling": lane.cooling,
                     "cooling_until": lane.cooling_until,
+                    "eta": eta_json(self.etas.get(lane.lane)),
                 }
                 for lane in self.lanes
             ],
+            "service_rate": self.service_rate,
             "ring": self.ring,
             "policies": None
             if self.policies is None
@@ -95,6 +105,14 @@ class QueueSnapshot:
                 for job in self.dead
             ],
         }
+
+
+def eta_json(eta: Eta | None) -> dict[str, Any] | None:
+    """A lane's ETA as the CLI and the dashboard show it: its place, seconds (None: no
+    estimate, ``bound`` says why), the claims/s its lane gets and what sets them."""
+    if eta is None:
+        return None
+    return {"position": eta.position, "seconds": eta.seconds, "rate": eta.rate, "bound": eta.bound}
 
 
 def _policy_json(policy: Policy) -> dict[str, Any]:
@@ -122,13 +140,18 @@ async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
     """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them)."""
-    counts, lanes, ring, settings, policies = await asyncio.gather(
-        queue.counts(), queue.lanes(), queue.ring(), _settings(queue), queue.policies()
+    counts, lanes, ring, settings, policies, etas = await asyncio.gather(
+        queue.counts(),
+        queue.lanes(),
+        queue.ring(),
+        _settings(queue),
+        queue.policies(),
+        queue.etas(),
     )
     paused, concurrency, limiter = settings
     dead_jobs = await queue.dead(dead) if dead > 0 else []
     return QueueSnapshot(
-        queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs, policies
+        queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs, policies, etas
     )
 
 

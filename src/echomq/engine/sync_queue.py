@@ -26,6 +26,7 @@ from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
 from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.durability import validate as validate_durability
+from echomq.engine.eta import Eta, estimate
 from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
 from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
 from echomq.engine.options import (
@@ -531,6 +532,26 @@ class SyncQueue:
         job_id = _ids.validate(id, "JOB", "job id")
         most = count(limit, "limit", maximum=MAX_LIMIT)
         return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
+
+    def position(self, id: str) -> Eta | None:
+        """:meth:`echomq.Queue.position`, blocking: where pending job ``id`` stands and its
+        estimated wait; None when it waits in no lane."""
+        return self._eta(_ids.validate(id, "JOB", "job id"), "")
+
+    def lane_eta(self, group: str) -> Eta:
+        """``queue.lane(group).eta()``, blocking: where a job enqueued on ``group`` now would
+        stand."""
+        reply = self._eta("", validate_group(group))
+        assert reply is not None  # a lane always answers
+        return reply
+
+    def _eta(self, job_id: str, group: str) -> Eta | None:
+        script = self.scripts["eta"]
+        command = pack(script.command((self.keys.root, self.keys.gate), (job_id, group)))
+        reply = error_of(self._here().router.call(self._slot, command, script))
+        if isinstance(reply, ServerError):
+            raise reply
+        return None if reply is None else estimate(list(reply))
 
     def state(self, id: str) -> JobState:
         """``pending``, ``active``, ``scheduled``, ``dead``, ``completed``, ``cancelled`` or

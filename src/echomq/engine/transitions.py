@@ -99,7 +99,7 @@ class Engine:
         self._retry, self._delay, self._extend = get("retry"), get("delay"), get("extend")
         self._promote, self._tick, self._reap = get("promote"), get("tick"), get("reap")
         self._counts, self._lanes, self._configure = get("counts"), get("lanes"), get("configure")
-        self._work = get("work")
+        self._work, self._eta = get("work"), get("eta")
         self._lane_limit, self._pause, self._resume = (
             get("lane_limit"),
             get("pause"),
@@ -345,6 +345,12 @@ class Engine:
         """Twelve raw fields per lane (see lanes.lua), for ``groups`` or every lane."""
         flat = await self._run(self._lanes, groups)
         return [flat[i : i + 12] for i in range(0, len(flat), 12)]
+
+    async def eta(self, job_id: str, group: str) -> list[Any] | None:
+        """What a wait depends on (see eta.lua): for job ``job_id`` (None when it waits in no
+        lane), else for a job enqueued now on ``group``, else ("", "") for every lane."""
+        reply = await self._run(self._eta, (job_id, group))
+        return None if reply is None else list(reply)
 
     async def configure(self, settings: Sequence[Arg]) -> int:
         """Set queue-wide ``field, value`` pairs ("" clears one); how many changed."""

@@ -18,7 +18,7 @@ from typing import Any
 
 from echomq.engine.checks import count
 from echomq.engine.queue import Queue
-from echomq.engine.snapshot import queue_exists, read_snapshot
+from echomq.engine.snapshot import eta_json, queue_exists, read_snapshot
 from echomq.wire.url import redact_url
 
 
@@ -113,13 +113,15 @@ async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
 
 async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
     """Each lane's settings in force; ``policy``: ``named`` when a lane policy names it, else
-    ``default`` (its own settings, if any, else the default policy's)."""
-    lanes, policies = await asyncio.gather(queue.lanes(), queue.policies())
+    ``default`` (its own settings, if any, else the default policy's); ``eta``: where a job
+    enqueued on a lane with work now would stand (``queue.etas()``), None for an empty lane."""
+    lanes, policies, etas = await asyncio.gather(queue.lanes(), queue.policies(), queue.etas())
     rows = []
     for lane in lanes:
         row = dataclasses.asdict(lane)
         row = {"group": row.pop("lane"), **row}  # the JSON's field name, as the dashboard's
         row["policy"] = "named" if lane.lane in policies.lanes else "default"
+        row["eta"] = eta_json(etas.get(lane.lane))
         rows.append(row)
     return rows
 
@@ -294,12 +296,19 @@ def _shown(value: str) -> str:
 
 
 def _lane_row(lane: dict[str, Any]) -> dict[str, Any]:
-    hidden = ("rate", "rate_mode", "rate_wait", "cooling", "cooling_until")
+    hidden = ("rate", "rate_mode", "rate_wait", "cooling", "cooling_until", "eta")
     row = {k: v for k, v in lane.items() if k not in hidden}
     rate = lane["rate"]
     row["rate"] = f"{rate[0]}/{rate[1]:g}s {lane['rate_mode']}" if rate else None
     row["wait"] = lane["rate_wait"]
     row["cooling"] = lane["cooling"]
+    eta = lane["eta"]
+    if eta is None:
+        row["eta"] = None
+    elif eta["seconds"] is None:
+        row["eta"] = f"- ({eta['bound']})"
+    else:
+        row["eta"] = f"{eta['seconds']:.2f}s ({eta['bound']})"
     return row
 
 

@@ -14,6 +14,7 @@ from echomq.engine.waiters import through_cuts
 from echomq.errors import ResultMissing, ResultTimeout, TaskCancelled, TaskFailed
 
 if TYPE_CHECKING:
+    from echomq.engine.eta import Eta
     from echomq.engine.queue import Queue
     from echomq.engine.sync_queue import SyncQueue
     from echomq.tasks.task import Task
@@ -163,6 +164,15 @@ class Handle(_Base[R]):
             return self._eager_logs(limit)
         return await self._queue.logs(self.id, limit)
 
+    async def position(self) -> Eta | None:
+        """Where the job stands while it waits in its lane: jobs ahead of it and its
+        estimated wait until a claim (:meth:`Queue.position`); None once it is claimed,
+        scheduled, finished, or ran eagerly."""
+        if self._info is not None or self._queue is None:
+            return None
+        self._refused()
+        return await self._queue.position(self.id)
+
 
 class SyncHandle(_Base[R]):
     """An enqueued task, seen from blocking code (``task.enqueue_sync``)."""
@@ -213,3 +223,10 @@ class SyncHandle(_Base[R]):
         if self._info is not None or self._queue is None:
             return self._eager_logs(limit)
         return self._queue.logs(self.id, limit)
+
+    def position(self) -> Eta | None:
+        """:meth:`Handle.position`, blocking."""
+        if self._info is not None or self._queue is None:
+            return None
+        self._refused()
+        return self._queue.position(self.id)

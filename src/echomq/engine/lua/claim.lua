@@ -27,6 +27,8 @@
 -- serves the most urgent band's ring first, then the next band's, on the same lease. A lane
 -- serves only the jobs of its ring's band; when its next head is in another band, it moves to
 -- the tail of that band's ring (which this walk visits in turn).
+-- Each call counts its claims for the measured rates ETAs read (count_claims in _lib.lua):
+-- the queue's and each served lane's.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
@@ -230,8 +232,12 @@ while taken < want and at <= #bands do
 end
 if taken == 0 then return nothing() end
 for g, l in pairs(lanes) do
-  if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
+  if l.leased > 0 then
+    redis.call('HINCRBY', root .. 'gactive', g, l.leased)
+    redis.call('HINCRBY', root .. 'served', g, l.leased) -- for ETAs: count_claims
+  end
 end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
+count_claims(root, now, taken)
 if left and not any_ringed(root, bands) then out[2] = 0 end
 return out
