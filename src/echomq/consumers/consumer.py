@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from echomq.consumers import abort as _abort
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
 from echomq.consumers.log_fields import job_fields
+from echomq.consumers.spans import instrument
 from echomq.engine.backoff import Backoff, Exponential, Jitter
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_BATCH, MAX_LEASE, count, ms, traceback_text
 from echomq.engine.lanes import cool_end
@@ -255,11 +256,11 @@ class Consumer:
         ):
             raise InvalidArgument("handler", handler, "must be an async function (async def)")
         self.queue = queue
-        self.handler = handler
         self.options = options or ConsumerOptions()
         self.metronome = metronome
         self.name = name
-        self.observer = observer
+        # A span per attempt once the app set an OpenTelemetry tracer provider; else as given.
+        self.handler, self.observer = instrument(queue, handler, observer)
         #: How an unexpected failure goes on; None: the options' backoff and max_attempts.
         self.policy = policy
         self._lease_ms = ms(self.options.lease, "lease")  # the claim's lease, as the engine got it

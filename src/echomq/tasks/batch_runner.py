@@ -30,6 +30,7 @@ from echomq.consumers.consumer import (
     upkeep_if_due,
 )
 from echomq.consumers.log_fields import job_fields
+from echomq.consumers.spans import run_batch
 from echomq.engine.checks import MAX_BATCH, ms
 from echomq.engine.results import CompleteOutcome, Empty, Failed, Job, RetryOutcome
 from echomq.engine.settler import Settler
@@ -118,7 +119,8 @@ class BatchConsumer:
                     continue
                 held = await self._gather()
                 if held is not None:
-                    task = asyncio.ensure_future(self._execute(held))
+                    work = run_batch(self.queue, self.task.name, held.jobs, self._execute(held))
+                    task = asyncio.ensure_future(work)
                     self._running[task] = held
                     task.add_done_callback(self._done)
         finally:
