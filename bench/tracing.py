@@ -1,0 +1,137 @@
+"""What tracing costs: the same jobs enqueued and drained by today's echomq (the tree before
+tracing came), by this tree with no tracer provider set (the path every untraced application
+runs, the ``otel`` extra installed), and by this tree traced (a provider whose spans go
+nowhere: the spans' own cost, no exporter's).
+
+Run: ``.venv/bin/python bench/tracing.py [--runs 5] [--jobs 5000]``. Each sample is a fresh
+process (the tree under test on its ``PYTHONPATH``) against the same server: ``--jobs`` task
+calls enqueued one await at a time, then drained by an ``AppWorker`` (concurrency 64, a no-op
+task). The sides are interleaved in every round, so drift hits them alike; prints the medians
+(jobs/s) and each side's time per job against today's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from io import BytesIO
+from pathlib import Path
+
+from _harness import serve
+
+ROOT = Path(__file__).resolve().parents[1]
+CONCURRENCY = 64
+
+
+def before_tracing() -> str:
+    """The commit before the one that brought ``echomq/tracing.py``."""
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "src/echomq/tracing.py"],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    return f"{added[-1]}^"
+
+
+def checkout(rev: str, into: Path) -> Path:
+    """``src/`` of ``rev``, written under ``into``."""
+    archive = subprocess.run(
+        ["git", "archive", rev, "src"], cwd=ROOT, capture_output=True, check=True
+    ).stdout
+    with tarfile.open(fileobj=BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def sample(src: Path, url: str, jobs: int, traced: bool) -> tuple[float, float]:
+    """One child process's (enqueue, drain) jobs/s."""
+    env = dict(os.environ, PYTHONPATH=str(src))
+    command = [sys.executable, __file__, "--child", "--url", url, "--jobs", str(jobs)]
+    done = subprocess.run(
+        [*command, *(["--traced"] if traced else [])],
+        env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(),
+    )  # fmt: skip
+    figures = json.loads(done.stdout.splitlines()[-1])
+    return figures["enqueue"], figures["drain"]
+
+
+async def child(url: str, jobs: int, traced: bool) -> None:
+    if traced:
+        from opentelemetry import trace
+        from opentelemetry.sdk.trace import TracerProvider
+
+        trace.set_tracer_provider(TracerProvider())  # recording spans, no processor: no export
+    from echomq import App, AppWorker, ConsumerOptions
+    from echomq.testing import discard
+
+    name = f"bench-tracing-{time.time_ns()}"
+    app = App(url, queue=name)
+
+    @app.task(lane="tenant")
+    async def noop(tenant: str, n: int) -> int:
+        return 0
+
+    async with app:
+        start = time.perf_counter()
+        for n in range(jobs):
+            await noop.enqueue(f"t{n % 16}", n)
+        enqueued = jobs / (time.perf_counter() - start)
+        start = time.perf_counter()
+        await AppWorker(app, options=ConsumerOptions(concurrency=CONCURRENCY)).run_until_idle()
+        drained = jobs / (time.perf_counter() - start)
+        await discard(app.queue(name))
+    print(json.dumps({"enqueue": enqueued, "drain": drained}))
+
+
+async def run(url: str, args: argparse.Namespace) -> None:
+    rev = args.before or before_tracing()
+    with tempfile.TemporaryDirectory() as scratch:
+        today = checkout(rev, Path(scratch))
+        here = ROOT / "src"
+        sides = {"today": (today, False), "no tracer": (here, False), "traced": (here, True)}
+        samples: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+        for _ in range(args.runs):
+            for side, (src, traced) in sides.items():  # interleaved
+                samples[side].append(sample(src, url, args.jobs, traced))
+    print(
+        f"\n{args.jobs} task calls enqueued one by one, then drained (concurrency "
+        f"{CONCURRENCY}); median of {args.runs} runs; today = {rev}\n"
+    )
+    print("| side | enqueue jobs/s | drain jobs/s | time per job vs today (enqueue, drain) |")
+    print("|---|---:|---:|---|")
+    medians = {
+        side: (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows))
+        for side, rows in samples.items()
+    }
+    base = medians["today"]
+    for side, (enq, drain) in medians.items():
+        delta = f"{100 * (base[0] / enq - 1):+.1f}%, {100 * (base[1] / drain - 1):+.1f}%"
+        print(f"| {side} | {enq:,.0f} | {drain:,.0f} | {delta} |")
+
+
+def main() -> int:
+    if "--child" in sys.argv:  # one sample, against the parent's server
+        one = argparse.ArgumentParser()
+        for flag in ("--child", "--traced"):
+            one.add_argument(flag, action="store_true")
+        one.add_argument("--url")
+        one.add_argument("--jobs", type=int)
+        args = one.parse_args()
+        asyncio.run(child(args.url, args.jobs, args.traced))
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--before", help="the revision that is 'today' (default: before tracing)")
+    return serve(parser, run)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
