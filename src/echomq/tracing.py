@@ -27,6 +27,18 @@ SYSTEM = "echomq"
 TRACEPARENT = "traceparent"
 TRACESTATE = "tracestate"
 TRACELINKS = "tracelinks"
+#: The span attributes of echomq's own (the ``messaging.*`` ones are OpenTelemetry's semantic
+#: conventions for messaging).
+ATTRIBUTES = (
+    "echomq.lane",
+    "echomq.task",
+    "echomq.attempt",
+    "echomq.outcome",
+    "echomq.verdict",
+    "echomq.admitted",
+    "echomq.refused",
+    "echomq.link",
+)
 #: Seconds between two looks for a tracer provider while none is set (each look costs a
 #: microsecond; between them, an admission pays one clock read).
 LOOK_EVERY = 1.0
