@@ -31,6 +31,7 @@ NOT_IN_THE_CORE = {
     "cronsim",
     "uvloop",
     "django-tasks",
+    "opentelemetry-api",
     "codemojex",
 }
 

@@ -21,7 +21,21 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from echomq import App, AppWorker, Batching, Consumer, ConsumerOptions, Member, Queue, group
+from echomq import (
+    App,
+    AppWorker,
+    Batching,
+    Consumer,
+    ConsumerOptions,
+    Cool,
+    Defer,
+    Drop,
+    Job,
+    Member,
+    Queue,
+    group,
+    tracing,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -114,6 +128,8 @@ def test_the_workers_spans_are_children_of_the_enqueues_across_processes(
             "echomq.task": "charge",
             "echomq.outcome": outcome,
         }
+        named = {name for name in span["attributes"] if name.startswith("echomq.")}
+        assert named <= set(tracing.ATTRIBUTES)  # the names the docs may show
 
 
 async def test_a_batch_span_links_each_member_and_a_flow_parent_links_its_children(
@@ -230,3 +246,49 @@ async def test_a_raw_job_gets_a_producer_span_and_a_consumer_span_of_its_own(
     # No context in the job: each attempt's span is a root, in a trace of its own.
     assert all(s["parent_id"] is None for s in runs)
     assert {s["attributes"]["echomq.outcome"] for s in runs} == {"completed"}
+
+
+async def test_each_attempts_span_ends_with_what_the_engine_did(
+    queue: Queue, spans: InMemorySpanExporter
+) -> None:
+    """Dead (a Drop), deferred then completed (a Defer), cooled then completed (a Cool)."""
+    for verb in ("drop", "defer", "cool"):
+        await queue.enqueue({"do": verb}, lane=verb)
+    settles: list[str] = []
+    tried: set[str] = set()
+    done = asyncio.Event()
+
+    class Count:
+        def claimed(self, queue: str, jobs: Any, lease_ms: int) -> None:
+            pass
+
+        def settled(self, queue: str, job: Job, outcome: str) -> None:
+            settles.append(outcome)
+            if len(settles) == 5:
+                done.set()
+
+    async def handler(job: Job) -> None:
+        verb = job.payload["do"]
+        if verb == "drop":
+            raise Drop("no such customer")
+        if verb not in tried:
+            tried.add(verb)
+            raise Defer(0.01) if verb == "defer" else Cool(0.01)
+
+    consumer = Consumer(queue, handler, ConsumerOptions(beat=0.05), observer=Count())
+    running = asyncio.ensure_future(consumer.run())
+    await asyncio.wait_for(done.wait(), 10)
+    consumer.stop()
+    await running
+    ended = sorted(
+        (s.attributes["echomq.lane"], s.attributes["echomq.outcome"], s.status.status_code.name)
+        for s in spans.get_finished_spans()
+        if s.kind.name == "CONSUMER"
+    )
+    assert ended == [
+        ("cool", "completed", "UNSET"),
+        ("cool", "cooled", "UNSET"),
+        ("defer", "completed", "UNSET"),
+        ("defer", "deferred", "UNSET"),
+        ("drop", "dead", "ERROR"),
+    ]
