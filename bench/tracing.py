@@ -8,8 +8,9 @@ process (the tree under test on its ``PYTHONPATH``) against the same server: ``-
 calls enqueued by 16 coroutines at once (the client's CPU per enqueue, not a round trip's
 latency), then drained by an ``AppWorker`` (concurrency 64, a no-op task). Every round runs
 each side once, in an order rotated round by round (the first of a round measured slower), so
-drift and order hit the sides alike; prints the medians (jobs/s) and each side's time per job
-against today's.
+drift and order hit the sides alike; prints the medians (jobs/s, and the client process's CPU
+per job, which a loaded machine disturbs far less than the wall clock) and each side's CPU per
+job against today's.
 """
 
 from __future__ import annotations
@@ -54,8 +55,8 @@ def checkout(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def sample(src: Path, url: str, jobs: int, traced: bool) -> tuple[float, float]:
-    """One child process's (enqueue, drain) jobs/s."""
+def sample(src: Path, url: str, jobs: int, traced: bool) -> list[float]:
+    """One child process's enqueue jobs/s and CPU s/job, then the drain's."""
     env = dict(os.environ, PYTHONPATH=str(src))
     command = [sys.executable, __file__, "--child", "--url", url, "--jobs", str(jobs)]
     done = subprocess.run(
@@ -63,7 +64,7 @@ def sample(src: Path, url: str, jobs: int, traced: bool) -> tuple[float, float]:
         env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(),
     )  # fmt: skip
     figures = json.loads(done.stdout.splitlines()[-1])
-    return figures["enqueue"], figures["drain"]
+    return [*figures["enqueue"], *figures["drain"]]
 
 
 async def child(url: str, jobs: int, traced: bool) -> None:
@@ -82,23 +83,23 @@ async def child(url: str, jobs: int, traced: bool) -> None:
     async def noop(tenant: str, n: int) -> int:
         return 0
 
+    async def produce(first: int) -> None:
+        for n in range(first, jobs, PRODUCERS):
+            await noop.enqueue(f"t{n % 16}", n)
+
     async with app:
-
-        async def produce(first: int) -> None:
-            for n in range(first, jobs, PRODUCERS):
-                await noop.enqueue(f"t{n % 16}", n)
-
         # Warm: the queue opened, its id node leased and the first look for a tracer made (it
         # imports opentelemetry: tens of ms, once a process) before the clock starts.
         await noop.enqueue("warm", -1)
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(produce(first) for first in range(PRODUCERS)))
-        enqueued = jobs / (time.perf_counter() - start)
-        start = time.perf_counter()
+        enqueue = (jobs / (time.perf_counter() - wall), (time.process_time() - cpu) / jobs)
+        wall, cpu = time.perf_counter(), time.process_time()
         await AppWorker(app, options=ConsumerOptions(concurrency=CONCURRENCY)).run_until_idle()
-        drained = (jobs + 1) / (time.perf_counter() - start)  # the warm one too
+        done = jobs + 1  # the warm one too
+        drain = (done / (time.perf_counter() - wall), (time.process_time() - cpu) / done)
         await discard(app.queue(name))
-    print(json.dumps({"enqueue": enqueued, "drain": drained}))
+    print(json.dumps({"enqueue": enqueue, "drain": drain}))
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
@@ -107,7 +108,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         today = checkout(rev, Path(scratch))
         here = ROOT / "src"
         sides = {"today": (today, False), "no tracer": (here, False), "traced": (here, True)}
-        samples: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+        samples: dict[str, list[list[float]]] = {side: [] for side in sides}
         order = list(sides)
         for round in range(args.runs):
             turn = round % len(order)
@@ -118,16 +119,22 @@ async def run(url: str, args: argparse.Namespace) -> None:
         f"\n{args.jobs} task calls enqueued ({PRODUCERS} at once), then drained (concurrency "
         f"{CONCURRENCY}); median of {args.runs} runs; today = {rev}\n"
     )
-    print("| side | enqueue jobs/s | drain jobs/s | time per job vs today (enqueue, drain) |")
-    print("|---|---:|---:|---|")
+    print(
+        "| side | enqueue jobs/s | enqueue CPU µs/job | drain jobs/s | drain CPU µs/job "
+        "| CPU per job vs today (enqueue, drain) |"
+    )
+    print("|---|---:|---:|---:|---:|---|")
     medians = {
-        side: (statistics.median(r[0] for r in rows), statistics.median(r[1] for r in rows))
+        side: [statistics.median(row[i] for row in rows) for i in range(4)]
         for side, rows in samples.items()
     }
     base = medians["today"]
-    for side, (enq, drain) in medians.items():
-        delta = f"{100 * (base[0] / enq - 1):+.1f}%, {100 * (base[1] / drain - 1):+.1f}%"
-        print(f"| {side} | {enq:,.0f} | {drain:,.0f} | {delta} |")
+    for side, (enq, enq_cpu, drain, drain_cpu) in medians.items():
+        delta = f"{100 * (enq_cpu / base[1] - 1):+.1f}%, {100 * (drain_cpu / base[3] - 1):+.1f}%"
+        print(
+            f"| {side} | {enq:,.0f} | {1e6 * enq_cpu:.1f} | {drain:,.0f} | "
+            f"{1e6 * drain_cpu:.1f} | {delta} |"
+        )
 
 
 def main() -> int:
