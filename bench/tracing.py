@@ -1,7 +1,8 @@
 """What tracing costs: the same jobs enqueued and drained by today's echomq (the tree before
-tracing came), by this tree with no tracer provider set (the path every untraced application
-runs, the ``otel`` extra installed), and by this tree traced (a provider whose spans go
-nowhere: the spans' own cost, no exporter's).
+tracing came) and by this tree three ways: no tracer provider (the path of every untraced
+application, the ``otel`` extra installed), OpenTelemetry imported but no provider set (a look
+for one at most once a second), and traced (a provider whose spans go nowhere: the spans' own
+cost, no exporter's).
 
 Run: ``.venv/bin/python bench/tracing.py [--runs 9] [--jobs 5000]``. Each sample is a fresh
 process (the tree under test on its ``PYTHONPATH``) against the same server: ``--jobs`` task
@@ -55,24 +56,25 @@ def checkout(rev: str, into: Path) -> Path:
     return into / "src"
 
 
-def sample(src: Path, url: str, jobs: int, traced: bool) -> list[float]:
+def sample(src: Path, url: str, jobs: int, mode: str) -> list[float]:
     """One child process's enqueue jobs/s and CPU s/job, then the drain's."""
     env = dict(os.environ, PYTHONPATH=str(src))
     command = [sys.executable, __file__, "--child", "--url", url, "--jobs", str(jobs)]
     done = subprocess.run(
-        [*command, *(["--traced"] if traced else [])],
+        [*command, "--mode", mode],
         env=env, capture_output=True, text=True, check=True, cwd=tempfile.gettempdir(),
     )  # fmt: skip
     figures = json.loads(done.stdout.splitlines()[-1])
     return [*figures["enqueue"], *figures["drain"]]
 
 
-async def child(url: str, jobs: int, traced: bool) -> None:
-    if traced:
+async def child(url: str, jobs: int, mode: str) -> None:
+    if mode != "off":
         from opentelemetry import trace
         from opentelemetry.sdk.trace import TracerProvider
 
-        trace.set_tracer_provider(TracerProvider())  # recording spans, no processor: no export
+        if mode == "traced":  # recording spans, no processor: no export
+            trace.set_tracer_provider(TracerProvider())
     from echomq import App, AppWorker, ConsumerOptions
     from echomq.testing import discard
 
@@ -107,14 +109,19 @@ async def run(url: str, args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as scratch:
         today = checkout(rev, Path(scratch))
         here = ROOT / "src"
-        sides = {"today": (today, False), "no tracer": (here, False), "traced": (here, True)}
+        sides = {
+            "today": (today, "off"),
+            "no tracer": (here, "off"),
+            "OpenTelemetry imported, no provider": (here, "imported"),
+            "traced": (here, "traced"),
+        }
         samples: dict[str, list[list[float]]] = {side: [] for side in sides}
         order = list(sides)
         for round in range(args.runs):
             turn = round % len(order)
             for side in order[turn:] + order[:turn]:
-                src, traced = sides[side]
-                samples[side].append(sample(src, url, args.jobs, traced))
+                src, mode = sides[side]
+                samples[side].append(sample(src, url, args.jobs, mode))
     print(
         f"\n{args.jobs} task calls enqueued ({PRODUCERS} at once), then drained (concurrency "
         f"{CONCURRENCY}); median of {args.runs} runs; today = {rev}\n"
@@ -140,12 +147,12 @@ async def run(url: str, args: argparse.Namespace) -> None:
 def main() -> int:
     if "--child" in sys.argv:  # one sample, against the parent's server
         one = argparse.ArgumentParser()
-        for flag in ("--child", "--traced"):
-            one.add_argument(flag, action="store_true")
+        one.add_argument("--child", action="store_true")
+        one.add_argument("--mode", choices=("off", "imported", "traced"))
         one.add_argument("--url")
         one.add_argument("--jobs", type=int)
         args = one.parse_args()
-        asyncio.run(child(args.url, args.jobs, args.traced))
+        asyncio.run(child(args.url, args.jobs, args.mode))
         return 0
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=9)

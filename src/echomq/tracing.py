@@ -10,6 +10,7 @@ It imports nothing of echomq's wings: the engine, the consumers and the task lay
 from __future__ import annotations
 
 import functools
+import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -39,6 +40,8 @@ ATTRIBUTES = (
     "echomq.refused",
     "echomq.link",
 )
+#: The module an application sets its tracer provider with.
+_OTEL_TRACE = "opentelemetry.trace"
 #: Seconds between two looks for a tracer provider while none is set (each look costs a
 #: microsecond; between them, an admission pays one clock read).
 LOOK_EVERY = 1.0
@@ -92,9 +95,9 @@ def find_tracer() -> Tracer | None:
 
 
 class Spans:
-    """Where one queue's (or consumer's) spans go: :func:`find_tracer`'s tracer, looked for at
-    most once a :data:`LOOK_EVERY` while the application has set no provider, then kept (a
-    provider, once set, is the process's for good)."""
+    """Where one queue's (or consumer's) spans go: :func:`find_tracer`'s tracer, looked for
+    once OpenTelemetry is imported, at most once a :data:`LOOK_EVERY` while the application
+    has set no provider, then kept (a provider, once set, is the process's for good)."""
 
     __slots__ = ("_look_at", "_tracer")
 
@@ -107,6 +110,10 @@ class Spans:
         tracer = self._tracer
         if tracer is not None:
             return tracer
+        if _OTEL_TRACE not in sys.modules:
+            # An application that set a provider imported OpenTelemetry to do it: until then
+            # there is nothing to look for (and nothing is imported, at a dict lookup's cost).
+            return None
         now = time.monotonic()
         if now < self._look_at:
             return None

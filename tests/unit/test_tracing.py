@@ -4,6 +4,7 @@ before; a log line's trace id is read from the carried ``traceparent`` alone."""
 
 from __future__ import annotations
 
+import importlib
 import sys
 from collections.abc import Iterator
 
@@ -62,6 +63,11 @@ def test_a_provider_looked_for_at_most_once_a_second_while_none_is_set(
 ) -> None:
     looks: list[int] = []
     monkeypatch.setattr(tracing, "find_tracer", lambda: looks.append(1))
+    imported = importlib.import_module("opentelemetry.trace")
+    monkeypatch.delitem(sys.modules, "opentelemetry.trace")
     spans = tracing.Spans()
+    assert spans.tracer() is None
+    assert looks == []  # OpenTelemetry not imported: no provider can be set, nothing to look for
+    monkeypatch.setitem(sys.modules, "opentelemetry.trace", imported)
     assert [spans.tracer() for _ in range(100)] == [None] * 100
     assert len(looks) == 1
