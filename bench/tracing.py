@@ -2,7 +2,8 @@
 tracing came) and by this tree three ways: no tracer provider (the path of every untraced
 application, the ``otel`` extra installed), OpenTelemetry imported but no provider set (a look
 for one at most once a second), and traced (a provider whose spans go nowhere: the spans' own
-cost, no exporter's).
+cost, no exporter's). A second copy of today's tree runs as a side of its own: what two
+identical sides differ by is the run's noise.
 
 Run: ``.venv/bin/python bench/tracing.py [--runs 9] [--jobs 5000]``. Each sample is a fresh
 process (the tree under test on its ``PYTHONPATH``) against the same server: ``--jobs`` task
@@ -106,11 +107,12 @@ async def child(url: str, jobs: int, mode: str) -> None:
 
 async def run(url: str, args: argparse.Namespace) -> None:
     rev = args.before or before_tracing()
-    with tempfile.TemporaryDirectory() as scratch:
+    with tempfile.TemporaryDirectory() as scratch, tempfile.TemporaryDirectory() as again:
         today = checkout(rev, Path(scratch))
         here = ROOT / "src"
         sides = {
             "today": (today, "off"),
+            "today, again (the noise)": (checkout(rev, Path(again)), "off"),
             "no tracer": (here, "off"),
             "OpenTelemetry imported, no provider": (here, "imported"),
             "traced": (here, "traced"),
