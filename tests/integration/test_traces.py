@@ -292,3 +292,29 @@ async def test_each_attempts_span_ends_with_what_the_engine_did(
         ("defer", "deferred", "UNSET"),
         ("drop", "dead", "ERROR"),
     ]
+
+
+async def test_a_batch_of_calls_is_one_send_whose_context_every_payload_carries(
+    valkey_url: str, queue_name: str, spans: InMemorySpanExporter
+) -> None:
+    app = App(valkey_url, queue=queue_name)
+
+    @app.task(lane="tenant")
+    async def echo(tenant: str) -> str:
+        return tenant
+
+    try:
+        handles = await app.enqueue_many([echo.call("acme"), echo.call("zen")])
+        [sent] = recorded(spans)
+        assert sent["attributes"]["messaging.batch.message_count"] == 2
+        assert "echomq.lane" not in sent["attributes"]  # two lanes: none to name
+        queue = app.queue(queue_name)
+        for handle in handles:
+            info = await queue.job(handle.id)
+            assert info is not None
+            assert info.payload["traceparent"].split("-")[1:3] == [
+                sent["trace_id"],
+                sent["span_id"],
+            ]
+    finally:
+        await app.close()
