@@ -8,6 +8,8 @@ from the first job's body to the last one's.
 * ``stamp`` (``echomq worker _floor_jobs:stamp``): the raw ``Queue`` handler;
 * ``app`` (``echomq worker _floor_jobs:app``): the task layer, one task ``stamp(n)`` on the
   queue named by ``BENCH_QUEUE``;
+* ``batch_app`` (``echomq worker _floor_jobs:batch_app``): a batch task ``stamps`` on that
+  queue, the body run once per member (batches of up to ``BATCH_SIZE``);
 * ``python bench/_floor_jobs.py URL KEY JOBS``: the floor. No framework: ``RPOP KEY 10`` on one
   connection, the popped JSON triples decoded and their bodies run concurrently
   (``asyncio.gather``), ``BRPOP`` on a second connection when the list is empty; it exits
@@ -24,10 +26,13 @@ import os
 import sys
 import time
 
-from echomq import App, Job
+from echomq import App, Batching, Job, Member
 from echomq.consumers import loops
 from echomq.wire.connector import Connector
 from echomq.wire.url import ConnectionOptions
+
+#: Most members per batch of the batch side (the bodies of a batch run one after another).
+BATCH_SIZE = 100
 
 _stamps: list[float] = []
 _cpu: list[float] = []  # the process's CPU seconds at the first body and at the last
@@ -55,7 +60,19 @@ def make_app(url: str | None, queue: str) -> App:
     return made
 
 
+def make_batch_app(url: str | None, queue: str) -> App:
+    made = App(url, queue=queue)
+
+    @made.task("stamps", batch=Batching(max_size=BATCH_SIZE, max_wait=0.05))
+    async def task_stamps(members: list[Member[int]]) -> None:
+        for member in members:
+            await body(member.item)
+
+    return made
+
+
 app = make_app(None, os.environ.get("BENCH_QUEUE", "floor"))
+batch_app = make_batch_app(None, os.environ.get("BENCH_QUEUE", "floor"))
 
 
 @atexit.register

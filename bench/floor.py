@@ -10,7 +10,9 @@ each doing the same job body (``bench/_floor_jobs.py``: append a timestamp to a 
 * **echomq Queue**: ``Queue.enqueue`` / ``enqueue_many``, drained by ``echomq worker
   _floor_jobs:stamp`` (the raw ``Queue`` consumer);
 * **echomq tasks**: ``task.enqueue`` / ``App.enqueue_many``, drained by ``echomq worker
-  _floor_jobs:app`` (the task worker).
+  _floor_jobs:app`` (the task worker);
+* **echomq batch** (with ``--batch``): the same through a batch task, drained by ``echomq
+  worker _floor_jobs:batch_app`` (the batch consumer, batches of up to 100).
 
 Figures (jobs/s): **single**, ``--calls`` enqueues one awaited call at a time (the floor: one
 ``LPUSH``); **bulk**, ``--jobs`` in batches of 1,000 (the floor: 1,000 ``LPUSH`` pipelined in
@@ -34,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from _floor_jobs import make_app
+from _floor_jobs import make_app, make_batch_app
 from _harness import serve
 from echomq import Item, Queue
 from echomq.consumers import loops
@@ -185,9 +187,21 @@ async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Fig
 
 
 async def tasks(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
+    return await _app_side(url, args, src, "stamp")
+
+
+async def batches(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
+    return await _app_side(url, args, src, "stamps")
+
+
+async def _app_side(url: str, args: argparse.Namespace, src: str | None, which: str) -> Figures:
+    """The task side (``stamp``, one job at a time) or the batch side (``stamps``)."""
+    make, target, side = (
+        (make_app, "app", "tasks") if which == "stamp" else (make_batch_app, "batch_app", "batch")
+    )
     name = _fresh("app")
-    app = make_app(url, name)
-    task = app.tasks["stamp"]
+    app = make(url, name)
+    task = app.tasks[which]
     async with app:
         try:
             for n in range(200):
@@ -199,16 +213,16 @@ async def tasks(url: str, args: argparse.Namespace, src: str | None = None) -> F
         finally:
             await discard(app.queue(name))
     name = _fresh("app")
-    app = make_app(url, name)
-    task = app.tasks["stamp"]
+    app = make(url, name)
+    task = app.tasks[which]
     async with app:
         try:
             start = time.perf_counter()
             for first in range(0, args.jobs, 1000):
                 await app.enqueue_many([task.call(n) for n in range(first, first + 1000)])
             bulk = args.jobs / (time.perf_counter() - start)
-            command = _cli(url, "_floor_jobs:app", [])
-            command = _python(args, "tasks", command)
+            command = _cli(url, f"_floor_jobs:{target}", [])
+            command = _python(args, side, command)
             env = {"BENCH_QUEUE": name}
             drained = await _drained(url, command, env, args.jobs, app.queue(name), src)
         finally:
@@ -222,10 +236,14 @@ async def run(url: str, args: argparse.Namespace) -> None:
         "echomq Queue": raw,
         "echomq tasks": tasks,
     }
+    if args.batch:
+        measures["echomq batch"] = batches
     if args.against:  # the same sides, their workers from another checkout
         against = args.against  # a path from this folder: the workers start here too
         measures[f"Queue @{args.against}"] = lambda u, a: raw(u, a, against)
         measures[f"tasks @{args.against}"] = lambda u, a: tasks(u, a, against)
+        if args.batch:
+            measures[f"batch @{args.against}"] = lambda u, a: batches(u, a, against)
     loop_name, _ = loops.choose("auto")
     samples: dict[str, list[Figures]] = {side: [] for side in measures}
     for r in range(args.runs):
@@ -268,6 +286,7 @@ def main() -> int:
     parser.add_argument(
         "--against", help="another checkout's src: its workers drain too (enqueue is this one's)"
     )
+    parser.add_argument("--batch", action="store_true", help="add a batch task's side")
     parser.add_argument(
         "--profile", help="a folder: run each worker under cProfile, one SIDE.prof per side"
     )

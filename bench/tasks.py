@@ -6,6 +6,10 @@ drain them with one consumer of concurrency 64 and a no-op handler. The raw side
 for as long as the App does (``result_ttl`` 1 day), so both pay the same engine work and the
 difference is the task layer's own: binding and checking arguments, the task envelope, routing
 by name, the context, and rebuilding the result. Prints medians (jobs/s) and the overhead.
+
+``--batch`` adds a third side: the same jobs as members of a batch task (``Batching(max_size=64,
+max_wait=0.05)``, a no-op handler that returns no verdicts), drained by one ``AppWorker``: the
+batch consumer's path.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 from _harness import serve
-from echomq import App, AppWorker, Consumer, ConsumerOptions, Item, Job, Queue
+from echomq import App, AppWorker, Batching, Consumer, ConsumerOptions, Item, Job, Member, Queue
 from echomq.testing import discard
 
 TTL = 86400.0
@@ -76,11 +80,38 @@ async def _tasks(url: str, jobs: int, bulk: bool) -> tuple[float, float]:
     return enqueued, drained
 
 
+async def _batch_tasks(url: str, jobs: int, bulk: bool) -> tuple[float, float]:
+    name = f"bench-batch-{time.time_ns()}"
+    app = App(url, queue=name, result_ttl=TTL)
+
+    @app.task(
+        lane=lambda item: f"t{item % 16}", batch=Batching(max_size=CONCURRENCY, max_wait=0.05)
+    )
+    async def rows(items: list[Member[int]]) -> None:
+        return None  # every member done
+
+    async with app:
+        start = time.perf_counter()
+        if bulk:
+            await app.enqueue_many([rows.call(n) for n in range(jobs)])
+        else:
+            for n in range(jobs):
+                await rows.enqueue(n)
+        enqueued = jobs / (time.perf_counter() - start)
+        start = time.perf_counter()
+        await AppWorker(app, options=ConsumerOptions(concurrency=CONCURRENCY)).run_until_idle()
+        drained = jobs / (time.perf_counter() - start)
+        await discard(app.queue(name))
+    return enqueued, drained
+
+
 async def run(url: str, args: argparse.Namespace) -> None:
     sides: dict[str, Callable[[str, int, bool], Awaitable[tuple[float, float]]]] = {
         "raw Queue": _raw,
         "tasks": _tasks,
     }
+    if args.batch:
+        sides["batch task"] = _batch_tasks
     for bulk in (False, True):
         samples: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
         for _ in range(args.runs):
@@ -110,6 +141,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--jobs", type=int, default=20000)
+    parser.add_argument("--batch", action="store_true", help="add a batch task's drain")
     return serve(parser, run)
 
 

@@ -78,7 +78,9 @@ ALSO_ON_CLUSTER = frozenset(
         "test_lane_names.py",
         "test_gates.py",
         "test_admission.py",
+        "test_priorities.py",
         "test_cooling.py",
+        "test_debounce.py",
     }
 )
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from echomq import __version__
 from echomq.consumers import loops
-from echomq.consumers.consumer import ConsumerOptions
+from echomq.consumers.options import ConsumerOptions
 from echomq.consumers.worker import WorkerOptions, load_handler, load_target, serve
 from echomq.engine.backoff import Exponential, Jitter
 from echomq.engine.checks import count

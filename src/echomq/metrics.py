@@ -24,7 +24,7 @@ try:
 except ImportError as exc:  # /metrics is an extra
     raise ImportError(missing("metrics", "echomq.metrics")) from exc
 
-from echomq.consumers.consumer import Observer, Outcome
+from echomq.consumers.ledger import Observer, Outcome
 from echomq.engine.checks import count
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job

@@ -10,6 +10,7 @@ It imports nothing of echomq's wings: the engine, the consumers and the task lay
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import sys
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -88,10 +89,16 @@ def find_tracer() -> Tracer | None:
     provider = otel.trace.get_tracer_provider()
     if isinstance(provider, otel.unset):
         return None
-    from echomq import __version__
-
-    tracer: Tracer = provider.get_tracer("echomq", __version__)
+    tracer: Tracer = provider.get_tracer("echomq", _version())
     return tracer
+
+
+def _version() -> str | None:
+    """echomq's installed version, for the tracer's scope (None from a bare checkout)."""
+    try:
+        return importlib.metadata.version("echomq")
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 class Spans:
@@ -366,14 +373,17 @@ def processing(tracer: Tracer, job: Job) -> Span:
     return span
 
 
-def processing_batch(tracer: Tracer, queue: str, jobs: Sequence[Job], task: str) -> Span:
+def processing_batch(tracer: Tracer, queue: str, jobs: Sequence[Job]) -> Span:
     """A batch's one consumer span (a root), with a link per member to the context its job
-    carries (to the member itself when it carries none: its id, on a link of no trace)."""
+    carries; its task's name when the members share one (a batch task's)."""
     otel = api()
     assert otel is not None
     attributes = _attributes(queue, "process")
     attributes["messaging.batch.message_count"] = len(jobs)
-    attributes["echomq.task"] = task
+    tasks = {job.payload.get("task") if type(job.payload) is dict else None for job in jobs}
+    task = tasks.pop() if len(tasks) == 1 else None
+    if isinstance(task, str):
+        attributes["echomq.task"] = task
     links = []
     for job in jobs:
         parent = parent_of(job.payload)

@@ -1,10 +1,10 @@
 """Every program under examples/ runs here, against the session's real Valkey, and what it
 shows is checked: the FastAPI app, the pre-forking sync producer, Django views, per-tenant
-rates, cooling a lane, results, progress and logs, abort, flows, ordered lanes, batch tasks,
-periodic tasks, the dashboard mounted in an ASGI app, and the documentation site's programs
-(the quickstart with a real ``echomq worker``, the fair worker, a raw consumer, token buckets,
-scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a docs page include
-an example only if this file names it."""
+rates, priority bands, cooling a lane, results, progress and logs, abort, flows, ordered
+lanes, batch tasks, periodic tasks, the dashboard mounted in an ASGI app, and the documentation
+site's programs (the quickstart with a real ``echomq worker``, the fair worker, a raw consumer,
+token buckets, scheduling, retries and dead letters). tests/unit/test_docs_blocks.py lets a
+docs page include an example only if this file names it."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ async def clean(valkey_url: str) -> AsyncIterator[None]:
         *("email", "rates-demo", "results-demo", "progress-demo", "batch-demo", "periodic-demo"),
         *("abort-demo", "flows-demo", "flows-demo-media", "quickstart", "fair-demo"),
         *("consumer-demo", "buckets-demo", "schedule-demo", "retries-demo", "hooks-demo"),
-        *("sync-demo", "ordered-demo", "sms-demo", "mail-demo", "cooling-demo"),
+        *("sync-demo", "ordered-demo", "sms-demo", "mail-demo", "cooling-demo", "priority-demo"),
     )
 
 
@@ -157,6 +157,17 @@ async def test_cooling_holds_only_the_throttled_tenant_and_spends_no_attempt(
     assert out[:3] == ["zen 0 before the cool", "zen 1 before the cool", "zen 2 before the cool"]
     # Both of acme's were in hand at the 429 (one claim took the lanes' heads): both cooled.
     assert out[3:] == ["acme 0 after the cool", "acme 1 after the cool", "cooled 2, dead 0"]
+
+
+async def test_priorities_serve_the_page_first_and_the_lanes_in_turn_in_each_band(
+    valkey_url: str, clean: None
+) -> None:
+    out = run("priorities.py", valkey_url).splitlines()
+    assert out == [
+        "zen: PAGE: the database is down",
+        *("acme: hello", "zen: hello"),
+        *("acme: digest 1", "zen: digest 1", "acme: digest 2", "zen: digest 2"),
+    ]
 
 
 async def test_results_example_reads_a_result_and_a_failure(valkey_url: str, clean: None) -> None:

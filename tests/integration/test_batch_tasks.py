@@ -19,11 +19,14 @@ from echomq import (
     Batching,
     ConsumerOptions,
     Fixed,
+    InvalidArgument,
+    Item,
     Job,
     Member,
     TaskFailed,
     group,
 )
+from echomq.engine import Empty
 from echomq.tasks import MemberVerdict
 
 FAST = ConsumerOptions(beat=0.1, backoff=Fixed(0.0))
@@ -79,6 +82,48 @@ async def test_a_batch_fills_to_its_max_size_across_lanes_without_waiting(app: A
     assert {m.lane for m in first} == {"t0", "t1"}  # a batch mixes lanes
     assert sorted(m.id for b in batches for m in b) == sorted(h.id for h in handles)
     assert [await h.result(timeout=5) for h in handles] == [i * 2 for i in range(20)]
+
+
+async def test_batches_by_lane_never_mix_lanes_and_take_turns(app: App) -> None:
+    batches: list[list[Member[Row]]] = []
+
+    shape = Batching(max_size=4, max_wait=30.0, by_lane=True)
+
+    @app.task(batch=shape, lane=lambda item: item.tenant)
+    async def insert(members: list[Member[Row]]) -> None:
+        batches.append(members)
+
+    await app.enqueue_many(insert.call(Row(i, f"t{i % 3}")) for i in range(18))
+    started = time.monotonic()
+    await asyncio.wait_for(AppWorker(app, options=FAST).run_until_idle(), 20)
+    assert time.monotonic() - started < 15  # one claim a batch: no 30 s wait
+    assert [len({m.lane for m in b}) for b in batches] == [1] * len(batches)
+    assert sum(len(b) for b in batches) == 18
+    first_round = [b[0].lane for b in batches[:3]]
+    assert sorted(first_round) == ["t0", "t1", "t2"]  # the ring rotates between batches
+    assert [len(b) for b in batches[:3]] == [4, 4, 4]
+
+
+async def test_a_lane_batch_claim_keeps_ceilings_and_weights(app: App) -> None:
+    queue = app.queue()
+    for lane in ("a", "b"):
+        await queue.enqueue_many([Item(n, lane=lane) for n in range(10)])
+    await queue.lane("a").limit(3)
+    await queue.lane("b").weight(2)
+    batches = []
+    for _ in range(3):
+        jobs = await queue.claim_batch(8, one_lane=True)
+        assert isinstance(jobs, list)
+        batches.append(sorted({(j.lane, len(jobs)) for j in jobs}))
+    # a (ceiling 3) gives 3; b (weight 2) two batches in its turn (8, then its last 2)
+    assert batches == [[("a", 3)], [("b", 8)], [("b", 2)]]
+    assert isinstance(await queue.claim_batch(8, one_lane=True), Empty)  # a: at its ceiling
+    with pytest.raises(InvalidArgument) as refused:
+        await queue.claim_batch(2, one_lane="yes")  # type: ignore[arg-type]
+    assert refused.value.argument == "one_lane"
+    with pytest.raises(InvalidArgument) as refused:
+        Batching(max_size=2, max_wait=1.0, by_lane=1)  # type: ignore[arg-type]
+    assert refused.value.argument == "by_lane"
 
 
 async def test_a_batch_below_its_min_size_leaves_at_its_max_wait_with_fewer(app: App) -> None:

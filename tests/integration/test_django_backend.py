@@ -1,7 +1,8 @@
 """echomq.contrib.django.EchoMQBackend held to Django's task backend contract (the django-tasks
 backport on Django 5.2): enqueue/aenqueue, get_result/aget_result/refresh, takes_context,
 queue names mapped to echomq queues, lanes from a keyword, run_after scheduled, priority
-accepted, retries, failures with their exception's path, refusals; the worker in-process."""
+mapped to echomq's bands, retries, failures with their exception's path, refusals; the worker
+in-process."""
 
 from __future__ import annotations
 
@@ -19,8 +20,9 @@ from django.test.utils import override_settings
 from django_tasks import TaskResultStatus, task_backends
 from django_tasks.exceptions import InvalidTaskError, TaskResultDoesNotExist
 
-from echomq import App, AppWorker, ConsumerOptions, Fixed
+from echomq import App, AppWorker, ConsumerOptions, Fixed, Job, Queue
 from echomq.contrib.django import EchoMQBackend, worker_app
+from echomq.contrib.django._backend import echomq_priority
 from echomq.testing import discard
 
 if not settings.configured:  # this process's Django: no other test configures one
@@ -151,6 +153,31 @@ def test_run_after_is_scheduled_and_priority_accepted_and_kept(backend: EchoMQBa
     assert (found.status, found.task.priority) == ("READY", 10)
     with pytest.raises(InvalidTaskError, match="priority"):
         add.using(priority=101)
+
+
+def test_djangos_priorities_map_to_bands_in_order_keeping_the_default() -> None:
+    assert [echomq_priority(p) for p in (-100, -81, -80, -21, -20, -1, 0)] == [0, 0, 1, 3, 4, 4, 5]
+    assert [echomq_priority(p) for p in (1, 25, 26, 50, 51, 76, 100)] == [6, 6, 7, 7, 8, 9, 9]
+
+
+def test_a_more_urgent_django_task_is_served_first(
+    backend: EchoMQBackend, valkey_url: str, queue_name: str
+) -> None:
+    from django_jobs import add
+
+    add.using(priority=-50).enqueue(1, 1)
+    add.enqueue(2, 2)
+    add.using(priority=60).enqueue(3, 3)
+
+    async def order() -> list[int]:
+        queue = await Queue.connect(valkey_url, queue_name, events=False)
+        try:
+            jobs = [await queue.claim() for _ in range(3)]
+            return [job.payload["args"]["args"][0] for job in jobs if isinstance(job, Job)]
+        finally:
+            await queue.close()
+
+    assert asyncio.run(order()) == [3, 2, 1]
 
 
 def test_unknown_ids_and_bad_arguments_are_refused_before_any_write(

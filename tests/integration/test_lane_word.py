@@ -25,7 +25,10 @@ async def test_group_keyword_still_admits_to_the_lane_and_warns(queue: Queue) ->
 
 
 async def test_lane_and_group_together_are_refused_before_any_write(queue: Queue) -> None:
-    with pytest.warns(DeprecationWarning), pytest.raises(InvalidArgument) as refused:
+    with (
+        pytest.warns(DeprecationWarning, match="group="),
+        pytest.raises(InvalidArgument) as refused,
+    ):
         await queue.enqueue("a", lane="acme", group="acme")
     assert refused.value.argument == "group"
     assert (await queue.counts()).pending == 0

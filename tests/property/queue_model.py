@@ -1,5 +1,6 @@
 """The pure model the queue state machine holds the engine against: jobs and their states, the
-lanes and what makes one serviceable, and the fairness bound a waiting lane is owed."""
+lanes and what makes one serviceable, priority bands, and the fairness bound a waiting lane is
+owed within its band."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from typing import Any
 
 # "_" is the default lane: the machine enqueues into it without naming a group.
 GROUPS = ("_", "a", "b", "c")
+#: A job's priority when none is given: the default band (its lane scores it 0).
+DEFAULT_PRIORITY = 5
 
 
 def text_of(value: Any) -> str:
@@ -22,7 +25,7 @@ def text_of(value: Any) -> str:
 class Row:
     """A live job as the model sees it (completed jobs have no row)."""
 
-    group: str
+    lane: str
     payload: int
     state: str = "pending"  # pending | active | scheduled | dead
     attempts: int = 0
@@ -34,6 +37,8 @@ class Row:
     cancel: str | None = None
     # Attempts given back (a Cool put it back unrun): failures = attempts - grace.
     grace: int = 0
+    # Its band: a lane serves its jobs by priority (higher first), then mint order.
+    priority: int = DEFAULT_PRIORITY
 
     @property
     def failures(self) -> int:
@@ -42,7 +47,7 @@ class Row:
 
 @dataclass
 class Lease:
-    group: str
+    lane: str
     token: int
     deadline_ms: int
     is_short: bool
@@ -85,6 +90,23 @@ class Model:
     # settle (a ceiling gates claims; it never evicts leases).
     limit_slack: dict[str, int] = field(default_factory=dict)
     concurrency_slack: int = 0
+    # A job outside the default band was admitted (meta `banded`: the claim walks bands).
+    is_banded: bool = False
+
+    def order(self, job_id: str) -> tuple[int, str]:
+        """A job's place in its lane: its band's score (more urgent first), then its id."""
+        return DEFAULT_PRIORITY - self.rows[job_id].priority, job_id
+
+    def band(self, group: str) -> int:
+        """The band of the lane's head job: the ring the lane sits on while serviceable."""
+        return self.rows[self.lanes[group][0]].priority
+
+    def rings(self) -> dict[int, set[str]]:
+        """The serviceable lanes by the band of their head job."""
+        rings: dict[int, set[str]] = {}
+        for group in self.serviceable():
+            rings.setdefault(self.band(group), set()).add(group)
+        return rings
 
     def gactive(self, group: str) -> int:
         return sum(1 for lease in self.active.values() if lease.lane == group)
@@ -132,21 +154,27 @@ class Model:
     def is_claimable(self) -> bool:
         return not self.is_queue_paused and not self.is_at_ceiling() and bool(self.serviceable())
 
-    def admit(self, job_id: str, group: str, payload: int) -> None:
+    def admit(
+        self, job_id: str, group: str, payload: int, priority: int = DEFAULT_PRIORITY
+    ) -> None:
         assert job_id not in self.rows, f"{job_id} admitted twice"
         assert job_id not in self.completed, f"{job_id} admitted again after it completed"
-        self.rows[job_id] = Row(group, payload)
-        bisect.insort(self.lanes[group], job_id)
+        self.rows[job_id] = Row(group, payload, priority=priority)
+        self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
+        bisect.insort(self.lanes[group], job_id, key=self.order)
 
-    def admit_later(self, job_id: str, group: str, payload: int) -> None:
+    def admit_later(
+        self, job_id: str, group: str, payload: int, priority: int = DEFAULT_PRIORITY
+    ) -> None:
         """A job admitted to the schedule (a delay far beyond the example: never promoted)."""
         assert job_id not in self.rows, f"{job_id} admitted twice"
-        self.rows[job_id] = Row(group, payload, state="scheduled")
+        self.rows[job_id] = Row(group, payload, state="scheduled", priority=priority)
+        self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
 
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]
         row.state = "pending"
-        bisect.insort(self.lanes[row.lane], job_id)
+        bisect.insort(self.lanes[row.lane], job_id, key=self.order)
 
     def lease(self, job_id: str, deadline_ms: int, is_short: bool) -> None:
         row = self.rows[job_id]
@@ -199,7 +227,7 @@ class Model:
 
 @dataclass
 class Wait:
-    """One serviceable lane's wait since it was last served or joined the ring.
+    """One serviceable lane's wait since it was last served or joined its band's ring.
 
     ``ahead`` holds the lanes that may be served before it — those serviceable when the wait
     began — each with the largest weight it had since. A lane that joins the ring later is
@@ -207,6 +235,7 @@ class Wait:
     """
 
     ahead: dict[str, int]
+    band: int
     served: dict[str, int] = field(default_factory=dict)  # claims per lane ahead, this wait
     departed: int = 0  # the weight budget of ahead lanes that left the ring (they rejoin behind)
 
@@ -220,7 +249,9 @@ class Wait:
 
 
 class Fairness:
-    """Weighted round robin: while a lane waits, each lane ahead of it gets at most one visit —
+    """Weighted round robin within a band: while a lane waits, no lane of a less urgent band is
+    served, claims of more urgent bands are not its business, and each lane of its own band
+    ahead of it gets at most one visit —
     at most ``weight`` consecutive claims — so the wait is at most the sum of their weights.
 
     A wait starts when the lane becomes serviceable, not at its last service before that: a lane
@@ -235,10 +266,14 @@ class Fairness:
     def __init__(self) -> None:
         self.waits: dict[str, Wait] = {}
 
-    def served(self, group: str) -> None:
+    def served(self, group: str, band: int) -> None:
         for lane, wait in self.waits.items():
-            if lane == group:
+            if lane == group or band > wait.band:
                 continue
+            assert band == wait.band, (
+                f"lane {group!r} of band {band} was served while {lane!r} of band {wait.band} "
+                "waited"
+            )
             assert group in wait.ahead, f"lane {group!r} was served before {lane!r}, ahead of it"
             wait.served[group] = wait.served.get(group, 0) + 1
             assert wait.served[group] <= wait.ahead[group], (
@@ -258,15 +293,17 @@ class Fairness:
     def settle(self, model: Model) -> None:
         """After every claim and step: forget the waits of lanes that left the ring, let lanes
         ahead that left it go, start the waits of lanes that joined it (or were just served)."""
-        now = model.serviceable()
-        for lane in set(self.waits) - now:
-            del self.waits[lane]
+        bands = {g: model.band(g) for g in model.serviceable()}
+        for lane in list(self.waits):
+            if bands.get(lane) != self.waits[lane].band:
+                del self.waits[lane]  # off the ring, or on another band's: a new wait
         for wait in self.waits.values():
-            for lane in set(wait.ahead) - now:
+            for lane in [g for g in wait.ahead if bands.get(g) != wait.band]:
                 # Its claims stay in the total, and so does its weight in the bound.
                 wait.departed += wait.ahead.pop(lane)
-        for lane in now - set(self.waits):
-            self.waits[lane] = Wait({g: model.weight(g) for g in now if g != lane})
+        for lane in set(bands) - set(self.waits):
+            ahead = {g: model.weight(g) for g, b in bands.items() if g != lane and b == bands[lane]}
+            self.waits[lane] = Wait(ahead, bands[lane])
 
 
 # -- rates ---------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ class Lane:
 class Held:
     """A job the model knows to be out of its lane: leased (with a lease) or scheduled."""
 
-    group: str
+    lane: str
     lease: Job | None = None
     is_short: bool = False
     run_at_ms: int = 0  # scheduled: due once the server clock is past it

@@ -3,7 +3,8 @@
 It drives one real Queue through admission, claims, settles, lane and queue verbs and reaps, and
 after every step reads the server's own state back: no job lost or duplicated, the ring holds
 exactly the serviceable lanes, ceilings hold, an empty claim means nothing was claimable, no
-lane waits longer than the other lanes' weights allow, and a lane's backlog cap (pending, leased
+lane waits longer than the other lanes of its priority band's weights allow (nor while a less
+urgent band is served), and a lane's backlog cap (pending, leased
 and scheduled jobs) refuses exactly the admissions the model refuses, writing nothing.
 """
 
@@ -25,8 +26,9 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from queue_model import GROUPS, Fairness, Model, text_of
+from queue_model import DEFAULT_PRIORITY, GROUPS, Fairness, Model, text_of
 
+from echomq.engine.options import JobOptions
 from echomq.engine.policies import Policy
 from echomq.engine.queue import Item, Queue
 from echomq.engine.results import Empty, Failed, Job
@@ -39,6 +41,9 @@ LONG_LEASE = 60.0
 SHORT_LEASE = 0.001
 
 groups = st.sampled_from(GROUPS)
+# Mostly the default band, so lanes rotate within one; sometimes a band above or below it.
+priorities = st.sampled_from([DEFAULT_PRIORITY, DEFAULT_PRIORITY, DEFAULT_PRIORITY, 1, 8])
+BANDS = range(10)
 # An index into whatever the rule picks from (taken modulo its size); shrinks towards the first.
 picks = st.integers(min_value=0, max_value=1 << 16)
 
@@ -63,6 +68,8 @@ class QueueMachine(RuleBasedStateMachine):
         self.model = Model()
         self.fairness = Fairness()
         self.payloads = itertools.count()
+        #: Each lane's debounce key → the job its last debounced call made or moved.
+        self.debounced: dict[str, str] = {}
 
     def _run(self, coroutine: Coroutine[Any, Any, T]) -> T:
         return self.loop.run_until_complete(coroutine)
@@ -97,7 +104,6 @@ class QueueMachine(RuleBasedStateMachine):
         ended = sorted(self.model.completed | self.model.cancelled)
         ids = sorted(self.model.rows) + ended
         fixed = {
-            "ring": ("LRANGE", keys.ring, 0, -1),
             "lanes": ("SMEMBERS", keys.root + "lanes"),
             "paused": ("SMEMBERS", keys.paused),
             "cooling": ("HKEYS", keys.cooling),
@@ -118,16 +124,19 @@ class QueueMachine(RuleBasedStateMachine):
         }
         commands = [
             *fixed.values(),
+            *[("LRANGE", keys.band_ring(p), 0, -1) for p in BANDS],
             *[("ZRANGE", keys.lane(g), 0, -1) for g in GROUPS],
             *[("HGETALL", keys.job(i)) for i in ids],
             *[("PEXPIRETIME", keys.job(i)) for i in ended],
         ]
         replies = await self.queue.wire.call_many(commands)
         raw = dict(zip(fixed, replies, strict=False))
-        rest = replies[len(fixed) :]
+        rings = {p: [text_of(g) for g in replies[len(fixed) + p]] for p in BANDS}
+        rest = replies[len(fixed) + len(BANDS) :]
         expiries = rest[len(GROUPS) + len(ids) :]
         return {
-            "ring": [text_of(g) for g in raw["ring"]],
+            "ring": [g for p in reversed(BANDS) for g in rings[p]],
+            "rings": {p: lanes for p, lanes in rings.items() if lanes},
             "lanes": {text_of(g) for g in raw["lanes"]},
             "paused": {text_of(g) for g in raw["paused"]},
             "cooling": {text_of(g) for g in raw["cooling"]},
@@ -169,11 +178,13 @@ class QueueMachine(RuleBasedStateMachine):
     # -- admission -------------------------------------------------------------------------------
 
     @initialize(
-        backlog=st.lists(groups, max_size=12),
+        backlog=st.lists(st.tuples(groups, priorities), max_size=12),
         weights=st.dictionaries(groups, st.integers(min_value=2, max_value=3), max_size=2),
         limits=st.dictionaries(groups, st.integers(min_value=1, max_value=3), max_size=2),
     )
-    def preload(self, backlog: list[str], weights: dict[str, int], limits: dict[str, int]) -> None:
+    def preload(
+        self, backlog: list[tuple[str, int]], weights: dict[str, int], limits: dict[str, int]
+    ) -> None:
         """Start most examples with work in several lanes, some weighted or capped, so claims,
         ceilings and fairness are exercised from the first step, not after a slow build-up."""
         for group, weight in sorted(weights.items()):
@@ -189,26 +200,28 @@ class QueueMachine(RuleBasedStateMachine):
         expected = (group, self.model.cap(group), self.model.backlog(group))
         assert (refused.lane, refused.cap, refused.backlog) == expected
 
-    @rule(group=groups)
-    def enqueue(self, group: str) -> None:
+    @rule(group=groups, priority=priorities)
+    def enqueue(self, group: str, priority: int) -> None:
         payload = next(self.payloads)
+        lane = None if group == "_" else group
+        given = None if priority == DEFAULT_PRIORITY else priority
         if self.model.is_full(group):
             before = self.snapshot()
             with pytest.raises(LaneFull) as refused:
-                self._run(self.queue.enqueue(payload, lane=None if group == "_" else group))
+                self._run(self.queue.enqueue(payload, lane=lane, priority=given))
             self._refused(group, refused.value)
             assert self.snapshot() == before
             return
-        verdict = self._run(self.queue.enqueue(payload, lane=None if group == "_" else group))
+        verdict = self._run(self.queue.enqueue(payload, lane=lane, priority=given))
         assert verdict.kind == "enqueued"
-        self.model.admit(verdict.id, group, payload)
+        self.model.admit(verdict.id, group, payload, priority)
         assert self._run(self.queue.state(verdict.id)) == "pending"
 
-    @rule(group=groups)
-    def enqueue_later(self, group: str) -> None:
+    @rule(group=groups, priority=priorities)
+    def enqueue_later(self, group: str, priority: int) -> None:
         """A job scheduled an hour out: never promoted here, counted by its lane's cap."""
         payload = next(self.payloads)
-        enqueue = self.queue.enqueue_in(3600.0, payload, lane=group)
+        enqueue = self.queue.enqueue_in(3600.0, payload, lane=group, priority=priority)
         if self.model.is_full(group):
             before = self.snapshot()
             with pytest.raises(LaneFull) as refused:
@@ -218,7 +231,32 @@ class QueueMachine(RuleBasedStateMachine):
             return
         verdict = self._run(enqueue)
         assert verdict.kind == "scheduled"
+        self.model.admit_later(verdict.id, group, payload, priority)
+
+    @rule(group=groups)
+    def debounce(self, group: str) -> None:
+        """A debounced call (an hour's quiet, so never due here): while its key's job waits
+        and never ran, the call moves it and its payload becomes this one; otherwise it is a
+        new scheduled job (refused by a full lane) and the key moves to it."""
+        payload = next(self.payloads)
+        options = JobOptions(lane=group, dedup_key=f"deb-{group}", debounce=3600.0)
+        held = self.model.rows.get(self.debounced.get(group, ""))
+        if held is not None and held.state == "scheduled" and held.attempts == 0:
+            verdict = self._run(self.queue.admit(payload, options))
+            assert (verdict.kind, verdict.id) == ("debounced", self.debounced[group])
+            held.payload = payload
+            return
+        if self.model.is_full(group):
+            before = self.snapshot()
+            with pytest.raises(LaneFull) as refused:
+                self._run(self.queue.admit(payload, options))
+            self._refused(group, refused.value)
+            assert self.snapshot() == before
+            return
+        verdict = self._run(self.queue.admit(payload, options))
+        assert verdict.kind == "scheduled", verdict
         self.model.admit_later(verdict.id, group, payload)
+        self.debounced[group] = verdict.id
 
     def _known_state(self, job_id: str) -> str:
         """What a duplicate of ``job_id`` must say its job is doing."""
@@ -242,15 +280,18 @@ class QueueMachine(RuleBasedStateMachine):
         assert verdict.state == self._known_state(job_id)
         assert self.snapshot() == before
 
-    @rule(lanes=st.lists(groups, min_size=1, max_size=8), duplicate=st.none() | picks)
-    def enqueue_many(self, lanes: list[str], duplicate: int | None) -> None:
-        items = [Item(payload=next(self.payloads), lane=g) for g in lanes]
+    @rule(
+        lanes=st.lists(st.tuples(groups, priorities), min_size=1, max_size=8),
+        duplicate=st.none() | picks,
+    )
+    def enqueue_many(self, lanes: list[tuple[str, int]], duplicate: int | None) -> None:
+        items = [Item(payload=next(self.payloads), lane=g, priority=p) for g, p in lanes]
         existing = sorted(self.model.rows)
         position = None
         if duplicate is not None and existing:
             position = duplicate % (len(items) + 1)
             twin = existing[duplicate % len(existing)]
-            items.insert(position, Item(payload="other", lane=lanes[0], id=twin))
+            items.insert(position, Item(payload="other", lane=lanes[0][0], id=twin))
         verdicts = self._run(self.queue.enqueue_many(items))
         assert len(verdicts) == len(items)
         # One chunk: the items are admitted in input order, each against the lane as the ones
@@ -269,75 +310,100 @@ class QueueMachine(RuleBasedStateMachine):
                 continue
             assert verdict.kind == "enqueued", verdict
             assert isinstance(item.payload, int)
-            self.model.admit(verdict.id, item.lane, item.payload)
+            assert item.priority is not None
+            self.model.admit(verdict.id, item.lane, item.payload, item.priority)
 
     # -- claims ----------------------------------------------------------------------------------
 
-    async def _turn(self) -> tuple[list[str], dict[str, str]]:
-        ring, turn = await self.queue.wire.call_many(
-            [("LRANGE", self.queue.keys.ring, 0, -1), ("HGETALL", self.queue.keys.turn)]
+    async def _turn(self) -> tuple[dict[int, list[str]], dict[int, dict[str, str]]]:
+        """Every band's ring and turn, as the next claim finds them."""
+        keys = self.queue.keys
+        replies = await self.queue.wire.call_many(
+            [("LRANGE", keys.band_ring(p), 0, -1) for p in BANDS]
+            + [("HGETALL", keys.band_turn(p)) for p in BANDS]
         )
-        return [text_of(g) for g in ring], {text_of(k): text_of(v) for k, v in turn.items()}
+        rings = {p: [text_of(g) for g in replies[p]] for p in BANDS}
+        turns = {
+            p: {text_of(k): text_of(v) for k, v in replies[len(BANDS) + p].items()} for p in BANDS
+        }
+        return rings, turns
 
     def _walk(
-        self, n: int, before: tuple[list[str], dict[str, str]]
-    ) -> list[tuple[str, list[str]]]:
-        """The turns a claim of ``n`` takes, from the ring and turn ``before`` it: each head lane
-        gives what is left of its turn (all the rest when alone on the ring), clamped to its
-        depth and ceiling, then leaves the ring, keeps its turn (the batch is full) or rotates."""
+        self, n: int, before: tuple[dict[int, list[str]], dict[int, dict[str, str]]]
+    ) -> list[tuple[str, list[str], int]]:
+        """The turns a claim of ``n`` takes, from the rings and turns ``before`` it, the most
+        urgent band first: each head lane gives what is left of its turn (all the rest when
+        alone on its ring), clamped to its depth, its ceiling and its jobs of this band, then
+        leaves the ring, moves to its next head's band (its band's jobs served), keeps its turn
+        (the batch is full) or rotates."""
         model = self.model
-        ring, turn = list(before[0]), dict(before[1])
+        rings = {p: list(ring) for p, ring in before[0].items()}
+        turns = {p: dict(turn) for p, turn in before[1].items()}
         want = n if model.concurrency is None else min(n, model.concurrency - len(model.active))
         lanes = {g: list(model.lanes[g]) for g in GROUPS}
         gactive = {g: model.gactive(g) for g in GROUPS}
-        turns: list[tuple[str, list[str]]] = []
+        out: list[tuple[str, list[str], int]] = []
         taken = 0
-        while taken < want and ring:
+        while taken < want and (bands := [p for p in BANDS if rings[p]]):
+            band = max(bands)
+            ring, turn = rings[band], turns[band]
             group, weight = ring[0], model.weight(ring[0])
             take = want - taken
             ceiling = model.ceiling(group)
             if ceiling is not None:
                 take = min(take, ceiling - gactive[group])
+            inband = [i for i in lanes[group] if model.rows[i].priority >= band]
+            take = min(take, len(inband))
             served = int(turn["served"]) if weight > 1 and turn.get("group") == group else 0
             if take > 1 and len(ring) > 1:
                 take = min(take, max(1, weight - served))  # a stale count still serves one
             heads = lanes[group][: max(take, 0)]
-            assert heads, f"lane {group!r} is on the ring but cannot serve"
+            assert heads, f"lane {group!r} is on band {band}'s ring but cannot serve"
             del lanes[group][: len(heads)]
             gactive[group] += len(heads)
             taken += len(heads)
-            turns.append((group, heads))
+            out.append((group, heads, band))
             if not lanes[group] or (ceiling is not None and gactive[group] >= ceiling):
                 ring.pop(0)
-                turn = {}
+                turns[band] = {}
+            elif len(heads) == len(inband):
+                ring.pop(0)
+                turns[band] = {}
+                rings[model.rows[lanes[group][0]].priority].append(group)
             elif weight > 1 and served + len(heads) < weight:
-                turn = {"group": group, "served": str(served + len(heads))}
+                turns[band] = {"group": group, "served": str(served + len(heads))}
             else:
-                turn = {} if weight > 1 else turn
+                turns[band] = {} if weight > 1 else turn
                 ring.append(ring.pop(0))
-        return turns
+        return out
 
     def _claimed(
-        self, jobs: list[Job], n: int, is_short: bool, before: tuple[list[str], dict[str, str]]
+        self,
+        jobs: list[Job],
+        n: int,
+        is_short: bool,
+        before: tuple[dict[int, list[str]], dict[int, dict[str, str]]],
     ) -> None:
         """Check a successful claim against the model and the ring and turn ``before`` it,
         then apply it turn by turn, as the single claims it stands for."""
         model = self.model
         assert model.is_claimable(), f"claimed {jobs} while the model has nothing claimable"
         turns = self._walk(n, before)
-        expected = [(group, job_id) for group, ids in turns for job_id in ids]
+        expected = [(group, job_id) for group, ids, _ in turns for job_id in ids]
         assert [(j.lane, j.id) for j in jobs] == expected, "not the jobs the ring's turns give"
         by_id = {job.id: job for job in jobs}
-        for group, ids in turns:
+        for group, ids, band in turns:
             assert group in model.serviceable(), f"claimed from {group!r}, not serviceable"
+            assert model.band(group) == band, f"lane {group!r} served in band {band}"
+            assert band == max(model.rings()), f"band {band} served before a more urgent one"
             for job_id in ids:
                 job, row = by_id[job_id], model.rows[job_id]
                 assert (job.attempts, job.payload) == (row.attempts + 1, row.payload)
                 assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
                 model.lease(job_id, job.deadline_ms, is_short)
-                self.fairness.served(group)
+                self.fairness.served(group, band)
             self.fairness.settle(model)
-        for group in {group for group, _ in turns}:
+        for group in {group for group, _, _ in turns}:
             info = self._run(self.queue.lane(group).info())
             ceiling = model.ceiling(group)
             if ceiling is not None:
@@ -642,9 +708,9 @@ class QueueMachine(RuleBasedStateMachine):
         self.model.cooling.add(group)
         self.fairness.settle(self.model)  # it left the ring: it rejoins at the tail
         until = self._run(self.queue.lane(group).info()).cooling_until
-        assert until is not None
-        assert group not in self._run(self.queue.ring())
-        self._run(self._until_server_ms(round(until * 1000) + 1))
+        if until is not None:  # None: a loaded machine read it after its end, by promote or not
+            assert group not in self._run(self.queue.ring())
+            self._run(self._until_server_ms(round(until * 1000) + 1))
         self._run(self.queue.promote())
         self.model.cooling.discard(group)
 
@@ -803,6 +869,9 @@ class QueueMachine(RuleBasedStateMachine):
             assert stored.get("last_error") == row.last_error
             assert int(stored.get("grace", 0)) == row.grace
             assert stored["payload"] == str(row.payload)
+            assert stored.get("prio") == (
+                None if row.priority == DEFAULT_PRIORITY else str(row.priority)
+            ), job_id
         for job_id in model.completed:
             if self.is_keeping:
                 stored = raw["rows"].get(job_id)
@@ -848,12 +917,13 @@ class QueueMachine(RuleBasedStateMachine):
                 model.concurrency_slack = 0
             assert len(model.active) <= max(model.concurrency, model.concurrency_slack)
 
-        # The ring holds exactly the serviceable lanes, each once — by the model, and by the
-        # server's own keys.
+        # The rings hold exactly the serviceable lanes, each once, each on its head job's
+        # band's ring — by the model, and by the server's own keys.
         assert len(raw["ring"]) == len(set(raw["ring"])), f"ring repeats a lane: {raw['ring']}"
         assert set(raw["ring"]) == serviceable, (
             f"ring {raw['ring']} but serviceable lanes are {sorted(serviceable)}"
         )
+        assert {p: set(ring) for p, ring in raw["rings"].items()} == model.rings()
         by_server = {
             g
             for g in GROUPS
@@ -871,6 +941,8 @@ class QueueMachine(RuleBasedStateMachine):
 
         # Queue-wide settings and the read plane.
         expected_meta = {"paused": "1"} if model.is_queue_paused else {}
+        if model.is_banded:
+            expected_meta["banded"] = "1"
         if model.concurrency is not None:
             expected_meta["concurrency"] = str(model.concurrency)
         if model.default_limit is not None:
@@ -879,6 +951,10 @@ class QueueMachine(RuleBasedStateMachine):
             expected_meta["dweight"] = str(model.default_weight)
         if model.default_cap is not None:
             expected_meta["dcap"] = str(model.default_cap)
+        # meta `bands`: the bands other than the default whose ring may hold lanes (a claim
+        # drops one it finds empty): every such ring that holds a lane is in it.
+        bands = raw["meta"].pop("bands", "")
+        assert {str(p) for p in raw["rings"] if p != DEFAULT_PRIORITY} <= set(bands), bands
         assert raw["meta"] == expected_meta
         assert (raw["completed"], raw["failed"]) == (len(model.completed), model.failed)
         counts = self._run(self.queue.counts())

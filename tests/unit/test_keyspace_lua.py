@@ -34,6 +34,7 @@ SAMPLES = {
     "key": "k1",
     "tag": "orders",
     "name": "global",
+    "band": "7",
 }
 
 #: ``Keyspace`` members that are not keys.

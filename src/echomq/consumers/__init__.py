@@ -1,5 +1,6 @@
-"""Consumers: the claim → run → settle loop, the metronome that paces a pool of them, the upkeep
-cadence, and the worker process that runs them from a handler path.
+"""Consumers: the claim → run → settle loops (one job at a time, or in batches) and the parts
+they share, the metronome that paces a pool of them, the upkeep cadence, and the worker process
+that runs them from a handler path.
 
 Public: the names in ``__all__`` below (``from echomq.consumers import Metronome``); :mod:`echomq`
 re-exports the consumer, its options and the signals a handler raises. The modules inside may

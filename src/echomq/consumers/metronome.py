@@ -13,20 +13,25 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
-from echomq.consumers.consumer import open_wake
+from echomq.consumers.parking import open_wake
 from echomq.engine.checks import ms
 from echomq.errors import EchoMQError
 from echomq.wire.connector import Connector
 from echomq.wire.pool import dedicated
 
 if TYPE_CHECKING:
-    from echomq.consumers.consumer import Consumer
     from echomq.engine.queue import Queue
 
 log = logging.getLogger("echomq.metronome")
+
+
+class Idle(Protocol):
+    """What registers with a metronome: a consumer's parking, poked to claim once."""
+
+    def poke(self) -> None: ...
 
 
 class Metronome:
@@ -47,13 +52,13 @@ class Metronome:
         self.cadence = Cadence(beat, idle_upkeep)
         self.generation = 0  # poke rounds so far
         self.wakes = 0
-        self._idle: list[Consumer] = []  # longest idle first, no duplicates
+        self._idle: list[Idle] = []  # longest idle first, no duplicates
         self._registered = asyncio.Event()
         self._stopping = False
         self._blocker: Connector | None = None
         self._closing: asyncio.Future[None] | None = None
 
-    def register(self, consumer: Consumer, seen: int | None = None) -> None:
+    def register(self, consumer: Idle, seen: int | None = None) -> None:
         """An idle consumer asks to be poked at the next wake or beat.
 
         ``seen`` is the generation it read before its (empty) claim: if a round went by since,

@@ -7,7 +7,7 @@ exactly the code it runs without tracing."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from echomq import tracing
@@ -17,7 +17,7 @@ from echomq.engine.results import Job
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
 
-    from echomq.consumers.consumer import Observer, Outcome
+    from echomq.consumers.ledger import Observer, Outcome
     from echomq.engine.queue import Queue
 
 Handler = Callable[[Job], Awaitable[Any]]
@@ -99,16 +99,14 @@ class Attempts:
         span.end()
 
 
-async def run_batch(
-    queue: Queue, task: str, jobs: Sequence[Job], work: Coroutine[Any, Any, None]
-) -> None:
+async def run_batch(queue: Queue, jobs: Sequence[Job], work: Awaitable[None]) -> None:
     """Run a batch's ``work`` (its handler and settles) inside one consumer span linking each
     member's producer context; untraced while tracing is off."""
     tracer = queue.spans.tracer()
     if tracer is None:
         await work
         return
-    span = tracing.processing_batch(tracer, queue.name, jobs, task)
+    span = tracing.processing_batch(tracer, queue.name, jobs)
     token = tracing.attach(span)
     try:
         await work

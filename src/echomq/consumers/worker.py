@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from echomq.consumers.consumer import Consumer, ConsumerOptions, Handler, Tally
+from echomq.consumers.consumer import Consumer, Handler
+from echomq.consumers.ledger import Tally
 from echomq.consumers.metronome import Metronome
+from echomq.consumers.options import ConsumerOptions
 from echomq.engine.checks import count
 from echomq.engine.queue import Queue
 from echomq.errors import InvalidArgument

@@ -66,7 +66,7 @@ class Cancels:
 
     engine: Engine
     result_ttl_ms: int
-    _cancels: CancelHub
+    cancel_hub: CancelHub
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
 

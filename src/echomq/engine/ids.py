@@ -238,7 +238,7 @@ class Minter:
         """This minter's clock as an id timestamp (ms since the epoch)."""
         return self._clock() - EPOCH_MS
 
-    def _grant(self, node: int, floor: int, ceiling: float, valid_until: float) -> None:
+    def grant(self, node: int, floor: int, ceiling: float, valid_until: float) -> None:
         """Hold ``node`` until ``valid_until`` (monotonic s), minting timestamps in (floor,
         ceiling]. A new node starts on a fresh ms, so byte order stays mint order across it."""
         with self._lock:
@@ -248,7 +248,8 @@ class Minter:
                 self._last = max(self._last, ((floor + 1) << NODE_SHIFT) - 1)
             self.node, self._ceiling, self._valid_until = node, ceiling, valid_until
 
-    def _lapse(self) -> None:
+    def lapse(self) -> None:
+        """Stop minting until the next :meth:`grant` (the node's lease was lost)."""
         self._valid_until = -math.inf
 
     def next_number(self) -> int:

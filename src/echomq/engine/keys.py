@@ -158,7 +158,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "ring",
         "LIST",
         "Keyspace.ring",
-        "exactly the serviceable lanes, each once; the head is served next",
+        "the default priority band's ring: exactly its serviceable lanes (those whose head job "
+        "is in the band), each once; the head is served next",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "gband",
+        "HASH",
+        "Keyspace.gband",
+        "group -> the band whose ring holds its lane, for a lane on a band other than the default",
     ),
     KeyShape(QUEUE_ROOT + "paused", "SET", "Keyspace.paused", "paused lanes"),
     KeyShape(
@@ -207,6 +214,18 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.turn",
         "the lane at the head of the ring (group) and its claims this visit (served)",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "band:<band>:ring",
+        "LIST",
+        "Keyspace.band_ring",
+        "priority band <band>'s ring (a band other than the default 5): as ring",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "band:<band>:turn",
+        "HASH",
+        "Keyspace.band_turn",
+        "the lane at the head of band <band>'s ring and its claims this visit: as turn",
     ),
     KeyShape(
         QUEUE_ROOT + "holders",
@@ -262,7 +281,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.meta",
         "queue settings: paused, concurrency, max, window, mode, ordered; the default for "
-        "lanes: dlimit, dweight, drate",
+        "lanes: dlimit, dweight, drate; banded and bands (priority bands, see claim.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "fsync",
@@ -462,6 +481,7 @@ class Keyspace:
     gscheduled: str = field(init=False, repr=False)
     policies: str = field(init=False, repr=False)
     turn: str = field(init=False, repr=False)
+    gband: str = field(init=False, repr=False)
     holders: str = field(init=False, repr=False)
     lanes: str = field(init=False, repr=False)
     rdue: str = field(init=False, repr=False)
@@ -529,6 +549,16 @@ class Keyspace:
         """The sliding log of ``group``'s lane (smooth rate): ``g:<group>:claims``."""
         return self.root + "g:" + validate_group(group) + ":claims"
 
+    def band_ring(self, band: int) -> str:
+        """The ring of priority band ``band`` (0..9): ``ring`` for the default, else
+        ``band:<band>:ring``."""
+        return self.ring if band == 5 else self.root + "band:" + str(_band(band)) + ":ring"
+
+    def band_turn(self, band: int) -> str:
+        """The turn of priority band ``band``'s ring: ``turn`` for the default, else
+        ``band:<band>:turn``."""
+        return self.turn if band == 5 else self.root + "band:" + str(_band(band)) + ":turn"
+
     def dedup(self, key: str) -> str:
         """The producer dedup key ``de:<key>`` that maps to a job id."""
         return self.root + "de:" + validate_dedup(key)
@@ -536,3 +566,12 @@ class Keyspace:
     def all_fixed(self) -> tuple[str, ...]:
         """Every fixed key of the queue (not the per-job, per-lane or dedup keys)."""
         return tuple(getattr(self, name) for name, _ in _FIXED)
+
+
+def _band(band: int) -> int:
+    """A priority band, 0..9 (a one-digit string too: the shape's sample)."""
+    if isinstance(band, str) and len(band) == 1 and band.isdigit():
+        band = int(band)
+    if isinstance(band, bool) or not isinstance(band, int) or not 0 <= band <= 9:
+        raise InvalidArgument("band", band, "must be an integer from 0 to 9")
+    return band

@@ -78,7 +78,7 @@ class NodeLease:
                     ) from None
                 raise
             node, floor = granted
-            self.minter._grant(int(node), int(floor), ceiling, sent + self.ttl - SAFETY)
+            self.minter.grant(int(node), int(floor), ceiling, sent + self.ttl - SAFETY)
             self._held = True
             if int(floor) + self._ttl_ms > ceiling:
                 # The last holder's clock ran ahead of ours: we mint above its ceiling, so ask
@@ -93,9 +93,9 @@ class NodeLease:
         sent = time.monotonic()
         ceiling = self._ceiling()
         if not await self._call("renew", self.minter.node, ceiling):
-            self.minter._lapse()
+            self.minter.lapse()
             return False
-        self.minter._grant(self.minter.node, 0, ceiling, sent + self.ttl - SAFETY)
+        self.minter.grant(self.minter.node, 0, ceiling, sent + self.ttl - SAFETY)
         return True
 
     async def _keep(self) -> None:
@@ -123,7 +123,7 @@ class NodeLease:
                 await keeper
         if not self._held:
             return
-        self.minter._lapse()
+        self.minter.lapse()
         self._held = False
         with contextlib.suppress(EchoMQError):  # unreachable: the lease ends by itself
             await self._call("release", self.minter.node, max(self.minter.last_ts(), 0))

@@ -20,6 +20,12 @@ from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
 from echomq.errors import InvalidArgument
 from echomq.wire.codec import Codec
 
+#: A job's priority band: 0 (least urgent) to 9 (most urgent), 5 when not given. The claim
+#: serves the most urgent band with a serviceable lane; lanes rotate by weight within a band
+#: (docs/guides/priorities-costs-cooling.md).
+PRIORITIES = range(10)
+PRIORITY_DEFAULT = 5
+
 #: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
 #: cancelled or removed), the key living as long as the job until then.
 DEDUP_FROM = ("enqueue", "finish")
@@ -35,6 +41,13 @@ class JobOptions(NamedTuple):
       (``enqueue`` or ``finish``, the job's end); without ``dedup_ttl`` for the row's life.
     * ``delay`` (seconds from now) or ``at`` (Unix seconds) — when the job becomes claimable.
     * ``result_ttl`` — seconds the completed row (the result) is kept; None: the completer's.
+    * ``debounce`` (seconds) — the last call within a quiet period wins: the first call with a
+      ``dedup_key`` schedules the job ``debounce`` seconds out; each later call with that key
+      while the job still waits moves it ``debounce`` seconds from then and, with
+      ``debounce_keep="last"`` (the default), replaces its payload (``"first"`` keeps the
+      first); ``debounce_max`` (seconds) bounds how long the first call's job can be pushed
+      back. Such a call answers ``debounced`` with the id of the job that will run.
+    * ``priority`` — the job's band, 0 to 9 (higher first); None: 5, the middle.
 
     Every field is checked at admission, before anything is minted or written; a refused one
     raises :class:`InvalidArgument` naming it. :meth:`check` runs the same checks early.
@@ -48,6 +61,10 @@ class JobOptions(NamedTuple):
     delay: float | None = None
     at: float | None = None
     result_ttl: float | None = None
+    debounce: float | None = None
+    debounce_max: float | None = None
+    debounce_keep: str = "last"
+    priority: int | None = None
 
     def check(self) -> JobOptions:
         """These options, checked as admission checks them (``InvalidArgument`` names the
@@ -74,7 +91,9 @@ class Admission(NamedTuple):
     one place that layout is written: the async engine and ``SyncQueue`` both send these).
     ``run_at``: 0 now, > 0 absolute server ms, < 0 in ``-run_at`` ms; ``dedup`` "" for none;
     ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
-    (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's."""
+    (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's;
+    ``debounce`` "" for none, else ``"wait_ms:max_ms:keep"`` (max 0: unbounded);
+    ``priority`` the job's band (0..9, 5 the default)."""
 
     id: str
     payload: bytes
@@ -84,6 +103,8 @@ class Admission(NamedTuple):
     dedup_ttl_ms: int = 0
     dedup_from: str = "enqueue"
     result_ttl_ms: int = -1
+    debounce: str = ""
+    priority: int = PRIORITY_DEFAULT
 
 
 #: ``ARGV`` words per admitted item.
@@ -101,14 +122,14 @@ def admission(
         raise InvalidArgument(
             "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
         )
-    lane, run_at, dedup, ttl, start, keep = _argv(options)
+    lane, run_at, dedup, ttl, start, keep, debounce, priority = _argv(options)
     job_id = mint() if options.id is None else _ids.validate(options.id, "JOB", "job id")
-    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep)
+    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep, debounce, priority)
 
 
-def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int]:
+def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int]:
     """The options' checks, in one place: their engine form (all but the id and payload)."""
-    lane, _, dedup_key, dedup_ttl, dedup_from, delay, at, result_ttl = options
+    lane, _, dedup_key, dedup_ttl, dedup_from, delay, at, result_ttl = options[:8]
     lane = DEFAULT_GROUP if lane is None else validate_group(lane)
     dedup = "" if dedup_key is None else validate_dedup(dedup_key)
     ttl = 0 if dedup_ttl is None else ms(dedup_ttl, "dedup_ttl", positive=True)
@@ -120,7 +141,49 @@ def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int]:
         run_at = -ms(delay, "delay")
     else:
         run_at = 0 if at is None else when_run_at(at, "at")
-    return lane, run_at, dedup, ttl, start, keep
+    debounce = ""
+    if options.debounce is not None or options.debounce_max is not None or options[10] != "last":
+        run_at, debounce = _debounce(options)
+    return lane, run_at, dedup, ttl, start, keep, debounce, check_priority(options.priority)
+
+
+#: What a debounced job keeps of the calls that pushed it back: the last call's payload, or
+#: the first's.
+DEBOUNCE_KEEP = ("last", "first")
+
+
+def _debounce(options: JobOptions) -> tuple[int, str]:
+    """A debounce's run-at (its wait from now) and its ``ARGV`` word, every part checked."""
+    if options.debounce is None:
+        name = "debounce_max" if options.debounce_max is not None else "debounce_keep"
+        raise InvalidArgument(name, getattr(options, name), "needs a debounce (seconds)")
+    wait = ms(options.debounce, "debounce", positive=True)
+    if options.dedup_key is None:
+        raise InvalidArgument(
+            "dedup_key", None, "debounce needs a dedup key: the calls that share it are one job"
+        )
+    if options.delay is not None or options.at is not None:
+        argument = "delay" if options.delay is not None else "at"
+        raise InvalidArgument(argument, getattr(options, argument), "debounce schedules the job")
+    most = 0
+    if options.debounce_max is not None:
+        most = ms(options.debounce_max, "debounce_max", positive=True)
+        if most < wait:
+            raise InvalidArgument(
+                "debounce_max", options.debounce_max, "must be at least the debounce"
+            )
+    if options.debounce_keep not in DEBOUNCE_KEEP:
+        raise InvalidArgument("debounce_keep", options.debounce_keep, "must be 'last' or 'first'")
+    return -wait, f"{wait}:{most}:{options.debounce_keep}"
+
+
+def check_priority(priority: int | None) -> int:
+    """``priority`` checked: an ``int`` in 0..9 (None: the default, 5)."""
+    if priority is None:
+        return PRIORITY_DEFAULT
+    if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
+        raise InvalidArgument("priority", priority, "must be an integer from 0 to 9 (9 first)")
+    return priority
 
 
 def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:

@@ -24,11 +24,16 @@ from echomq.engine.options import (
 from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admitted
-from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, WireError
+from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, WireError, renamed
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
-VERDICTS: Mapping[int, VerdictKind] = {0: "duplicate", 1: "enqueued", 2: "scheduled"}
+VERDICTS: Mapping[int, VerdictKind] = {
+    0: "duplicate",
+    1: "enqueued",
+    2: "scheduled",
+    3: "debounced",
+}
 #: The states a row may hold; anything else reads as ``absent``.
 STATES = frozenset({"pending", "active", "scheduled", "dead", "completed", "cancelled", "waiting"})
 _UNSENT = Verdict("error", "")  # a placeholder until the wire answers
@@ -49,6 +54,7 @@ class Item:
     dedup_ttl: float | None = None
     dedup_from: str = "enqueue"
     result_ttl: float | None = None
+    priority: int | None = None
 
     def __init__(
         self,
@@ -61,6 +67,7 @@ class Item:
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
         *,
+        priority: int | None = None,
         group: str | None = None,
     ) -> None:
         if group is not None:
@@ -74,10 +81,12 @@ class Item:
         setattr(self, "dedup_ttl", dedup_ttl)
         setattr(self, "dedup_from", dedup_from)
         setattr(self, "result_ttl", result_ttl)
+        setattr(self, "priority", priority)
 
     @property
     def group(self) -> str | None:
-        """The deprecated name of :attr:`lane`."""
+        """Deprecated: :attr:`lane`, the same value."""
+        renamed("Item.group", "Item.lane")
         return self.lane
 
     @property
@@ -91,6 +100,7 @@ class Item:
             self.delay,
             None,
             self.result_ttl,
+            priority=self.priority,
         )
 
 

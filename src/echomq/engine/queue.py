@@ -124,7 +124,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         self._listened = self._events.listened
         self._emit = self._events.emit
         self._waiters = WaiterHub(wire, self.keys.done, self._reads.job)
-        self._cancels = CancelHub(wire, self.keys)
+        #: The queue's cancel subscription, shared by its consumers (opened by the first).
+        self.cancel_hub = CancelHub(wire, self.keys)
         self._owns_wire = False
         #: Where this queue's producer spans go (OpenTelemetry, when the app set a provider).
         self.spans = Spans()
@@ -160,7 +161,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Give back the minter's node lease (when the queue made its minter) and close the
         wire (when :meth:`connect` opened it). Waits in progress raise :class:`Closed`."""
         await self._waiters.close()
-        await self._cancels.close()
+        await self.cancel_hub.close()
         if self._owns_minter:
             await self.minter.release()
         if self._owns_wire:
@@ -233,6 +234,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        priority: int | None = None,
         group: str | None = None,
     ) -> Verdict:
         """Admit a job to its ``lane`` (default lane ``_``). Idempotent by id and dedup key.
@@ -243,12 +245,16 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         and not past its death. ``dedup_from="finish"`` counts ``dedup_ttl`` from the job's end
         instead (completed, dead, cancelled or removed): "once per user for an hour after it
         ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
-        instead of the completing queue's ``result_ttl`` (docs/guides/results.md). ``group=``
+        instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
+        ``priority`` (0..9, default 5) is the job's band: a more urgent band is served first
+        (docs/guides/priorities-costs-cooling.md). ``group=``
         is the deprecated name of ``lane=``. The same as :meth:`admit` with these options.
         """
         if group is not None:
             lane = lane_alias(lane, group)
-        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        options = JobOptions(
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
+        )
         return await self.admit(payload, options)
 
     async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
@@ -310,12 +316,14 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     # -- claim ---------------------------------------------------------------------------------
 
     async def claim_some(
-        self, n: int, lease: float = DEFAULT_LEASE
+        self, n: int, lease: float = DEFAULT_LEASE, *, one_lane: bool = False
     ) -> tuple[list[Job], bool] | Empty | RateLimited:
         """:meth:`claim_batch`, plus whether some lane was still serviceable afterwards (a
         consumer that sees ``False`` parks instead of spending a claim to learn it)."""
         lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
-        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH))
+        if type(one_lane) is not bool:
+            raise InvalidArgument("one_lane", one_lane, "must be True or False")
+        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH), one_lane)
         if claimed is None:
             return Empty()
         if isinstance(claimed, int):
@@ -335,11 +343,14 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         return outcome[0][0] if isinstance(outcome, tuple) else outcome
 
     async def claim_batch(
-        self, n: int, lease: float = DEFAULT_LEASE
+        self, n: int, lease: float = DEFAULT_LEASE, *, one_lane: bool = False
     ) -> list[Job] | Empty | RateLimited:
         """Lease up to ``n`` jobs on one lease, walking the ring as ``n`` single claims would:
-        each lane gives what is left of its turn (weights hold), clamped to every headroom."""
-        outcome = await self.claim_some(n, lease)
+        each lane gives what is left of its turn (weights hold), clamped to every headroom.
+        ``one_lane``: every job of one lane instead — the head lane whose turn it is gives up to
+        ``n`` (clamped to its ceiling and rates), as one claim of its turn; then the ring moves
+        on as after a single claim (a lane of weight w gives w such batches per visit)."""
+        outcome = await self.claim_some(n, lease, one_lane=one_lane)
         return outcome[0] if isinstance(outcome, tuple) else outcome
 
     # -- time ----------------------------------------------------------------------------------

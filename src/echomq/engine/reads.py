@@ -12,6 +12,7 @@ from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_LIMIT, count, ms, text
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import lane_info
+from echomq.engine.options import PRIORITY_DEFAULT
 from echomq.engine.policies import Policies, Policy, Rate, parse_rate
 from echomq.engine.producer import job_info, job_state
 from echomq.engine.results import Counts, JobInfo, JobState, LaneInfo
@@ -39,7 +40,14 @@ class Reads:
         return [lane_info(row) for row in await self._engine.lanes(names)]
 
     async def ring(self) -> list[str]:
-        return [text(g) for g in await self._engine.wire.call("LRANGE", self._keys.ring, 0, -1)]
+        # Every band's ring, the most urgent first (the default band's alone in a queue that
+        # never used priorities: meta `bands`, the other bands in use, is absent).
+        wire, keys = self._engine.wire, self._keys
+        bands = {int(p) for p in text(await wire.call("HGET", keys.meta, "bands") or b"")}
+        lanes: list[str] = []
+        for band in sorted(bands | {PRIORITY_DEFAULT}, reverse=True):
+            lanes += [text(g) for g in await wire.call("LRANGE", keys.band_ring(band), 0, -1)]
+        return lanes
 
     async def is_paused(self) -> bool:
         return bool(await self._engine.wire.call("HEXISTS", self._keys.meta, "paused"))

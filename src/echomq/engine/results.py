@@ -10,7 +10,9 @@ from typing import Any, Literal
 
 from echomq.errors import EchoMQError, renamed
 
-VerdictKind = Literal["enqueued", "scheduled", "duplicate", "rejected", "error", "unknown"]
+VerdictKind = Literal[
+    "enqueued", "scheduled", "duplicate", "debounced", "rejected", "error", "unknown"
+]
 JobState = Literal[
     "pending", "active", "scheduled", "completed", "dead", "cancelled", "waiting", "absent"
 ]

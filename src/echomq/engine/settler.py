@@ -45,7 +45,7 @@ class Settler:
         return len(self._completes) + len(self._retries) + len(self._sending)
 
     def complete(self, job: Job, result: bytes = b"") -> None:
-        """Complete ``job`` with its result already encoded (``Queue._result_data``)."""
+        """Complete ``job`` with its result already encoded (``Queue.encode_result``)."""
         self._completes.append((job, result))
         self._schedule()
 
@@ -77,7 +77,7 @@ class Settler:
 
     def _complete(self, completes: list[_Success]) -> Awaitable[list[CompleteOutcome]]:
         successes = [Success(job.id, job.attempts, result) for job, result in completes]
-        return self._queue._complete_successes(successes)
+        return self._queue.complete_encoded(successes)
 
     def _completed(self, item: _Success, outcome: CompleteOutcome | EchoMQError) -> None:
         self._on_completed(item[0], outcome)

@@ -94,7 +94,7 @@ class Settles:
         """
         job_id, token = _ref(job, token)
         (code,) = await self.engine.complete(
-            [Success(job_id, token, self._result_data(result))], self.result_ttl_ms
+            [Success(job_id, token, self.encode_result(result))], self.result_ttl_ms
         )
         if isinstance(code, EchoMQError):
             raise code
@@ -115,16 +115,16 @@ class Settles:
         ``settled`` (this claim settled it already); ``unknown`` (the connection dropped with
         the job in flight: it may or may not be completed; its lease decides, nothing is lost).
         """
-        none = self._result_data(None)  # a bare Job's result
+        none = self.encode_result(None)  # a bare Job's result
         successes = [
-            Success(*_ref(item.job, None), self._result_data(item.result))
+            Success(*_ref(item.job, None), self.encode_result(item.result))
             if isinstance(item, Completed)
             else Success(*_ref(item, None), none)
             for item in jobs
         ]
-        return await self._complete_successes(successes)
+        return await self.complete_encoded(successes)
 
-    async def _complete_successes(self, successes: list[Success]) -> list[CompleteOutcome]:
+    async def complete_encoded(self, successes: list[Success]) -> list[CompleteOutcome]:
         """:meth:`complete_each` of jobs whose results are encoded already (the settler's)."""
         if not successes:
             return []
@@ -140,7 +140,7 @@ class Settles:
             )
         return outcomes
 
-    def _result_data(self, result: Any) -> bytes:
+    def encode_result(self, result: Any) -> bytes:
         """``result`` as complete.lua takes it: the codec's bytes, kept on the row when the queue
         keeps results and handed to a flow's parent. When the queue keeps none, a result the
         codec refuses (or too large) is sent as b"": it fails no attempt, and a parent reads it

@@ -83,7 +83,7 @@ class _Lease:
     def __init__(self, router: Router, scripts: ScriptRegistry) -> None:
         self.router = router
         self.minter = _ids.Minter(0)
-        self.minter._lapse()  # no node until the first lease
+        self.minter.lapse()  # no node until the first lease
         self.owner = secrets.token_hex(16)
         self._script = scripts["node"]
         self._ttl_ms = ms(_LEASE_TTL, "ttl", positive=True)
@@ -136,7 +136,7 @@ class _Lease:
                     "all 1024 id nodes of this deployment are leased by live minters"
                 ) from None
             raise
-        self.minter._grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
+        self.minter.grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
         self._held = True
         self._renew_at = sent + _LEASE_TTL / 3
         if int(floor) + self._ttl_ms > ceiling:
@@ -145,9 +145,9 @@ class _Lease:
     def _renew(self) -> bool:
         sent, ceiling = time.monotonic(), self._ceiling()
         if not self._call("renew", self.minter.node, ceiling):
-            self.minter._lapse()
+            self.minter.lapse()
             return False
-        self.minter._grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
+        self.minter.grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
         self._renew_at = sent + _LEASE_TTL / 3
         return True
 
@@ -155,7 +155,7 @@ class _Lease:
         with self._lock:
             if not self._held:
                 return
-            self.minter._lapse()
+            self.minter.lapse()
             self._held = False
             with contextlib.suppress(EchoMQError):  # unreachable: the lease ends by itself
                 self._call("release", self.minter.node, max(self.minter.last_ts(), 0))
@@ -347,12 +347,15 @@ class SyncQueue:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        priority: int | None = None,
         group: str | None = None,
     ) -> Verdict:
         """Admit a job to its ``lane`` (default lane ``_``); see :meth:`Queue.enqueue`."""
         if group is not None:
             lane = lane_alias(lane, group)
-        options = JobOptions(lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl)
+        options = JobOptions(
+            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
+        )
         return self.admit(payload, options)
 
     def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:

@@ -243,10 +243,12 @@ class Engine:
 
     # -- claim and leases ----------------------------------------------------------------------
 
-    async def claim(self, lease_ms: int, want: int) -> Claimed | int | None:
-        """Lease up to ``want`` jobs; else None (empty), > 0 (queue rate-limited for that many
-        ms) or <= 0 (empty; a benched lane returns in ``-reply`` ms)."""
-        reply = await self.registry.run(self.wire, self._claim, self._keys, (lease_ms, want))
+    async def claim(self, lease_ms: int, want: int, one_lane: bool = False) -> Claimed | int | None:
+        """Lease up to ``want`` jobs (``one_lane``: all of the head lane); else None (empty),
+        > 0 (queue rate-limited for that many ms) or <= 0 (empty; a benched lane returns in
+        ``-reply`` ms)."""
+        args = (lease_ms, want, 1) if one_lane else (lease_ms, want)
+        reply = await self.registry.run(self.wire, self._claim, self._keys, args)
         if type(reply) is not list:
             return None if reply is None else int(reply)
         rows = [

@@ -115,13 +115,13 @@ async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
     """Each lane's settings in force; ``policy``: ``named`` when a lane policy names it, else
     ``default`` (its own settings, if any, else the default policy's)."""
     lanes, policies = await asyncio.gather(queue.lanes(), queue.policies())
-    return [
-        {
-            **dataclasses.asdict(lane),
-            "policy": "named" if lane.lane in policies.lanes else "default",
-        }
-        for lane in lanes
-    ]
+    rows = []
+    for lane in lanes:
+        row = dataclasses.asdict(lane)
+        row = {"group": row.pop("lane"), **row}  # the JSON's field name, as the dashboard's
+        row["policy"] = "named" if lane.lane in policies.lanes else "default"
+        rows.append(row)
+    return rows
 
 
 async def _ring(queue: Queue, args: argparse.Namespace) -> Any:

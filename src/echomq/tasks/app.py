@@ -23,6 +23,7 @@ from echomq.engine.queue import Queue
 from echomq.errors import Closed, InvalidArgument
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
+from echomq.tasks.eager import EagerProducer
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.periodic import Schedule, register
 from echomq.tasks.producer import Producer, checked_calls
@@ -48,7 +49,8 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 #: The options ``@app.task`` takes (a misspelt one is refused by name, not a TypeError).
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
-     "result_ttl", "lane_limit", "lane_rate", "batch"}
+     "result_ttl", "debounce", "debounce_max", "debounce_keep", "lane_limit", "lane_rate",
+     "batch", "priority"}
 )  # fmt: skip
 
 
@@ -148,8 +150,12 @@ class App:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
         batch: None = None,
     ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
 
@@ -168,8 +174,12 @@ class App:
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
 
     def task(self, name: Any = None, **options: Any) -> Any:
@@ -179,8 +189,11 @@ class App:
         ``--max-attempts``); ``timeout`` seconds per attempt; ``lane`` / ``dedup``: a parameter's
         name or a function of the arguments; ``dedup_ttl`` seconds the dedup key holds, counted
         from ``dedup_from`` (``"enqueue"``, or ``"finish"``: the job's end); ``result_ttl``
-        seconds this task's results are kept (None: the app's); ``lane_limit`` / ``lane_rate``
-        are applied to a lane the first time this process enqueues on it. ``batch``: a
+        seconds this task's results are kept (None: the app's); ``debounce`` (seconds, with
+        ``debounce_max`` and ``debounce_keep``) makes the calls sharing a dedup key one job that
+        runs once they pause (``JobOptions``); ``lane_limit`` / ``lane_rate`` are applied to a
+        lane the first time this process enqueues on it; ``priority`` (0..9, default 5) is its
+        jobs' band, more urgent first. ``batch``: a
         :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):
@@ -492,8 +505,6 @@ class App:
 
     @eager.setter
     def eager(self, on: bool) -> None:
-        from echomq.tasks.eager import EagerProducer  # the runtime imports the app: late
-
         self.producer = EagerProducer(self) if on else self._live
 
     @property
@@ -505,8 +516,6 @@ class App:
     def eager_mode(self, *, propagate: bool = False) -> Iterator[App]:
         """Within the block, enqueued tasks run inline (``propagate``: their errors raise from
         the enqueue instead of from ``result()``)."""
-        from echomq.tasks.eager import EagerProducer
-
         saved, self.producer = self.producer, EagerProducer(self, propagate)
         try:
             yield self

@@ -1,7 +1,8 @@
 """Batch tasks, the declaration side: :class:`Batching` (how a batch is shaped), :class:`Member`
 (one job of a batch, as its handler sees it), :class:`MemberVerdict` (what became of it) and
 :class:`BatchTask`, a task whose members are enqueued one by one and run together. The worker
-side, which gathers and settles batches, is :mod:`echomq.tasks.batch_runner`."""
+side: :mod:`echomq.consumers.batch` gathers batches, :mod:`echomq.tasks.batch_runner` runs and
+settles them."""
 
 from __future__ import annotations
 
@@ -40,12 +41,16 @@ class Batching:
     """How a batch task's batches are shaped. A worker claims up to ``max_size`` members on one
     lease; with fewer than ``min_size`` (default: ``max_size``) it waits up to ``max_wait``
     seconds for more, parked on the queue's wake list, then runs with what it has.
-    ``concurrency``: batches one worker runs at once (the next one gathers meanwhile)."""
+    ``concurrency``: batches one worker runs at once (the next one gathers meanwhile).
+    ``by_lane``: every batch holds one lane's jobs (one tenant per bulk insert or API call):
+    the lane whose turn it is gives up to ``max_size``, in one claim, and the batch runs with
+    that (no gathering across claims: the next claim may be another lane's)."""
 
     max_size: int
     max_wait: float
     min_size: int | None = None
     concurrency: int = 1
+    by_lane: bool = False
 
     def __post_init__(self) -> None:
         count(self.max_size, "max_size", maximum=MAX_BATCH_SIZE)
@@ -53,6 +58,8 @@ class Batching:
         if self.min_size is not None:
             count(self.min_size, "min_size", maximum=self.max_size)
         count(self.concurrency, "concurrency", maximum=MAX_BATCHES)
+        if type(self.by_lane) is not bool:
+            raise InvalidArgument("by_lane", self.by_lane, "must be True or False")
 
     @property
     def least(self) -> int:

@@ -17,9 +17,9 @@ from echomq.engine.results import Job, JobInfo, Verdict
 from echomq.errors import InvalidArgument, TaskFailed
 from echomq.tasks.canvas import FlowHandle, TaskFlow, checked
 from echomq.tasks.context import LOCAL_IDS, Trail
+from echomq.tasks.execution import error_text, execute, received
 from echomq.tasks.handle import Handle, SyncHandle
 from echomq.tasks.producer import Producer
-from echomq.tasks.runtime import error_text, execute, received
 from echomq.tasks.task import Call, as_args
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ class EagerProducer(Producer):
 
     def enqueue_call_sync(self, call: Call[R]) -> SyncHandle[R]:
         handle = blocking(self.enqueue_call(call))
-        return SyncHandle(call.task, handle.verdict, None, handle._info, handle._lines)
+        return SyncHandle(call.task, handle.verdict, None, handle.ran, handle.ran_lines)
 
     async def _run_node(self, node: TaskFlow[Any] | Call[Any]) -> tuple[Handle[Any], FlowIds]:
         app, propagate = self.app, self.propagate
@@ -63,7 +63,7 @@ class EagerProducer(Producer):
         results: dict[str, Any] = {}
         failed: dict[str, str] = {}
         for child, _ in done:
-            info = child._info
+            info = child.ran
             assert info is not None
             if info.state == "completed":
                 results[child.id] = info.result

@@ -46,6 +46,17 @@ class _Base(Generic[R]):
         return self.verdict.id
 
     @property
+    def ran(self) -> JobInfo | None:
+        """An eager run's outcome, its row as a worker's would read (known at once); None for a
+        job on a worker (read it with ``info()``)."""
+        return self._info
+
+    @property
+    def ran_lines(self) -> list[str]:
+        """An eager run's log lines (empty for a job on a worker)."""
+        return self._lines
+
+    @property
     def duplicate_of(self) -> str | None:
         """For a duplicate, the job that was there first (``verdict.state`` says what it was
         doing when this enqueue found it); None when this enqueue admitted the work."""
@@ -99,6 +110,11 @@ class Handle(_Base[R]):
     ) -> None:
         super().__init__(task, verdict, info, lines)
         self._queue = queue
+
+    @property
+    def queue(self) -> Queue | None:
+        """The queue the job is on (None in eager mode: it ran here)."""
+        return self._queue
 
     async def result(self, timeout: float | None = None) -> R:
         """The task's return value, once a worker ran it (at most ``timeout`` seconds).

@@ -217,7 +217,7 @@ def register(
             raise InvalidArgument("queue", queue, f"the task's queue is {fn.queue!r}")
         task = fn
     else:
-        task = app._register(fn, None, {} if queue is None else {"queue": queue})
+        task = app.task(queue=queue)(fn)
     try:
         schedule = declare(task, **options)
         if schedule.name in app.schedules:

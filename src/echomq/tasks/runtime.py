@@ -1,4 +1,4 @@
-"""The worker side of an App: one attempt of a task (context, hooks, per-attempt timeout), the
+"""The worker side of an App: the
 dispatcher that routes a queue's jobs to their tasks by name under each task's own retry policy,
 and :class:`AppWorker`, one Consumer per queue on the app's one wire, able to run until idle."""
 
@@ -12,119 +12,33 @@ import signal
 from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from echomq.consumers.consumer import (
-    Consumer,
-    ConsumerOptions,
-    Observer,
-    Outcome,
-    RetryPlan,
-    Tally,
-)
-from echomq.consumers.consumer import describe as _describe
+from echomq.consumers.consumer import Consumer
+from echomq.consumers.ledger import Observer, Outcome, Tally
 from echomq.consumers.log_fields import job_fields
+from echomq.consumers.options import ConsumerOptions, RetryPlan
 from echomq.engine.checks import MAX_ATTEMPTS, ms
-from echomq.engine.flows import Children
 from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.errors import HookFailed, InvalidArgument
-from echomq.tasks.arguments import dump
-from echomq.tasks.context import Context, TaskOutcome, Trail, _current
+from echomq.tasks.app import App
+from echomq.tasks.execution import (
+    TaskTimeout,
+    UnknownTask,
+    Unrunnable,
+    error_text,
+    execute,
+    received,
+)
 from echomq.tasks.scheduler import Scheduler
 from echomq.wire.url import redact_url
 
 if TYPE_CHECKING:
+    from echomq.consumers.batch import BatchConsumer
     from echomq.consumers.metronome import Metronome
     from echomq.engine.queue import Queue
-    from echomq.tasks.app import App
-    from echomq.tasks.batch_runner import BatchConsumer
     from echomq.tasks.task import Task
 
 log = logging.getLogger("echomq.tasks")
-
-
-class TaskTimeout(Exception):
-    """An attempt outlived its task's ``timeout``: it was cancelled (error text ``timeout``)."""
-
-    def __init__(self, seconds: float) -> None:
-        super().__init__("timeout")
-        self.seconds = seconds
-
-
-class Unrunnable(Exception):
-    """A job no attempt can run (arguments that do not bind, a payload that is no task): dead
-    at once, its ``last_error`` the reason alone."""
-
-
-class UnknownTask(Unrunnable):
-    """A job of a task this worker does not have. Retried with the backoff up to the worker's
-    attempts, not dead at once: in a rolling deploy an older worker meets a newer task, and a
-    newer worker takes the job on a later attempt."""
-
-
-def error_text(exc: BaseException) -> str:
-    """A failed attempt's ``last_error``: ``timeout``, the reason a job cannot run, or
-    ``Type: message``."""
-    if isinstance(exc, TaskTimeout | Unrunnable):
-        return str(exc)
-    return _describe(exc)
-
-
-async def execute(
-    app: App,
-    task: Task[Any, Any],
-    job: Job,
-    args: list[Any],
-    kwargs: dict[str, Any],
-    state: dict[str, Any],
-    trail: Trail | None = None,
-    children: Children | None = None,
-) -> Any:
-    """Run one attempt in its context, between the app's job hooks; the result as JSON values.
-    ``trail`` keeps an eager run's reports (a worker's go to the job's row and log);
-    ``children`` is a flow parent's."""
-    ctx = Context(job, task.name, state, app, trail, children)
-    token = _current.set(ctx)
-    try:
-        for before in app.hooks.before_job:
-            await before(ctx)
-        try:
-            # Awaited here without a timeout (one coroutine less per job on the hot path).
-            if task.timeout is None:
-                result = await task.fn(*args, **kwargs)
-            else:
-                result = await _attempt(task, args, kwargs)
-        except Exception as exc:
-            for after in app.hooks.after_job:
-                await after(ctx, TaskOutcome(error=exc))
-            raise
-        for after in app.hooks.after_job:
-            await after(ctx, TaskOutcome(result=result))
-        return dump(result, argument="result")
-    finally:
-        _current.reset(token)
-
-
-async def _attempt(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
-    assert task.timeout is not None
-    scope = asyncio.timeout(task.timeout)
-    try:
-        async with scope:
-            return await task.fn(*args, **kwargs)
-    except TimeoutError:
-        if scope.expired():
-            raise TaskTimeout(task.timeout) from None
-        raise  # the task's own TimeoutError: an ordinary failure
-
-
-def received(arguments: Any, receive: Any, children: Children) -> Any:
-    """A receiving parent's arguments with its children's results in its receiving parameter:
-    ``receive`` is ``[parameter, "one" | "all"]`` (the one child's result, or all in order)."""
-    if not isinstance(arguments, dict) or not isinstance(receive, list) or len(receive) != 2:
-        return arguments
-    name, gather = receive
-    results = children.ordered()
-    value = results if gather == "all" else (results[0] if results else None)
-    return {**arguments, str(name): value}
 
 
 class Dispatcher:
@@ -224,7 +138,6 @@ class AppWorker:
         metronome: Metronome | None = None,
     ) -> None:
         from echomq.consumers.metronome import Metronome
-        from echomq.tasks.app import App  # the app imports the runtime's wing: imported late
 
         if not isinstance(app, App):
             raise InvalidArgument("app", app, "expected an echomq.App")
@@ -336,13 +249,15 @@ class AppWorker:
 
     def _consumer(self, queue: Queue, dispatcher: Dispatcher) -> Consumer | BatchConsumer:
         """A batch task's queue is gathered in batches; any other queue's jobs run one by one."""
-        from echomq.tasks.batch_runner import BatchConsumer, batch_task
+        from echomq.consumers.batch import BatchConsumer
+        from echomq.tasks.batch_runner import BatchRunner, batch_task
 
         task = batch_task(self.app, queue.name)
         if task is not None:
             if self.metronome is not None:
                 raise InvalidArgument("metronome", queue.name, "a batch task's queue takes none")
-            return BatchConsumer(queue, task, self.options, observer=self._watch)
+            run = BatchRunner(task, self.options)
+            return BatchConsumer(queue, run, task.batching, self.options, observer=self._watch)
         return Consumer(
             queue,
             dispatcher,

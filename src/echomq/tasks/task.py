@@ -14,7 +14,13 @@ from echomq.engine.backoff import Backoff
 from echomq.engine.checks import MAX_ATTEMPTS, MAX_CEILING, MAX_RATE, MAX_RESULT_TTL, count, ms
 from echomq.engine.ids import validate
 from echomq.engine.keys import Keyspace
-from echomq.engine.options import DEFAULT_OPTIONS, JobOptions, check_dedup_from, keyed
+from echomq.engine.options import (
+    DEFAULT_OPTIONS,
+    JobOptions,
+    check_dedup_from,
+    check_priority,
+    keyed,
+)
 from echomq.engine.results import Verdict
 from echomq.errors import InvalidArgument
 from echomq.tasks.arguments import Signature
@@ -82,8 +88,12 @@ class Task(Generic[P, R]):
         dedup_ttl: float | None = None,
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        debounce_keep: str = "last",
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
+        priority: int | None = None,
     ) -> None:
         if not asyncio.iscoroutinefunction(fn):
             raise InvalidArgument("fn", fn, "a task must be an async function (async def)")
@@ -113,8 +123,17 @@ class Task(Generic[P, R]):
         #: The task's own admission options (its decorator's), and the ones every call starts
         #: from (the same, but a ``using()`` variant's include its options).
         self.defaults = self.options = JobOptions(
-            dedup_ttl=self.dedup_ttl, dedup_from=self.dedup_from, result_ttl=self.result_ttl
+            dedup_ttl=self.dedup_ttl,
+            dedup_from=self.dedup_from,
+            result_ttl=self.result_ttl,
+            debounce=debounce,
+            debounce_max=debounce_max,
+            debounce_keep=debounce_keep,
+            priority=None if priority is None else check_priority(priority),
         )
+        if debounce is not None or debounce_max is not None or debounce_keep != "last":
+            # Checked now, not at the first enqueue (a stand-in for the call's dedup key).
+            self.options._replace(dedup_key="?").check()
         #: Whether ``using()`` fixed the lane / the dedup key (else computed per call).
         self._fixed = (False, False)
         self.lane_limit = (
@@ -144,10 +163,15 @@ class Task(Generic[P, R]):
         delay: float | None = None,
         at: float | None = None,
         result_ttl: float | None = None,
+        debounce: float | None = None,
+        debounce_max: float | None = None,
+        priority: int | None = None,
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
-        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long.
+        seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long,
+        ``debounce`` / ``debounce_max`` (seconds) debounce it by its dedup key (``JobOptions``),
+        ``priority`` (0..9) is its band.
         Durations are checked here; the rest at each enqueue (a batch's item alone refused)."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
@@ -155,6 +179,8 @@ class Task(Generic[P, R]):
             ms(delay, "delay")
         if result_ttl is not None:
             _keep(result_ttl)
+        if priority is not None:
+            check_priority(priority)
         given: dict[str, Any] = {
             name: value
             for name, value in (
@@ -162,6 +188,9 @@ class Task(Generic[P, R]):
                 ("id", id),
                 ("dedup_key", dedup_key),
                 ("result_ttl", result_ttl),
+                ("debounce", debounce),
+                ("debounce_max", debounce_max),
+                ("priority", priority),
             )
             if value is not None
         }

@@ -249,7 +249,7 @@ class ClusterRouter:
                 node = self.nodes.get(self._owners[key_slot])
             if node is not None and node.is_connected:
                 return node
-            if node is not None and not node._established:
+            if node is not None and not node.established:
                 # Named by a MOVED or an ASK and never connected yet: connect it now.
                 with contextlib.suppress(WireError):
                     await node.connect()

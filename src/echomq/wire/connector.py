@@ -224,6 +224,11 @@ class Connector:
         return self.options.address
 
     @property
+    def established(self) -> bool:
+        """A socket was up once: losing it now means reconnecting, not a first connect."""
+        return self._established
+
+    @property
     def is_connected(self) -> bool:
         """The socket is up and its handshake done (a socket mid-handshake is not connected)."""
         return self._proto is not None and self._ready is not None and self._ready.is_set()

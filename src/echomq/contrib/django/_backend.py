@@ -22,6 +22,7 @@ except ImportError as exc:  # the `django` extra
 
 from echomq.engine.ids import is_valid, unix_ms
 from echomq.engine.keys import Keyspace
+from echomq.engine.options import PRIORITY_DEFAULT
 from echomq.engine.results import JobInfo
 from echomq.errors import InvalidArgument
 from echomq.tasks.app import App
@@ -102,6 +103,16 @@ def _exception_path(info: JobInfo) -> str:
     return name if "." in name else f"builtins.{name}"
 
 
+def echomq_priority(priority: int) -> int:
+    """Django's task priority (-100..100, 0 the default, higher first) as echomq's band (0..9, 5
+    the default): 0 is 5; 1..25 is 6, 26..50 is 7, 51..75 is 8, 76..100 is 9; -1..-20 is 4,
+    -21..-40 is 3, and so on down to -81..-100, 0. Monotone, and it keeps the sign: a task
+    Django ranks above the default runs ahead of it, one below runs after."""
+    if priority >= 0:
+        return PRIORITY_DEFAULT + -(-priority // 25)
+    return PRIORITY_DEFAULT - -(priority // 20)
+
+
 class EchoMQBackend(BaseTaskBackend):
     """Runs Django tasks on echomq. OPTIONS (each optional):
 
@@ -114,15 +125,16 @@ class EchoMQBackend(BaseTaskBackend):
     * ``retries``: failed attempts retried (default 0, as Django's own backends: none).
     * ``result_ttl``: seconds a finished task's result is kept (default one day).
 
-    ``priority`` is accepted in Django's range and kept on the result, but not yet honoured:
-    echomq orders by lane fairness, then admission (echomq's priorities land later).
+    ``priority`` (Django's -100..100, default 0) maps to echomq's bands (0..9, default 5) by
+    :func:`echomq_priority`: 0 stays the default band, a positive priority runs in a band above
+    it and a negative one below, in order; it is kept on the result as given.
     A result's id is ``"<echomq queue>:<job id>"``.
     """
 
     supports_defer = True
     supports_async_task = True
     supports_get_result = True
-    # Accepted so Django's range passes validation; not yet mapped (see the docstring).
+    # Django's range, mapped to echomq's bands (echomq_priority).
     supports_priority = True
 
     def __init__(self, alias: str, params: dict[str, Any]) -> None:
@@ -184,8 +196,11 @@ class EchoMQBackend(BaseTaskBackend):
         runner = self.runner(queue)
         lane = kwargs.get(self.lane_kwarg) if self.lane_kwarg is not None else None
         at = None if task.run_after is None else task.run_after.timestamp()
-        if lane is not None or at is not None:
-            runner = runner.using(lane=None if lane is None else str(lane), at=at)
+        priority = echomq_priority(task.priority)
+        if lane is not None or at is not None or priority != PRIORITY_DEFAULT:
+            runner = runner.using(
+                lane=None if lane is None else str(lane), at=at, priority=priority
+            )
         # Arguments that are no JSON, a bad lane: InvalidArgument (a ValueError), nothing written.
         handle = runner.enqueue_sync(
             task.module_path, list(args), dict(kwargs), task.queue_name, task.priority

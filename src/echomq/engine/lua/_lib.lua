@@ -38,7 +38,8 @@ local function now_ms()
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- A lane: the pending job ids of one group, score 0, so byte order = mint order.
+-- A lane: the pending job ids of one group, scored by priority band (0 for the default band:
+-- see push_lane), so within a band byte order = mint order.
 local function lane_of(root, g)
   return root .. 'g:' .. g .. ':pending'
 end
@@ -269,24 +270,124 @@ local function bench(root, g, now)
   if wait > 0 then redis.call('ZADD', root .. 'rdue', now + wait, g) end
 end
 
--- Take g off the ring. A lane leaving mid-turn forfeits the rest of its turn, so a stale
--- `turn` count cannot shorten its next visit.
-local function dering(root, g)
-  local removed = redis.call('LREM', root .. 'ring', 0, g)
-  if removed > 0 and redis.call('HGET', root .. 'turn', 'group') == g then
-    redis.call('DEL', root .. 'turn')
+-- Priority bands. A job's priority p (0..9, higher = more urgent; default 5) is its score in
+-- its lane: 5 - p, so the default band scores 0 (byte order = mint order within a score) and a
+-- lane serves its jobs by priority, then mint order. A lane sits on the ring of its head job's
+-- band: `ring` for the default band (the one key a queue without priorities ever uses),
+-- `band:<p>:ring` for the others, each with its own `turn` (`turn`, `band:<p>:turn`). `gband`
+-- maps a lane on another band's ring to that band; meta `bands` holds the other bands whose
+-- ring may be non-empty, their digits most urgent first (read by the claim with its settings;
+-- claim.lua drops one it finds empty).
+-- meta `banded` marks a queue that admitted a job outside the default band: the claim walks
+-- bands and watches head bands only then. (The scripts spell the default band 5: the linker
+-- copies only functions.)
+-- The band of lane g's head job (the default for an empty lane).
+local function head_band(root, g)
+  local head = redis.call('ZRANGE', lane_of(root, g), 0, 0, 'WITHSCORES')
+  return 5 - tonumber(head[2] or '0')
+end
+
+-- The band whose ring holds g now, or nil when g is on no ring.
+local function ring_band(root, g)
+  local p = redis.call('HGET', root .. 'gband', g)
+  if p then return tonumber(p) end
+  if redis.call('LPOS', root .. 'ring', g) then return 5 end
+  return nil
+end
+
+-- Put g (on no ring) at the tail of band p's ring.
+local function ring_join(root, g, p)
+  if p == 5 then
+    redis.call('RPUSH', root .. 'ring', g)
+    return
+  end
+  redis.call('RPUSH', root .. 'band:' .. p .. ':ring', g)
+  redis.call('HSET', root .. 'gband', g, p)
+  local meta = root .. 'meta'
+  local bands = redis.call('HGET', meta, 'bands') or ''
+  if not string.find(bands, tostring(p), 1, true) then
+    local digits = {p}
+    for d in string.gmatch(bands, '%d') do digits[#digits + 1] = tonumber(d) end
+    table.sort(digits, function(a, b) return a > b end)
+    redis.call('HSET', meta, 'bands', table.concat(digits))
   end
 end
 
--- Restore the law "on the ring iff serviceable" for g after any change that may affect it:
--- ring it (with a wake token) when it became serviceable, de-ring it when it stopped.
-local function rering(root, g, now)
-  local ring = root .. 'ring'
-  if serviceable(root, g) then
-    if not redis.call('LPOS', ring, g) then
-      redis.call('RPUSH', ring, g)
-      wake(root)
+-- Take g off `ring` (a band's ring, `turn` its turn). A lane leaving mid-turn forfeits the
+-- rest of its turn, so a stale `turn` count cannot shorten its next visit.
+local function leave(ring, turn, g)
+  if redis.call('LREM', ring, 0, g) > 0 and redis.call('HGET', turn, 'group') == g then
+    redis.call('DEL', turn)
+  end
+end
+
+-- Take g off band p's ring.
+local function ring_leave(root, g, p)
+  if p == 5 then
+    leave(root .. 'ring', root .. 'turn', g)
+  else
+    redis.call('HDEL', root .. 'gband', g)
+    leave(root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn', g)
+  end
+end
+
+-- The bands a claim walks, most urgent first: those of meta `bands` (`text`, as read) and the
+-- default. Returns the list and the set of its members.
+local function bands_in_use(text)
+  local bands, listed = {}, {}
+  for p in string.gmatch(text or '', '%d') do
+    p = tonumber(p)
+    if p < 5 and not listed[5] then
+      bands[#bands + 1], listed[5] = 5, true
     end
+    bands[#bands + 1], listed[p] = p, true
+  end
+  if not listed[5] then
+    bands[#bands + 1], listed[5] = 5, true
+  end
+  return bands, listed
+end
+
+-- Whether the ring of any band of `bands` holds a lane.
+local function any_ringed(root, bands)
+  for _, p in ipairs(bands) do
+    if p == 5 then
+      if redis.call('LLEN', root .. 'ring') > 0 then return true end
+    elseif redis.call('LLEN', root .. 'band:' .. p .. ':ring') > 0 then
+      return true
+    end
+  end
+  return false
+end
+
+-- Take g off whichever ring holds it.
+local function dering(root, g)
+  local p = redis.call('HGET', root .. 'gband', g)
+  ring_leave(root, g, p and tonumber(p) or 5)
+end
+
+-- Lane g's head job may have changed band (a job joined or left the lane): a lane on a ring
+-- moves to the tail of its head's band's ring.
+local function reband(root, g)
+  local at = ring_band(root, g)
+  if not at then return end
+  local p = head_band(root, g)
+  if p ~= at then
+    ring_leave(root, g, at)
+    ring_join(root, g, p)
+  end
+end
+
+-- Restore the law "on the ring of its head's band iff serviceable" for g after any change that
+-- may affect it: ring it (with a wake token) when it became serviceable or changed band,
+-- de-ring it when it stopped.
+local function rering(root, g, now)
+  if serviceable(root, g) then
+    local at, p = ring_band(root, g), head_band(root, g)
+    if at == p then return end
+    if at then ring_leave(root, g, at) end
+    ring_join(root, g, p)
+    wake(root)
   else
     dering(root, g)
     if now then bench(root, g, now) end
@@ -328,21 +429,28 @@ local function unhold(root, g, id, keep)
   rering(root, g)
 end
 
--- Add id to g's lane (score 0: byte order = mint order), keeping `lanes` = non-empty lanes.
--- Returns the lane's depth after.
-local function push_lane(root, g, id)
+-- Add id to g's lane at its priority `p` (nil: the row's `prio`, absent = the default),
+-- keeping `lanes` = non-empty lanes. Returns the lane's depth after. The caller re-rings the
+-- lane (rering), which also moves it when the job became its head in another band.
+local function push_lane(root, g, id, p)
   local lane = lane_of(root, g)
-  redis.call('ZADD', lane, 0, id)
+  if not p then
+    p = tonumber(redis.call('HGET', root .. 'job:' .. id, 'prio') or 5)
+  end
+  redis.call('ZADD', lane, 5 - p, id)
   local depth = redis.call('ZCARD', lane)
   if depth == 1 then redis.call('SADD', root .. 'lanes', g) end
   return depth
 end
 
--- After ids left g's lane: forget an emptied lane and take it off the ring.
+-- After ids left g's lane: forget an emptied lane and take it off the ring; a lane whose head
+-- left moves to its new head's band.
 local function lane_shrank(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then
     redis.call('SREM', root .. 'lanes', g)
     dering(root, g)
+  else
+    reband(root, g)
   end
 end
 

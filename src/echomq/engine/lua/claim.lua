@@ -2,6 +2,9 @@
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1] lease  ms the lease lasts (server clock), 1..86 400 000
 -- ARGV[2] want   most jobs to claim, 1..1000 (1 = claim; > 1 = claim_batch)
+-- ARGV[3] one    "1": a batch of one lane (the head lane whose turn it is gives up to `want`
+--                jobs, clamped to its ceiling, rate and the queue's, as one claim of its turn;
+--                the walk stops there); absent or "0": the walk below
 -- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
@@ -20,13 +23,18 @@
 -- alone on the ring starts its next turn at once: it serves the rest of the batch.
 -- An ordered queue (meta `ordered`) serves one job per lane visit, its holder or its oldest
 -- (pop_ordered in _lib.lua), and the lane leaves the ring until that job finishes.
+-- Priority bands (a banded queue, see _lib.lua): each band has its own ring and turn; the walk
+-- serves the most urgent band's ring first, then the next band's, on the same lease. A lane
+-- serves only the jobs of its ring's band; when its next head is in another band, it moves to
+-- the tail of that band's ring (which this walk visits in turn).
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
-local ring, active = root .. 'ring', root .. 'active'
+local one_lane = ARGV[3] == '1'
+local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
-  'ordered', 'mode', 'drate', 'dlimit', 'dweight')
+  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -35,6 +43,11 @@ if ceiling > 0 then
   if want > room then want = room end
 end
 
+-- The bands to walk, most urgent first: the default band alone in a queue never banded.
+local banded = cfg[10] ~= false
+local bands, listed = {5}, {[5] = true}
+if banded then bands, listed = bands_in_use(cfg[11]) end
+
 local now = now_ms()
 local qmax, qwindow = tonumber(cfg[3] or '0'), tonumber(cfg[4] or '0')
 local limiter, qlog = root .. 'limiter', root .. 'claims'
@@ -42,7 +55,7 @@ local qsmooth = cfg[6] == 'smooth'
 if qmax > 0 then
   local room = rate_room(limiter, qlog, qmax, qwindow, qsmooth, now, want)
   if room <= 0 then
-    if redis.call('LLEN', ring) == 0 then return nil end
+    if not any_ringed(root, bands) then return nil end
     return math.max(1, rate_wait(limiter, qlog, qmax, qwindow, qsmooth, now))
   end
   if want > room then want = room end
@@ -65,7 +78,7 @@ local deadline = now + lease
 local out = {deadline, 1}
 -- What the walk knows of each lane it visits, read once per call: settings, in-flight count
 -- and depth (a batch over few lanes visits each several times). `leased` is written at the end.
-local lanes, ringlen, left = {}, nil, false
+local lanes, left, taken = {}, false, 0
 
 local function lane(g)
   local l = lanes[g]
@@ -84,91 +97,141 @@ local function lane(g)
   return l
 end
 
-local function off_ring(g)
-  redis.call('LPOP', ring)
-  redis.call('DEL', root .. 'turn')
-  if ringlen then ringlen = ringlen - 1 end
-  left = true
+-- Serve band `band`'s ring (its key `ring`, its turn `turn`) until the claim is full or the
+-- ring is empty. Returns true while the ring holds a lane.
+local function walk(ring, turn, band)
+  local ringlen
+  local function off_ring(g)
+    redis.call('LPOP', ring)
+    redis.call('DEL', turn)
+    if band ~= 5 then redis.call('HDEL', root .. 'gband', g) end
+    if ringlen then ringlen = ringlen - 1 end
+    left = true
+  end
+
+  -- g (at the head of this band's ring) moves to band p's ring, which this walk visits in turn.
+  local function move_band(g, p)
+    off_ring(g)
+    ring_join(root, g, p)
+    if listed[p] then return end
+    listed[p] = true
+    local at = #bands + 1
+    while at > 1 and bands[at - 1] < p do at = at - 1 end
+    table.insert(bands, at, p)
+  end
+
+  -- One turn of the head lane g: lease up to `room` of its heads. Returns how many it leased
+  -- (0: it could not serve, and left the ring).
+  local function serve(g, room)
+    local l = lane(g)
+    local take = math.min(room, l.depth)
+    if l.limit then take = math.min(take, l.limit - l.active) end
+    if l.rmax then take = math.min(take, l.room) end
+    -- A banded lane serves only the jobs of this band (those scored up to the band's score).
+    local inband = take
+    if banded and take > 0 then
+      inband = redis.call('ZCOUNT', lane_of(root, g), '-inf', 5 - band)
+      if inband == 0 then
+        -- Defensive (a lane sits on its head job's band): it moves to that band.
+        move_band(g, head_band(root, g))
+        return 0
+      end
+      take = math.min(take, inband)
+    end
+    -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
+    -- lanes wait, it takes at most what is left (a stale count still serves one).
+    local served = 0
+    if l.weight > 1 then
+      local seen = redis.call('HMGET', turn, 'group', 'served')
+      if seen[1] == g then served = tonumber(seen[2]) end
+    end
+    if take > 1 and not one_lane then
+      ringlen = ringlen or redis.call('LLEN', ring)
+      if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
+    end
+    local heads = {}
+    if take > 0 and ordered then
+      heads = pop_ordered(root, g)
+    elseif take > 0 then
+      heads = redis.call('ZPOPMIN', lane_of(root, g), take)
+    end
+    local n = #heads / 2
+    if n == 0 then
+      -- Defensive: a lane that cannot serve never stays on the ring.
+      off_ring(g)
+      bench(root, g, now)
+      return 0
+    end
+    for i = 1, #heads, 2 do
+      local id = heads[i]
+      local row = root .. 'job:' .. id
+      out[#out + 1] = id
+      out[#out + 1] = redis.call('HGET', row, 'payload')
+      out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
+      out[#out + 1] = g
+      redis.call('HSET', row, 'state', 'active')
+      redis.call('ZADD', active, deadline, id)
+    end
+    l.depth, l.leased = l.depth - n, l.leased + n
+    if one_lane then want = 0 end -- one lane's batch: the walk ends with this lane
+    local spent = one_lane and 1 or n -- a one-lane batch is one claim of the lane's turn
+    if l.limit then l.active = l.active + n end
+    local spent_budget = false
+    if l.rmax then
+      -- Spent now, not at the end: bench() reads the window.
+      local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
+      rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
+      l.room = l.room - n
+      spent_budget = l.room <= 0
+    end
+    if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
+    if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
+      -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
+      -- is benched until its window ends.
+      off_ring(g)
+      if spent_budget and l.depth > 0 then bench(root, g, now) end
+    elseif banded and n == inband then
+      -- Its jobs of this band are served: it goes on in its next head's band.
+      move_band(g, head_band(root, g))
+    elseif l.weight > 1 and served + spent < l.weight then
+      -- Its turn goes on (the batch is full): it stays at the head.
+      redis.call('HSET', turn, 'group', g, 'served', served + spent)
+    else
+      if l.weight > 1 then redis.call('DEL', turn) end
+      redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+    end
+    return n
+  end
+
+  -- Each turn leases at least one job or takes a lane off the ring, so the walk ends.
+  while taken < want do
+    local g = redis.call('LINDEX', ring, 0)
+    if not g then return false end
+    taken = taken + serve(g, want - taken)
+  end
+  return true
 end
 
--- One turn of the head lane g: lease up to `room` of its heads. Returns how many it leased
--- (0: it could not serve, and left the ring).
-local function serve(g, room)
-  local l = lane(g)
-  local take = math.min(room, l.depth)
-  if l.limit then take = math.min(take, l.limit - l.active) end
-  if l.rmax then take = math.min(take, l.room) end
-  -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
-  -- lanes wait, it takes at most what is left (a stale count still serves one).
-  local served = 0
-  if l.weight > 1 then
-    local turn = redis.call('HMGET', root .. 'turn', 'group', 'served')
-    if turn[1] == g then served = tonumber(turn[2]) end
+local at = 1
+while taken < want and at <= #bands do
+  local band = bands[at]
+  if band == 5 then
+    walk(root .. 'ring', root .. 'turn', band)
+  elseif not walk(root .. 'band:' .. band .. ':ring', root .. 'band:' .. band .. ':turn', band) then
+    -- Its ring is empty: it leaves meta `bands` (read again: this walk may have added one).
+    local left_bands = string.gsub(redis.call('HGET', root .. 'meta', 'bands') or '', band, '')
+    if left_bands == '' then
+      redis.call('HDEL', root .. 'meta', 'bands')
+    else
+      redis.call('HSET', root .. 'meta', 'bands', left_bands)
+    end
   end
-  if take > 1 then
-    ringlen = ringlen or redis.call('LLEN', ring)
-    if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
-  end
-  local heads = {}
-  if take > 0 and ordered then
-    heads = pop_ordered(root, g)
-  elseif take > 0 then
-    heads = redis.call('ZPOPMIN', lane_of(root, g), take)
-  end
-  local n = #heads / 2
-  if n == 0 then
-    -- Defensive: a lane that cannot serve never stays on the ring.
-    off_ring(g)
-    bench(root, g, now)
-    return 0
-  end
-  for i = 1, #heads, 2 do
-    local id = heads[i]
-    local row = root .. 'job:' .. id
-    out[#out + 1] = id
-    out[#out + 1] = redis.call('HGET', row, 'payload')
-    out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
-    out[#out + 1] = g
-    redis.call('HSET', row, 'state', 'active')
-    redis.call('ZADD', active, deadline, id)
-  end
-  l.depth, l.leased = l.depth - n, l.leased + n
-  if l.limit then l.active = l.active + n end
-  local spent_budget = false
-  if l.rmax then
-    -- Spent now, not at the end: bench() reads the window.
-    local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
-    l.room = l.room - n
-    spent_budget = l.room <= 0
-  end
-  if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
-  if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
-    -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
-    -- is benched until its window ends.
-    off_ring(g)
-    if spent_budget and l.depth > 0 then bench(root, g, now) end
-  elseif l.weight > 1 and served + n < l.weight then
-    -- Its turn goes on (the batch is full): it stays at the head.
-    redis.call('HSET', root .. 'turn', 'group', g, 'served', served + n)
-  else
-    if l.weight > 1 then redis.call('DEL', root .. 'turn') end
-    redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
-  end
-  return n
-end
-
--- Each turn leases at least one job or takes a lane off the ring, so the walk ends.
-local taken = 0
-while taken < want do
-  local g = redis.call('LINDEX', ring, 0)
-  if not g then break end
-  taken = taken + serve(g, want - taken)
+  at = at + 1
 end
 if taken == 0 then return nothing() end
 for g, l in pairs(lanes) do
   if l.leased > 0 then redis.call('HINCRBY', root .. 'gactive', g, l.leased) end
 end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
-if left and redis.call('LLEN', ring) == 0 then out[2] = 0 end
+if left and not any_ringed(root, bands) then out[2] = 0 end
 return out

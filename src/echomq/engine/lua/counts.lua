@@ -6,6 +6,11 @@ local root = KEYS[1]
 local pending = 0
 local lanes = redis.call('SMEMBERS', root .. 'lanes')
 for _, g in ipairs(lanes) do pending = pending + redis.call('ZCARD', lane_of(root, g)) end
+-- Lanes on a ring: the default band's and every other band's in use.
+local ringed = redis.call('LLEN', root .. 'ring')
+for p in string.gmatch(redis.call('HGET', root .. 'meta', 'bands') or '', '%d') do
+  ringed = ringed + redis.call('LLEN', root .. 'band:' .. p .. ':ring')
+end
 return {
   pending,
   redis.call('ZCARD', root .. 'active'),
@@ -14,7 +19,7 @@ return {
   tonumber(redis.call('HGET', root .. 'metrics:completed', 'count') or '0'),
   tonumber(redis.call('HGET', root .. 'metrics:failed', 'count') or '0'),
   #lanes,
-  redis.call('LLEN', root .. 'ring'),
+  ringed,
   tonumber(redis.call('HGET', root .. 'metrics:cancelled', 'count') or '0'),
   redis.call('ZCARD', root .. 'waiting'),
 }

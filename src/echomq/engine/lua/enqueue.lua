@@ -2,7 +2,7 @@
 -- One call admits k items (k >= 1), each atomic and idempotent on its own; the chunk is not a
 -- transaction. A refused item writes nothing and the others go on (its checks run first).
 -- KEYS[1] root      `emq:{q}:` (every other key is derived from it)
--- ARGV, eight per item, item i at 8(i-1)+1 ..:
+-- ARGV, ten per item, item i at 10(i-1)+1 ..:
 --   id        branded JOB id (minted host-side)
 --   payload   bytes (the codec's output)
 --   group     lane name (`_` = the default lane)
@@ -15,7 +15,16 @@
 --             job is not finished, then dedup_ttl (> 0) from its end (completed, dead, cancelled
 --             or removed); the row records it as `dedup_after` (dedup_window in _lib.lua)
 --   result_ttl ms this job's row is kept once completed, -1 = the completer's (complete.lua)
+--   debounce  "" = none; else "wait_ms:max_ms:keep": the item is its dedup key's debounced job
+--             (run_at is -wait_ms). While the job the key maps to waits in the schedule and never
+--             ran (attempts 0), the item moves it to now + wait_ms (at most the first call's
+--             time + max_ms, the row's `deb_until`; max 0 = unbounded) and, with keep "last",
+--             replaces its payload: {3, that id, "scheduled"}. Otherwise (no such job, or it
+--             is due, running or done) the item is a new job and the key moves to it.
+--   priority  0..9, higher = more urgent; 5 = the default band (the row records `prio` only
+--             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
+-- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
 -- pending, scheduled, active, waiting, completed, dead, cancelled, or "absent" when a dedup
 -- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …", ""} refused
@@ -28,6 +37,7 @@ local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
 local cap_of = cap_reader(root)
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
+local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -44,7 +54,37 @@ local function record_dedup(row, dedup, dedup_ttl, from_finish, keep)
   end
 end
 
-local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg)
+-- A job outside the default band: the row keeps its priority (`prio`, for every later put-back
+-- into its lane) and the queue is marked `banded` (the claim walks bands from then on).
+local function record_priority(row, p)
+  if p == 5 then return end
+  redis.call('HSET', row, 'prio', p)
+  if not banded then
+    redis.call('HSET', root .. 'meta', 'banded', 1)
+    banded = true
+  end
+end
+
+-- A debounced call against the job its key maps to (see debounce above): 3 when it moved
+-- that job, nil when the job has left the schedule or started (the call makes a new one).
+local function debounced(seen, payload, debounce)
+  local srow = root .. 'job:' .. seen
+  local state = redis.call('HMGET', srow, 'state', 'attempts', 'deb_until')
+  if state[1] ~= 'scheduled' or state[2] ~= '0' then return nil end
+  local wait, keep = string.match(debounce, '^(%d+):%d+:(%a+)$')
+  now = now or now_ms()
+  local due = now + tonumber(wait)
+  local latest = tonumber(state[3] or '0')
+  if latest > 0 and due > latest then due = latest end
+  if redis.call('ZADD', root .. 'schedule', 'XX', 'CH', due, seen) == 1 then
+    due_changed = true
+  end
+  if keep == 'last' then redis.call('HSET', srow, 'payload', payload) end
+  return 3
+end
+
+local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg, debounce,
+    prio_arg)
   -- Policy before existence before write: every check comes before the item's first write.
   -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
   local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
@@ -53,6 +93,8 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if refused_ttl then return -1, refused_ttl end
   local keep, refused_keep = int_or_refusal(keep_arg, 'result_ttl', -1, 2592000000)
   if refused_keep then return -1, refused_keep end
+  local p, refused_prio = int_or_refusal(prio_arg, 'priority', 0, 9)
+  if refused_prio then return -1, refused_prio end
   if from_arg ~= 'enqueue' and from_arg ~= 'finish' then
     return -1, 'EMQARG dedup_from ' .. from_arg .. ': must be enqueue or finish'
   end
@@ -63,9 +105,25 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if string.sub(id, 1, 3) ~= 'JOB' then
     return -1, 'EMQKIND job id must be JOB-namespaced, got ' .. id
   end
+  local latest = 0
+  if debounce ~= '' then
+    local wait, most, keep = string.match(debounce, '^(%d+):(%d+):(%a+)$')
+    if not wait or (keep ~= 'last' and keep ~= 'first') or dedup == '' then
+      return -1, 'EMQARG debounce ' .. debounce .. ': must be wait_ms:max_ms:last|first, keyed'
+    end
+    if tonumber(most) > 0 then
+      now = now or now_ms()
+      latest = now + tonumber(most)
+    end
+  end
   local row = root .. 'job:' .. id
   if dedup ~= '' then
     local seen = redis.call('GET', root .. 'de:' .. dedup)
+    if seen and debounce ~= '' and seen ~= id then
+      local code = debounced(seen, payload, debounce)
+      if code then return code, seen, 'scheduled' end
+      seen = nil -- its job is due, running or done: this call starts the next one
+    end
     if seen then
       return 0, seen, redis.call('HGET', root .. 'job:' .. seen, 'state') or 'absent'
     end
@@ -100,7 +158,9 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
     if run_at < 0 then at = now - run_at end
     if at > now then
       redis.call('HSET', row, 'state', 'scheduled', 'attempts', 0, 'payload', payload, 'group', g)
+      if latest > 0 then redis.call('HSET', row, 'deb_until', latest) end
       record_dedup(row, dedup, dedup_ttl, from_finish, keep)
+      record_priority(row, p)
       redis.call('ZADD', root .. 'schedule', at, id)
       scheduled_moved(root, g, 1)
       due_changed = true
@@ -110,10 +170,17 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 
   redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
   record_dedup(row, dedup, dedup_ttl, from_finish, keep)
+  record_priority(row, p)
   -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
-  if push_lane(root, g, id) == 1 then
+  local depth = push_lane(root, g, id, p)
+  if depth > 1 then
+    -- The job may be the lane's new head, in another band: the lane follows it. A queue with
+    -- one band in use pays nothing for this (meta `banded`: record_priority).
+    if banded == nil then banded = redis.call('HEXISTS', root .. 'meta', 'banded') == 1 end
+    if banded then reband(root, g) end
+  elseif depth == 1 then
     if serviceable(root, g) then
-      redis.call('RPUSH', root .. 'ring', g)
+      ring_join(root, g, p)
       wakes = wakes + 1
     elseif lane_rate_wait(root, g) > 0 then
       -- Its rate window is spent: bench it so promote rings it when the window ends (an empty
@@ -127,9 +194,9 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 end
 
 local out = {}
-for i = 1, #ARGV, 8 do
+for i = 1, #ARGV, 10 do
   local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7])
+    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
   out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 

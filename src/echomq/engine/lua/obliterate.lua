@@ -64,7 +64,8 @@ end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
     'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
     'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies', 'gcap',
-    'gscheduled', 'cooling'}) do
+    'gscheduled', 'cooling', 'gband'}) do
   redis.call('DEL', root .. suffix)
 end
+for p = 0, 9 do redis.call('DEL', root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn') end
 return answer(0)
