@@ -10,9 +10,9 @@ import asyncio
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from echomq import tracing
 from echomq.consumers import abort as _abort
 from echomq.engine.results import Job
+from echomq.tracing import attach, detach, failed, processing, processing_batch
 
 if TYPE_CHECKING:
     from opentelemetry.trace import Span, Tracer
@@ -61,9 +61,9 @@ class Attempts:
         self.open: dict[int, tuple[Span, Job, str | None]] = {}
 
     async def run(self, job: Job) -> Any:
-        span = tracing.processing(self.tracer, job)
+        span = processing(self.tracer, job)
         self.open[id(job)] = (span, job, None)
-        token = tracing.attach(span)
+        token = attach(span)
         try:
             return await self.handler(job)
         except asyncio.CancelledError:
@@ -74,10 +74,10 @@ class Attempts:
             if isinstance(exc, self.cool):
                 self.open[id(job)] = (span, job, "cooled")  # the observer hears "deferred"
             elif not isinstance(exc, self.defer):  # a deferral is no failure
-                tracing.failed(span, exc)
+                failed(span, exc)
             raise
         finally:
-            tracing.detach(token)
+            detach(token)
 
     def claimed(self, queue: str, jobs: Sequence[Job], lease_ms: int) -> None:
         if self.inner is not None:
@@ -106,13 +106,13 @@ async def run_batch(queue: Queue, jobs: Sequence[Job], work: Awaitable[None]) ->
     if tracer is None:
         await work
         return
-    span = tracing.processing_batch(tracer, queue.name, jobs)
-    token = tracing.attach(span)
+    span = processing_batch(tracer, queue.name, jobs)
+    token = attach(span)
     try:
         await work
     except BaseException as exc:
-        tracing.failed(span, exc)
+        failed(span, exc)
         raise
     finally:
-        tracing.detach(token)
+        detach(token)
         span.end()
