@@ -19,6 +19,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "cron": ("cronsim",),
     "uvloop": ("uvloop",),
     "django": ("django", "django_tasks"),
+    "otel": ("opentelemetry",),
 }
 
 

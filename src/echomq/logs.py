@@ -74,8 +74,8 @@ class TextFormatter(logging.Formatter):
 class JsonFormatter(logging.Formatter):
     """One JSON object per line: ``time`` (ISO 8601, UTC, milliseconds), ``level``,
     ``logger``, ``message``; on a line about a job ``queue``, ``lane``, ``job_id``,
-    ``attempt`` and ``trace_id`` (null until traces land); ``exception`` (the formatted
-    traceback) when the record has one. Secrets are :func:`redact`-ed.
+    ``attempt`` and ``trace_id`` (the job's trace when traced, else null); ``exception``
+    (the formatted traceback) when the record has one. Secrets are :func:`redact`-ed.
 
     For an application::
 

@@ -450,3 +450,16 @@ async def test_json_logs_carry_the_jobs_fields_on_the_tasks_own_lines(valkey_url
     )
     assert charging["trace_id"] is None
     assert len(charging["job_id"]) == 14
+
+
+async def test_traces_join_the_request_the_enqueue_and_the_run(valkey_url: str) -> None:
+    try:
+        lines = run("traces.py", valkey_url).splitlines()
+    finally:
+        await forget(valkey_url, "traces-example")
+    assert lines == [
+        "POST /orders (internal), parent: None",
+        "send traces-example (producer), parent: POST /orders",
+        "process traces-example (consumer), parent: send traces-example, outcome: completed",
+        "one trace: True",
+    ]

@@ -31,6 +31,7 @@ NOT_IN_THE_CORE = {
     "cronsim",
     "uvloop",
     "django-tasks",
+    "opentelemetry-api",
     "codemojex",
 }
 
@@ -82,6 +83,8 @@ def test_bare_install_runs_the_command_and_names_missing_extras(bare_venv: Path)
     probe = (
         "import echomq\n"
         "assert echomq.Queue and echomq.App\n"
+        "from echomq import tracing\n"  # no opentelemetry here: tracing is off, not broken
+        "assert tracing.api() is None and tracing.find_tracer() is None\n"
         "try:\n"
         "    import echomq.dashboard\n"
         "except ImportError as exc:\n"

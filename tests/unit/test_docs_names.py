@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 import echomq
+from echomq import tracing
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src" / "echomq"
@@ -35,6 +36,8 @@ FILE = re.compile(r"^[\w./-]+\.(py|lua)$")
 BARE_FILE = re.compile(r"(?<![\w`/.-])((?:[\w-]+/)*[\w-]+\.(?:py|lua))\b")
 PRIVATE = re.compile(r"^_[a-z]\w*(\.\w+)*$")
 PLACEHOLDERS = {"echomq.X", "echomq._", "echomq.__all__"}  # `echomq._*`
+SPAN_ATTRIBUTES = frozenset(tracing.ATTRIBUTES)
+"""The OpenTelemetry span attributes of echomq's own, named like modules (``echomq.lane``)."""
 USER_FILES = {"myproject/tasks.py", "myapp.py", "emailapp.py", "tasks.py", "settings.py"}
 """Files of the reader's project the docs name (``echomq worker myapp:app``)."""
 
@@ -146,6 +149,8 @@ def problems(spans: Iterator[tuple[str, str]], privates: bool) -> list[str]:
     found = []
     for where, span in spans:
         problem = None
+        if span in SPAN_ATTRIBUTES:
+            continue  # a span attribute's name (echomq.outcome), not a module's
         if DOTTED.match(span):
             problem = dotted_problem(span)
         elif FILE.match(span):

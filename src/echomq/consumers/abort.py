@@ -78,3 +78,10 @@ def begin() -> Abort:
     abort = Abort(task)
     _current.set(abort)
     return abort
+
+
+def is_heard() -> bool:
+    """Whether a cancel of the job whose handler runs in the calling task was heard (False
+    outside a handler): its ``CancelledError`` is the cancel's, not a stop's."""
+    abort = _current.get(None)
+    return abort is not None and abort.is_heard

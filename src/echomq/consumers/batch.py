@@ -19,6 +19,7 @@ from echomq.consumers.cadence import Cadence, upkeep_if_due
 from echomq.consumers.ledger import Ledger, Observer, Tally, describe
 from echomq.consumers.options import ConsumerOptions
 from echomq.consumers.shift import Shift
+from echomq.consumers.spans import run_batch
 from echomq.engine.checks import MAX_BATCH
 from echomq.engine.results import Empty, Job
 from echomq.errors import EchoMQError
@@ -184,7 +185,7 @@ class BatchConsumer:
 
     async def _run(self, batch: _Batch) -> None:
         try:
-            await self.run_batch(batch.jobs, self._ledger)
+            await run_batch(self.queue, batch.jobs, self.run_batch(batch.jobs, self._ledger))
         except Exception as exc:
             # A bug in running or settling: the leases of the jobs left unsettled expire and
             # they are reaped (as after a stop whose deadline passed: that CancelledError

@@ -23,6 +23,7 @@ from echomq.consumers.ledger import Observer, Outcome, Tally, describe
 from echomq.consumers.log_fields import job_fields
 from echomq.consumers.options import ConsumerOptions, Policy, RetryPlan
 from echomq.consumers.shift import Shift
+from echomq.consumers.spans import instrument
 from echomq.engine.checks import MAX_BATCH
 from echomq.engine.lanes import cool_end
 from echomq.engine.results import Empty, Job, RateLimited
@@ -127,11 +128,11 @@ class Consumer:
         ):
             raise InvalidArgument("handler", handler, "must be an async function (async def)")
         self.queue = queue
-        self.handler = handler
         self.options = options or ConsumerOptions()
         self.metronome = metronome
         self.name = name
-        self.observer = observer
+        # A span per attempt once the app set an OpenTelemetry tracer provider; else as given.
+        self.handler, self.observer = instrument(queue, handler, observer)
         #: How an unexpected failure goes on; None: the options' backoff and max_attempts.
         self.policy = policy
         self._loop: asyncio.AbstractEventLoop  # set by run
@@ -141,7 +142,7 @@ class Consumer:
             if metronome is not None
             else Cadence(self.options.beat, self.options.idle_upkeep)
         )
-        shift = Shift(queue, self.options, name, self.cadence, observer, metronome)
+        shift = Shift(queue, self.options, name, self.cadence, self.observer, metronome)
         self._shift = shift
         self._parking, self._leases, self._ledger = shift.parking, shift.leases, shift.ledger
         self._stopping = shift.stopping

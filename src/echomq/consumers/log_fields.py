@@ -7,18 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from echomq.engine.results import Job
+from echomq.tracing import current_trace_id, trace_id
 
 #: The record attributes, in the order a JSON line shows them.
 JOB_FIELDS = ("queue", "lane", "job_id", "attempt", "trace_id")
 
 
 def job_fields(job: Job) -> dict[str, Any]:
-    """The ``extra`` of a log line about ``job``. ``trace_id`` is reserved: None until traces
-    (OpenTelemetry) carry one in the job."""
+    """The ``extra`` of a log line about ``job``. ``trace_id``: the trace the job's payload
+    carries (a task's, traced: docs/guides/observability.md), else the current span's, else
+    None."""
     return {
         "queue": job.queue,
         "lane": job.lane,
         "job_id": job.id,
         "attempt": job.attempts,
-        "trace_id": None,
+        "trace_id": trace_id(job.payload) or current_trace_id(),
     }

@@ -24,6 +24,7 @@ from echomq.engine.flows import (
 from echomq.engine.keys import Keyspace
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.transitions import Engine
+from echomq.tracing import FlowSending, Spans
 from echomq.wire.codec import Codec
 from echomq.wire.pool import Wire
 
@@ -41,6 +42,7 @@ class FlowVerbs:
     minter: _ids.Minter
     _listened: Callable[[], bool]
     _emit: Callable[[Iterable[dict[str, Any]]], None]
+    spans: Spans
 
     def _engine_of(self, queue: str) -> Engine:
         if queue == self.name:
@@ -51,7 +53,7 @@ class FlowVerbs:
             self._flow_engines[queue] = engine
         return engine
 
-    async def add_flow(self, flow: Flow) -> FlowIds:
+    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
         """Admit a flow rooted on this queue (a node naming another ``queue`` lives there): its
         parents wait (state ``waiting``) until every child settled, its leaves join their lanes.
 
@@ -60,7 +62,18 @@ class FlowVerbs:
         1,000 nodes, 32 deep, 16 MiB of payloads in all). Admitting the same flow again (the
         same ids) answers ``duplicate`` and writes nothing. Returns every node's id, shaped
         like the flow. A parent reads its children's results with :meth:`children`.
+
+        Traced as one producer span for the flow; ``carries_context`` (the task layer's: every
+        payload a dict of its own making) adds a span per node, carried in its payload, and a
+        parent's payload links its children's (docs/guides/observability.md).
         """
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return await self._add_flow(flow)
+        with FlowSending(tracer, self.name, flow, carries_context) as sending:
+            return sending.sent(await self._add_flow(flow))
+
+    async def _add_flow(self, flow: Flow) -> FlowIds:
         if not self.minter.is_ready:
             await self.minter.ready()
         laid = plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB"))

@@ -59,6 +59,7 @@ from echomq.engine.settles import Settles
 from echomq.engine.transitions import Engine
 from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument
+from echomq.tracing import Sending, Spans, carriers_of, sending_many
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -127,6 +128,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         #: The queue's cancel subscription, shared by its consumers (opened by the first).
         self.cancel_hub = CancelHub(wire, self.keys)
         self._owns_wire = False
+        #: Where this queue's producer spans go (OpenTelemetry, when the app set a provider).
+        self.spans = Spans()
 
     @classmethod
     async def connect(
@@ -195,10 +198,24 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     def _mint(self) -> str:
         return self.minter.mint("JOB")
 
-    async def admit(self, payload: Any, options: JobOptions = DEFAULT_OPTIONS) -> Verdict:
+    async def admit(
+        self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
+    ) -> Verdict:
         """Admit one job with its :class:`JobOptions` (the one path every enqueue takes:
         ``enqueue``, ``enqueue_in``, ``enqueue_at`` and the task layer). Idempotent by id and
-        dedup key; a refused option raises :class:`InvalidArgument` naming it, before any write."""
+        dedup key; a refused option raises :class:`InvalidArgument` naming it, before any write.
+
+        Traced (a producer span) when the application set an OpenTelemetry tracer provider;
+        ``carries_context``: ``payload`` is a dict of the caller's own making (the task layer's)
+        and takes the span's W3C context, so the worker's span is its child."""
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return await self._admit(payload, options)
+        carriers = (payload,) if carries_context else ()
+        with Sending(tracer, self.name, options.lane, carriers) as sending:
+            return sending.sent(await self._admit(payload, options))
+
+    async def _admit(self, payload: Any, options: JobOptions) -> Verdict:
         if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
         item = admission(self.codec, self._mint, payload, options)
@@ -263,14 +280,27 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """
         if not self.minter.is_ready:
             await self.minter.ready()
-        return await self._send(Batch.plan(items, self.codec, self._mint))
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return await self._send(Batch.plan(items, self.codec, self._mint))
+        items = carriers_of(items)
+        with sending_many(tracer, self.name, items, False) as sending:
+            return sending.sent_many(await self._send(Batch.plan(items, self.codec, self._mint)))
 
-    async def admit_many(self, jobs: Iterable[tuple[Any, JobOptions]]) -> list[Verdict]:
+    async def admit_many(
+        self, jobs: Iterable[tuple[Any, JobOptions]], *, carries_context: bool = False
+    ) -> list[Verdict]:
         """:meth:`enqueue_many` for ``(payload, options)`` pairs: the batch form of
-        :meth:`admit` (the task layer's path), with the same verdicts."""
+        :meth:`admit` (the task layer's path), with the same verdicts; one producer span for
+        the batch (``carries_context`` as :meth:`admit`'s, for every payload)."""
         if not self.minter.is_ready:
             await self.minter.ready()
-        return await self._send(Batch.pairs(jobs, self.codec, self._mint))
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return await self._send(Batch.pairs(jobs, self.codec, self._mint))
+        jobs = carriers_of(jobs)
+        with sending_many(tracer, self.name, jobs, carries_context) as sending:
+            return sending.sent_many(await self._send(Batch.pairs(jobs, self.codec, self._mint)))
 
     async def _send(self, batch: Batch) -> list[Verdict]:
         """A planned batch sent: its verdicts in input order."""

@@ -65,6 +65,7 @@ from echomq.errors import (
     WireError,
     WireTimeout,
 )
+from echomq.tracing import Sending, Spans, carriers_of, sending_many
 from echomq.wire.blocking import NOTHING, Link, Push, ReplyError, Router, error_of, pack
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.connector import WIRE_VERSION
@@ -229,6 +230,8 @@ class SyncQueue:
         # at most once a second (PUBSUB NUMSUB), fire-and-forget.
         self._has_listeners = False
         self._check_listeners_at = -math.inf
+        #: Where this queue's producer spans go (OpenTelemetry, when the app set a provider).
+        self.spans = Spans()
 
     @classmethod
     def connect(
@@ -296,8 +299,19 @@ class SyncQueue:
 
     # -- admission -----------------------------------------------------------------------------
 
-    def admit(self, payload: Any, options: JobOptions = DEFAULT_OPTIONS) -> Verdict:
-        """Admit one job with its :class:`JobOptions`; see :meth:`Queue.admit`."""
+    def admit(
+        self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
+    ) -> Verdict:
+        """Admit one job with its :class:`JobOptions`; see :meth:`Queue.admit` (its producer
+        span and ``carries_context`` too)."""
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return self._admit(payload, options)
+        carriers = (payload,) if carries_context else ()
+        with Sending(tracer, self.name, options.lane, carriers) as sending:
+            return sending.sent(self._admit(payload, options))
+
+    def _admit(self, payload: Any, options: JobOptions) -> Verdict:
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
@@ -359,12 +373,28 @@ class SyncQueue:
         per item, in input order (see :meth:`Queue.enqueue_many`: refused items answer
         ``error``, the items of a chunk lost with the connection ``unknown``)."""
         process = self._here()
-        return self._send(process, Batch.plan(items, self.codec, process.mint))
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return self._send(process, Batch.plan(items, self.codec, process.mint))
+        items = carriers_of(items)
+        with sending_many(tracer, self.name, items, False) as sending:
+            return sending.sent_many(
+                self._send(process, Batch.plan(items, self.codec, process.mint))
+            )
 
-    def admit_many(self, jobs: Iterable[tuple[Any, JobOptions]]) -> list[Verdict]:
+    def admit_many(
+        self, jobs: Iterable[tuple[Any, JobOptions]], *, carries_context: bool = False
+    ) -> list[Verdict]:
         """:meth:`enqueue_many` for ``(payload, options)`` pairs; see :meth:`Queue.admit_many`."""
         process = self._here()
-        return self._send(process, Batch.pairs(jobs, self.codec, process.mint))
+        tracer = self.spans.tracer()
+        if tracer is None:
+            return self._send(process, Batch.pairs(jobs, self.codec, process.mint))
+        jobs = carriers_of(jobs)
+        with sending_many(tracer, self.name, jobs, carries_context) as sending:
+            return sending.sent_many(
+                self._send(process, Batch.pairs(jobs, self.codec, process.mint))
+            )
 
     def _send(self, process: _Process, batch: Batch) -> list[Verdict]:
         admissions = batch.admissions

@@ -216,6 +216,6 @@ async def enqueue(app: App, taskflow: TaskFlow[R]) -> FlowHandle[R]:
     queue = await app.open_queue(root.task.queue)
     for call in calls_of(taskflow):
         await app.producer.configure_lane(await app.open_queue(call.task.queue), call)
-    ids = await queue.add_flow(spec)
+    ids = await queue.add_flow(spec, carries_context=True)  # its payloads are ours
     handle = Handle(root.task, Verdict(ids.kind, ids.id), queue)
     return FlowHandle(handle, ids)

@@ -68,7 +68,7 @@ class Producer:
         queue = await app.open_queue(call.task.queue)
         await self.configure_lane(queue, call)
         try:
-            verdict = await queue.admit(call.payload, call.options)
+            verdict = await queue.admit(call.payload, call.options, carries_context=True)
         except InvalidArgument as exc:
             raise as_args(exc, call) from None
         return Handle(call.task, verdict, queue)
@@ -101,7 +101,9 @@ class Producer:
                 name = task.name
             indexes.append(index)
             pairs.append(({"task": name, "args": call.args}, call.options))  # Call.payload
-        sent = await asyncio.gather(*(queues[name].admit_many(p) for name, (p, _) in jobs.items()))
+        sent = await asyncio.gather(
+            *(queues[n].admit_many(p, carries_context=True) for n, (p, _) in jobs.items())
+        )
         handles: list[Handle[Any]] = [None] * len(calls)  # type: ignore[list-item]
         for (name, (_, indexes)), verdicts in zip(jobs.items(), sent, strict=True):
             queue = queues[name]
@@ -124,7 +126,7 @@ class Producer:
             queue.configure_lane(key[1], limit=task.lane_limit, rate=task.lane_rate)
             self.seen.add(key)
         try:
-            verdict = queue.admit(call.payload, call.options)
+            verdict = queue.admit(call.payload, call.options, carries_context=True)
         except InvalidArgument as exc:
             raise as_args(exc, call) from None
         return SyncHandle(task, verdict, queue)

@@ -88,7 +88,7 @@ class Scheduler:
         options = call.options._replace(
             dedup_key=key, dedup_ttl=schedule.dedup_ttl, dedup_from="enqueue"
         )
-        verdict = await queue.admit(call.payload, options._replace(id=id))
+        verdict = await queue.admit(call.payload, options._replace(id=id), carries_context=True)
         if (
             verdict.kind == "duplicate"
             and verdict.id == id
@@ -96,7 +96,7 @@ class Scheduler:
         ):
             # The row is another schedule's (their names' hashes met at this tick): a minted
             # id, under this tick's dedup key, so the other schedulers still agree on it.
-            verdict = await queue.admit(call.payload, options)
+            verdict = await queue.admit(call.payload, options, carries_context=True)
         if verdict.kind in ("enqueued", "scheduled"):
             await queue.wire.call("HSET", queue.keys.periodic, schedule.name, tick)
         return verdict
