@@ -407,9 +407,9 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
 
     # -- lanes, settings and cleanup (the admin plane) -----------------------------------------
 
-    def lane(self, group: str) -> Lane:
-        """The control handle of one lane (validates the group name)."""
-        return self._admin.lane(group)
+    def lane(self, name: str) -> Lane:
+        """The control handle of one lane (validates its name)."""
+        return self._admin.lane(name)
 
     async def pause(self) -> None:
         """Pause the whole queue: claims answer empty, admission continues."""
@@ -486,9 +486,13 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         :class:`LockedError` for a leased job."""
         return await self._admin.remove(id)
 
-    async def reassign(self, id: str, group: str) -> bool:
-        """Move a pending job to another lane. False when the job does not exist."""
-        return await self._admin.reassign(id, group)
+    async def reassign(self, id: str, lane: str | None = None, *, group: str | None = None) -> bool:
+        """Move a pending job to another ``lane`` (``group=``: its deprecated name). False when
+        the job does not exist."""
+        lane = lane_alias(lane, group)
+        if lane is None:
+            raise InvalidArgument("lane", lane, "name the lane to move the job to")
+        return await self._admin.reassign(id, lane)
 
     async def reprocess(self, id: str) -> bool:
         """Return a dead job to its lane with a fresh failure budget. False when it is gone;
@@ -501,9 +505,9 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """Jobs per state, the terminal counters, and the lanes that exist / are on the ring."""
         return await self._reads.counts()
 
-    async def lanes(self, groups: Sequence[str] = ()) -> list[LaneInfo]:
-        """State of the given lanes, or of every lane that holds work or settings."""
-        return await self._reads.lanes(groups)
+    async def lanes(self, names: Sequence[str] = ()) -> list[LaneInfo]:
+        """State of the lanes ``names``, or of every lane that holds work or settings."""
+        return await self._reads.lanes(names)
 
     async def ring(self) -> list[str]:
         """The rota: serviceable lanes in the order they will be served."""
