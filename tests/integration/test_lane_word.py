@@ -47,6 +47,19 @@ async def test_reading_group_warns_and_answers_the_lane(queue: Queue) -> None:
         assert queue.lane("acme").group == "acme"
 
 
+async def test_reassign_takes_the_lane_and_still_the_old_keyword(queue: Queue) -> None:
+    verdict = await queue.enqueue("a", lane="acme")
+    assert await queue.reassign(verdict.id, "zen")
+    with pytest.warns(DeprecationWarning, match="group="):
+        assert await queue.reassign(verdict.id, group="beta")
+    info = await queue.job(verdict.id)
+    assert info is not None
+    assert info.lane == "beta"
+    with pytest.raises(InvalidArgument) as refused:
+        await queue.reassign(verdict.id)
+    assert refused.value.argument == "lane"
+
+
 def test_flows_and_items_take_the_lane_and_stay_replaceable() -> None:
     with pytest.warns(DeprecationWarning, match="group="):
         flow = Flow("p", group="acme")
