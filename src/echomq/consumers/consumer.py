@@ -293,8 +293,8 @@ class Consumer:
         self._running[task] = (due, (job,))
 
     async def _execute(self, job: Job) -> None:
+        abort = _abort.begin()  # its task is this one: freed by it below, no second look-up
         try:
-            abort = _abort.begin()
             cancels = self.queue.cancel_hub
             try:
                 cancels.hold(job.id, abort.request)
@@ -352,7 +352,7 @@ class Consumer:
             )  # fmt: skip
         finally:
             # The slot frees as the task ends: no done callback to schedule per job.
-            self._shift.free(asyncio.current_task())
+            self._shift.free(abort.task)
 
     async def _end_cancelled(self, job: Job) -> None:
         """The job was cancelled and its handler stopped: end it as cancelled, fenced by the

@@ -329,11 +329,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
             return Empty()
         if isinstance(claimed, int):
             return RateLimited(claimed / 1000) if claimed > 0 else Empty(-claimed / 1000)
-        deadline, decode, name = claimed.deadline_ms, self.codec.decode, self.name
-        jobs = [
-            Job(job_id, decode(payload), attempts, group, deadline, name)
-            for job_id, payload, attempts, group in claimed.rows
-        ]
+        jobs = claimed.jobs(self.codec.decode, self.name)
         if self._listened():
             self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
         return jobs, claimed.more

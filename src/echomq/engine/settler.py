@@ -19,9 +19,8 @@ from echomq.errors import EchoMQError
 if TYPE_CHECKING:
     from echomq.engine.queue import Queue
 
-#: One buffered success: the job and its result as the codec encoded it (b"": none kept).
-_Success = tuple[Job, bytes]
-_Item = TypeVar("_Item", _Success, Failed)
+_Item = TypeVar("_Item", Success, Failed)
+_Subject = TypeVar("_Subject", Job, Failed)
 _Outcome = TypeVar("_Outcome", CompleteOutcome, RetryOutcome)
 OnCompleted = Callable[[Job, CompleteOutcome | EchoMQError], None]
 OnRetried = Callable[[Failed, RetryOutcome | EchoMQError], None]
@@ -34,7 +33,10 @@ class Settler:
         self._queue = queue
         self._on_completed = on_completed
         self._on_retried = on_retried
-        self._completes: list[_Success] = []
+        #: The completed jobs and, index for index, each as complete.lua takes it (built as
+        #: the job ends: no second pass over the batch at the flush).
+        self._completes: list[Job] = []
+        self._successes: list[Success] = []
         self._retries: list[Failed] = []
         self._is_scheduled = False
         self._sending: set[asyncio.Task[None]] = set()
@@ -46,8 +48,10 @@ class Settler:
 
     def complete(self, job: Job, result: bytes = b"") -> None:
         """Complete ``job`` with its result already encoded (``Queue.encode_result``)."""
-        self._completes.append((job, result))
-        self._schedule()
+        self._completes.append(job)
+        self._successes.append(Success(job.id, job.attempts, result))
+        if not self._is_scheduled:
+            self._schedule()
 
     def retry(self, failed: Failed) -> None:
         self._retries.append(failed)
@@ -69,18 +73,13 @@ class Settler:
     def _flush(self) -> None:
         self._is_scheduled = False
         completes, self._completes = self._completes, []
+        successes, self._successes = self._successes, []
         retries, self._retries = self._retries, []
         if completes:
-            self._send(_answer(self._complete, completes, self._completed))
+            complete = self._queue.complete_encoded
+            self._send(_answer(complete, successes, completes, self._on_completed))
         if retries:
-            self._send(_answer(self._queue.retry_each, retries, self._on_retried))
-
-    def _complete(self, completes: list[_Success]) -> Awaitable[list[CompleteOutcome]]:
-        successes = [Success(job.id, job.attempts, result) for job, result in completes]
-        return self._queue.complete_encoded(successes)
-
-    def _completed(self, item: _Success, outcome: CompleteOutcome | EchoMQError) -> None:
-        self._on_completed(item[0], outcome)
+            self._send(_answer(self._queue.retry_each, retries, retries, self._on_retried))
 
     def _send(self, work: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(work)
@@ -91,12 +90,14 @@ class Settler:
 async def _answer(
     settle: Callable[[list[_Item]], Awaitable[Sequence[_Outcome]]],
     items: list[_Item],
-    report: Callable[[_Item, _Outcome | EchoMQError], None],
+    subjects: list[_Subject],
+    report: Callable[[_Subject, _Outcome | EchoMQError], None],
 ) -> None:
-    """One batch call, then each item's outcome reported (the call's failure for each)."""
+    """One batch call of ``items``, then the outcome of each reported with its subject, the
+    ``subjects`` being index for index (the call's failure for each)."""
     try:
         outcomes: Sequence[_Outcome | EchoMQError] = await settle(items)
     except EchoMQError as exc:
         outcomes = [exc] * len(items)
-    for item, outcome in zip(items, outcomes, strict=True):
-        report(item, outcome)
+    for subject, outcome in zip(subjects, outcomes, strict=True):
+        report(subject, outcome)

@@ -7,7 +7,7 @@ no other module names a script or knows the order of its arguments. Arguments ar
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -15,6 +15,7 @@ from echomq.engine.checks import text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.keys import Keyspace
 from echomq.engine.options import Admission
+from echomq.engine.results import Job
 from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.errors import EchoMQError, server_error
 from echomq.wire.connector import Arg
@@ -59,11 +60,21 @@ class Success(NamedTuple):
 @dataclass(frozen=True, slots=True)
 class Claimed:
     """A claim's answer: the shared lease deadline, whether a lane was still serviceable, and
-    each job as ``(id, payload bytes, attempts, group)``."""
+    the reply itself, whose jobs :meth:`jobs` decodes (once, straight into :class:`Job`)."""
 
     deadline_ms: int
     more: bool
-    rows: list[tuple[str, bytes, int, str]]
+    reply: list[Any]
+
+    def jobs(self, decode: Callable[[bytes], Any], queue: str) -> list[Job]:
+        """The claimed jobs, their payloads decoded with ``decode``: the reply holds each as
+        ``id, payload, attempts, lane`` from its third value on."""
+        reply, deadline = self.reply, self.deadline_ms
+        return [
+            Job(text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), text(reply[i + 3]),
+                deadline, queue)
+            for i in range(2, len(reply), 4)
+        ]  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,11 +262,7 @@ class Engine:
         reply = await self.registry.run(self.wire, self._claim, self._keys, args)
         if type(reply) is not list:
             return None if reply is None else int(reply)
-        rows = [
-            (text(reply[i]), reply[i + 1], int(reply[i + 2]), text(reply[i + 3]))
-            for i in range(2, len(reply), 4)
-        ]
-        return Claimed(int(reply[0]), reply[1] == 1, rows)
+        return Claimed(int(reply[0]), reply[1] == 1, reply)
 
     async def delay(self, job_id: str, token: int, delay_ms: int) -> int:
         """Re-schedule a held job without counting a failure: 1 scheduled, 2 cancelled (a

@@ -257,12 +257,14 @@ class Signature:
         """A payload's ``args`` as the positional and keyword arguments of the function."""
         if not isinstance(arguments, dict):
             raise InvalidArgument("args", arguments, f"{self.name}: args must be an object")
-        self.hints()
+        if self._hints is None:
+            self.hints()
         loads = self._loads
         if loads:
             arguments = {k: v if k not in loads else self._load(k, v) for k, v in arguments.items()}
         if self._is_plain:
-            if arguments.keys() - self._names or not self._required <= arguments.keys():
+            # No set built per job: the names given are checked against the signature's.
+            if not self._names.issuperset(arguments) or not self._required <= arguments.keys():
                 # The worker's function changed since the job was enqueued: the binder says how.
                 self._bind_loaded(arguments)
             return [], arguments

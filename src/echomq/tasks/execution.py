@@ -18,6 +18,10 @@ if TYPE_CHECKING:
     from echomq.tasks.task import Task
 
 
+#: Result types that are their own JSON shape (exact types: a subclass goes through ``dump``).
+_PLAIN = frozenset((str, int, float, bool))
+
+
 class TaskTimeout(Exception):
     """An attempt outlived its task's ``timeout``: it was cancelled (error text ``timeout``)."""
 
@@ -61,8 +65,11 @@ async def execute(
     ctx = Context(job, task.name, state, app, trail, children)
     token = _current.set(ctx)
     try:
-        for before in app.hooks.before_job:
-            await before(ctx)
+        hooks = app.hooks
+        # The hook loops, their outcomes and the timeout's coroutine only when there are any.
+        if hooks.before_job:
+            for before in hooks.before_job:
+                await before(ctx)
         try:
             # Awaited here without a timeout (one coroutine less per job on the hot path).
             if task.timeout is None:
@@ -70,11 +77,14 @@ async def execute(
             else:
                 result = await _attempt(task, args, kwargs)
         except Exception as exc:
-            for after in app.hooks.after_job:
+            for after in hooks.after_job:
                 await after(ctx, TaskOutcome(error=exc))
             raise
-        for after in app.hooks.after_job:
-            await after(ctx, TaskOutcome(result=result))
+        if hooks.after_job:
+            for after in hooks.after_job:
+                await after(ctx, TaskOutcome(result=result))
+        if result is None or type(result) in _PLAIN:
+            return result  # its own dump: no walk
         return dump(result, argument="result")
     finally:
         _current.reset(token)

@@ -52,9 +52,10 @@ class Dispatcher:
         self.state = state
 
     async def __call__(self, job: Job) -> Any:
-        task = self._task(job)
+        payload = job.payload
+        name = payload.get("task") if isinstance(payload, dict) else None
+        task = self.app.tasks.get(name) if isinstance(name, str) else None
         if task is None:
-            name = job.payload.get("task") if isinstance(job.payload, dict) else None
             if not isinstance(name, str):
                 raise Unrunnable("not a task")
             known = ", ".join(sorted(self.app.tasks)) or "none"
@@ -63,11 +64,11 @@ class Dispatcher:
                 job.id, name, known, extra=job_fields(job),
             )  # fmt: skip
             raise UnknownTask(f"unknown task {name}")
-        arguments, children = job.payload.get("args", {}), None
-        if job.payload.get("flow"):
+        arguments, children = payload.get("args", {}), None
+        if payload.get("flow"):
             # A flow's parent: its children's results are read before it runs (one round trip).
             children = await self.app.queue(job.queue).children(job.id)
-            arguments = received(arguments, job.payload.get("receive"), children)
+            arguments = received(arguments, payload.get("receive"), children)
         try:
             args, kwargs = task.signature.load(arguments)
         except InvalidArgument as exc:
