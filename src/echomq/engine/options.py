@@ -142,7 +142,11 @@ def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int]:
     else:
         run_at = 0 if at is None else when_run_at(at, "at")
     debounce = ""
-    if options.debounce is not None or options.debounce_max is not None or options[10] != "last":
+    if (
+        options.debounce is not None
+        or options.debounce_max is not None
+        or options.debounce_keep != "last"
+    ):
         run_at, debounce = _debounce(options)
     return lane, run_at, dedup, ttl, start, keep, debounce, check_priority(options.priority)
 
