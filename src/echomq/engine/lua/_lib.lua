@@ -100,6 +100,23 @@ local function lane_rate(root, g, default)
   return parse_rate(rate)
 end
 
+-- Costs. A job spends `cost` units (row `cost`, written only when not 1: 1..1000; meta
+-- `costed` marks a queue that admitted one, and only then does the claim read costs). Rates
+-- count units, and so does a lane's ceiling: its units in flight are `gactive` (leased jobs)
+-- plus `gextra` (the costs above 1 of its leased jobs, written only for such jobs).
+local function lane_units(root, g)
+  return tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+    + tonumber(redis.call('HGET', root .. 'gextra', g) or '0')
+end
+
+-- A leased job of cost `cost` (its row's field: nil or false for 1) joins (+1) or leaves (-1)
+-- g's units in flight beyond gactive.
+local function extra_moved(root, g, cost, sign)
+  if not cost or cost == '1' then return end
+  local after = redis.call('HINCRBY', root .. 'gextra', g, sign * (tonumber(cost) - 1))
+  if after <= 0 then redis.call('HDEL', root .. 'gextra', g) end
+end
+
 -- The lane's concurrency ceiling: its own (`glimit`), else the default (meta `dlimit`); nil
 -- for none.
 local function lane_ceiling(root, g)
@@ -118,6 +135,21 @@ local function rate_wait(counter, log, max, window, smooth, now)
     return math.max(0, tonumber(t) + window - (now or now_ms()))
   end
   if tonumber(redis.call('GET', counter) or '0') < max then return 0 end
+  local ttl = redis.call('PTTL', counter)
+  if ttl <= 0 then return 1 end
+  return ttl
+end
+
+-- ms until a rate admits `cost` more units (clamped to max: a job dearer than the whole
+-- budget passes alone once the window is empty), 0 = now.
+local function rate_wait_for(counter, log, max, window, smooth, now, cost)
+  cost = math.min(cost, max)
+  if smooth then
+    local t = redis.call('LINDEX', log, cost - 1 - max)
+    if not t then return 0 end
+    return math.max(0, tonumber(t) + window - now)
+  end
+  if tonumber(redis.call('GET', counter) or '0') + cost <= max then return 0 end
   local ttl = redis.call('PTTL', counter)
   if ttl <= 0 then return 1 end
   return ttl
@@ -156,8 +188,10 @@ local function rate_spend(counter, log, max, window, smooth, now, n, expire)
       kept = redis.call('RPUSH', log, now)
     else
       local at = {}
-      for i = 1, n do at[i] = now end
-      kept = redis.call('RPUSH', log, unpack(at))
+      for i = 1, math.min(n, 1000) do at[i] = now end
+      for i = 1, n, 1000 do -- unpack takes a bounded number of values
+        kept = redis.call('RPUSH', log, unpack(at, 1, math.min(1000, n - i + 1)))
+      end
     end
     if kept > 2 * max then redis.call('LTRIM', log, -max, -1) end
     if expire then redis.call('PEXPIRE', log, window) end
@@ -255,9 +289,7 @@ local function serviceable(root, g)
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
   if lane_cool_wait(root, g) > 0 then return false end
   local limit = lane_ceiling(root, g)
-  if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= limit then
-    return false
-  end
+  if limit and lane_units(root, g) >= limit then return false end
   return lane_rate_wait(root, g) == 0
 end
 
@@ -501,7 +533,7 @@ end
 -- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).
 local function read_row(row)
   return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel',
-    'parent', 'result_ttl')
+    'parent', 'result_ttl', 'cost')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -547,14 +579,17 @@ local function detach(root, id, fields, keep)
   if state == 'active' then
     -- The meta read tells whether the queue is ordered too: an unordered queue's settle (the
     -- hot path) pays nothing for holders.
-    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit')
+    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit', 'costed')
     local ceiling = tonumber(cfg[1] or '0')
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
       local before = release(root, g, 1)
+      extra_moved(root, g, fields[9], -1)
       local limit = redis.call('HGET', root .. 'glimit', g) or cfg[3]
-      if limit and before >= tonumber(limit) then rering(root, g) end
+      -- In a costed queue a lane under its ceiling may still wait for room for its head's
+      -- cost: every release asks (serviceable, and the claim, decide).
+      if limit and (cfg[4] or before >= tonumber(limit)) then rering(root, g) end
       -- A slot under the queue's ceiling freed up: parked consumers may claim again.
       if ceiling > 0 and active_before >= ceiling then wake(root) end
     end
@@ -818,9 +853,10 @@ local function reap_expired(root, limit, max_stalled, now)
   for _, id in ipairs(redis.call('ZRANGE', active, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)) do
     redis.call('ZREM', active, id)
     local row = root .. 'job:' .. id
-    local fields = redis.call('HMGET', row, 'group', 'attempts', 'cancel', 'dedup')
+    local fields = redis.call('HMGET', row, 'group', 'attempts', 'cancel', 'dedup', 'cost')
     local g = fields[1] or '_'
     release(root, g, 1)
+    extra_moved(root, g, fields[5], -1)
     touched[g] = true
     if fields[3] then
       -- Asked to cancel, and its holder never settled it: it ends cancelled, not run again.
