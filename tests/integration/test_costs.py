@@ -13,6 +13,7 @@ import pytest
 from echomq import App, InvalidArgument, Queue
 from echomq.engine.options import JobOptions
 from echomq.engine.results import Empty, Job, RateLimited
+from echomq.engine.sync_queue import SyncQueue
 
 
 @pytest.fixture
@@ -76,18 +77,22 @@ async def test_a_batch_claim_stops_at_the_budget(queue: Queue) -> None:
 async def test_a_unit_ceiling_lets_a_cost_3_job_share_4_slots_with_one_cost_1_job(
     queue: Queue,
 ) -> None:
-    await queue.lane("a").limit(4)
-    await admit(queue, "a", 3, 1, 1, 2)
+    # --8<-- [start:ceiling]
+    await queue.lane("a").limit(4)  # 4 units in flight at most
+    await queue.admit("render", JobOptions(lane="a", cost=3))  # takes 3 of them
+    for payload, cost in (("thumb", 1), ("thumb", 1), ("crop", 2)):
+        await queue.admit(payload, JobOptions(lane="a", cost=cost))
+    # --8<-- [end:ceiling]
     big = await claimed(queue)
-    assert big.payload == "a0:3"
-    assert (await claimed(queue)).payload == "a1:1"
+    assert big.payload == "render"
+    assert (await claimed(queue)).payload == "thumb"
     assert isinstance(await queue.claim(), Empty)  # 4 of 4 units in flight
     assert await queue.ring() == []
     assert await queue.complete(big)
-    # 3 units free again: a2 (1) and a3 (2) fit; a batch takes both and stops there.
+    # 3 units free again: the thumb (1) and the crop (2) fit; a batch takes both, no more.
     batch = await queue.claim_batch(10)
     assert isinstance(batch, list)
-    assert [job.payload for job in batch] == ["a2:1", "a3:2"]
+    assert [job.payload for job in batch] == ["thumb", "crop"]
     assert isinstance(await queue.claim(), Empty)
 
 
@@ -160,6 +165,20 @@ async def test_bad_costs_are_refused_before_any_write(queue: Queue) -> None:
         assert refused.value.argument == "cost"
     assert (await queue.counts()).pending == 0
     assert not await queue.wire.call("HEXISTS", queue.keys.meta, "costed")
+    verdicts = await queue.admit_many([("ok", JobOptions(cost=2)), ("no", JobOptions(cost=0))])
+    assert [v.kind for v in verdicts] == ["enqueued", "error"]
+    assert await queue.wire.call("HGET", queue.keys.job(verdicts[0].id), "cost") == b"2"
+
+
+async def test_the_blocking_producer_carries_the_cost(queue: Queue, valkey_url: str) -> None:
+    with SyncQueue.connect(valkey_url, queue.name) as sync:
+        sync.admit("heavy", JobOptions(cost=7))
+        sync.admit("light", JobOptions())
+        with pytest.raises(InvalidArgument):
+            sync.admit("bad", JobOptions(cost=1001))
+    await queue.lane("_").limit(7)
+    assert (await claimed(queue)).payload == "heavy"
+    assert isinstance(await queue.claim(), Empty)  # 7 of 7 units in flight
 
 
 async def test_the_task_option_and_using_set_the_cost(valkey_url: str, queue_name: str) -> None:
