@@ -241,12 +241,31 @@ local function rate_moved(counter, log, max, window, smooth, now, expire)
   if ttl > window then redis.call('PEXPIRE', counter, window) end
 end
 
--- ms until the lane's rate admits a claim when its budget is spent, else 0.
-local function lane_rate_wait(root, g, now)
+-- The cost of the job lane g serves next (1 for an empty lane): its head, or in an ordered
+-- queue its holder when that waits in the lane.
+local function head_cost(root, g)
+  local lane = lane_of(root, g)
+  local next_id = redis.call('HGET', root .. 'holders', g)
+  if not next_id or not redis.call('ZSCORE', lane, next_id) then
+    next_id = redis.call('ZRANGE', lane, 0, 0)[1]
+  end
+  if not next_id then return 1 end
+  return tonumber(redis.call('HGET', root .. 'job:' .. next_id, 'cost') or '1')
+end
+
+-- head_cost in a costed queue (meta `costed`), else 1 without reading the lane.
+local function lane_head_cost(root, g)
+  if redis.call('HEXISTS', root .. 'meta', 'costed') == 0 then return 1 end
+  return head_cost(root, g)
+end
+
+-- ms until the lane's rate admits its next job (`cost` units: nil reads the head's), else 0.
+local function lane_rate_wait(root, g, now, cost)
   local max, window, smooth = lane_rate(root, g)
   if not max then return 0 end
   local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-  return rate_wait(counter, log, max, window, smooth, now)
+  cost = cost or lane_head_cost(root, g)
+  return rate_wait_for(counter, log, max, window, smooth, now or now_ms(), cost)
 end
 
 -- ms lane g is still cooling (lane.cool, a handler's Cool), else 0. `cooling` maps a lane to
@@ -281,16 +300,24 @@ end
 
 -- Serviceable = lane non-empty, not paused, not cooling, under its ceiling, under its rate
 -- budget, and (in an ordered queue) not held by a job out of the lane. The ring holds exactly
--- these groups.
+-- these groups. In units (a costed queue): the job it serves next fits both budgets, or passes
+-- alone (nothing of the lane in flight; an untouched window, see rate_wait_for).
 local function serviceable(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
   local h = holder(root, g)
   if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
   if lane_cool_wait(root, g) > 0 then return false end
-  local limit = lane_ceiling(root, g)
-  if limit and lane_units(root, g) >= limit then return false end
-  return lane_rate_wait(root, g) == 0
+  local limit, cost = lane_ceiling(root, g), nil
+  if limit then
+    local units = lane_units(root, g)
+    if units >= limit then return false end
+    if units > 0 then
+      cost = lane_head_cost(root, g)
+      if units + cost > limit then return false end
+    end
+  end
+  return lane_rate_wait(root, g, nil, cost) == 0
 end
 
 -- Bench a lane whose rate budget is spent until its window ends, or that cools until its cool
@@ -481,6 +508,8 @@ local function lane_shrank(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then
     redis.call('SREM', root .. 'lanes', g)
     dering(root, g)
+  elseif redis.call('HEXISTS', root .. 'meta', 'costed') == 1 then
+    rering(root, g) -- its new head may fit its budgets where the old one did not, or not
   else
     reband(root, g)
   end

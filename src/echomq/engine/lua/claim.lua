@@ -234,11 +234,20 @@ local function walk(ring, turn, band)
       bench(root, g, now)
       return 0
     end
+    -- A costed queue counts every lease's units (gextra), with a budget to spend or not.
+    local count_units = costed and not units
+    if count_units then units = 0 end
     for i = 1, #heads, 2 do
       local id = heads[i]
       local row = root .. 'job:' .. id
       out[#out + 1] = id
-      out[#out + 1] = redis.call('HGET', row, 'payload')
+      if count_units then
+        local fields = redis.call('HMGET', row, 'payload', 'cost')
+        out[#out + 1] = fields[1]
+        units = units + tonumber(fields[2] or '1')
+      else
+        out[#out + 1] = redis.call('HGET', row, 'payload')
+      end
       out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
       out[#out + 1] = g
       redis.call('HSET', row, 'state', 'active')
@@ -259,8 +268,18 @@ local function walk(ring, turn, band)
       if l.room <= 0 and costed then whole_room(l, g) end -- spent for sure, or room left
       spent_budget = l.room <= 0
     end
+    local full = l.limit and l.active >= l.limit
+    if costed and l.depth > 0 and not ordered and (l.limit or l.rmax) then
+      -- In units, the lane stays serviceable only if its next head fits (serviceable).
+      local c = head_cost(root, g)
+      full = full or (l.limit and l.active + c > l.limit)
+      if l.rmax and not spent_budget and c > l.room then
+        whole_room(l, g)
+        spent_budget = c > l.room and l.room < l.rmax
+      end
+    end
     if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
-    if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
+    if ordered or l.depth == 0 or spent_budget or full then
       -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
       -- is benched until its window ends.
       off_ring(g)

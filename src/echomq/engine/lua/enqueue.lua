@@ -40,7 +40,7 @@ local wakes, due_changed = 0, false
 local cap_of = cap_reader(root)
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
-local costed = false -- meta `costed` written by this call
+local costed -- meta `costed`, read with `banded` (nil: not read yet)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -90,7 +90,7 @@ end
 local function record_cost(row, c)
   if c == 1 then return end
   redis.call('HSET', row, 'cost', c)
-  if not costed then
+  if costed ~= true then
     redis.call('HSET', root .. 'meta', 'costed', 1)
     costed = true
   end
@@ -193,8 +193,16 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if depth > 1 then
     -- The job may be the lane's new head, in another band: the lane follows it. A queue with
     -- one band in use pays nothing for this (meta `banded`: record_priority).
-    if banded == nil then banded = redis.call('HEXISTS', root .. 'meta', 'banded') == 1 end
-    if banded then reband(root, g) end
+    if banded == nil or costed == nil then
+      local marks = redis.call('HMGET', root .. 'meta', 'banded', 'costed')
+      banded, costed = marks[1] ~= false, marks[2] ~= false
+    end
+    if costed then
+      -- Its budgets judge the job it serves next, which may be this one now.
+      if redis.call('ZRANGE', lane_of(root, g), 0, 0)[1] == id then rering(root, g) end
+    elseif banded then
+      reband(root, g)
+    end
   elseif depth == 1 then
     if serviceable(root, g) then
       ring_join(root, g, p)
