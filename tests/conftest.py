@@ -81,6 +81,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_priorities.py",
         "test_cooling.py",
         "test_debounce.py",
+        "test_costs.py",
     }
 )
 

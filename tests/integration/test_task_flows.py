@@ -132,6 +132,9 @@ async def test_flows_are_checked_before_any_write(app: App) -> None:
     with pytest.raises(InvalidArgument) as refused:
         await chain(t.fetch.using(delay=5).call(1), t.add).enqueue()
     assert refused.value.argument == "delay"
+    with pytest.raises(InvalidArgument) as refused:
+        await chain(t.fetch.using(cost=2).call(1), t.add).enqueue()
+    assert refused.value.argument == "cost"  # a flow's nodes cost 1
     with pytest.raises(InvalidArgument, match="'previous' receives the result"):
         t.add.receiving(previous=1)
     with pytest.raises(InvalidArgument):

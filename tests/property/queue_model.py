@@ -39,6 +39,8 @@ class Row:
     grace: int = 0
     # Its band: a lane serves its jobs by priority (higher first), then mint order.
     priority: int = DEFAULT_PRIORITY
+    # Its units: what it takes of its lane's ceiling while leased (the row's `cost`, when not 1).
+    cost: int = 1
 
     @property
     def failures(self) -> int:
@@ -92,6 +94,8 @@ class Model:
     concurrency_slack: int = 0
     # A job outside the default band was admitted (meta `banded`: the claim walks bands).
     is_banded: bool = False
+    # A job of another cost than 1 was admitted (meta `costed`: the claim reads costs).
+    is_costed: bool = False
 
     def order(self, job_id: str) -> tuple[int, str]:
         """A job's place in its lane: its band's score (more urgent first), then its id."""
@@ -110,6 +114,20 @@ class Model:
 
     def gactive(self, group: str) -> int:
         return sum(1 for lease in self.active.values() if lease.lane == group)
+
+    def units(self, group: str) -> int:
+        """The lane's units in flight: the costs of its leased jobs (its ceiling counts them)."""
+        return sum(self.rows[i].cost for i, lease in self.active.items() if lease.lane == group)
+
+    def head_fits(self, group: str, units: int | None = None) -> bool:
+        """Whether the lane's head fits its ceiling beside ``units`` in flight (default: the
+        lane's now): under it by the head's cost, or alone (nothing in flight)."""
+        ceiling, units = self.ceiling(group), self.units(group) if units is None else units
+        if ceiling is None or not self.lanes[group]:
+            return True
+        return units < ceiling and (
+            units == 0 or units + self.rows[self.lanes[group][0]].cost <= ceiling
+        )
 
     def scheduled(self, group: str) -> int:
         return sum(
@@ -142,7 +160,7 @@ class Model:
             bool(self.lanes[group])
             and group not in self.paused
             and group not in self.cooling
-            and (ceiling is None or self.gactive(group) < ceiling)
+            and (ceiling is None or self.head_fits(group))
         )
 
     def serviceable(self) -> set[str]:
@@ -155,21 +173,33 @@ class Model:
         return not self.is_queue_paused and not self.is_at_ceiling() and bool(self.serviceable())
 
     def admit(
-        self, job_id: str, group: str, payload: int, priority: int = DEFAULT_PRIORITY
+        self,
+        job_id: str,
+        group: str,
+        payload: int,
+        priority: int = DEFAULT_PRIORITY,
+        cost: int = 1,
     ) -> None:
         assert job_id not in self.rows, f"{job_id} admitted twice"
         assert job_id not in self.completed, f"{job_id} admitted again after it completed"
-        self.rows[job_id] = Row(group, payload, priority=priority)
+        self.rows[job_id] = Row(group, payload, priority=priority, cost=cost)
         self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
+        self.is_costed = self.is_costed or cost != 1
         bisect.insort(self.lanes[group], job_id, key=self.order)
 
     def admit_later(
-        self, job_id: str, group: str, payload: int, priority: int = DEFAULT_PRIORITY
+        self,
+        job_id: str,
+        group: str,
+        payload: int,
+        priority: int = DEFAULT_PRIORITY,
+        cost: int = 1,
     ) -> None:
         """A job admitted to the schedule (a delay far beyond the example: never promoted)."""
         assert job_id not in self.rows, f"{job_id} admitted twice"
-        self.rows[job_id] = Row(group, payload, state="scheduled", priority=priority)
+        self.rows[job_id] = Row(group, payload, state="scheduled", priority=priority, cost=cost)
         self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
+        self.is_costed = self.is_costed or cost != 1
 
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]

@@ -46,6 +46,8 @@ priorities = st.sampled_from([DEFAULT_PRIORITY, DEFAULT_PRIORITY, DEFAULT_PRIORI
 BANDS = range(10)
 # An index into whatever the rule picks from (taken modulo its size); shrinks towards the first.
 picks = st.integers(min_value=0, max_value=1 << 16)
+# A job's cost in units, mostly the default (lane ceilings here are 1 to 3 units).
+costs = st.sampled_from([1, 1, 1, 2, 3, 4])
 
 
 # -- the machine ---------------------------------------------------------------------------------
@@ -109,6 +111,7 @@ class QueueMachine(RuleBasedStateMachine):
             "cooling": ("HKEYS", keys.cooling),
             "glimit": ("HGETALL", keys.glimit),
             "gactive": ("HGETALL", keys.gactive),
+            "gextra": ("HGETALL", keys.gextra),
             "gweight": ("HGETALL", keys.gweight),
             "gcap": ("HGETALL", keys.gcap),
             "gscheduled": ("HGETALL", keys.gscheduled),
@@ -142,7 +145,7 @@ class QueueMachine(RuleBasedStateMachine):
             "cooling": {text_of(g) for g in raw["cooling"]},
             **{
                 name: {text_of(k): int(v) for k, v in raw[name].items()}
-                for name in ("glimit", "gactive", "gweight", "gcap", "gscheduled")
+                for name in ("glimit", "gactive", "gextra", "gweight", "gcap", "gscheduled")
             },
             "active": {text_of(i): int(score) for i, score in raw["active"]},
             "dead": {text_of(i) for i in raw["dead"]},
@@ -200,28 +203,29 @@ class QueueMachine(RuleBasedStateMachine):
         expected = (group, self.model.cap(group), self.model.backlog(group))
         assert (refused.lane, refused.cap, refused.backlog) == expected
 
-    @rule(group=groups, priority=priorities)
-    def enqueue(self, group: str, priority: int) -> None:
+    @rule(group=groups, priority=priorities, cost=costs)
+    def enqueue(self, group: str, priority: int, cost: int) -> None:
         payload = next(self.payloads)
         lane = None if group == "_" else group
         given = None if priority == DEFAULT_PRIORITY else priority
+        spent = None if cost == 1 else cost
         if self.model.is_full(group):
             before = self.snapshot()
             with pytest.raises(LaneFull) as refused:
-                self._run(self.queue.enqueue(payload, lane=lane, priority=given))
+                self._run(self.queue.enqueue(payload, lane=lane, priority=given, cost=spent))
             self._refused(group, refused.value)
             assert self.snapshot() == before
             return
-        verdict = self._run(self.queue.enqueue(payload, lane=lane, priority=given))
+        verdict = self._run(self.queue.enqueue(payload, lane=lane, priority=given, cost=spent))
         assert verdict.kind == "enqueued"
-        self.model.admit(verdict.id, group, payload, priority)
+        self.model.admit(verdict.id, group, payload, priority, cost)
         assert self._run(self.queue.state(verdict.id)) == "pending"
 
-    @rule(group=groups, priority=priorities)
-    def enqueue_later(self, group: str, priority: int) -> None:
+    @rule(group=groups, priority=priorities, cost=costs)
+    def enqueue_later(self, group: str, priority: int, cost: int) -> None:
         """A job scheduled an hour out: never promoted here, counted by its lane's cap."""
         payload = next(self.payloads)
-        enqueue = self.queue.enqueue_in(3600.0, payload, lane=group, priority=priority)
+        enqueue = self.queue.enqueue_in(3600.0, payload, lane=group, priority=priority, cost=cost)
         if self.model.is_full(group):
             before = self.snapshot()
             with pytest.raises(LaneFull) as refused:
@@ -231,7 +235,7 @@ class QueueMachine(RuleBasedStateMachine):
             return
         verdict = self._run(enqueue)
         assert verdict.kind == "scheduled"
-        self.model.admit_later(verdict.id, group, payload, priority)
+        self.model.admit_later(verdict.id, group, payload, priority, cost)
 
     @rule(group=groups)
     def debounce(self, group: str) -> None:
@@ -341,7 +345,7 @@ class QueueMachine(RuleBasedStateMachine):
         turns = {p: dict(turn) for p, turn in before[1].items()}
         want = n if model.concurrency is None else min(n, model.concurrency - len(model.active))
         lanes = {g: list(model.lanes[g]) for g in GROUPS}
-        gactive = {g: model.gactive(g) for g in GROUPS}
+        units = {g: model.units(g) for g in GROUPS}
         out: list[tuple[str, list[str], int]] = []
         taken = 0
         while taken < want and (bands := [p for p in BANDS if rings[p]]):
@@ -350,20 +354,28 @@ class QueueMachine(RuleBasedStateMachine):
             group, weight = ring[0], model.weight(ring[0])
             take = want - taken
             ceiling = model.ceiling(group)
-            if ceiling is not None:
-                take = min(take, ceiling - gactive[group])
             inband = [i for i in lanes[group] if model.rows[i].priority >= band]
             take = min(take, len(inband))
             served = int(turn["served"]) if weight > 1 and turn.get("group") == group else 0
             if take > 1 and len(ring) > 1:
                 take = min(take, max(1, weight - served))  # a stale count still serves one
-            heads = lanes[group][: max(take, 0)]
+            heads = []
+            for job_id in lanes[group][: max(take, 0)]:
+                # In units: the heads that fit the ceiling (the first alone when none is used).
+                cost = model.rows[job_id].cost
+                if ceiling is not None and units[group] + cost > ceiling and units[group] > 0:
+                    break
+                heads.append(job_id)
+                units[group] += cost
             assert heads, f"lane {group!r} is on band {band}'s ring but cannot serve"
             del lanes[group][: len(heads)]
-            gactive[group] += len(heads)
             taken += len(heads)
             out.append((group, heads, band))
-            if not lanes[group] or (ceiling is not None and gactive[group] >= ceiling):
+            fits = ceiling is None or (
+                units[group] < ceiling
+                and (not lanes[group] or units[group] + model.rows[lanes[group][0]].cost <= ceiling)
+            )
+            if not lanes[group] or not fits:
                 ring.pop(0)
                 turns[band] = {}
             elif len(heads) == len(inband):
@@ -407,7 +419,8 @@ class QueueMachine(RuleBasedStateMachine):
             info = self._run(self.queue.lane(group).info())
             ceiling = model.ceiling(group)
             if ceiling is not None:
-                assert info.active <= ceiling, "a claim pushed gactive past its ceiling"
+                # Past it only by one job alone (dearer than the whole ceiling).
+                assert model.units(group) <= ceiling or info.active == 1, "past the ceiling"
         if model.concurrency is not None:
             assert len(model.active) <= model.concurrency, "a claim passed the queue ceiling"
 
@@ -763,7 +776,7 @@ class QueueMachine(RuleBasedStateMachine):
         self.model.limit_slack.pop(group, None)
         ceiling = self.model.ceiling(group)
         if ceiling is not None and self.model.gactive(group) > ceiling:
-            self.model.limit_slack[group] = self.model.gactive(group)
+            self.model.limit_slack[group] = self.model.units(group)
 
     @rule(group=groups, weight=st.none() | st.integers(min_value=1, max_value=3))
     def weigh_lane(self, group: str, weight: int | None) -> None:
@@ -872,6 +885,7 @@ class QueueMachine(RuleBasedStateMachine):
             assert stored.get("prio") == (
                 None if row.priority == DEFAULT_PRIORITY else str(row.priority)
             ), job_id
+            assert stored.get("cost") == (None if row.cost == 1 else str(row.cost)), job_id
         for job_id in model.completed:
             if self.is_keeping:
                 stored = raw["rows"].get(job_id)
@@ -905,13 +919,19 @@ class QueueMachine(RuleBasedStateMachine):
         assert raw["gscheduled"] == {g: model.scheduled(g) for g in GROUPS if model.scheduled(g)}
         gactive = {g: model.gactive(g) for g in GROUPS if model.gactive(g)}
         assert raw["gactive"] == gactive
+        units = {g: model.units(g) for g in GROUPS}
+        assert raw["gextra"] == {g: units[g] - gactive[g] for g in gactive if units[g] > gactive[g]}
         for group in GROUPS:
             limit = model.ceiling(group)
             if limit is None:
                 continue
-            if gactive.get(group, 0) <= limit:
+            if units[group] <= limit:
                 model.limit_slack.pop(group, None)
-            assert gactive.get(group, 0) <= max(limit, model.limit_slack.get(group, 0))
+            # Past the ceiling only under one it was lowered below, or by one job alone.
+            assert (
+                units[group] <= max(limit, model.limit_slack.get(group, 0))
+                or gactive.get(group) == 1
+            )
         if model.concurrency is not None:
             if len(model.active) <= model.concurrency:
                 model.concurrency_slack = 0
@@ -932,7 +952,13 @@ class QueueMachine(RuleBasedStateMachine):
             and g not in raw["cooling"]
             and (
                 (ceiling := raw["glimit"].get(g, raw["meta"].get("dlimit"))) is None
-                or raw["gactive"].get(g, 0) < int(ceiling)
+                or (
+                    (used := raw["gactive"].get(g, 0) + raw["gextra"].get(g, 0)) < int(ceiling)
+                    and (
+                        used == 0
+                        or used + int(raw["rows"][raw["lane"][g][0]].get("cost", 1)) <= int(ceiling)
+                    )
+                )
             )
         }
         assert set(raw["ring"]) == by_server, (
@@ -943,6 +969,8 @@ class QueueMachine(RuleBasedStateMachine):
         expected_meta = {"paused": "1"} if model.is_queue_paused else {}
         if model.is_banded:
             expected_meta["banded"] = "1"
+        if model.is_costed:
+            expected_meta["costed"] = "1"
         if model.concurrency is not None:
             expected_meta["concurrency"] = str(model.concurrency)
         if model.default_limit is not None:

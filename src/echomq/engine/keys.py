@@ -178,6 +178,12 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     KeyShape(QUEUE_ROOT + "glimit", "HASH", "Keyspace.glimit", "group -> its lane's ceiling"),
     KeyShape(QUEUE_ROOT + "gactive", "HASH", "Keyspace.gactive", "group -> its lane's leased jobs"),
     KeyShape(
+        QUEUE_ROOT + "gextra",
+        "HASH",
+        "Keyspace.gextra",
+        "group -> the costs above 1 of its lane's leased jobs (its ceiling counts units)",
+    ),
+    KeyShape(
         QUEUE_ROOT + "gweight",
         "HASH",
         "Keyspace.gweight",
@@ -489,6 +495,7 @@ class Keyspace:
     cooling: str = field(init=False, repr=False)
     glimit: str = field(init=False, repr=False)
     gactive: str = field(init=False, repr=False)
+    gextra: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
     gcap: str = field(init=False, repr=False)

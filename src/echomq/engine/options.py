@@ -26,6 +26,12 @@ from echomq.wire.codec import Codec
 PRIORITIES = range(10)
 PRIORITY_DEFAULT = 5
 
+#: A job's cost in units: 1 (the default) to 1,000. Lane and queue rates count units, and so
+#: does a lane's ceiling (a cost-3 job takes 3 of its slots); see
+#: docs/guides/priorities-costs-cooling.md.
+COSTS = range(1, 1001)
+COST_DEFAULT = 1
+
 #: Where a dedup key's TTL counts from: the enqueue, or the job's end (completed, dead,
 #: cancelled or removed), the key living as long as the job until then.
 DEDUP_FROM = ("enqueue", "finish")
@@ -48,6 +54,8 @@ class JobOptions(NamedTuple):
       first); ``debounce_max`` (seconds) bounds how long the first call's job can be pushed
       back. Such a call answers ``debounced`` with the id of the job that will run.
     * ``priority`` — the job's band, 0 to 9 (higher first); None: 5, the middle.
+    * ``cost`` — the units the job spends of its lane's and queue's rates and of its lane's
+      ceiling, 1 to 1,000; None: 1.
 
     Every field is checked at admission, before anything is minted or written; a refused one
     raises :class:`InvalidArgument` naming it. :meth:`check` runs the same checks early.
@@ -65,6 +73,7 @@ class JobOptions(NamedTuple):
     debounce_max: float | None = None
     debounce_keep: str = "last"
     priority: int | None = None
+    cost: int | None = None
 
     def check(self) -> JobOptions:
         """These options, checked as admission checks them (``InvalidArgument`` names the
@@ -93,7 +102,8 @@ class Admission(NamedTuple):
     ``dedup_ttl_ms`` 0 for the row's life; ``dedup_from`` where that TTL counts from
     (``enqueue`` or ``finish``); ``result_ttl_ms`` the completed row's keep, -1 the completer's;
     ``debounce`` "" for none, else ``"wait_ms:max_ms:keep"`` (max 0: unbounded);
-    ``priority`` the job's band (0..9, 5 the default)."""
+    ``priority`` the job's band (0..9, 5 the default); ``cost`` its units (1..1000, 1 the
+    default)."""
 
     id: str
     payload: bytes
@@ -105,6 +115,7 @@ class Admission(NamedTuple):
     result_ttl_ms: int = -1
     debounce: str = ""
     priority: int = PRIORITY_DEFAULT
+    cost: int = COST_DEFAULT
 
 
 #: ``ARGV`` words per admitted item.
@@ -122,12 +133,12 @@ def admission(
         raise InvalidArgument(
             "payload", f"<{len(data)} bytes>", f"encodes to more than {MAX_PAYLOAD} bytes"
         )
-    lane, run_at, dedup, ttl, start, keep, debounce, priority = _argv(options)
+    lane, run_at, dedup, ttl, start, keep, debounce, priority, cost = _argv(options)
     job_id = mint() if options.id is None else _ids.validate(options.id, "JOB", "job id")
-    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep, debounce, priority)
+    return Admission(job_id, data, lane, run_at, dedup, ttl, start, keep, debounce, priority, cost)
 
 
-def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int]:
+def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int, int]:
     """The options' checks, in one place: their engine form (all but the id and payload)."""
     lane, _, dedup_key, dedup_ttl, dedup_from, delay, at, result_ttl = options[:8]
     lane = DEFAULT_GROUP if lane is None else validate_group(lane)
@@ -148,7 +159,8 @@ def _argv(options: JobOptions) -> tuple[str, int, str, int, str, int, str, int]:
         or options.debounce_keep != "last"
     ):
         run_at, debounce = _debounce(options)
-    return lane, run_at, dedup, ttl, start, keep, debounce, check_priority(options.priority)
+    priority, cost = check_priority(options.priority), check_cost(options.cost)
+    return lane, run_at, dedup, ttl, start, keep, debounce, priority, cost
 
 
 #: What a debounced job keeps of the calls that pushed it back: the last call's payload, or
@@ -188,6 +200,15 @@ def check_priority(priority: int | None) -> int:
     if isinstance(priority, bool) or not isinstance(priority, int) or priority not in PRIORITIES:
         raise InvalidArgument("priority", priority, "must be an integer from 0 to 9 (9 first)")
     return priority
+
+
+def check_cost(cost: int | None) -> int:
+    """``cost`` checked: an ``int`` in 1..1000 (None: the default, 1)."""
+    if cost is None:
+        return COST_DEFAULT
+    if isinstance(cost, bool) or not isinstance(cost, int) or cost not in COSTS:
+        raise InvalidArgument("cost", cost, "must be an integer from 1 to 1000 (units)")
+    return cost
 
 
 def check_dedup_from(dedup_from: str | None, dedup_ttl: float | None) -> str:

@@ -236,6 +236,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         dedup_from: str = "enqueue",
         result_ttl: float | None = None,
         priority: int | None = None,
+        cost: int | None = None,
         group: str | None = None,
     ) -> Verdict:
         """Admit a job to its ``lane`` (default lane ``_``). Idempotent by id and dedup key.
@@ -248,13 +249,23 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
         instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
         ``priority`` (0..9, default 5) is the job's band: a more urgent band is served first
-        (docs/guides/priorities-costs-cooling.md). ``group=``
-        is the deprecated name of ``lane=``. The same as :meth:`admit` with these options.
+        (docs/guides/priorities-costs-cooling.md); ``cost`` (1..1000, default 1) the units it
+        spends of its lane's and queue's budgets. ``group=`` is the deprecated name of
+        ``lane=``. The same as :meth:`admit` with these options.
         """
         if group is not None:
             lane = lane_alias(lane, group)
         options = JobOptions(
-            lane, id, dedup_key, dedup_ttl, dedup_from, None, None, result_ttl, priority=priority
+            lane,
+            id,
+            dedup_key,
+            dedup_ttl,
+            dedup_from,
+            None,
+            None,
+            result_ttl,
+            priority=priority,
+            cost=cost,
         )
         return await self.admit(payload, options)
 

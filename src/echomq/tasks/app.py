@@ -50,7 +50,7 @@ DEFAULT_URL = "valkey://127.0.0.1:6379"
 TASK_OPTIONS = frozenset(
     {"queue", "lane", "retries", "backoff", "timeout", "dedup", "dedup_ttl", "dedup_from",
      "result_ttl", "debounce", "debounce_max", "debounce_keep", "lane_limit", "lane_rate",
-     "batch", "priority"}
+     "batch", "priority", "cost"}
 )  # fmt: skip
 
 
@@ -156,6 +156,7 @@ class App:
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
         priority: int | None = None,
+        cost: int | None = None,
         batch: None = None,
     ) -> Callable[[Callable[P, Awaitable[R]]], Task[P, R]]: ...
 
@@ -180,6 +181,7 @@ class App:
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
         priority: int | None = None,
+        cost: int | None = None,
     ) -> Callable[[BatchFn[X, R]], BatchTask[X, R]]: ...
 
     def task(self, name: Any = None, **options: Any) -> Any:
@@ -193,7 +195,8 @@ class App:
         ``debounce_max`` and ``debounce_keep``) makes the calls sharing a dedup key one job that
         runs once they pause (``JobOptions``); ``lane_limit`` / ``lane_rate`` are applied to a
         lane the first time this process enqueues on it; ``priority`` (0..9, default 5) is its
-        jobs' band, more urgent first. ``batch``: a
+        jobs' band, more urgent first; ``cost`` (1..1000, default 1) the units each job spends of
+        its lane's and queue's budgets. ``batch``: a
         :class:`Batching` makes a batch task (docs/guides/batch-tasks.md), on a queue of its own.
         """
         if callable(name):

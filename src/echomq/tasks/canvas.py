@@ -176,7 +176,7 @@ def engine_flow(node: TaskFlow[Any] | Call[Any], policy: FailurePolicy = "fail_p
     ``"receive": [parameter, "one" | "all"]``. ``policy`` is the node's own, from its parent."""
     call = node.parent if isinstance(node, TaskFlow) else node
     options, task = call.options, call.task.defaults  # a call's own, not its task's
-    for name in ("dedup_key", "delay", "at", "result_ttl", "priority"):
+    for name in ("dedup_key", "delay", "at", "result_ttl", "priority", "cost"):
         value = getattr(options, name)
         if value is not None and value != getattr(task, name):
             raise InvalidArgument(name, value, "a flow's calls take no " + name)

@@ -17,6 +17,7 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.options import (
     DEFAULT_OPTIONS,
     JobOptions,
+    check_cost,
     check_dedup_from,
     check_priority,
     keyed,
@@ -94,6 +95,7 @@ class Task(Generic[P, R]):
         lane_limit: int | None = None,
         lane_rate: tuple[int, float] | None = None,
         priority: int | None = None,
+        cost: int | None = None,
     ) -> None:
         if not asyncio.iscoroutinefunction(fn):
             raise InvalidArgument("fn", fn, "a task must be an async function (async def)")
@@ -130,6 +132,7 @@ class Task(Generic[P, R]):
             debounce_max=debounce_max,
             debounce_keep=debounce_keep,
             priority=None if priority is None else check_priority(priority),
+            cost=None if cost is None else check_cost(cost),
         )
         if debounce is not None or debounce_max is not None or debounce_keep != "last":
             # Checked now, not at the first enqueue (a stand-in for the call's dedup key).
@@ -166,12 +169,13 @@ class Task(Generic[P, R]):
         debounce: float | None = None,
         debounce_max: float | None = None,
         priority: int | None = None,
+        cost: int | None = None,
     ) -> Task[P, R]:
         """This task with admission options for the next enqueues: ``lane`` and ``dedup_key``
         replace the computed ones, ``id`` is the job's id, ``delay`` (seconds) or ``at`` (Unix
         seconds) schedules it, ``result_ttl`` (seconds) keeps its completed row that long,
         ``debounce`` / ``debounce_max`` (seconds) debounce it by its dedup key (``JobOptions``),
-        ``priority`` (0..9) is its band.
+        ``priority`` (0..9) is its band, ``cost`` (1..1000) its units.
         Durations are checked here; the rest at each enqueue (a batch's item alone refused)."""
         if delay is not None and at is not None:
             raise InvalidArgument("at", at, "give delay or at, not both")
@@ -181,6 +185,8 @@ class Task(Generic[P, R]):
             _keep(result_ttl)
         if priority is not None:
             check_priority(priority)
+        if cost is not None:
+            check_cost(cost)
         given: dict[str, Any] = {
             name: value
             for name, value in (
@@ -191,6 +197,7 @@ class Task(Generic[P, R]):
                 ("debounce", debounce),
                 ("debounce_max", debounce_max),
                 ("priority", priority),
+                ("cost", cost),
             )
             if value is not None
         }

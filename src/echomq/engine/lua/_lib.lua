@@ -100,6 +100,23 @@ local function lane_rate(root, g, default)
   return parse_rate(rate)
 end
 
+-- Costs. A job spends `cost` units (row `cost`, written only when not 1: 1..1000; meta
+-- `costed` marks a queue that admitted one, and only then does the claim read costs). Rates
+-- count units, and so does a lane's ceiling: its units in flight are `gactive` (leased jobs)
+-- plus `gextra` (the costs above 1 of its leased jobs, written only for such jobs).
+local function lane_units(root, g)
+  return tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+    + tonumber(redis.call('HGET', root .. 'gextra', g) or '0')
+end
+
+-- A leased job of cost `cost` (its row's field: nil or false for 1) joins (+1) or leaves (-1)
+-- g's units in flight beyond gactive.
+local function extra_moved(root, g, cost, sign)
+  if not cost or cost == '1' then return end
+  local after = redis.call('HINCRBY', root .. 'gextra', g, sign * (tonumber(cost) - 1))
+  if after <= 0 then redis.call('HDEL', root .. 'gextra', g) end
+end
+
 -- The lane's concurrency ceiling: its own (`glimit`), else the default (meta `dlimit`); nil
 -- for none.
 local function lane_ceiling(root, g)
@@ -118,6 +135,21 @@ local function rate_wait(counter, log, max, window, smooth, now)
     return math.max(0, tonumber(t) + window - (now or now_ms()))
   end
   if tonumber(redis.call('GET', counter) or '0') < max then return 0 end
+  local ttl = redis.call('PTTL', counter)
+  if ttl <= 0 then return 1 end
+  return ttl
+end
+
+-- ms until a rate admits `cost` more units (clamped to max: a job dearer than the whole
+-- budget passes alone once the window is empty), 0 = now.
+local function rate_wait_for(counter, log, max, window, smooth, now, cost)
+  cost = math.min(cost, max)
+  if smooth then
+    local t = redis.call('LINDEX', log, cost - 1 - max)
+    if not t then return 0 end
+    return math.max(0, tonumber(t) + window - now)
+  end
+  if tonumber(redis.call('GET', counter) or '0') + cost <= max then return 0 end
   local ttl = redis.call('PTTL', counter)
   if ttl <= 0 then return 1 end
   return ttl
@@ -156,8 +188,10 @@ local function rate_spend(counter, log, max, window, smooth, now, n, expire)
       kept = redis.call('RPUSH', log, now)
     else
       local at = {}
-      for i = 1, n do at[i] = now end
-      kept = redis.call('RPUSH', log, unpack(at))
+      for i = 1, math.min(n, 1000) do at[i] = now end
+      for i = 1, n, 1000 do -- unpack takes a bounded number of values
+        kept = redis.call('RPUSH', log, unpack(at, 1, math.min(1000, n - i + 1)))
+      end
     end
     if kept > 2 * max then redis.call('LTRIM', log, -max, -1) end
     if expire then redis.call('PEXPIRE', log, window) end
@@ -207,12 +241,31 @@ local function rate_moved(counter, log, max, window, smooth, now, expire)
   if ttl > window then redis.call('PEXPIRE', counter, window) end
 end
 
--- ms until the lane's rate admits a claim when its budget is spent, else 0.
-local function lane_rate_wait(root, g, now)
+-- The cost of the job lane g serves next (1 for an empty lane): its head, or in an ordered
+-- queue its holder when that waits in the lane.
+local function head_cost(root, g)
+  local lane = lane_of(root, g)
+  local next_id = redis.call('HGET', root .. 'holders', g)
+  if not next_id or not redis.call('ZSCORE', lane, next_id) then
+    next_id = redis.call('ZRANGE', lane, 0, 0)[1]
+  end
+  if not next_id then return 1 end
+  return tonumber(redis.call('HGET', root .. 'job:' .. next_id, 'cost') or '1')
+end
+
+-- head_cost in a costed queue (meta `costed`), else 1 without reading the lane.
+local function lane_head_cost(root, g)
+  if redis.call('HEXISTS', root .. 'meta', 'costed') == 0 then return 1 end
+  return head_cost(root, g)
+end
+
+-- ms until the lane's rate admits its next job (`cost` units: nil reads the head's), else 0.
+local function lane_rate_wait(root, g, now, cost)
   local max, window, smooth = lane_rate(root, g)
   if not max then return 0 end
   local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-  return rate_wait(counter, log, max, window, smooth, now)
+  cost = cost or lane_head_cost(root, g)
+  return rate_wait_for(counter, log, max, window, smooth, now or now_ms(), cost)
 end
 
 -- ms lane g is still cooling (lane.cool, a handler's Cool), else 0. `cooling` maps a lane to
@@ -247,18 +300,24 @@ end
 
 -- Serviceable = lane non-empty, not paused, not cooling, under its ceiling, under its rate
 -- budget, and (in an ordered queue) not held by a job out of the lane. The ring holds exactly
--- these groups.
+-- these groups. In units (a costed queue): the job it serves next fits both budgets, or passes
+-- alone (nothing of the lane in flight; an untouched window, see rate_wait_for).
 local function serviceable(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
   local h = holder(root, g)
   if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
   if lane_cool_wait(root, g) > 0 then return false end
-  local limit = lane_ceiling(root, g)
-  if limit and tonumber(redis.call('HGET', root .. 'gactive', g) or '0') >= limit then
-    return false
+  local limit, cost = lane_ceiling(root, g), nil
+  if limit then
+    local units = lane_units(root, g)
+    if units >= limit then return false end
+    if units > 0 then
+      cost = lane_head_cost(root, g)
+      if units + cost > limit then return false end
+    end
   end
-  return lane_rate_wait(root, g) == 0
+  return lane_rate_wait(root, g, nil, cost) == 0
 end
 
 -- Bench a lane whose rate budget is spent until its window ends, or that cools until its cool
@@ -449,6 +508,8 @@ local function lane_shrank(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then
     redis.call('SREM', root .. 'lanes', g)
     dering(root, g)
+  elseif redis.call('HEXISTS', root .. 'meta', 'costed') == 1 then
+    rering(root, g) -- its new head may fit its budgets where the old one did not, or not
   else
     reband(root, g)
   end
@@ -501,7 +562,7 @@ end
 -- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).
 local function read_row(row)
   return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel',
-    'parent', 'result_ttl')
+    'parent', 'result_ttl', 'cost')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -547,14 +608,17 @@ local function detach(root, id, fields, keep)
   if state == 'active' then
     -- The meta read tells whether the queue is ordered too: an unordered queue's settle (the
     -- hot path) pays nothing for holders.
-    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit')
+    local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit', 'costed')
     local ceiling = tonumber(cfg[1] or '0')
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
       local before = release(root, g, 1)
+      extra_moved(root, g, fields[9], -1)
       local limit = redis.call('HGET', root .. 'glimit', g) or cfg[3]
-      if limit and before >= tonumber(limit) then rering(root, g) end
+      -- In a costed queue a lane under its ceiling may still wait for room for its head's
+      -- cost: every release asks (serviceable, and the claim, decide).
+      if limit and (cfg[4] or before >= tonumber(limit)) then rering(root, g) end
       -- A slot under the queue's ceiling freed up: parked consumers may claim again.
       if ceiling > 0 and active_before >= ceiling then wake(root) end
     end
@@ -818,9 +882,10 @@ local function reap_expired(root, limit, max_stalled, now)
   for _, id in ipairs(redis.call('ZRANGE', active, '-inf', now, 'BYSCORE', 'LIMIT', 0, limit)) do
     redis.call('ZREM', active, id)
     local row = root .. 'job:' .. id
-    local fields = redis.call('HMGET', row, 'group', 'attempts', 'cancel', 'dedup')
+    local fields = redis.call('HMGET', row, 'group', 'attempts', 'cancel', 'dedup', 'cost')
     local g = fields[1] or '_'
     release(root, g, 1)
+    extra_moved(root, g, fields[5], -1)
     touched[g] = true
     if fields[3] then
       -- Asked to cancel, and its holder never settled it: it ends cancelled, not run again.

@@ -27,6 +27,13 @@
 -- serves the most urgent band's ring first, then the next band's, on the same lease. A lane
 -- serves only the jobs of its ring's band; when its next head is in another band, it moves to
 -- the tail of that band's ring (which this walk visits in turn).
+-- Costs (a costed queue, see _lib.lua): rates and lane ceilings count units. Before a lane
+-- with a budget (its ceiling or rate, or the queue's rate) pops, its next heads' costs are
+-- peeked; it takes those that fit every budget left. A head that does not fit waits: for the
+-- queue's rate the walk ends (the queue's wait is answered when nothing was claimed); for the
+-- lane's rate the lane is benched until enough units return; for its ceiling it leaves the
+-- ring until a release rings it again. A head dearer than a whole budget passes alone when that
+-- budget is untouched (an empty window, nothing in flight), so it never blocks its lane.
 -- Each call counts its claims for the measured rates ETAs read (count_claims in _lib.lua):
 -- the queue's and each served lane's.
 local root = KEYS[1]
@@ -36,7 +43,7 @@ local one_lane = ARGV[3] == '1'
 local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
-  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands')
+  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands', 'costed')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -54,6 +61,10 @@ local now = now_ms()
 local qmax, qwindow = tonumber(cfg[3] or '0'), tonumber(cfg[4] or '0')
 local limiter, qlog = root .. 'limiter', root .. 'claims'
 local qsmooth = cfg[6] == 'smooth'
+-- A costed queue counts rates in units. A sliding log's room is read up to `want` + 1 (what a
+-- queue without costs needs); a head that does not fit that reads it whole, once (`whole`).
+local costed = cfg[12] ~= false
+local qroom, qunits, qcost, qwhole = nil, 0, nil, not qsmooth
 if qmax > 0 then
   local room = rate_room(limiter, qlog, qmax, qwindow, qsmooth, now, want)
   if room <= 0 then
@@ -61,6 +72,7 @@ if qmax > 0 then
     return math.max(1, rate_wait(limiter, qlog, qmax, qwindow, qsmooth, now))
   end
   if want > room then want = room end
+  qroom = room
 end
 
 local rdue = root .. 'rdue'
@@ -88,12 +100,16 @@ local function lane(g)
   local limit = redis.call('HGET', root .. 'glimit', g) or cfg[8]
   local rmax, rwindow, smooth = lane_rate(root, g, cfg[7])
   l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, smooth = smooth,
-    leased = 0, weight = tonumber(redis.call('HGET', root .. 'gweight', g) or cfg[9] or '1'),
-    depth = redis.call('ZCARD', lane_of(root, g))}
-  if l.limit then l.active = tonumber(redis.call('HGET', root .. 'gactive', g) or '0') end
+    leased = 0, extra = 0, depth = redis.call('ZCARD', lane_of(root, g)),
+    weight = tonumber(redis.call('HGET', root .. 'gweight', g) or cfg[9] or '1')}
+  if l.limit then
+    -- In flight, in units (jobs in a queue without costs).
+    l.active = costed and lane_units(root, g)
+      or tonumber(redis.call('HGET', root .. 'gactive', g) or '0')
+  end
   if rmax then
     local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-    l.room = rate_room(counter, log, rmax, rwindow, smooth, now, want)
+    l.room, l.whole = rate_room(counter, log, rmax, rwindow, smooth, now, want), not smooth
   end
   lanes[g] = l
   return l
@@ -120,6 +136,14 @@ local function walk(ring, turn, band)
     local at = #bands + 1
     while at > 1 and bands[at - 1] < p do at = at - 1 end
     table.insert(bands, at, p)
+  end
+
+  -- Lane l's rate room, read whole (exact) when its sliding log was read only up to want + 1.
+  local function whole_room(l, g)
+    if l.whole then return end
+    l.whole = true
+    l.room = rate_room(lane_limiter_of(root, g), lane_claims_of(root, g), l.rmax, l.rwindow,
+      true, now, l.rmax)
   end
 
   -- One turn of the head lane g: lease up to `room` of its heads. Returns how many it leased
@@ -151,6 +175,52 @@ local function walk(ring, turn, band)
       ringlen = ringlen or redis.call('LLEN', ring)
       if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
     end
+    -- A costed queue with a budget to spend: the heads that fit every budget left, in units.
+    local units
+    if costed and take > 0 and (l.limit or l.rmax or qroom) then
+      local ids
+      if ordered then
+        ids = {holder(root, g) or redis.call('ZRANGE', lane_of(root, g), 0, 0)[1]}
+      else
+        ids = redis.call('ZRANGE', lane_of(root, g), 0, take - 1)
+      end
+      local fit, blocked, first = 0, nil, 1
+      units = 0
+      for i, id in ipairs(ids) do
+        local c = tonumber(redis.call('HGET', root .. 'job:' .. id, 'cost') or '1')
+        local u, alone = units + c, i == 1
+        if i == 1 then first = c end
+        if qroom and u > qroom and not qwhole then
+          -- Units spent in this call are not in the log yet: the whole read less them.
+          qwhole = true
+          qroom = rate_room(limiter, qlog, qmax, qwindow, true, now, qmax) - qunits
+        end
+        if l.rmax and u > l.room then whole_room(l, g) end
+        if qroom and u > qroom and not (alone and qroom >= qmax) then
+          blocked = 'queue'
+        elseif l.limit and u > l.limit - l.active and not (alone and l.active == 0) then
+          blocked = 'ceiling'
+        elseif l.rmax and u > l.room and not (alone and l.room >= l.rmax) then
+          blocked = 'rate'
+        end
+        if blocked then break end
+        fit, units = i, u
+      end
+      if fit == 0 then
+        if blocked == 'queue' then
+          qcost, want = first, taken -- the queue's budget is short: the walk ends here
+        else
+          off_ring(g)
+          if blocked == 'rate' then
+            local wait = rate_wait_for(lane_limiter_of(root, g), lane_claims_of(root, g), l.rmax,
+              l.rwindow, l.smooth, now, first)
+            redis.call('ZADD', rdue, now + math.max(1, wait), g)
+          end -- the ceiling: a release rings it again (detach in _lib.lua)
+        end
+        return 0
+      end
+      take = fit
+    end
     local heads = {}
     if take > 0 and ordered then
       heads = pop_ordered(root, g)
@@ -164,30 +234,52 @@ local function walk(ring, turn, band)
       bench(root, g, now)
       return 0
     end
+    -- A costed queue counts every lease's units (gextra), with a budget to spend or not.
+    local count_units = costed and not units
+    if count_units then units = 0 end
     for i = 1, #heads, 2 do
       local id = heads[i]
       local row = root .. 'job:' .. id
       out[#out + 1] = id
-      out[#out + 1] = redis.call('HGET', row, 'payload')
+      if count_units then
+        local fields = redis.call('HMGET', row, 'payload', 'cost')
+        out[#out + 1] = fields[1]
+        units = units + tonumber(fields[2] or '1')
+      else
+        out[#out + 1] = redis.call('HGET', row, 'payload')
+      end
       out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
       out[#out + 1] = g
       redis.call('HSET', row, 'state', 'active')
       redis.call('ZADD', active, deadline, id)
     end
-    l.depth, l.leased = l.depth - n, l.leased + n
+    units = units or n
+    l.depth, l.leased, l.extra = l.depth - n, l.leased + n, l.extra + units - n
     if one_lane then want = 0 end -- one lane's batch: the walk ends with this lane
     local spent = one_lane and 1 or n -- a one-lane batch is one claim of the lane's turn
-    if l.limit then l.active = l.active + n end
+    if l.limit then l.active = l.active + units end
+    if qroom then qroom, qunits = qroom - units, qunits + units end
     local spent_budget = false
     if l.rmax then
       -- Spent now, not at the end: bench() reads the window.
       local counter, log = lane_limiter_of(root, g), lane_claims_of(root, g)
-      rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, n, true)
-      l.room = l.room - n
+      rate_spend(counter, log, l.rmax, l.rwindow, l.smooth, now, units, true)
+      l.room = l.room - units
+      if l.room <= 0 and costed then whole_room(l, g) end -- spent for sure, or room left
       spent_budget = l.room <= 0
     end
+    local full = l.limit and l.active >= l.limit
+    if costed and l.depth > 0 and not ordered and (l.limit or l.rmax) then
+      -- In units, the lane stays serviceable only if its next head fits (serviceable).
+      local c = head_cost(root, g)
+      full = full or (l.limit and l.active + c > l.limit)
+      if l.rmax and not spent_budget and c > l.room then
+        whole_room(l, g)
+        spent_budget = c > l.room and l.room < l.rmax
+      end
+    end
     if l.depth == 0 then redis.call('SREM', root .. 'lanes', g) end
-    if ordered or l.depth == 0 or spent_budget or (l.limit and l.active >= l.limit) then
+    if ordered or l.depth == 0 or spent_budget or full then
       -- No longer serviceable (an ordered lane is held now): off the ring; a spent rate budget
       -- is benched until its window ends.
       off_ring(g)
@@ -230,14 +322,20 @@ while taken < want and at <= #bands do
   end
   at = at + 1
 end
-if taken == 0 then return nothing() end
+if taken == 0 then
+  if qcost then
+    return math.max(1, rate_wait_for(limiter, qlog, qmax, qwindow, qsmooth, now, qcost))
+  end
+  return nothing()
+end
 for g, l in pairs(lanes) do
   if l.leased > 0 then
     redis.call('HINCRBY', root .. 'gactive', g, l.leased)
+    if l.extra > 0 then redis.call('HINCRBY', root .. 'gextra', g, l.extra) end
     redis.call('HINCRBY', root .. 'served', g, l.leased) -- for ETAs: count_claims
   end
 end
-if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, taken) end
+if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, qunits) end
 count_claims(root, now, taken)
 if left and not any_ringed(root, bands) then out[2] = 0 end
 return out

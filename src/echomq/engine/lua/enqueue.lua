@@ -2,7 +2,7 @@
 -- One call admits k items (k >= 1), each atomic and idempotent on its own; the chunk is not a
 -- transaction. A refused item writes nothing and the others go on (its checks run first).
 -- KEYS[1] root      `emq:{q}:` (every other key is derived from it)
--- ARGV, ten per item, item i at 10(i-1)+1 ..:
+-- ARGV, eleven per item, item i at 11(i-1)+1 ..:
 --   id        branded JOB id (minted host-side)
 --   payload   bytes (the codec's output)
 --   group     lane name (`_` = the default lane)
@@ -23,6 +23,8 @@
 --             is due, running or done) the item is a new job and the key moves to it.
 --   priority  0..9, higher = more urgent; 5 = the default band (the row records `prio` only
 --             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
+--   cost      1..1000, the job's units (the row records `cost` only when not 1, and the queue
+--             is marked `costed`: the claim reads costs only then; see job_cost in _lib.lua)
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
@@ -38,6 +40,7 @@ local wakes, due_changed = 0, false
 local cap_of = cap_reader(root)
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
+local costed -- meta `costed`, read with `banded` (nil: not read yet)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -83,8 +86,18 @@ local function debounced(seen, payload, debounce)
   return 3
 end
 
+-- A job of cost c ~= 1: the row keeps it and the queue is marked `costed`.
+local function record_cost(row, c)
+  if c == 1 then return end
+  redis.call('HSET', row, 'cost', c)
+  if costed ~= true then
+    redis.call('HSET', root .. 'meta', 'costed', 1)
+    costed = true
+  end
+end
+
 local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg, debounce,
-    prio_arg)
+    prio_arg, cost_arg)
   -- Policy before existence before write: every check comes before the item's first write.
   -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
   local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
@@ -95,6 +108,8 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if refused_keep then return -1, refused_keep end
   local p, refused_prio = int_or_refusal(prio_arg, 'priority', 0, 9)
   if refused_prio then return -1, refused_prio end
+  local c, refused_cost = int_or_refusal(cost_arg, 'cost', 1, 1000)
+  if refused_cost then return -1, refused_cost end
   if from_arg ~= 'enqueue' and from_arg ~= 'finish' then
     return -1, 'EMQARG dedup_from ' .. from_arg .. ': must be enqueue or finish'
   end
@@ -161,6 +176,7 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
       if latest > 0 then redis.call('HSET', row, 'deb_until', latest) end
       record_dedup(row, dedup, dedup_ttl, from_finish, keep)
       record_priority(row, p)
+      record_cost(row, c)
       redis.call('ZADD', root .. 'schedule', at, id)
       scheduled_moved(root, g, 1)
       due_changed = true
@@ -171,13 +187,22 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   redis.call('HSET', row, 'state', 'pending', 'attempts', 0, 'payload', payload, 'group', g)
   record_dedup(row, dedup, dedup_ttl, from_finish, keep)
   record_priority(row, p)
+  record_cost(row, c)
   -- A lane that was empty was off the ring (the ring holds only serviceable lanes).
   local depth = push_lane(root, g, id, p)
   if depth > 1 then
     -- The job may be the lane's new head, in another band: the lane follows it. A queue with
     -- one band in use pays nothing for this (meta `banded`: record_priority).
-    if banded == nil then banded = redis.call('HEXISTS', root .. 'meta', 'banded') == 1 end
-    if banded then reband(root, g) end
+    if banded == nil or costed == nil then
+      local marks = redis.call('HMGET', root .. 'meta', 'banded', 'costed')
+      banded, costed = marks[1] ~= false, marks[2] ~= false
+    end
+    if costed then
+      -- Its budgets judge the job it serves next, which may be this one now.
+      if redis.call('ZRANGE', lane_of(root, g), 0, 0)[1] == id then rering(root, g) end
+    elseif banded then
+      reband(root, g)
+    end
   elseif depth == 1 then
     if serviceable(root, g) then
       ring_join(root, g, p)
@@ -194,9 +219,9 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 end
 
 local out = {}
-for i = 1, #ARGV, 10 do
+for i = 1, #ARGV, 11 do
   local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9])
+    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10])
   out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 

@@ -26,6 +26,7 @@ for i = 2, #ARGV, 2 do
       if redis.call('ZREM', lane_of(root, g), id) == 1 then lane_shrank(root, g) end
       redis.call('HSET', row, 'state', 'active')
       redis.call('HINCRBY', root .. 'gactive', g, 1)
+      extra_moved(root, g, fields[9], 1)
       touched[g] = true
     end
     redis.call('ZADD', active, deadline, id)

@@ -61,8 +61,8 @@ if redis.call('EXISTS', root .. 'dedups') == 1 then return answer(1) end
 for _, g in ipairs(redis.call('HKEYS', root .. 'grate')) do
   redis.call('DEL', lane_limiter_of(root, g), lane_claims_of(root, g))
 end
-for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gweight', 'grate', 'rdue',
-    'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
+for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gextra', 'gweight', 'grate',
+    'rdue', 'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
     'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies', 'gcap',
     'gscheduled', 'cooling', 'gband', 'served', 'rates'}) do
   redis.call('DEL', root .. suffix)
