@@ -775,7 +775,7 @@ class QueueMachine(RuleBasedStateMachine):
         """A ceiling lowered under the jobs in flight: they may exceed it until they settle."""
         self.model.limit_slack.pop(group, None)
         ceiling = self.model.ceiling(group)
-        if ceiling is not None and self.model.gactive(group) > ceiling:
+        if ceiling is not None and self.model.units(group) > ceiling:
             self.model.limit_slack[group] = self.model.units(group)
 
     @rule(group=groups, weight=st.none() | st.integers(min_value=1, max_value=3))
