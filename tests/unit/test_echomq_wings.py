@@ -290,3 +290,55 @@ def test_the_consumers_reach_nothing_of_the_tasks_through_any_chain_of_imports()
             todo.append(module)
     assert {"echomq.consumers.batch", "echomq.engine.queue"} <= reached  # the walk walked
     assert sorted(m for m in reached if m == "echomq" or m.startswith("echomq.tasks")) == []
+
+
+def runtime_imports(path: Path) -> set[str]:
+    """The echomq modules ``path`` imports when it runs (at load or inside a function), not
+    those only a type checker reads (``if TYPE_CHECKING:``); ``from package import module`` as
+    the module."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit(other)
+                continue
+            if isinstance(child, ast.Import):
+                found.update(alias.name for alias in child.names)
+            elif isinstance(child, ast.ImportFrom) and child.module and not child.level:
+                found.add(child.module)
+                found.update(f"{child.module}.{alias.name}" for alias in child.names)
+            visit(child)
+
+    visit(ast.parse(path.read_text(encoding="utf-8"), str(path)))
+    return {m for m in found if m.split(".")[0] == "echomq" and module_file(m) is not None}
+
+
+def test_no_module_imports_itself_through_a_circle() -> None:
+    """Each module of echomq (packages' ``__init__`` re-exports aside) is reached from the
+    modules it imports, at load or later, never back: a circle was the task layer's knot."""
+    modules = {
+        "echomq." + ".".join(path.relative_to(SRC).with_suffix("").parts): path
+        for path in SRC.rglob("*.py")
+        if path.name != "__init__.py"
+    }
+    graph = {name: runtime_imports(path) & modules.keys() for name, path in modules.items()}
+    circles = []
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module == start:
+                circles.append(start)
+                break
+            if module not in seen:
+                seen.add(module)
+                todo.extend(graph[module])
+    assert circles == []
+
+
+def test_the_circle_check_sees_a_circle(tmp_path: Path) -> None:
+    one = tmp_path / "one.py"
+    one.write_text("import echomq.errors\nif TYPE_CHECKING:\n    import echomq.wire.pool\n")
+    assert runtime_imports(one) == {"echomq.errors"}

@@ -8,17 +8,9 @@ change between releases.
 """
 
 from echomq.consumers.abort import shielded
-from echomq.consumers.consumer import (
-    Consumer,
-    ConsumerOptions,
-    Cool,
-    Defer,
-    Drop,
-    Retry,
-    RetryPlan,
-    Tally,
-)
+from echomq.consumers.consumer import Consumer, ConsumerOptions, RetryPlan, Tally
 from echomq.consumers.metronome import Metronome
+from echomq.consumers.signals import Cool, Defer, Drop, Retry
 from echomq.consumers.worker import Worker, WorkerOptions, serve
 
 __all__ = [

@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from echomq.consumers import abort as _abort
+from echomq.consumers.signals import Cool, Defer
 from echomq.engine.results import Job
 from echomq.tracing import attach, detach, failed, processing, processing_batch
 
@@ -50,7 +51,6 @@ class Attempts:
     by :meth:`settled` (the observer's call, wrapped) with the settle's outcome."""
 
     def __init__(self, tracer: Tracer, handler: Handler, observer: Observer | None) -> None:
-        from echomq.consumers.consumer import Cool, Defer  # the consumer imports this module
 
         self.tracer = tracer
         self.handler = handler
