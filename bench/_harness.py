@@ -6,7 +6,7 @@ import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
 
-from echomq import Queue
+from echomq import Job, Queue
 from echomq.server import EmbeddedValkey
 
 
@@ -41,3 +41,41 @@ async def engine_usec_per_script(queue: Queue, command: str = "evalsha") -> floa
     ``CONFIG RESETSTAT``."""
     calls, usec = await commandstats(queue, command)
     return usec / calls if calls else 0.0
+
+
+#: What the client sends itself: everything else in commandstats ran inside a script.
+OUTSIDE = {"evalsha", "eval", "info", "config|resetstat", "script|load", "hello", "ping"}
+
+
+async def inner_calls(queue: Queue) -> int:
+    """Commands the server ran inside scripts so far (``INFO commandstats``, exact)."""
+    info = (await queue.wire.call("INFO", "commandstats")).decode()
+    total = 0
+    for line in info.splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line.removeprefix("cmdstat_").split(":", 1)
+            if name not in OUTSIDE:
+                total += int(dict(kv.split("=") for kv in rest.split(","))["calls"])
+    return total
+
+
+async def claim_blocks(
+    queues: dict[str, Queue], rounds: int, block: int
+) -> dict[str, tuple[float, float]]:
+    """Engine µs and inner commands per claim, per named queue: the queues take turns in
+    blocks of ``block`` single claims (a noisy host weighs on each alike), ``rounds`` times;
+    each block's share is the change of ``INFO commandstats`` across it. Every claim must
+    find a job."""
+    totals = {name: [0, 0.0, 0] for name in queues}  # claims, µs, inner commands
+    for _ in range(rounds):
+        for name, queue in queues.items():
+            calls, usec = await commandstats(queue)
+            inner = await inner_calls(queue)
+            for _ in range(block):
+                assert isinstance(await queue.claim(600), Job), "a claim found nothing"
+            after_calls, after_usec = await commandstats(queue)
+            total = totals[name]
+            total[0] += after_calls - calls
+            total[1] += after_usec - usec
+            total[2] += await inner_calls(queue) - inner
+    return {name: (usec / n, inner / n) for name, (n, usec, inner) in totals.items()}

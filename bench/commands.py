@@ -13,23 +13,9 @@ import argparse
 import sys
 import time
 
-from _harness import serve
+from _harness import inner_calls, serve
 from echomq import Job, Queue
 from echomq.testing import discard
-
-#: What the client sends itself: everything else in commandstats ran inside a script.
-OUTSIDE = {"evalsha", "eval", "info", "config|resetstat", "script|load", "hello", "ping"}
-
-
-async def _inner_calls(queue: Queue) -> int:
-    info = (await queue.wire.call("INFO", "commandstats")).decode()
-    total = 0
-    for line in info.splitlines():
-        if line.startswith("cmdstat_"):
-            name, rest = line.removeprefix("cmdstat_").split(":", 1)
-            if name not in OUTSIDE:
-                total += int(dict(kv.split("=") for kv in rest.split(","))["calls"])
-    return total
 
 
 async def run(url: str, args: argparse.Namespace) -> None:
@@ -45,7 +31,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
         job = await queue.claim()
         assert isinstance(job, Job)
         await queue.complete(job)
-    rows.append(("claim + complete", await _inner_calls(queue) / half))
+    rows.append(("claim + complete", await inner_calls(queue) / half))
     await queue.wire.call("CONFIG", "RESETSTAT")
     left = jobs - half
     while left:
@@ -53,11 +39,11 @@ async def run(url: str, args: argparse.Namespace) -> None:
         assert isinstance(batch, list)
         await queue.complete_many(batch)
         left -= len(batch)
-    rows.append(("claim_batch(50) + complete_many", await _inner_calls(queue) / (jobs - half)))
+    rows.append(("claim_batch(50) + complete_many", await inner_calls(queue) / (jobs - half)))
     await queue.wire.call("CONFIG", "RESETSTAT")
     for n in range(jobs):
         await queue.enqueue(n, lane=f"new-{n}")
-    rows.append(("enqueue into a new lane", await _inner_calls(queue) / jobs))
+    rows.append(("enqueue into a new lane", await inner_calls(queue) / jobs))
     await discard(queue)
     kind = "ordered" if args.ordered else "unordered"
     print(f"\n{jobs} jobs, {kind} queue\n\n| workload | commands per job |\n|---|---:|")

@@ -19,9 +19,8 @@ import sys
 import time
 from typing import Any
 
-from _harness import commandstats, serve
-from commands import _inner_calls
-from echomq import Item, Job, JobOptions, Queue
+from _harness import claim_blocks, serve
+from echomq import Item, JobOptions, Queue
 from echomq.testing import discard
 
 LANES = 20
@@ -54,22 +53,11 @@ async def claim_costs(
     claims (a noisy host weighs on each alike); each block's share is the change of
     ``INFO commandstats`` across it."""
     queues = {case: await loaded(url, case, jobs) for case in cases}
-    totals = {case: [0, 0.0, 0] for case in cases}  # claims, µs, inner commands
-    for _ in range((jobs * 3 // 4) // block):
-        for case, queue in queues.items():
-            calls, usec = await commandstats(queue)
-            inner = await _inner_calls(queue)
-            for _ in range(block):
-                assert isinstance(await queue.claim(600), Job), "a claim found nothing"
-            after_calls, after_usec = await commandstats(queue)
-            total = totals[case]
-            total[0] += after_calls - calls
-            total[1] += after_usec - usec
-            total[2] += await _inner_calls(queue) - inner
+    figures = await claim_blocks(queues, (jobs * 3 // 4) // block, block)
     for queue in queues.values():
         await discard(queue)
         await queue.close()
-    return {case: (usec / n, inner / n) for case, (n, usec, inner) in totals.items()}
+    return figures
 
 
 async def run(url: str, runs: int, jobs: int, baseline: bool) -> None:

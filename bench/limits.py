@@ -12,8 +12,7 @@ import statistics
 import sys
 import time
 
-from _harness import commandstats, serve
-from commands import _inner_calls
+from _harness import claim_blocks, serve
 from echomq import Item, Job, Policy, Queue, Rate
 from echomq.engine import Bucket, Buckets
 from echomq.testing import discard
@@ -80,22 +79,11 @@ async def claim_costs(url: str, jobs: int, block: int = 250) -> dict[str, tuple[
     for queue in queues.values():  # the logs reach their working size first
         for _ in range(jobs // 4):
             await queue.claim(600)
-    totals = {name: [0, 0.0, 0] for name in modes}  # claims, µs, inner commands
-    for _ in range((jobs // 2) // block):
-        for name, queue in queues.items():
-            calls, usec = await commandstats(queue)
-            inner = await _inner_calls(queue)
-            for _ in range(block):
-                assert isinstance(await queue.claim(600), Job), "a claim found nothing"
-            after_calls, after_usec = await commandstats(queue)
-            total = totals[name]
-            total[0] += after_calls - calls
-            total[1] += after_usec - usec
-            total[2] += await _inner_calls(queue) - inner
+    figures = await claim_blocks(queues, (jobs // 2) // block, block)
     for queue in queues.values():
         await discard(queue)
         await queue.close()
-    return {name: (usec / claims, inner / claims) for name, (claims, usec, inner) in totals.items()}
+    return figures
 
 
 async def run(url: str, runs: int, jobs: int, modes_only: bool = False) -> None:
