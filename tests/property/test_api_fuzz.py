@@ -78,7 +78,7 @@ CALLS: dict[str, tuple[str, Call]] = {
     "lane cool seconds": ("seconds", lambda q, j, v: q.lane("g").cool(v)),
     "lane cool until": ("until|seconds", lambda q, j, v: q.lane("g").cool(until=v)),
     "cool after": ("after", lambda q, j, v: q.cool(j, after=v)),
-    "cool until": ("until", lambda q, j, v: q.cool(j, until=v)),
+    "cool until": ("until|after", lambda q, j, v: q.cool(j, until=v)),
     "dead limit": ("limit", lambda q, j, v: q.dead(v)),
     "job id": ("job id", lambda q, j, v: q.job(v)),
     "state id": ("job id", lambda q, j, v: q.state(v)),
