@@ -94,8 +94,13 @@ class Model:
     concurrency_slack: int = 0
     # A job outside the default band was admitted (meta `banded`: the claim walks bands).
     is_banded: bool = False
-    # A job of another cost than 1 was admitted (meta `costed`: the claim reads costs).
+    # A job of another cost than 1 was admitted (meta `costed`: the claim reads costs), and
+    # the dearest cost admitted (meta `costed` holds it: fairness by cost's default quantum).
     is_costed: bool = False
+    costmax: int = 1
+    # Fairness by work (Queue.fairness): None (by count) or "cost", and the quantum set.
+    fair: str | None = None
+    quantum: int | None = None
 
     def order(self, job_id: str) -> tuple[int, str]:
         """A job's place in its lane: its band's score (more urgent first), then its id."""
@@ -185,6 +190,7 @@ class Model:
         self.rows[job_id] = Row(group, payload, priority=priority, cost=cost)
         self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
         self.is_costed = self.is_costed or cost != 1
+        self.costmax = max(self.costmax, cost)
         bisect.insort(self.lanes[group], job_id, key=self.order)
 
     def admit_later(
@@ -200,6 +206,7 @@ class Model:
         self.rows[job_id] = Row(group, payload, state="scheduled", priority=priority, cost=cost)
         self.is_banded = self.is_banded or priority != DEFAULT_PRIORITY
         self.is_costed = self.is_costed or cost != 1
+        self.costmax = max(self.costmax, cost)
 
     def to_lane(self, job_id: str) -> None:
         row = self.rows[job_id]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Coroutine
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import pytest
 from hypothesis import settings
@@ -33,6 +33,9 @@ from echomq.engine.policies import Policy
 from echomq.engine.queue import Item, Queue
 from echomq.engine.results import Empty, Failed, Job
 from echomq.errors import LaneFull, StaleTokenError, StateError
+
+#: What a claim finds before it: every band's ring and turn, and the lanes' credits.
+Before = tuple[dict[int, list[str]], dict[int, dict[str, str]], dict[str, int]]
 
 T = TypeVar("T")
 
@@ -181,15 +184,23 @@ class QueueMachine(RuleBasedStateMachine):
     # -- admission -------------------------------------------------------------------------------
 
     @initialize(
-        backlog=st.lists(st.tuples(groups, priorities), max_size=12),
+        backlog=st.lists(st.tuples(groups, priorities, costs), max_size=12),
         weights=st.dictionaries(groups, st.integers(min_value=2, max_value=3), max_size=2),
         limits=st.dictionaries(groups, st.integers(min_value=1, max_value=3), max_size=2),
+        by_cost=st.sampled_from([None, None, 1, 2]),
     )
     def preload(
-        self, backlog: list[tuple[str, int]], weights: dict[str, int], limits: dict[str, int]
+        self,
+        backlog: list[tuple[str, int, int]],
+        weights: dict[str, int],
+        limits: dict[str, int],
+        by_cost: int | None,
     ) -> None:
         """Start most examples with work in several lanes, some weighted or capped, so claims,
-        ceilings and fairness are exercised from the first step, not after a slow build-up."""
+        ceilings and fairness are exercised from the first step, not after a slow build-up;
+        half of them fair by cost (quantum 1 or 2: below the dearer jobs', so dry visits)."""
+        if by_cost is not None:
+            self.fair_by("cost", by_cost)
         for group, weight in sorted(weights.items()):
             self.weigh_lane(group, weight)
         for group, ceiling in sorted(limits.items()):
@@ -285,11 +296,11 @@ class QueueMachine(RuleBasedStateMachine):
         assert self.snapshot() == before
 
     @rule(
-        lanes=st.lists(st.tuples(groups, priorities), min_size=1, max_size=8),
+        lanes=st.lists(st.tuples(groups, priorities, costs), min_size=1, max_size=8),
         duplicate=st.none() | picks,
     )
-    def enqueue_many(self, lanes: list[tuple[str, int]], duplicate: int | None) -> None:
-        items = [Item(payload=next(self.payloads), lane=g, priority=p) for g, p in lanes]
+    def enqueue_many(self, lanes: list[tuple[str, int, int]], duplicate: int | None) -> None:
+        items = [Item(payload=next(self.payloads), lane=g, priority=p, cost=c) for g, p, c in lanes]
         existing = sorted(self.model.rows)
         position = None
         if duplicate is not None and existing:
@@ -315,34 +326,41 @@ class QueueMachine(RuleBasedStateMachine):
             assert verdict.kind == "enqueued", verdict
             assert isinstance(item.payload, int)
             assert item.priority is not None
-            self.model.admit(verdict.id, item.lane, item.payload, item.priority)
+            self.model.admit(verdict.id, item.lane, item.payload, item.priority, item.cost or 1)
 
     # -- claims ----------------------------------------------------------------------------------
 
-    async def _turn(self) -> tuple[dict[int, list[str]], dict[int, dict[str, str]]]:
-        """Every band's ring and turn, as the next claim finds them."""
+    async def _turn(self) -> Before:
+        """Every band's ring and turn, and the lanes' credits (by cost), as the next claim finds
+        them."""
         keys = self.queue.keys
         replies = await self.queue.wire.call_many(
             [("LRANGE", keys.band_ring(p), 0, -1) for p in BANDS]
             + [("HGETALL", keys.band_turn(p)) for p in BANDS]
+            + [("HGETALL", keys.gdeficit)]
         )
         rings = {p: [text_of(g) for g in replies[p]] for p in BANDS}
         turns = {
             p: {text_of(k): text_of(v) for k, v in replies[len(BANDS) + p].items()} for p in BANDS
         }
-        return rings, turns
+        credits = {text_of(k): int(v) for k, v in replies[-1].items()}
+        return rings, turns, credits
 
-    def _walk(
-        self, n: int, before: tuple[dict[int, list[str]], dict[int, dict[str, str]]]
-    ) -> list[tuple[str, list[str], int]]:
+    def _walk(self, n: int, before: Before) -> list[tuple[str, list[str], int]]:
         """The turns a claim of ``n`` takes, from the rings and turns ``before`` it, the most
         urgent band first: each head lane gives what is left of its turn (all the rest when
         alone on its ring), clamped to its depth, its ceiling and its jobs of this band, then
         leaves the ring, moves to its next head's band (its band's jobs served), keeps its turn
-        (the batch is full) or rotates."""
+        (the batch is full) or rotates. By cost, a turn lasts while the lane's credit does (a
+        lane with none left gets quantum x weight and rotates: a dry visit), and the model's
+        credits follow the walk."""
         model = self.model
         rings = {p: list(ring) for p, ring in before[0].items()}
         turns = {p: dict(turn) for p, turn in before[1].items()}
+        credits = dict(before[2])
+        by_cost = model.fair == "cost"
+        quantum = model.quantum or model.costmax
+        dry = 0
         want = n if model.concurrency is None else min(n, model.concurrency - len(model.active))
         lanes = {g: list(model.lanes[g]) for g in GROUPS}
         units = {g: model.units(g) for g in GROUPS}
@@ -352,14 +370,26 @@ class QueueMachine(RuleBasedStateMachine):
             band = max(bands)
             ring, turn = rings[band], turns[band]
             group, weight = ring[0], model.weight(ring[0])
+            alone = len(ring) == 1
+            credit = credits.get(group, quantum * weight)
+            if by_cost and credit <= 0 and not alone and dry < 64:
+                dry += 1
+                credits[group] = credit + quantum * weight
+                ring.append(ring.pop(0))
+                continue
             take = want - taken
             ceiling = model.ceiling(group)
             inband = [i for i in lanes[group] if model.rows[i].priority >= band]
             take = min(take, len(inband))
             served = int(turn["served"]) if weight > 1 and turn.get("group") == group else 0
-            if take > 1 and len(ring) > 1:
+            if by_cost:
+                if alone:
+                    credit = quantum * weight
+                elif not model.is_costed:
+                    take = min(take, max(1, credit))
+            elif take > 1 and len(ring) > 1:
                 take = min(take, max(1, weight - served))  # a stale count still serves one
-            heads = []
+            heads, spent = [], 0
             for job_id in lanes[group][: max(take, 0)]:
                 # In units: the heads that fit the ceiling (the first alone when none is used).
                 cost = model.rows[job_id].cost
@@ -367,10 +397,21 @@ class QueueMachine(RuleBasedStateMachine):
                     break
                 heads.append(job_id)
                 units[group] += cost
+                spent += cost
+                if by_cost and model.is_costed and not alone and spent >= credit:
+                    break  # the credit is spent (the last head may overdraw it)
             assert heads, f"lane {group!r} is on band {band}'s ring but cannot serve"
             del lanes[group][: len(heads)]
             taken += len(heads)
             out.append((group, heads, band))
+            turn_over = False
+            if by_cost and not lanes[group]:
+                credits.pop(group, None)  # an emptied lane starts afresh
+            elif by_cost:
+                credit = credit if alone else credit - spent
+                if credit <= 0:
+                    credit, turn_over = credit + quantum * weight, True
+                credits[group] = credit
             fits = ceiling is None or (
                 units[group] < ceiling
                 and (not lanes[group] or units[group] + model.rows[lanes[group][0]].cost <= ceiling)
@@ -382,6 +423,9 @@ class QueueMachine(RuleBasedStateMachine):
                 ring.pop(0)
                 turns[band] = {}
                 rings[model.rows[lanes[group][0]].priority].append(group)
+            elif by_cost:
+                if turn_over:
+                    ring.append(ring.pop(0))
             elif weight > 1 and served + len(heads) < weight:
                 turns[band] = {"group": group, "served": str(served + len(heads))}
             else:
@@ -394,7 +438,7 @@ class QueueMachine(RuleBasedStateMachine):
         jobs: list[Job],
         n: int,
         is_short: bool,
-        before: tuple[dict[int, list[str]], dict[int, dict[str, str]]],
+        before: Before,
     ) -> None:
         """Check a successful claim against the model and the ring and turn ``before`` it,
         then apply it turn by turn, as the single claims it stands for."""
@@ -413,7 +457,8 @@ class QueueMachine(RuleBasedStateMachine):
                 assert (job.attempts, job.payload) == (row.attempts + 1, row.payload)
                 assert job.deadline_ms == jobs[0].deadline_ms, "a batch shares one lease"
                 model.lease(job_id, job.deadline_ms, is_short)
-                self.fairness.served(group, band)
+                if model.fair is None:  # by cost, the walk itself is the check (_walk)
+                    self.fairness.served(group, band)
             self.fairness.settle(model)
         for group in {group for group, _, _ in turns}:
             info = self._run(self.queue.lane(group).info())
@@ -788,6 +833,23 @@ class QueueMachine(RuleBasedStateMachine):
             self.model.weights[group] = weight
         self.fairness.weighted(group, self.model.weight(group))
 
+    @rule(
+        by=st.sampled_from(["count", "cost"]),
+        quantum=st.none() | st.integers(min_value=1, max_value=3),
+    )
+    def fair_by(self, by: Literal["count", "cost"], quantum: int | None) -> None:
+        """Fairness by claims or by cost (deficit round robin): a change starts every lane's
+        credit afresh, and the count mode's waits start anew."""
+        quantum = None if by == "count" else quantum
+        changed = self._run(self.queue.fairness(by, quantum=quantum))
+        fair = None if by == "count" else by
+        assert changed is ((fair, quantum) != (self.model.fair, self.model.quantum))
+        self.model.fair, self.model.quantum = fair, quantum
+        if changed:
+            assert self._run(self.queue.wire.call("EXISTS", self.queue.keys.gdeficit)) == 0
+        self.fairness = Fairness()
+        self.fairness.settle(self.model)
+
     @rule(group=groups, cap=st.none() | st.integers(min_value=1, max_value=4))
     def cap_lane(self, group: str, cap: int | None) -> None:
         """A lane's own backlog cap; lowered under its backlog, it refuses and evicts nothing."""
@@ -970,7 +1032,11 @@ class QueueMachine(RuleBasedStateMachine):
         if model.is_banded:
             expected_meta["banded"] = "1"
         if model.is_costed:
-            expected_meta["costed"] = "1"
+            expected_meta["costed"] = str(model.costmax)
+        if model.fair is not None:
+            expected_meta["fair"] = model.fair
+        if model.quantum is not None:
+            expected_meta["quantum"] = str(model.quantum)
         if model.concurrency is not None:
             expected_meta["concurrency"] = str(model.concurrency)
         if model.default_limit is not None:

@@ -12,7 +12,7 @@ from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import DRAIN_BUDGET, Lane, drain_lanes
-from echomq.engine.policies import Policy, policy_args, rate_value
+from echomq.engine.policies import Policy, fairness_args, policy_args, rate_value
 from echomq.engine.publisher import Publisher
 from echomq.engine.transitions import Engine
 from echomq.errors import InvalidArgument
@@ -52,6 +52,9 @@ class Admin:
         return bool(
             await self._engine.configure(("max", most, "window", window_ms, "mode", smooth))
         )
+
+    async def fairness(self, by: str, quantum: float | None) -> bool:
+        return bool(await self._engine.configure(fairness_args(by, quantum)))
 
     async def apply_policies(
         self,

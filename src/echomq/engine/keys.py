@@ -190,6 +190,19 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "group -> claims per ring visit (absent = 1)",
     ),
     KeyShape(
+        QUEUE_ROOT + "gdeficit",
+        "HASH",
+        "Keyspace.gdeficit",
+        "group -> its lane's credit under fairness by work (meta fair): units, or ms of run "
+        "time; negative is a debt (deficit round robin, see _fair.lua); lanes with work only",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "grun",
+        "HASH",
+        "Keyspace.grun",
+        "group -> its lane's jobs' run time in ms, a moving average (fairness by time)",
+    ),
+    KeyShape(
         QUEUE_ROOT + "grate",
         "HASH",
         "Keyspace.grate",
@@ -286,8 +299,9 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "meta",
         "HASH",
         "Keyspace.meta",
-        "queue settings: paused, concurrency, max, window, mode, ordered; the default for "
-        "lanes: dlimit, dweight, drate; banded and bands (priority bands, see claim.lua)",
+        "queue settings: paused, concurrency, max, window, mode, ordered, fair, quantum; the "
+        "default for lanes: dlimit, dweight, drate; banded and bands (priority bands, see "
+        "claim.lua); costed (the dearest cost admitted)",
     ),
     KeyShape(
         QUEUE_ROOT + "fsync",
@@ -497,6 +511,8 @@ class Keyspace:
     gactive: str = field(init=False, repr=False)
     gextra: str = field(init=False, repr=False)
     gweight: str = field(init=False, repr=False)
+    gdeficit: str = field(init=False, repr=False)
+    grun: str = field(init=False, repr=False)
     grate: str = field(init=False, repr=False)
     gcap: str = field(init=False, repr=False)
     gscheduled: str = field(init=False, repr=False)

@@ -22,6 +22,13 @@ from echomq.errors import InvalidArgument
 #: ``max`` claims) or ``fixed`` (back-to-back windows, each admitting ``max``: up to twice
 #: ``max`` can start across a window boundary).
 RateMode = Literal["smooth", "fixed"]
+#: How a lane's turn on the ring is measured: in claims (``count``, the default), in units
+#: (``cost``: each job's ``cost``) or in run time (``time``: each lease's measured time).
+FairBy = Literal["count", "cost", "time"]
+#: The longest quantum fairness by time takes (a visit's grant per unit of weight), seconds.
+MAX_QUANTUM_SECONDS: Final = 3_600.0
+#: The largest quantum fairness by cost takes, units.
+MAX_QUANTUM_UNITS: Final = 1_000_000
 #: The mode a rate gets when none is said: what upstream APIs enforce (docs/concepts/gates.md).
 DEFAULT_MODE: Final[RateMode] = "smooth"
 #: A smooth rate keeps the server time of each claim in its window: at most this many.
@@ -159,3 +166,22 @@ def policy_args(
     for group, policy in lanes.items():
         args += [group, *policy.values(), policy.to_json()]
     return args
+
+
+def fairness_args(by: str, quantum: float | None) -> tuple[str, str, str, str]:
+    """``configure.lua``'s fields for :meth:`echomq.Queue.fairness`, each part checked
+    (``InvalidArgument`` names it) before anything is written."""
+    if by not in ("count", "cost", "time"):
+        raise InvalidArgument("by", by, 'must be "count", "cost" or "time"')
+    if by == "count":
+        if quantum is not None:
+            raise InvalidArgument("quantum", quantum, 'only "cost" and "time" take a quantum')
+        return ("fair", "", "quantum", "")
+    if quantum is None:
+        return ("fair", by, "quantum", "")
+    if by == "cost":
+        if isinstance(quantum, bool) or not isinstance(quantum, int):
+            raise InvalidArgument("quantum", quantum, "by cost, must be a whole number of units")
+        return ("fair", by, "quantum", str(count(quantum, "quantum", maximum=MAX_QUANTUM_UNITS)))
+    window_ms = ms(quantum, "quantum", positive=True, most=MAX_QUANTUM_SECONDS)
+    return ("fair", by, "quantum", str(window_ms))

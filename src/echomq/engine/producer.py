@@ -55,6 +55,7 @@ class Item:
     dedup_from: str = "enqueue"
     result_ttl: float | None = None
     priority: int | None = None
+    cost: int | None = None
 
     def __init__(
         self,
@@ -68,6 +69,7 @@ class Item:
         result_ttl: float | None = None,
         *,
         priority: int | None = None,
+        cost: int | None = None,
         group: str | None = None,
     ) -> None:
         if group is not None:
@@ -82,6 +84,7 @@ class Item:
         setattr(self, "dedup_from", dedup_from)
         setattr(self, "result_ttl", result_ttl)
         setattr(self, "priority", priority)
+        setattr(self, "cost", cost)
 
     @property
     def group(self) -> str | None:
@@ -101,6 +104,7 @@ class Item:
             None,
             self.result_ttl,
             priority=self.priority,
+            cost=self.cost,
         )
 
 

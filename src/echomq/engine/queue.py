@@ -37,7 +37,7 @@ from echomq.engine.options import (
     options_of,
     when_run_at,
 )
-from echomq.engine.policies import DEFAULT_MODE, Policies, Policy, RateMode
+from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
 from echomq.engine.producer import Batch, Item, admission_verdict
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
@@ -443,6 +443,22 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         in force set again changes nothing (False); a change carries the window in flight on.
         """
         return await self._admin.rate_limit(max, window, mode)
+
+    async def fairness(self, by: FairBy = "count", *, quantum: float | None = None) -> bool:
+        """How a lane's turn on the ring is measured, for every worker at once.
+
+        ``"count"`` (the default): a lane of weight w is served w claims per visit, whatever
+        its jobs cost. ``"cost"``: fairness by work in units, deficit round robin: a visit
+        grants ``quantum`` x weight units (default: the dearest ``cost`` the queue admitted)
+        and the lane is served while its credit lasts, each job charged its ``cost``.
+        ``"time"``: the same in run time: each job is charged its lane's average run time
+        when claimed and set right, when its lease ends, by the time it held the lease on the
+        server clock; ``quantum`` in seconds (default 0.1). Lanes with 10x heavier jobs then
+        get the same worker time as the others, not 10x more
+        (docs/guides/priorities-costs-cooling.md, "Fairness by work"). A change starts every
+        lane's share afresh. False: it held that setting already (nothing written).
+        """
+        return await self._admin.fairness(by, quantum)
 
     async def apply_policies(
         self,

@@ -558,11 +558,11 @@ local function cap_reader(root)
 end
 
 -- The fields every settle needs, in one read: {attempts, state, group, dedup, reaped, cancel,
--- parent, result_ttl} (cancel: the reason a cancel asked a leased job to stop with, see
+-- parent, result_ttl, cost, charged} (charged: a lease's run-time charge, see charge_time; cancel: the reason a cancel asked a leased job to stop with, see
 -- cancel.lua; parent: the job is a flow's child; result_ttl: its own keep, enqueue.lua).
 local function read_row(row)
   return redis.call('HMGET', row, 'attempts', 'state', 'group', 'dedup', 'reaped', 'cancel',
-    'parent', 'result_ttl', 'cost')
+    'parent', 'result_ttl', 'cost', 'charged')
 end
 
 -- The one settle rule of complete, retry, delay and extend: the claim that minted `token` may
@@ -613,6 +613,7 @@ local function detach(root, id, fields, keep)
     local active_before = 0
     if ceiling > 0 then active_before = redis.call('ZCARD', root .. 'active') end
     if redis.call('ZREM', root .. 'active', id) == 1 then
+      if fields[10] then charge_time(root, g, fields[10]) end
       local before = release(root, g, 1)
       extra_moved(root, g, fields[9], -1)
       local limit = redis.call('HGET', root .. 'glimit', g) or cfg[3]

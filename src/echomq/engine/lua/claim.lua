@@ -34,6 +34,14 @@
 -- lane's rate the lane is benched until enough units return; for its ceiling it leaves the
 -- ring until a release rings it again. A head dearer than a whole budget passes alone when that
 -- budget is untouched (an empty window, nothing in flight), so it never blocks its lane.
+-- Fairness by work (meta `fair` = cost or time, see _fair.lua): a lane's turn is its credit
+-- (`gdeficit`), not a count of claims. A lane at the head with credit > 0 serves heads while
+-- its credit lasts, each charged its cost (`cost`) or its lane's run-time estimate in ms
+-- (`time`; complete and retry settle the estimate against the lease's measured time); the
+-- last may overdraw it. A lane whose credit is spent gets quantum x weight and goes to the
+-- tail (a dry visit when it had nothing to serve with). A lane new to the ring starts with
+-- quantum x weight; one that empties forgets its credit. At most DRY dry visits per call:
+-- after them the head serves in debt, so a call always ends.
 -- Each call counts its claims for the measured rates ETAs read (count_claims in _lib.lua):
 -- the queue's and each served lane's.
 local root = KEYS[1]
@@ -43,7 +51,8 @@ local one_lane = ARGV[3] == '1'
 local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
-  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands', 'costed')
+  'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands', 'costed', 'fair',
+  'quantum')
 if cfg[1] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
@@ -88,6 +97,10 @@ local function nothing()
 end
 
 local ordered = cfg[5] ~= false
+-- Fairness by work: the quantum (units, or ms of run time) a visit grants per unit of weight.
+local fair = cfg[13]
+local quantum, dry = fair and fair_quantum(fair, cfg[14], cfg[12]), 0
+local deficit = root .. 'gdeficit'
 local deadline = now + lease
 local out = {deadline, 1}
 -- What the walk knows of each lane it visits, read once per call: settings, in-flight count
@@ -102,6 +115,12 @@ local function lane(g)
   l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, smooth = smooth,
     leased = 0, extra = 0, depth = redis.call('ZCARD', lane_of(root, g)),
     weight = tonumber(redis.call('HGET', root .. 'gweight', g) or cfg[9] or '1')}
+  if fair then
+    -- Its credit (a lane new to the ring starts with a visit's grant) and, by time, its jobs'
+    -- estimated run time in ms.
+    l.credit = tonumber(redis.call('HGET', deficit, g) or quantum * l.weight)
+    if fair == 'time' then l.estimate = run_estimate(root, g, quantum) end
+  end
   if l.limit then
     -- In flight, in units (jobs in a queue without costs).
     l.active = costed and lane_units(root, g)
@@ -150,6 +169,20 @@ local function walk(ring, turn, band)
   -- (0: it could not serve, and left the ring).
   local function serve(g, room)
     local l = lane(g)
+    -- By work: a lane on a shared ring whose credit is spent gets its grant and waits for its
+    -- next visit (a dry visit; after DRY of them in one call the head serves in debt).
+    local alone = false
+    if fair then
+      ringlen = ringlen or redis.call('LLEN', ring)
+      alone = ringlen == 1
+      if l.credit <= 0 and not alone and dry < 64 then -- DRY
+        dry = dry + 1
+        l.credit = l.credit + quantum * l.weight
+        redis.call('HSET', deficit, g, l.credit)
+        redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
+        return 0
+      end
+    end
     local take = math.min(room, l.depth)
     if l.limit then take = math.min(take, l.limit - l.active) end
     if l.rmax then take = math.min(take, l.room) end
@@ -167,17 +200,31 @@ local function walk(ring, turn, band)
     -- The lane's turn: `weight` claims per visit, `served` of them spent already; while other
     -- lanes wait, it takes at most what is left (a stale count still serves one).
     local served = 0
-    if l.weight > 1 then
-      local seen = redis.call('HMGET', turn, 'group', 'served')
-      if seen[1] == g then served = tonumber(seen[2]) end
+    if fair then
+      -- By work, the turn lasts while the credit does (a lane alone serves on: nobody waits).
+      if alone then
+        l.credit = quantum * l.weight
+      elseif fair == 'time' then
+        take = math.min(take, math.max(1, math.ceil(l.credit / l.estimate)))
+      elseif not costed then
+        take = math.min(take, math.max(1, l.credit)) -- every job costs 1
+      end
+    else
+      if l.weight > 1 then
+        local seen = redis.call('HMGET', turn, 'group', 'served')
+        if seen[1] == g then served = tonumber(seen[2]) end
+      end
+      if take > 1 and not one_lane then
+        ringlen = ringlen or redis.call('LLEN', ring)
+        if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
+      end
     end
-    if take > 1 and not one_lane then
-      ringlen = ringlen or redis.call('LLEN', ring)
-      if ringlen > 1 then take = math.min(take, math.max(1, l.weight - served)) end
-    end
+    -- By cost in a costed queue, the heads are peeked: those the credit covers (the last may
+    -- overdraw it).
+    local by_cost = fair == 'cost' and costed and not alone
     -- A costed queue with a budget to spend: the heads that fit every budget left, in units.
     local units
-    if costed and take > 0 and (l.limit or l.rmax or qroom) then
+    if costed and take > 0 and (l.limit or l.rmax or qroom or by_cost) then
       local ids
       if ordered then
         ids = {holder(root, g) or redis.call('ZRANGE', lane_of(root, g), 0, 0)[1]}
@@ -205,6 +252,7 @@ local function walk(ring, turn, band)
         end
         if blocked then break end
         fit, units = i, u
+        if by_cost and u >= l.credit then break end
       end
       if fit == 0 then
         if blocked == 'queue' then
@@ -237,6 +285,8 @@ local function walk(ring, turn, band)
     -- A costed queue counts every lease's units (gextra), with a budget to spend or not.
     local count_units = costed and not units
     if count_units then units = 0 end
+    -- By time, each lease records what it was charged and when (charge_time, at its settle).
+    local charged = fair == 'time' and not alone and (l.estimate .. ':' .. now)
     for i = 1, #heads, 2 do
       local id = heads[i]
       local row = root .. 'job:' .. id
@@ -250,11 +300,27 @@ local function walk(ring, turn, band)
       end
       out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
       out[#out + 1] = g
-      redis.call('HSET', row, 'state', 'active')
+      if charged then
+        redis.call('HSET', row, 'state', 'active', 'charged', charged)
+      else
+        redis.call('HSET', row, 'state', 'active')
+      end
       redis.call('ZADD', active, deadline, id)
     end
     units = units or n
     l.depth, l.leased, l.extra = l.depth - n, l.leased + n, l.extra + units - n
+    local turn_over = false
+    if fair and l.depth == 0 then
+      forget_share(root, g) -- an emptied lane starts afresh when it returns
+    elseif fair then
+      -- Charged its units or its estimated run time; a spent credit gets the next visit's grant
+      -- as the turn ends.
+      if not alone then l.credit = l.credit - (fair == 'time' and n * l.estimate or units) end
+      if l.credit <= 0 then
+        l.credit, turn_over = l.credit + quantum * l.weight, true
+      end
+      redis.call('HSET', deficit, g, l.credit)
+    end
     if one_lane then want = 0 end -- one lane's batch: the walk ends with this lane
     local spent = one_lane and 1 or n -- a one-lane batch is one claim of the lane's turn
     if l.limit then l.active = l.active + units end
@@ -287,17 +353,20 @@ local function walk(ring, turn, band)
     elseif banded and n == inband then
       -- Its jobs of this band are served: it goes on in its next head's band.
       move_band(g, head_band(root, g))
-    elseif l.weight > 1 and served + spent < l.weight then
+    elseif fair and not turn_over then
+      -- Credit left (the batch is full): it stays at the head.
+    elseif not fair and l.weight > 1 and served + spent < l.weight then
       -- Its turn goes on (the batch is full): it stays at the head.
       redis.call('HSET', turn, 'group', g, 'served', served + spent)
     else
-      if l.weight > 1 then redis.call('DEL', turn) end
+      if l.weight > 1 and not fair then redis.call('DEL', turn) end
       redis.call('LMOVE', ring, ring, 'LEFT', 'RIGHT')
     end
     return n
   end
 
-  -- Each turn leases at least one job or takes a lane off the ring, so the walk ends.
+  -- Each turn leases at least one job, takes a lane off the ring or is one of DRY dry visits
+  -- (by work), so the walk ends.
   while taken < want do
     local g = redis.call('LINDEX', ring, 0)
     if not g then return false end

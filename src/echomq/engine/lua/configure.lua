@@ -5,9 +5,11 @@
 --         window, <= 10^9; <= 10^4 when smooth), window (ms, <= 10 years), mode ('smooth': a
 --         sliding window; cleared: a fixed window), ordered (1: each lane serves one job at a
 --         time, in mint order), dlimit / dweight / drate / dcap (the default lane ceiling,
---         weight, rate and backlog cap, as lane_limit.lua takes them); an empty value clears
---         the field. Clearing `ordered` releases every lane's holder (`holders`): held lanes
---         rejoin the ring.
+--         weight, rate and backlog cap, as lane_limit.lua takes them), fair ('cost' or 'time':
+--         fairness by work, see _fair.lua; cleared: by claims), quantum (units, or ms by time,
+--         a visit grants per unit of weight, <= 10^9); an empty value clears the field.
+--         Clearing `ordered` releases every lane's holder (`holders`): held lanes rejoin the
+--         ring. A change of `fair` or `quantum` starts every lane's share afresh.
 -- Idempotent: a field that holds its value already is not written, so applying the settings
 -- in force changes nothing; a changed rate carries its window in flight on (rate_moved).
 -- Returns the number of fields changed. Pushes a wake token when any did.
@@ -17,13 +19,17 @@ local meta = root .. 'meta'
 local current = redis.call('HMGET', meta, 'max', 'mode')
 local new = {max = current[1] or '', mode = current[2] or ''}
 local bounds = {paused = {1, 1}, concurrency = {1, 1000000}, max = {1, 1000000000},
-  window = {1, 315360000000}, ordered = {1, 1}}
+  window = {1, 315360000000}, ordered = {1, 1}, quantum = {1, 1000000000}}
 for i = 1, #ARGV, 2 do
   local field, value = ARGV[i], ARGV[i + 1]
   local bound = bounds[field]
   if field == 'mode' then
     if value ~= '' and value ~= 'smooth' then
       error({err = 'EMQARG mode ' .. value .. ': must be "smooth" or ""'})
+    end
+  elseif field == 'fair' then
+    if value ~= '' and value ~= 'cost' and value ~= 'time' then
+      error({err = 'EMQARG fair ' .. value .. ': must be "cost", "time" or ""'})
     end
   elseif string.sub(field, 1, 1) == 'd' then
     setting_arg(field, value)
@@ -50,6 +56,9 @@ for i = 1, #ARGV, 2 do
       redis.call('HSET', meta, field, value)
     end
     rate = rate or field == 'max' or field == 'window' or field == 'mode'
+    if field == 'fair' or field == 'quantum' then
+      redis.call('DEL', root .. 'gdeficit', root .. 'grun')
+    end
     if field == 'ordered' and value == '' then
       local groups = redis.call('HKEYS', root .. 'holders')
       redis.call('DEL', root .. 'holders')

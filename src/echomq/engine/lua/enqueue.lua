@@ -24,7 +24,7 @@
 --   priority  0..9, higher = more urgent; 5 = the default band (the row records `prio` only
 --             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
 --   cost      1..1000, the job's units (the row records `cost` only when not 1, and the queue
---             is marked `costed`: the claim reads costs only then; see job_cost in _lib.lua)
+--             is marked `costed` with the dearest cost yet: the claim reads costs only then)
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
@@ -86,13 +86,16 @@ local function debounced(seen, payload, debounce)
   return 3
 end
 
--- A job of cost c ~= 1: the row keeps it and the queue is marked `costed`.
+-- A job of cost c ~= 1: the row keeps it and the queue is marked `costed`, with the dearest
+-- cost it admitted (fairness by cost grants that much per visit by default: _fair.lua).
+local costmax -- meta `costed` as read (0: not costed yet; nil: not read yet)
 local function record_cost(row, c)
   if c == 1 then return end
   redis.call('HSET', row, 'cost', c)
-  if costed ~= true then
-    redis.call('HSET', root .. 'meta', 'costed', 1)
-    costed = true
+  costmax = costmax or tonumber(redis.call('HGET', root .. 'meta', 'costed') or '0')
+  if c > costmax then
+    redis.call('HSET', root .. 'meta', 'costed', c)
+    costmax, costed = c, true
   end
 end
 
