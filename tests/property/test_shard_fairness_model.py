@@ -176,6 +176,27 @@ def test_the_most_urgent_band_is_visited_first() -> None:
     assert picks == Counter({2: 300, 1: 100})
 
 
+def test_shards_returning_after_a_park_start_level() -> None:
+    """The worker's clock is the floor when no shard stayed eligible: a shard idle for the
+    whole of another's run does not take the next hundred visits on their return."""
+    stride = ShardStride(2)
+    stride.observe(0, ShardLoad(5, 1))
+    for _ in range(100):
+        assert stride.pick() == 0
+        stride.charge(0, 1)
+    stride.observe(0, IDLE)
+    assert stride.pick() is None
+    stride.observe(0, ShardLoad(5, 1))
+    stride.observe(1, ShardLoad(5, 1))
+    picks: Counter[int] = Counter()
+    for _ in range(100):
+        shard = stride.pick()
+        assert shard is not None
+        picks[shard] += 1
+        stride.charge(shard, 1)
+    assert abs(picks[0] - picks[1]) <= 2, picks
+
+
 def test_no_active_shard_means_park() -> None:
     stride = ShardStride(2)
     assert stride.pick() is None
