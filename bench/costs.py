@@ -5,7 +5,10 @@ Cases, 20 lanes each, every lane with a rate of its own far above what the run s
 claim checks and spends it on every claim, and never waits): ``no costs`` (every job costs 1:
 the claim as before costs), ``no costs, no rate`` (the same, no rate: the cheapest claim),
 ``costs, no rate`` (jobs of cost 1 to 3, no budget: the claim never reads a cost), ``costs``
-(jobs of cost 1 to 3 with the rates: the claim peeks each head's cost before it pops).
+(jobs of cost 1 to 3 with the rates: the claim peeks each head's cost before it pops); and
+fairness by work (``queue.fairness``) on the rate-free cases: ``by cost`` (a credit read and
+written per lane visit; with costs, the heads' costs peeked), ``by time`` (the same, and each
+lease records its charge).
 Run: ``.venv/bin/python bench/costs.py [--runs 5] [--url valkey://…]``; ``--baseline`` runs the
 two cost-free cases alone (and passes no cost), so the same file measures a tree without costs:
 ``PYTHONPATH=<that tree>/src .venv/bin/python bench/costs.py --baseline``.
@@ -28,6 +31,9 @@ LANES = 20
 
 async def loaded(url: str, case: str, jobs: int) -> Queue:
     queue = await Queue.connect(url, f"bench-costs-{time.time_ns()}", pool_size=1, events=False)
+    for by in ("cost", "time"):
+        if case.endswith(f"by {by}"):
+            await queue.fairness(by)  # type: ignore[arg-type]
     if "no rate" not in case:
         for n in range(LANES):
             await queue.lane(f"tenant{n}").rate(1_000_000, 3600, mode="fixed")
@@ -64,6 +70,8 @@ async def run(url: str, runs: int, jobs: int, baseline: bool) -> None:
     cases = ["no costs, no rate", "no costs"]
     if not baseline:
         cases += ["costs, no rate", "costs"]
+        cases += ["no costs, no rate, by cost", "costs, no rate, by cost"]
+        cases += ["no costs, no rate, by time"]
     usec: dict[str, list[float]] = {}
     calls: dict[str, float] = {}
     for _ in range(runs):
