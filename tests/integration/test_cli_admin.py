@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from echomq.cli import main
-from echomq.engine.policies import Policy
+from echomq.engine.policies import Fairness, Policy
 from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
 
@@ -134,6 +134,25 @@ async def test_weight_and_limit_set_and_remove_lane_settings(queue: Queue, cli: 
     assert (await cli("weight", queue.name, "a", "none")).code == 0
     info = await queue.lane("a").info()
     assert (info.weight, info.limit) == (1, 0)
+
+
+async def test_fairness_sets_the_mode_and_stats_shows_it(queue: Queue, cli: Cli) -> None:
+    await queue.enqueue(1, lane="a")
+    ran = await cli("--json", "fairness", queue.name, "time", "--quantum", "0.05")
+    assert ran.code == 0
+    assert ran.json()["changed"] is True
+    assert await queue.fairness_in_force() == Fairness("time", 0.05)
+    assert (await cli("--json", "stats", queue.name)).json()["fairness"] == {
+        "by": "time",
+        "quantum": 0.05,
+    }
+    assert (await cli("fairness", queue.name, "cost", "--quantum", "4")).code == 0
+    assert await queue.fairness_in_force() == Fairness("cost", 4)
+    refused = await cli("fairness", queue.name, "cost", "--quantum", "1.5")
+    assert refused.code == 2  # bad input, named
+    assert "invalid quantum 1.5: by cost, must be a whole number of units" in refused.err
+    assert (await cli("fairness", queue.name, "count")).code == 0
+    assert await queue.fairness_in_force() == Fairness()
 
 
 @pytest.mark.parametrize("value", ["0", "-2", "three", "1.5"])

@@ -168,6 +168,26 @@ def policy_args(
     return args
 
 
+@dataclass(frozen=True, slots=True)
+class Fairness:
+    """How the queue measures a lane's turn (:meth:`echomq.Queue.fairness`): ``by`` claims,
+    units or run time, and the ``quantum`` set (units by cost, seconds by time; None: the
+    default)."""
+
+    by: FairBy = "count"
+    quantum: float | None = None
+
+    @classmethod
+    def from_meta(cls, fair: Any, quantum: Any) -> Fairness:
+        """As the engine stores it (meta ``fair``, ``quantum``)."""
+        by = text(fair) if fair is not None else ""
+        if by not in ("cost", "time"):
+            return cls()
+        raw = int(text(quantum)) if quantum is not None else None
+        value = raw if by == "cost" or raw is None else raw / 1000
+        return cls("cost" if by == "cost" else "time", value)
+
+
 def fairness_args(by: str, quantum: float | None) -> tuple[str, str, str, str]:
     """``configure.lua``'s fields for :meth:`echomq.Queue.fairness`, each part checked
     (``InvalidArgument`` names it) before anything is written."""

@@ -37,7 +37,7 @@ from echomq.engine.options import (
     options_of,
     when_run_at,
 )
-from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
+from echomq.engine.policies import DEFAULT_MODE, FairBy, Fairness, Policies, Policy, RateMode
 from echomq.engine.producer import Batch, Item, admission_verdict
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
@@ -550,6 +550,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     async def is_ordered(self) -> bool:
         """Whether the queue serves each lane one job at a time, in mint order (:meth:`ordered`)."""
         return await self._reads.is_ordered()
+
+    async def fairness_in_force(self) -> Fairness:
+        """How the queue measures a lane's turn now (:meth:`fairness` sets it)."""
+        return await self._reads.fairness()
 
     async def rate_limit_ttl(self) -> float:
         """Seconds until the queue's rate window admits claims again (0 = it admits now)."""

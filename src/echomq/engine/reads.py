@@ -14,7 +14,7 @@ from echomq.engine.eta import Eta, estimate, estimate_all
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import lane_info
 from echomq.engine.options import PRIORITY_DEFAULT
-from echomq.engine.policies import Policies, Policy, Rate, parse_rate
+from echomq.engine.policies import Fairness, Policies, Policy, Rate, parse_rate
 from echomq.engine.producer import job_info, job_state
 from echomq.engine.results import Counts, JobInfo, JobState, LaneInfo
 from echomq.engine.transitions import Engine
@@ -58,6 +58,10 @@ class Reads:
 
     async def rate_limit_ttl(self) -> float:
         return (await queue_rate(self._engine.wire, self._keys)).wait
+
+    async def fairness(self) -> Fairness:
+        fair, quantum = await self._engine.wire.call("HMGET", self._keys.meta, "fair", "quantum")
+        return Fairness.from_meta(fair, quantum)
 
     async def policies(self) -> Policies:
         meta, named = await self._engine.wire.call_many(

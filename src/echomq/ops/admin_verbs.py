@@ -1,6 +1,6 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
-resume, cool, uncool, weight, limit, reprocess, remove, cancel, drain. Tables for people (rich),
-``--json`` for scripts.
+resume, cool, uncool, weight, limit, fairness, reprocess, remove, cancel, drain. Tables for
+people (rich), ``--json`` for scripts.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).
@@ -78,6 +78,14 @@ def add_verbs(commands: Any) -> None:
         verb.add_argument("queue")
         verb.add_argument("group")
         verb.add_argument("value", type=setting, help="an integer >= 1, or none")
+    fairness = commands.add_parser(
+        "fairness", help="measure a lane's turn in claims, units (cost) or run time (time)"
+    )
+    fairness.add_argument("queue")
+    fairness.add_argument("by", choices=("count", "cost", "time"))
+    fairness.add_argument(
+        "--quantum", type=float, help="a visit's grant per unit of weight: units, or seconds"
+    )
     for name, text in (
         ("reprocess", "return a dead job to its lane with a fresh failure budget"),
         ("remove", "delete a job that is not leased"),
@@ -104,10 +112,12 @@ def add_verbs(commands: Any) -> None:
 
 
 async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
-    snap, policies = await asyncio.gather(read_snapshot(queue, dead=0), queue.policies())
+    snap, policies, fairness = await asyncio.gather(
+        read_snapshot(queue, dead=0), queue.policies(), queue.fairness_in_force()
+    )
     data = snap.as_json()
     return {**data["counts"], "paused": snap.paused, "concurrency": snap.concurrency,
-            "limiter": data["limiter"],
+            "limiter": data["limiter"], "fairness": dataclasses.asdict(fairness),
             "lane_default": json.loads(policies.default.to_json())}  # fmt: skip
 
 
@@ -183,6 +193,14 @@ async def _setting(queue: Queue, args: argparse.Namespace) -> Any:
     return {"queue": queue.name, "lane": lane.lane, args.command: args.value}
 
 
+async def _fairness(queue: Queue, args: argparse.Namespace) -> Any:
+    quantum = args.quantum
+    if args.by == "cost" and quantum is not None and quantum == int(quantum):
+        quantum = int(quantum)  # whole units (a fraction is refused by name)
+    changed = await queue.fairness(args.by, quantum=quantum)
+    return {"queue": queue.name, "fairness": args.by, "quantum": quantum, "changed": changed}
+
+
 async def _reprocess(queue: Queue, args: argparse.Namespace) -> Any:
     if not await queue.reprocess(args.job):
         raise NotFound(f"no job {args.job} in queue {queue.name}")
@@ -229,6 +247,7 @@ VERBS: dict[str, Verb] = {
     "uncool": _cool,
     "weight": _setting,
     "limit": _setting,
+    "fairness": _fairness,
     "reprocess": _reprocess,
     "remove": _remove,
     "cancel": _cancel,
