@@ -57,7 +57,8 @@ def test_every_key_of_one_queue_shares_the_queue_slot() -> None:
 
 def test_all_fixed_lists_every_fixed_key_attribute() -> None:
     ks = _keys.Keyspace.for_queue("orders")
-    fixed = {getattr(ks, f.name) for f in dataclasses.fields(ks) if f.name not in ("queue", "root")}
+    names = [f.name for f in dataclasses.fields(ks) if f.name not in ("queue", "tag", "root")]
+    fixed = {getattr(ks, name) for name in names}
     assert set(ks.all_fixed()) == fixed
     assert len(ks.all_fixed()) == len(fixed)
 
@@ -254,3 +255,80 @@ def test_the_collision_check_flags_a_suffix_that_ends_another() -> None:
     assert _may_collide("g:<group>:pending", "g:<group>:x:pending")  # lane `a:x` vs lane `a`
     assert _may_collide("d<key>", "dedups")  # a dedup key `edups` would be the index
     assert not _may_collide("g:<group>:pending", "g:<group>:limiter")
+
+
+# --- shard tags ---------------------------------------------------------------------------------
+
+
+def test_a_shard_tag_is_the_queue_then_tilde_shard_then_the_nonce() -> None:
+    assert _keys.shard_tag("orders", 0) == "orders"
+    assert _keys.shard_tag("orders", 3) == "orders~3"
+    assert _keys.shard_tag("orders.v2", 3, 17) == "orders.v2~3.17"
+    for tag, parsed in [("orders", ("orders", 0)), ("orders.v2~3.17", ("orders.v2", 3))]:
+        assert _keys.parse_shard_tag(tag) == parsed
+
+
+def test_no_queue_name_can_hold_the_shard_mark() -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        _keys.validate_queue("orders~1")
+    assert refused.value.reason == (
+        "character '~' at position 6 is not allowed (allowed: A-Za-z0-9._-)"
+    )
+
+
+def test_a_shard_keyspace_lives_on_its_tags_slot_and_keeps_its_queue() -> None:
+    shard = _keys.Keyspace.for_shard("orders~2.5")
+    assert (shard.queue, shard.tag, shard.root) == ("orders", "orders~2.5", "emq:{orders~2.5}:")
+    assert repr(shard) == "Keyspace(queue='orders', tag='orders~2.5')"
+    keys = [*shard.all_fixed(), shard.job(JOB_ID), shard.lane("{orders}"), shard.dedup("k")]
+    assert {_keys.slot(key) for key in keys} == {_keys.slot("orders~2.5")}
+    assert shard.ring == "emq:{orders~2.5}:ring"
+    assert shard != _keys.Keyspace("orders")
+    assert _keys.Keyspace.for_shard("orders") == _keys.Keyspace("orders")
+    assert _keys.Keyspace("orders", "orders~2.5") == shard
+
+
+@pytest.mark.parametrize(
+    ("tag", "reason"),
+    [
+        ("orders~0", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~01", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~1.0", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~1.", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~1~2", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("~1", "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~" + "9" * 5000, "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce>"),
+        ("orders~256", "its shard must be below 256"),
+        ("orders~1.1000000", "its nonce must be below 1000000"),
+        ("emq~1", "its queue 'emq' is reserved for the deployment-wide {emq}: keys"),
+        ("x" * 129 + "~1", "its queue must be 1 to 128 characters, got 129"),
+        (7, "must be a str, got int"),
+    ],
+)
+def test_a_bad_shard_tag_is_refused_with_its_reason(tag: object, reason: str) -> None:
+    for parse in (_keys.parse_shard_tag, _keys.Keyspace.for_shard):
+        with pytest.raises(InvalidArgument) as refused:
+            parse(tag)  # type: ignore[operator]
+        assert refused.value.argument == "shard tag"
+        assert refused.value.reason.startswith(reason)
+
+
+def test_a_keyspace_refuses_another_queues_tag() -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        _keys.Keyspace("orders", "billing~1")
+    assert (refused.value.argument, refused.value.reason) == (
+        "shard tag",
+        "is not a tag of queue 'orders'",
+    )
+
+
+@pytest.mark.parametrize(
+    ("index", "nonce", "argument"),
+    [(-1, 0, "shard"), (256, 0, "shard"), (True, 0, "shard"), (1, -1, "nonce"), (0, 3, "nonce")],
+)
+def test_a_shard_tag_is_built_only_from_a_shard_and_a_nonce_in_range(
+    index: int, nonce: int, argument: str
+) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        _keys.shard_tag("orders", index, nonce)
+    assert refused.value.argument == argument

@@ -1,8 +1,10 @@
 """The keyspace: the only place that builds key strings, and the names that go into them.
 
 Every key of queue ``q`` is ``emq:{q}:<suffix>`` so the whole queue shares one cluster slot;
-names and ids are validated here, before any wire traffic. The slot function lives in the wire
-(echomq.wire.slots), which routes keys; it is named here too.
+names and ids are validated here, before any wire traffic. A sharded queue's shard k >= 1 is a
+whole keyspace under a tag of its own, ``q~k`` or ``q~k.n`` (docs/concepts/shards.md): ``~`` is
+outside the queue-name alphabet, so no queue can take a shard's tag. The slot function lives in
+the wire (echomq.wire.slots), which routes keys; it is named here too.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Final, Literal
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import utf8_size
+from echomq.engine.shard_schedule import MAX_SHARDS
 from echomq.errors import InvalidArgument
 
 # The wire routes keys and fences connections with these; the keyspace names them too.
@@ -80,6 +83,60 @@ def validate_queue(name: object) -> str:
     return queue
 
 
+#: What joins a queue's name to a shard's index in the shard's tag: outside the queue alphabet.
+SHARD_MARK: Final = "~"
+#: The nonces a shard tag may carry (``q~k.n``, 1 <= n < MAX_NONCE): tag choice tries them in
+#: turn for one whose slot a given primary serves; a primary holding one slot is found long
+#: before (each try hits it with odds 1/16384).
+MAX_NONCE: Final = 1_000_000
+_NUMBER: Final = "[1-9][0-9]{0,8}"  # from 1, no leading zero; bounded before int() reads it
+_SHARD_TAG_RE: Final = re.compile(
+    rf"(?P<queue>[{_QUEUE_CHARS}]+)(?:~(?P<index>{_NUMBER})(?:\.(?P<nonce>{_NUMBER}))?)?"
+)
+
+
+def shard_tag(queue: str, index: int, nonce: int = 0) -> str:
+    """The hash tag of shard ``index`` of ``queue``: the queue's own name for shard 0, else
+    ``q~index``, or ``q~index.nonce`` when ``nonce`` is not 0."""
+    validate_queue(queue)
+    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < MAX_SHARDS:
+        raise InvalidArgument("shard", index, f"must be an int from 0 to {MAX_SHARDS - 1}")
+    if isinstance(nonce, bool) or not isinstance(nonce, int) or not 0 <= nonce < MAX_NONCE:
+        raise InvalidArgument("nonce", nonce, f"must be an int from 0 to {MAX_NONCE - 1}")
+    if index == 0:
+        if nonce:
+            raise InvalidArgument("nonce", nonce, "must be 0 for shard 0 (the queue's own tag)")
+        return queue
+    return f"{queue}{SHARD_MARK}{index}" + (f".{nonce}" if nonce else "")
+
+
+def parse_shard_tag(tag: object) -> tuple[str, int]:
+    """``(queue, shard)`` of a shard's hash tag (``q`` is shard 0 of ``q``, ``q~3.7`` shard 3):
+    the queue is the text before the first ``~``. Raises ``InvalidArgument`` ("shard tag")."""
+    if not isinstance(tag, str):
+        raise InvalidArgument("shard tag", tag, f"must be a str, got {type(tag).__name__}")
+    match = _SHARD_TAG_RE.fullmatch(tag)
+    if match is None:
+        raise InvalidArgument(
+            "shard tag",
+            tag,
+            "must be <queue>, <queue>~<shard> or <queue>~<shard>.<nonce> (shard and nonce "
+            "from 1, no leading zero)",
+        )
+    queue = match["queue"]
+    try:
+        validate_queue(queue)
+    except InvalidArgument as refused:
+        raise InvalidArgument("shard tag", tag, f"its queue {refused.reason}") from None
+    index = int(match["index"] or 0)
+    nonce = int(match["nonce"] or 0)
+    if index >= MAX_SHARDS:
+        raise InvalidArgument("shard tag", tag, f"its shard must be below {MAX_SHARDS}")
+    if nonce >= MAX_NONCE:
+        raise InvalidArgument("shard tag", tag, f"its nonce must be below {MAX_NONCE}")
+    return queue, index
+
+
 def validate_group(name: object) -> str:
     """Return ``name`` if it is a legal group (lane) name: any ``str`` of 1 to
     ``MAX_NAME_BYTES`` bytes of UTF-8 (see ``validate_text_name``)."""
@@ -121,6 +178,8 @@ class KeyShape:
     hash tag. ``source`` names the builder: ``Keyspace.<member>`` or a module-level name
     (dotted when it lives outside this module). ``host_only`` marks a key no script names: only
     the host touches it (tests/unit/test_keyspace_lua.py holds the scripts to the layout).
+    ``planned`` names the landing of docs/concepts/shards.md that brings a key's first reader
+    or writer: until it lands nothing touches the key, and the mark comes off when it does.
     """
 
     pattern: str
@@ -128,6 +187,7 @@ class KeyShape:
     source: str
     meaning: str
     host_only: bool = False
+    planned: str = ""
 
     @property
     def placeholders(self) -> tuple[str, ...]:
@@ -464,6 +524,83 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "or from the job's end (dedup_after), else as long as the job's row and not past its "
         "death",
     ),
+    # A sharded queue (docs/concepts/shards.md): the directory and the overrides live on shard
+    # 0 (the queue's own tag); the fence, the ring-weight counters and the marks of a change of
+    # the shard count live on every shard. Nothing reads or writes them yet: `planned`.
+    KeyShape(
+        QUEUE_ROOT + "shards",
+        "HASH",
+        "Keyspace.directory",
+        "a sharded queue's directory, on shard 0: count, epoch (of placement), tags (each "
+        'shard\'s, space-joined), table (the lane-slot table, "first:shard" runs); later the '
+        "queue-wide budgets and the move in progress (echomq.engine.shards.ShardMap)",
+        planned="4",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "placed",
+        "HASH",
+        "Keyspace.placed",
+        "a sharded queue's lane overrides, on shard 0: lane -> the shard it was moved to, off "
+        "the one its lane slot names (a read copy; the shards' moved and adopted decide)",
+        planned="4",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "owns",
+        "STRING",
+        "Keyspace.owns",
+        "a shard's lane slots, a 16,384-bit bitmap (GETBIT <lane slot>): the authoritative copy "
+        "of its part of the directory's table, checked by the fence with the write",
+        planned="3",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "moved",
+        "HASH",
+        "Keyspace.moved",
+        "lane -> the shard it moved to: lanes of this shard's slots that it no longer serves "
+        "(their enqueues are refused toward that shard)",
+        planned="3",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "adopted",
+        "HASH",
+        "Keyspace.adopted",
+        'lane -> "" (adopted) or its source shard (arriving, held off the ring): lanes this '
+        "shard serves though its owns does not name their slot",
+        planned="3",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "importing",
+        "STRING",
+        "Keyspace.importing",
+        "while the shard count changes: a 16,384-bit bitmap of the lane slots this shard is "
+        "taking over",
+        planned="6",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "migrating",
+        "STRING",
+        "Keyspace.migrating",
+        "while the shard count changes: a 16,384-bit bitmap of the lane slots this shard is "
+        "handing over",
+        planned="6",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "ringweight",
+        "HASH",
+        "Keyspace.ringweight",
+        "the ring-weight counters, per band 0..9: own:<band> (the own weights of its ringed "
+        "lanes that have one, summed) and count:<band> (its ringed lanes on the default weight); "
+        "W_s = own + count * dweight",
+        planned="2",
+    ),
+    KeyShape(
+        QUEUE_ROOT + "rebalancer",
+        "HASH",
+        "Keyspace.rebalancer",
+        "the quota rebalancer's lease, on shard 0: owner, until (server ms) and token (the "
+        "fencing token, one more at each new holder; quota scripts refuse an older one)",
+        planned="5",
+    ),
     KeyShape(
         "{emq}:version",
         "STRING",
@@ -497,12 +634,14 @@ _FIXED: Final[tuple[tuple[str, str], ...]] = tuple(
 
 @dataclass(frozen=True, slots=True)
 class Keyspace:
-    """Every key of one queue. Construction validates the queue name.
+    """Every key of one queue, or of one shard of a sharded queue. Construction validates the
+    queue name; ``tag`` is the hash tag, the queue's own name unless ``for_shard`` built it.
 
     Fixed keys are attributes; keys with a variable part are methods that validate it first.
     """
 
     queue: str
+    tag: str = field(default="", repr=False)
     root: str = field(init=False, repr=False)
     ring: str = field(init=False, repr=False)
     paused: str = field(init=False, repr=False)
@@ -543,18 +682,42 @@ class Keyspace:
     periodic: str = field(init=False, repr=False)
     waiting: str = field(init=False, repr=False)
     outbox: str = field(init=False, repr=False)
+    directory: str = field(init=False, repr=False)
+    placed: str = field(init=False, repr=False)
+    owns: str = field(init=False, repr=False)
+    moved: str = field(init=False, repr=False)
+    adopted: str = field(init=False, repr=False)
+    importing: str = field(init=False, repr=False)
+    migrating: str = field(init=False, repr=False)
+    ringweight: str = field(init=False, repr=False)
+    rebalancer: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)
-        root = QUEUE_ROOT.replace("<q>", self.queue)
+        if not self.tag:
+            object.__setattr__(self, "tag", self.queue)
+        elif self.tag != self.queue and parse_shard_tag(self.tag)[0] != self.queue:
+            raise InvalidArgument("shard tag", self.tag, f"is not a tag of queue {self.queue!r}")
+        root = QUEUE_ROOT.replace("<q>", self.tag)
         object.__setattr__(self, "root", root)
         for name, suffix in _FIXED:
             object.__setattr__(self, name, root + suffix)
+
+    def __repr__(self) -> str:
+        shard = "" if self.tag == self.queue else f", tag={self.tag!r}"
+        return f"Keyspace(queue={self.queue!r}{shard})"
 
     @classmethod
     def for_queue(cls, queue: str) -> Keyspace:
         """The keyspace of ``queue``; raises ``InvalidArgument`` for an illegal name."""
         return cls(queue)
+
+    @classmethod
+    def for_shard(cls, tag: str) -> Keyspace:
+        """The keyspace of the shard whose hash tag is ``tag`` (``q``, ``q~k`` or ``q~k.n``):
+        its ``queue`` is the text before the ``~``. Raises ``InvalidArgument`` ("shard tag")."""
+        queue, _ = parse_shard_tag(tag)
+        return cls(queue, tag)
 
     def job(self, id: str) -> str:
         """The job row ``job:<id>``; ``id`` must be a well-formed branded id (any namespace)."""

@@ -191,7 +191,7 @@ async def migrate_slot(
     (the other primaries) learn the new owner at once; ``after_batch(queue)`` runs while a
     moved queue is served by ASK (a test seam). ``per_queue=False`` is a plain reshard instead:
     all keys in batches, every queue of the slot paused until the slot changes hands. Returns
-    the queues of the slot.
+    the hash tags of the slot's queues (a shard of a sharded queue, ``q~k``, is one of them).
     """
     async with (
         Connector(source, version_fence=None) as src,
@@ -203,15 +203,16 @@ async def migrate_slot(
         # Every queue of the slot is frozen now: its keys stay put until they move below.
         in_slot = await _keys_in_slot(src, slot)
         queues = sorted({t for k in in_slot if k.startswith("emq:{") and (t := hash_tag(k))})
-        spaces = [Keyspace(q) for q in queues] if per_queue else []
+        # A tag is a queue's or one of its shards' (q~k): each moves as a queue of its own.
+        spaces = [Keyspace.for_shard(q) for q in queues] if per_queue else []
         for keys in spaces:
-            mine = [k for k in in_slot if hash_tag(k) == keys.queue and k.startswith("emq:")]
+            mine = [k for k in in_slot if hash_tag(k) == keys.tag and k.startswith("emq:")]
             for start in range(0, len(mine), 100):
                 await _migrate(src, target, mine[start : start + 100])
             # Thawed on the target: its scripts find both declared keys there.
             await dst.call_many([("ASKING",), ("MSET", keys.root, "1", keys.gate, "1")])
             if after_batch is not None:
-                await after_batch(keys.queue)
+                await after_batch(keys.tag)
         while rest := await _keys_in_slot(src, slot):
             for start in range(0, len(rest), 100):
                 await _migrate(src, target, rest[start : start + 100])
