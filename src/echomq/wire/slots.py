@@ -4,6 +4,7 @@ fence a connection, below the engine that builds the keys (echomq.engine.keys re
 
 from __future__ import annotations
 
+import binascii
 from typing import Final
 
 #: The deployment-wide wire-version fence; its own hash tag keeps it apart from every queue.
@@ -12,26 +13,10 @@ VERSION_KEY: Final = "{emq}:version"
 SLOTS: Final = 16384
 
 
-def _crc16_table() -> tuple[int, ...]:
-    table = []
-    for byte in range(256):
-        crc = byte << 8
-        for _ in range(8):
-            crc = ((crc << 1) ^ 0x1021) if crc & 0x8000 else (crc << 1)
-        table.append(crc & 0xFFFF)
-    return tuple(table)
-
-
-_CRC16_TABLE: Final = _crc16_table()
-
-
 def crc16(data: bytes) -> int:
-    """CRC16-XMODEM (poly 0x1021, init 0), the checksum behind Valkey Cluster slots."""
-    crc = 0
-    table = _CRC16_TABLE
-    for byte in data:
-        crc = ((crc << 8) & 0xFFFF) ^ table[(crc >> 8) ^ byte]
-    return crc
+    """CRC16-XMODEM (poly 0x1021, init 0), the checksum behind Valkey Cluster slots: the
+    standard library's ``binascii.crc_hqx`` is that CRC, in C (~20x a table loop in Python)."""
+    return binascii.crc_hqx(data, 0)
 
 
 def slot(key: str | bytes) -> int:
