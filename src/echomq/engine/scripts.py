@@ -59,7 +59,7 @@ def _link(helpers: dict[str, str], body: str) -> str:
             if shadow in needed and not text.startswith(helpers.get(shadow, "\0")):
                 raise ValueError(f"a script declares local function {shadow}, a helper's name")
     calls = re.compile(r"(?<![\w.:])(" + "|".join(names) + r")\(")
-    chain = []
+    chain: list[str] = []
     for name in names:
         block = re.sub(rf"^local function {name}\(", "return function(", helpers[name], flags=re.M)
         chain.append(f"{'if' if not chain else 'elseif'} which == '{name}' then\n{block}")
