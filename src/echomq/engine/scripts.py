@@ -33,15 +33,10 @@ def _helpers(library: str) -> dict[str, str]:
 
 
 def _link(helpers: dict[str, str], body: str) -> str:
-    """Prepend the helpers ``body`` uses (and theirs), in library order, each built on first use.
+    """Prepend the helpers ``body`` uses (and theirs), in library order.
 
-    Lua builds every ``local function`` anew on each call of a script: ~45 helpers cost a
-    script ~5 µs a call in closures and their garbage, before its first command (measured,
-    bench/README.md), although one call runs a handful of them. So the helpers become fields of
-    one table ``H`` whose ``__index`` builds a helper the first time the call reaches it, and
-    every call of a helper ``name(`` reads ``H.name(``. The sources keep the plain names; a
-    script that declares a local function of a helper's name is refused here (its calls would
-    be rewritten to the helper's).
+    Only what a script calls is defined: Lua builds every ``local function`` anew on each call,
+    so an unused helper would cost every call a closure and some garbage.
     """
     needed: set[str] = set()
     frontier = [body]
@@ -51,25 +46,7 @@ def _link(helpers: dict[str, str], body: str) -> str:
             if name not in needed and re.search(rf"\b{name}\(", text):
                 needed.add(name)
                 frontier.append(block)
-    names = [name for name in helpers if name in needed]
-    if not names:
-        return body
-    for text in (body, *(helpers[name] for name in names)):
-        for shadow in re.findall(r"\blocal\s+function\s+(\w+)", text):
-            if shadow in needed and not text.startswith(helpers.get(shadow, "\0")):
-                raise ValueError(f"a script declares local function {shadow}, a helper's name")
-    calls = re.compile(r"(?<![\w.:])(" + "|".join(names) + r")\(")
-    chain: list[str] = []
-    for name in names:
-        block = re.sub(rf"^local function {name}\(", "return function(", helpers[name], flags=re.M)
-        chain.append(f"{'if' if not chain else 'elseif'} which == '{name}' then\n{block}")
-    return (
-        "local H = {}\nlocal function build_helper(which)\n"
-        + calls.sub(r"H.\1(", "".join(chain))
-        + "end\nend\nsetmetatable(H, {__index = function(built, which)\n"
-        "  local helper = build_helper(which)\n  built[which] = helper\n  return helper\nend})\n"
-        + calls.sub(r"H.\1(", body)
-    )
+    return "".join(block for name, block in helpers.items() if name in needed) + body
 
 
 @functools.cache
