@@ -1,45 +1,62 @@
 """The engine's own µs per job in claim.lua and complete.lua, as a worker drives them.
 
-Run: ``.venv/bin/python bench/engine_cost.py [--runs 5] [--jobs 20000] [--against OTHER/src]``.
-Each workload fills a fresh queue (``enqueue_many``, not measured), then drains it the way
-``echomq worker`` does: ``claim_batch(BATCH)``, then ``complete_many`` of what it leased. Around
-every claim and every complete the server's ``INFO commandstats`` is read, so each script's share
-is exact to the call: the server's µs inside ``EVALSHA`` (no client, no network), divided by the
-jobs, and the commands the script ran inside (exact, whatever the host's load). Workloads:
+Run: ``.venv/bin/python bench/engine_cost.py [--runs 5] [--jobs 10000] [--against OTHER/src]``.
+Each workload fills a fresh queue per side (``enqueue_many``, not measured), then drains it the
+way ``echomq worker`` does: a claim of ``BATCH`` jobs (``EVALSHA`` of claim.lua), then one
+complete of what it leased (complete.lua). Around every claim and every complete the server's
+``INFO commandstats`` is read, so each script's share is exact to the call: the server's µs
+inside ``EVALSHA`` (no client, no network), divided by the jobs, and the commands the script
+ran inside (exact, whatever the host's load). Workloads:
 
 * **1 lane, rows deleted**: the ``Queue`` worker's drain (``result_ttl`` 0, the default);
 * **1 lane, results kept**: the task worker's (an ``App`` keeps results a day);
 * **16 lanes, rows deleted**: a batch walks the ring across lanes (one job of each per turn);
-* **single claim + complete**: ``claim()`` then ``complete()``, one job a call.
+* **batches of 50**: a bigger ``--concurrency``; **single**: one job a claim and a complete.
 
-Every side runs in its own process on the same server (``--url``, or the embedded one this
-script starts), the sides interleaved within each run so the host's noise weighs on them alike;
-``--against`` adds a side whose ``echomq`` (and so whose Lua) is another checkout's. Figures are
-medians of ``--runs``.
+``--against`` adds a side whose scripts are another checkout's ``echomq/engine/lua``, linked
+the same way and loaded on the same server (their claim and complete must answer alike). The
+sides take turns in blocks of ``BLOCK`` claims on their own queues, so the host's noise weighs
+on them alike; figures are medians of ``--runs``.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from _harness import OUTSIDE, serve
-from echomq import Item, Job, Queue
+from echomq import Item, Queue
+from echomq.engine.scripts import _helpers, _link
 from echomq.testing import discard
 
 BENCH = Path(__file__).resolve().parent
-BATCH = 10  # the worker's claim size at its default concurrency
 LANES = 16
 KEPT_MS = 86_400_000  # an App's result_ttl
-WORKLOADS = ("1 lane, rows deleted", "1 lane, results kept", "16 lanes, rows deleted", "single")
+BLOCK = 10  # claims per side before the other side's turn
+LEASE_MS = 600_000
+#: name: (jobs per claim, lanes, ms a completed row is kept)
+WORKLOADS = {
+    "1 lane, rows deleted": (10, 1, 0),
+    "1 lane, results kept": (10, 1, KEPT_MS),
+    "16 lanes, rows deleted": (10, LANES, 0),
+    "batches of 50": (50, 1, 0),
+    "single": (1, 1, 0),
+}
+COLUMNS = ("claim_us", "complete_us", "both_us", "claim_cmds", "complete_cmds")
 Figures = dict[str, float]
+
+
+def scripts(src: Path) -> dict[str, str]:
+    """claim.lua and complete.lua of the checkout whose ``src`` this is, linked."""
+    folder = src / "echomq" / "engine" / "lua"
+    files = sorted(folder.glob("*.lua"))
+    helpers = _helpers("".join(f.read_text() for f in files if f.name.startswith("_")))
+    return {
+        name: _link(helpers, (folder / f"{name}.lua").read_text()) for name in ("claim", "complete")
+    }
 
 
 async def _stats(queue: Queue) -> tuple[float, int]:
@@ -58,114 +75,99 @@ async def _stats(queue: Queue) -> tuple[float, int]:
     return usec, inner
 
 
-async def _drain(url: str, workload: str, jobs: int) -> Figures:
-    kept = workload == "1 lane, results kept"
-    lanes = LANES if workload.startswith("16") else 1
-    queue = await Queue.connect(
-        url, f"engine-cost-{time.time_ns()}", events=False, result_ttl=KEPT_MS / 1000 if kept else 0
-    )
-    try:
+async def _workload(
+    url: str, shas: dict[str, tuple[str, str]], workload: str, jobs: int
+) -> dict[str, Figures]:
+    want, lanes, kept = WORKLOADS[workload]
+    queues = {}
+    for side in shas:
+        queue = await Queue.connect(url, f"engine-cost-{time.time_ns()}", events=False)
         for first in range(0, jobs, 1000):
             await queue.enqueue_many(
                 [Item(n, lane=f"t{n % lanes}") for n in range(first, min(jobs, first + 1000))]
             )
-        claim = [0.0, 0]  # µs, inner commands
-        complete = [0.0, 0]
-        done = calls = 0
-        while done < jobs:
-            before = await _stats(queue)
-            if workload == "single":
-                job = await queue.claim()
-                batch = [job] if isinstance(job, Job) else []
-            else:
-                leased = await queue.claim_batch(BATCH)
-                batch = leased if isinstance(leased, list) else []
-            middle = await _stats(queue)
-            if not batch:
-                raise RuntimeError(f"a claim found nothing after {done} of {jobs} jobs")
-            if workload == "single":
-                await queue.complete(batch[0])
-            else:
-                await queue.complete_many(batch)
-            after = await _stats(queue)
-            for total, start, end in ((claim, before, middle), (complete, middle, after)):
-                total[0] += end[0] - start[0]
-                total[1] += end[1] - start[1]
-            done, calls = done + len(batch), calls + 1
+        queues[side] = queue
+    totals = {side: [0.0, 0.0, 0, 0, 0] for side in shas}  # µs, µs, cmds, cmds, jobs
+    try:
+        while any(total[4] < jobs for total in totals.values()):
+            for side, (claim, complete) in shas.items():
+                queue, total = queues[side], totals[side]
+                root = f"emq:{{{queue.name}}}:"
+                for _ in range(BLOCK):
+                    if total[4] >= jobs:
+                        break
+                    before = await _stats(queue)
+                    got = await queue.wire.call("EVALSHA", claim, 1, root, LEASE_MS, want)
+                    middle = await _stats(queue)
+                    if not isinstance(got, list) or len(got) < 6:
+                        raise RuntimeError(f"{side}: a claim found nothing ({got!r})")
+                    words: list[bytes | str | int] = [kept]
+                    for i in range(2, len(got), 4):
+                        words += [got[i], got[i + 2], b""]
+                    await queue.wire.call("EVALSHA", complete, 1, root, *words)
+                    after = await _stats(queue)
+                    total[0] += middle[0] - before[0]
+                    total[1] += after[0] - middle[0]
+                    total[2] += middle[1] - before[1]
+                    total[3] += after[1] - middle[1]
+                    total[4] += (len(got) - 2) // 4
     finally:
-        await discard(queue)
+        for queue in queues.values():
+            await discard(queue)
     return {
-        "claim_us": claim[0] / jobs,
-        "complete_us": complete[0] / jobs,
-        "claim_cmds": claim[1] / jobs,
-        "complete_cmds": complete[1] / jobs,
-        "jobs_per_call": jobs / calls,
+        side: {
+            "claim_us": t[0] / t[4],
+            "complete_us": t[1] / t[4],
+            "both_us": (t[0] + t[1]) / t[4],
+            "claim_cmds": t[2] / t[4],
+            "complete_cmds": t[3] / t[4],
+        }
+        for side, t in totals.items()
     }
 
 
-async def _side(url: str, jobs: int) -> None:
-    """One side's figures for every workload, as one JSON line (run in a child process)."""
-    figures = {w: await _drain(url, w, jobs) for w in WORKLOADS}
-    print(json.dumps(figures))
-
-
-async def _child(url: str, jobs: int, src: str) -> dict[str, Figures]:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(BENCH), src])}
-    command = [sys.executable, str(Path(__file__)), "--url", url, "--jobs", str(jobs), "--side"]
-    process = await asyncio.create_subprocess_exec(
-        *command, env=env, stdout=subprocess.PIPE, stderr=None
-    )
-    out, _ = await process.communicate()
-    if process.returncode:
-        raise RuntimeError(f"the side on {src} exited with {process.returncode}")
-    return json.loads(out.decode().strip().splitlines()[-1])  # type: ignore[no-any-return]
-
-
 async def run(url: str, args: argparse.Namespace) -> None:
-    if args.side:
-        await _side(url, args.jobs)
-        return
-    here = str(BENCH.parent / "src")
-    sides = {"this tree": here}
+    sides = {"this tree": BENCH.parent / "src"}
     if args.against:
-        sides[f"@{args.against}"] = args.against
-    samples: dict[str, list[dict[str, Figures]]] = {side: [] for side in sides}
+        sides[f"@{args.against}"] = Path(args.against)
+    probe = await Queue.connect(url, "engine-cost-probe", events=False)
+    shas: dict[str, tuple[str, str]] = {}
+    for side, src in sides.items():
+        linked = scripts(src)
+        loaded = [await probe.wire.call("SCRIPT", "LOAD", linked[n]) for n in ("claim", "complete")]
+        shas[side] = (loaded[0].decode(), loaded[1].decode())
+    await probe.close()
+    samples: dict[str, dict[str, list[Figures]]] = {w: {s: [] for s in sides} for w in WORKLOADS}
     for r in range(args.runs):
-        order = list(sides.items()) if r % 2 == 0 else list(reversed(sides.items()))
-        for side, src in order:
-            samples[side].append(await _child(url, args.jobs, src))
-            print(f"run {r + 1} {side}: {json.dumps(samples[side][-1])}", file=sys.stderr)
+        for workload in WORKLOADS:
+            jobs = args.jobs if WORKLOADS[workload][0] > 1 else args.jobs // 5
+            figures = await _workload(url, shas, workload, jobs)
+            for side, row in figures.items():
+                samples[workload][side].append(row)
+            print(f"run {r + 1} {workload}: {figures}", file=sys.stderr)
     print(
-        f"\nmedians of {args.runs} runs, {args.jobs:,} jobs a workload, claim_batch({BATCH}) + "
-        f"complete_many; µs = the server's own time inside EVALSHA, per job; cmds = commands "
-        f"the script ran inside, per job\n"
+        f"\nmedians of {args.runs} runs, {args.jobs:,} jobs a workload ({args.jobs // 5:,} for "
+        f"single); µs = the server's own time inside EVALSHA per job; cmds = commands the "
+        f"script ran inside per job\n"
     )
     print(
         "| workload | side | claim µs | complete µs | claim + complete µs | claim cmds "
         "| complete cmds |\n|---|---|---:|---:|---:|---:|---:|"
     )
-    for workload in WORKLOADS:
-        for side, rows in samples.items():
-            cells = [_median(rows, workload, key) for key in ("claim_us", "complete_us", "both")]
-            counts = [_median(rows, workload, key) for key in ("claim_cmds", "complete_cmds")]
+    for workload, by_side in samples.items():
+        for side, rows in by_side.items():
+            cells = [statistics.median(row[key] for row in rows) for key in COLUMNS]
             print(
-                f"| {workload} | {side} | {' | '.join(f'{c:.1f}' for c in cells)} "
-                f"| {' | '.join(f'{c:.2f}' for c in counts)} |"
+                f"| {workload} | {side} | {cells[0]:.1f} | {cells[1]:.1f} | {cells[2]:.1f} "
+                f"| {cells[3]:.2f} | {cells[4]:.2f} |"
             )
-
-
-def _median(rows: list[dict[str, Figures]], workload: str, key: str) -> float:
-    if key == "both":
-        return statistics.median(r[workload]["claim_us"] + r[workload]["complete_us"] for r in rows)
-    return statistics.median(r[workload][key] for r in rows)
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--jobs", type=int, default=20_000)
+    parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--against", help="another checkout's src: its Lua measured too")
-    parser.add_argument("--side", action="store_true", help=argparse.SUPPRESS)
     return serve(parser, run)
 
 

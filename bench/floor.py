@@ -16,10 +16,10 @@ each doing the same job body (``bench/_floor_jobs.py``: append a timestamp to a 
 
 Figures (jobs/s): **single**, ``--calls`` enqueues one awaited call at a time (the floor: one
 ``LPUSH``); **bulk**, ``--jobs`` in batches of 1,000 (the floor: 1,000 ``LPUSH`` pipelined in
-one write); **drain**, ``--jobs`` waiting, one worker process (``--processes N``: N for the
-echomq sides, the floor keeps one) at concurrency 10 on the loop ``--loop auto`` picks
-(uvloop when installed), timed from the first body to the last. Prints the medians and each
-as a fraction of the floor.
+one write); **drain**, ``--jobs`` waiting, one worker process (``--processes N`` adds the
+echomq sides drained by ``echomq worker --processes N``) at concurrency 10 on the loop
+``--loop auto`` picks (uvloop when installed), timed from the first body to the last. Prints
+the medians and each as a fraction of the floor.
 """
 
 from __future__ import annotations
@@ -169,7 +169,9 @@ async def floor(url: str, args: argparse.Namespace) -> Figures:
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
+async def raw(
+    url: str, args: argparse.Namespace, src: str | None = None, processes: int = 1
+) -> Figures:
     queue = await Queue.connect(url, _fresh("queue"))
     try:
         for n in range(200):
@@ -187,7 +189,7 @@ async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Fig
         for first in range(0, args.jobs, 1000):
             await queue.enqueue_many([Item(n) for n in range(first, first + 1000)])
         bulk = args.jobs / (time.perf_counter() - start)
-        command = _cli(url, "_floor_jobs:stamp", ["--queue", name], args.processes)
+        command = _cli(url, "_floor_jobs:stamp", ["--queue", name], processes)
         command = _python(args, "queue", command)
         drained = await _drained(url, command, {}, args.jobs, queue, src)
     finally:
@@ -195,15 +197,19 @@ async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Fig
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def tasks(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
-    return await _app_side(url, args, src, "stamp")
+async def tasks(
+    url: str, args: argparse.Namespace, src: str | None = None, processes: int = 1
+) -> Figures:
+    return await _app_side(url, args, src, "stamp", processes)
 
 
 async def batches(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
     return await _app_side(url, args, src, "stamps")
 
 
-async def _app_side(url: str, args: argparse.Namespace, src: str | None, which: str) -> Figures:
+async def _app_side(
+    url: str, args: argparse.Namespace, src: str | None, which: str, processes: int = 1
+) -> Figures:
     """The task side (``stamp``, one job at a time) or the batch side (``stamps``)."""
     make, target, side = (
         (make_app, "app", "tasks") if which == "stamp" else (make_batch_app, "batch_app", "batch")
@@ -230,7 +236,7 @@ async def _app_side(url: str, args: argparse.Namespace, src: str | None, which: 
             for first in range(0, args.jobs, 1000):
                 await app.enqueue_many([task.call(n) for n in range(first, first + 1000)])
             bulk = args.jobs / (time.perf_counter() - start)
-            command = _cli(url, f"_floor_jobs:{target}", [], args.processes)
+            command = _cli(url, f"_floor_jobs:{target}", [], processes)
             command = _python(args, side, command)
             env = {"BENCH_QUEUE": name}
             drained = await _drained(url, command, env, args.jobs, app.queue(name), src)
@@ -253,6 +259,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
         measures[f"tasks @{args.against}"] = lambda u, a: tasks(u, a, against)
         if args.batch:
             measures[f"batch @{args.against}"] = lambda u, a: batches(u, a, against)
+    if args.processes > 1:  # the same sides drained by N worker processes
+        n = args.processes
+        measures[f"echomq Queue, {n} processes"] = lambda u, a: raw(u, a, None, n)
+        measures[f"echomq tasks, {n} processes"] = lambda u, a: tasks(u, a, None, n)
     loop_name, _ = loops.choose("auto")
     samples: dict[str, list[Figures]] = {side: [] for side in measures}
     for r in range(args.runs):
@@ -265,7 +275,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     }
     print(
         f"\nmedians of {args.runs} runs; single: {args.calls:,} awaited calls; bulk and drain: "
-        f"{args.jobs:,} jobs; drain: {args.processes} echomq worker process(es), concurrency "
+        f"{args.jobs:,} jobs; drain: one worker process (unless the side says), concurrency "
         f"{CONCURRENCY}, "
         f"event loop {loop_name}\n"
     )
@@ -298,7 +308,7 @@ def main() -> int:
     )
     parser.add_argument("--batch", action="store_true", help="add a batch task's side")
     parser.add_argument(
-        "--processes", type=int, default=1, help="echomq worker --processes N (the floor: 1)"
+        "--processes", type=int, default=1, help="add the echomq sides drained by N processes"
     )
     parser.add_argument(
         "--profile", help="a folder: run each worker under cProfile, one SIDE.prof per side"

@@ -36,22 +36,19 @@ local now = ttl > 0 and now_ms() or nil
 local out, finished = {}, {}
 -- The queue's settings, read once per call (detach reads them per job). A leased job of an
 -- unordered queue leaves `active` and its lane's count in flight in one batch per call: the
--- ids are collected, and flush() removes them with one ZMSCORE and one ZREM (one job: its
--- ZREM) and releases each lane once (one HINCRBY, one ceiling read, one rering when the lane
--- may have room now), as detach would job by job. The batch is flushed before anything else
--- reads those counts (a flow parent told, a job detached the slow way) and at the end.
-local cfg = redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit', 'costed')
+-- ids are collected, and flush() removes them with one ZMSCORE and one ZREM and releases each
+-- lane once (one HINCRBY, one ceiling read, one rering when the lane may have room now), as
+-- detach would job by job. The batch is flushed before anything else reads those counts (a
+-- flow parent told, a job detached the slow way) and at the end. A call of one job detaches
+-- it as it is (the batch's tables and reads would cost it more than they save).
+local cfg = #ARGV > 4
+  and redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit', 'costed')
 local active, leaving, lane_of_job, cost_of_job = root .. 'active', {}, {}, {}
 local function flush()
   if #leaving == 0 then return end
   local ceiling = tonumber(cfg[1] or '0')
   local before = ceiling > 0 and redis.call('ZCARD', active) or 0
-  local scores, gone, lanes
-  if #leaving == 1 then -- one job: its ZREM answers whether it was leased
-    scores, gone, lanes = {redis.call('ZREM', active, leaving[1]) == 1}, {}, {}
-  else
-    scores, gone, lanes = redis.call('ZMSCORE', active, unpack(leaving)), {}, {}
-  end
+  local scores, gone, lanes = redis.call('ZMSCORE', active, unpack(leaving)), {}, {}
   for i, id in ipairs(leaving) do
     if scores[i] then -- else not leased after all: nothing to release (as detach)
       local g = lane_of_job[i]
@@ -61,7 +58,7 @@ local function flush()
       lanes[g] = lanes[g] + 1
     end
   end
-  if #leaving > 1 and #gone > 0 then redis.call('ZREM', active, unpack(gone)) end
+  if #gone > 0 then redis.call('ZREM', active, unpack(gone)) end
   for _, g in ipairs(lanes) do
     local was = release(root, g, lanes[g])
     local limit = redis.call('HGET', root .. 'glimit', g) or cfg[3]
@@ -84,7 +81,7 @@ for i = 2, #ARGV, 3 do
   local row = root .. 'job:' .. id
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
-    if fields[2] == 'active' and not cfg[2] then
+    if cfg and fields[2] == 'active' and not cfg[2] then
       local n = #leaving + 1
       leaving[n], lane_of_job[n], cost_of_job[n] = id, fields[3] or '_', fields[9]
       if n == 1000 then flush() end -- unpack takes a bounded number of values
