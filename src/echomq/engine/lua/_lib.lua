@@ -925,8 +925,7 @@ end
 -- decayed count of claims in claims/s (time constant 5 s: eta.SERVED_TAU) as of server ms
 -- `at`, since the ms this spell of claiming began (a minute without claims starts a new one).
 -- The queue's `at` is when the counts in `served` began: they are spread evenly from it.
--- One HINCRBY per lane served (a claim serving several writes them in one HSET), and the
--- fold's few commands once per FOLD_EVERY claims.
+-- One HINCRBY per lane served, and the fold's few commands once per FOLD_EVERY claims.
 local function rate_after(old, now, last, n)
   local rate, since = 0, last
   if old then
@@ -945,10 +944,9 @@ local function rate_after(old, now, last, n)
   return string.format('%.6g:%d:%d', rate, now, since)
 end
 
-local function count_claims(root, now, taken, total)
+local function count_claims(root, now, taken)
   local served, rates = root .. 'served', root .. 'rates'
-  -- `total`: the caller counted the queue's claims already (the count after them).
-  total = total or redis.call('HINCRBY', served, '', taken)
+  local total = redis.call('HINCRBY', served, '', taken)
   if total == taken then
     -- The first count since the last fold: the counts begin now (nothing was claimed since
     -- the fold), so the queue's rate is carried to now, its `at` the counts' start.

@@ -326,34 +326,14 @@ if taken == 0 then
   end
   return nothing()
 end
-local served_lanes = {}
 for g, l in pairs(lanes) do
   if l.leased > 0 then
-    served_lanes[#served_lanes + 1] = g
+    redis.call('HINCRBY', root .. 'gactive', g, l.leased)
     if l.extra > 0 then redis.call('HINCRBY', root .. 'gextra', g, l.extra) end
+    redis.call('HINCRBY', root .. 'served', g, l.leased) -- for ETAs: count_claims
   end
-end
-local total -- the queue's count in `served` after this call, for ETAs: count_claims
-if #served_lanes == 1 then
-  local g = served_lanes[1]
-  redis.call('HINCRBY', root .. 'gactive', g, lanes[g].leased)
-  redis.call('HINCRBY', root .. 'served', g, lanes[g].leased)
-else
-  -- Several lanes: one read and one write of each hash instead of an HINCRBY per lane.
-  local counts = redis.call('HMGET', root .. 'gactive', unpack(served_lanes))
-  local seen = redis.call('HMGET', root .. 'served', '', unpack(served_lanes))
-  local leased, done = {}, {}
-  total = tonumber(seen[1] or '0') + taken
-  done[1], done[2] = '', total
-  for i, g in ipairs(served_lanes) do
-    local n = lanes[g].leased
-    leased[#leased + 1], leased[#leased + 2] = g, tonumber(counts[i] or '0') + n
-    done[#done + 1], done[#done + 2] = g, tonumber(seen[i + 1] or '0') + n
-  end
-  redis.call('HSET', root .. 'gactive', unpack(leased))
-  redis.call('HSET', root .. 'served', unpack(done))
 end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, qunits) end
-count_claims(root, now, taken, total)
+count_claims(root, now, taken)
 if left and not any_ringed(root, bands) then out[2] = 0 end
 return out
