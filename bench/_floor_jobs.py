@@ -2,8 +2,8 @@
 
 The body is a tiny async function that appends ``time.monotonic()`` to a list; each worker
 process writes its CPU seconds at the first and the last body, then its stamps, one per line,
-to the file named by ``BENCH_STAMPS`` when it exits, so every side's drain is timed alike:
-from the first job's body to the last one's.
+to the file named by ``BENCH_STAMPS`` and its pid when it exits, so every side's drain is
+timed alike: from the first job's body to the last one's.
 
 * ``stamp`` (``echomq worker _floor_jobs:stamp``): the raw ``Queue`` handler;
 * ``app`` (``echomq worker _floor_jobs:app``): the task layer, one task ``stamp(n)`` on the
@@ -78,8 +78,8 @@ batch_app = make_batch_app(None, os.environ.get("BENCH_QUEUE", "floor"))
 @atexit.register
 def _dump() -> None:
     path = os.environ.get("BENCH_STAMPS")
-    if path and _stamps:
-        with open(path, "w") as out:
+    if path and _stamps:  # one file per process: `--processes N` runs N of them
+        with open(f"{path}.{os.getpid()}", "w") as out:
             out.write(" ".join(f"{s:.9f}" for s in _cpu) + "\n")
             out.write("\n".join(f"{s:.9f}" for s in _stamps))
 

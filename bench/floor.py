@@ -16,7 +16,8 @@ each doing the same job body (``bench/_floor_jobs.py``: append a timestamp to a 
 
 Figures (jobs/s): **single**, ``--calls`` enqueues one awaited call at a time (the floor: one
 ``LPUSH``); **bulk**, ``--jobs`` in batches of 1,000 (the floor: 1,000 ``LPUSH`` pipelined in
-one write); **drain**, ``--jobs`` waiting, one worker process at concurrency 10 on the loop
+one write); **drain**, ``--jobs`` waiting, one worker process (``--processes N`` adds the
+echomq sides drained by ``echomq worker --processes N``) at concurrency 10 on the loop
 ``--loop auto`` picks (uvloop when installed), timed from the first body to the last. Prints
 the medians and each as a fraction of the floor.
 """
@@ -60,13 +61,19 @@ def _env(extra: dict[str, str], src: str | None = None) -> dict[str, str]:
 
 
 def _rates(stamps: Path, jobs: int) -> tuple[float, float]:
-    """(jobs/s from the first body to the last, the worker's CPU µs per job meanwhile)."""
-    cpu, _, rest = stamps.read_text().partition("\n")
-    values = sorted(float(line) for line in rest.split())
+    """(jobs/s from the first body to the last, the workers' CPU µs per job meanwhile): every
+    worker process wrote ``stamps.<pid>``; their CPU adds up."""
+    values: list[float] = []
+    cpu = 0.0
+    for path in stamps.parent.glob(f"{stamps.name}.*"):
+        spent, _, rest = path.read_text().partition("\n")
+        first, last = (float(s) for s in spent.split())
+        cpu += last - first
+        values += (float(line) for line in rest.split())
+    values.sort()
     if len(values) != jobs:
         raise RuntimeError(f"{len(values)} of {jobs} bodies ran")
-    first, last = (float(s) for s in cpu.split())
-    return (jobs - 1) / (values[-1] - values[0]), (last - first) * 1e6 / (jobs - 1)
+    return (jobs - 1) / (values[-1] - values[0]), cpu * 1e6 / (jobs - 1)
 
 
 async def _server_usec(conn: Connector) -> float:
@@ -130,8 +137,10 @@ def _python(args: argparse.Namespace, side: str, command: list[str]) -> list[str
     return [sys.executable, "-m", "cProfile", "-o", f"{args.profile}/{side}.prof", *command]
 
 
-def _cli(url: str, target: str, extra: list[str]) -> list[str]:
+def _cli(url: str, target: str, extra: list[str], processes: int = 1) -> list[str]:
     command = ["-m", "echomq", "--url", url, "worker", target, *extra]
+    if processes > 1:
+        command += ["--processes", str(processes)]
     return [*command, "--concurrency", str(CONCURRENCY), "--log-level", "WARNING"]
 
 
@@ -160,7 +169,9 @@ async def floor(url: str, args: argparse.Namespace) -> Figures:
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
+async def raw(
+    url: str, args: argparse.Namespace, src: str | None = None, processes: int = 1
+) -> Figures:
     queue = await Queue.connect(url, _fresh("queue"))
     try:
         for n in range(200):
@@ -178,7 +189,7 @@ async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Fig
         for first in range(0, args.jobs, 1000):
             await queue.enqueue_many([Item(n) for n in range(first, first + 1000)])
         bulk = args.jobs / (time.perf_counter() - start)
-        command = _cli(url, "_floor_jobs:stamp", ["--queue", name])
+        command = _cli(url, "_floor_jobs:stamp", ["--queue", name], processes)
         command = _python(args, "queue", command)
         drained = await _drained(url, command, {}, args.jobs, queue, src)
     finally:
@@ -186,15 +197,19 @@ async def raw(url: str, args: argparse.Namespace, src: str | None = None) -> Fig
     return {"single": single, "bulk": bulk, **drained}
 
 
-async def tasks(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
-    return await _app_side(url, args, src, "stamp")
+async def tasks(
+    url: str, args: argparse.Namespace, src: str | None = None, processes: int = 1
+) -> Figures:
+    return await _app_side(url, args, src, "stamp", processes)
 
 
 async def batches(url: str, args: argparse.Namespace, src: str | None = None) -> Figures:
     return await _app_side(url, args, src, "stamps")
 
 
-async def _app_side(url: str, args: argparse.Namespace, src: str | None, which: str) -> Figures:
+async def _app_side(
+    url: str, args: argparse.Namespace, src: str | None, which: str, processes: int = 1
+) -> Figures:
     """The task side (``stamp``, one job at a time) or the batch side (``stamps``)."""
     make, target, side = (
         (make_app, "app", "tasks") if which == "stamp" else (make_batch_app, "batch_app", "batch")
@@ -221,7 +236,7 @@ async def _app_side(url: str, args: argparse.Namespace, src: str | None, which: 
             for first in range(0, args.jobs, 1000):
                 await app.enqueue_many([task.call(n) for n in range(first, first + 1000)])
             bulk = args.jobs / (time.perf_counter() - start)
-            command = _cli(url, f"_floor_jobs:{target}", [])
+            command = _cli(url, f"_floor_jobs:{target}", [], processes)
             command = _python(args, side, command)
             env = {"BENCH_QUEUE": name}
             drained = await _drained(url, command, env, args.jobs, app.queue(name), src)
@@ -244,6 +259,10 @@ async def run(url: str, args: argparse.Namespace) -> None:
         measures[f"tasks @{args.against}"] = lambda u, a: tasks(u, a, against)
         if args.batch:
             measures[f"batch @{args.against}"] = lambda u, a: batches(u, a, against)
+    if args.processes > 1:  # the same sides drained by N worker processes
+        n = args.processes
+        measures[f"echomq Queue, {n} processes"] = lambda u, a: raw(u, a, None, n)
+        measures[f"echomq tasks, {n} processes"] = lambda u, a: tasks(u, a, None, n)
     loop_name, _ = loops.choose("auto")
     samples: dict[str, list[Figures]] = {side: [] for side in measures}
     for r in range(args.runs):
@@ -256,7 +275,8 @@ async def run(url: str, args: argparse.Namespace) -> None:
     }
     print(
         f"\nmedians of {args.runs} runs; single: {args.calls:,} awaited calls; bulk and drain: "
-        f"{args.jobs:,} jobs; drain: one worker process, concurrency {CONCURRENCY}, "
+        f"{args.jobs:,} jobs; drain: one worker process (unless the side says), concurrency "
+        f"{CONCURRENCY}, "
         f"event loop {loop_name}\n"
     )
     print("| side | single enqueue | bulk enqueue (×1000) | drain |\n|---|---:|---:|---:|")
@@ -287,6 +307,9 @@ def main() -> int:
         "--against", help="another checkout's src: its workers drain too (enqueue is this one's)"
     )
     parser.add_argument("--batch", action="store_true", help="add a batch task's side")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="add the echomq sides drained by N processes"
+    )
     parser.add_argument(
         "--profile", help="a folder: run each worker under cProfile, one SIDE.prof per side"
     )

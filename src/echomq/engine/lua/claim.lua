@@ -285,28 +285,26 @@ local function walk(ring, turn, band)
     -- A costed queue counts every lease's units (gextra), with a budget to spend or not.
     local count_units = costed and not units
     if count_units then units = 0 end
+    -- Per job one read and one write (the token is the row's attempts + 1); one ZADD a turn.
     -- By time, each lease records what it was charged and when (charge_time, at its settle).
     local charged = fair == 'time' and not alone and (l.estimate .. ':' .. now)
+    local leased, o = {}, #out
     for i = 1, #heads, 2 do
       local id = heads[i]
       local row = root .. 'job:' .. id
-      out[#out + 1] = id
-      if count_units then
-        local fields = redis.call('HMGET', row, 'payload', 'cost')
-        out[#out + 1] = fields[1]
-        units = units + tonumber(fields[2] or '1')
-      else
-        out[#out + 1] = redis.call('HGET', row, 'payload')
-      end
-      out[#out + 1] = redis.call('HINCRBY', row, 'attempts', 1)
-      out[#out + 1] = g
+      local fields = count_units and redis.call('HMGET', row, 'payload', 'attempts', 'cost')
+        or redis.call('HMGET', row, 'payload', 'attempts')
+      local token = tonumber(fields[2] or '0') + 1
       if charged then
-        redis.call('HSET', row, 'state', 'active', 'charged', charged)
+        redis.call('HSET', row, 'state', 'active', 'attempts', token, 'charged', charged)
       else
-        redis.call('HSET', row, 'state', 'active')
+        redis.call('HSET', row, 'state', 'active', 'attempts', token)
       end
-      redis.call('ZADD', active, deadline, id)
+      if count_units then units = units + tonumber(fields[3] or '1') end
+      out[o + 1], out[o + 2], out[o + 3], out[o + 4], o = id, fields[1], token, g, o + 4
+      leased[i], leased[i + 1] = deadline, id
     end
+    redis.call('ZADD', active, unpack(leased))
     units = units or n
     l.depth, l.leased, l.extra = l.depth - n, l.leased + n, l.extra + units - n
     local turn_over = false
