@@ -14,6 +14,7 @@ import pytest
 from echomq import InvalidArgument, Queue
 from echomq.engine.options import JobOptions
 from echomq.engine.results import Job
+from echomq.engine.transitions import Success
 
 
 @pytest.fixture
@@ -155,3 +156,28 @@ async def test_back_to_count_clears_the_credits(queue: Queue) -> None:
     meta = await queue.wire.call("HGETALL", queue.keys.meta)
     assert b"fair" not in meta
     assert b"quantum" not in meta
+
+
+async def test_by_time_a_settle_charges_the_handlers_time_when_the_consumer_measured_it(
+    queue: Queue,
+) -> None:
+    """A complete that carries the handler's run time (``Success.ran_ms``: the consumer's
+    measure) charges that; one that does not charges the time the lease was held."""
+    await queue.fairness("time", quantum=1.0)
+    await flood(queue, "told", 3)
+    await flood(queue, "untold", 3)
+    told, untold = await queue.claim(30.0), await queue.claim(30.0)
+    assert isinstance(told, Job)
+    assert isinstance(untold, Job)
+    assert {told.lane, untold.lane} == {"told", "untold"}
+    await asyncio.sleep(0.08)  # both leases are held 80 ms; told's handler ran 7 of them
+    by_lane = {told.lane: told, untold.lane: untold}
+    told, untold = by_lane["told"], by_lane["untold"]
+    codes = await queue.engine.complete([Success(told.id, told.attempts, b"", ran_ms=7)])
+    assert codes == [1]
+    assert await queue.complete(untold.id, untold.attempts)
+    runs = {
+        k.decode(): int(v) for k, v in (await queue.wire.call("HGETALL", queue.keys.grun)).items()
+    }
+    assert runs["told"] == 7
+    assert runs["untold"] >= 80

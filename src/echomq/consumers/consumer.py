@@ -249,6 +249,7 @@ class Consumer:
             cancels = self.queue.cancel_hub
             try:
                 cancels.hold(job.id, abort.request)
+                started = time.monotonic()
                 try:
                     value = await self.handler(job)
                 finally:
@@ -291,7 +292,7 @@ class Consumer:
                 # The return value is the job's result (kept while the queue's result_ttl lasts);
                 # encoded here, so a result the codec refuses fails this attempt alone.
                 try:
-                    self._ledger.complete(job, value)
+                    self._ledger.complete(job, value, time.monotonic() - started)
                 except InvalidArgument as exc:
                     self._crashed(job, exc)
         except Exception as exc:

@@ -8,6 +8,7 @@ due. :class:`~echomq.consumers.consumer.Consumer` and
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,11 +80,13 @@ class Ledger:
         if self.observer is not None and jobs:
             self.observer.claimed(self.queue.name, jobs, self._lease_ms)
 
-    def complete(self, job: Job, value: Any) -> None:
+    def complete(self, job: Job, value: Any, ran: float = 0.0) -> None:
         """Complete ``job`` with ``value`` as its result (kept while the queue's result_ttl
-        lasts). Encoded here: ``InvalidArgument``, and nothing settled, when the queue's codec
-        refuses it, so such a result fails its own attempt alone."""
-        self._settler.complete(job, self.queue.encode_result(value))
+        lasts), its handler having run ``ran`` seconds (fairness by time charges its lane that;
+        0: the time it held its lease). Encoded here: ``InvalidArgument``, and nothing settled,
+        when the queue's codec refuses it, so such a result fails its own attempt alone."""
+        ran_ms = math.ceil(ran * 1000) if ran > 0 else 0
+        self._settler.complete(job, self.queue.encode_result(value), ran_ms)
 
     def fail(
         self,

@@ -20,6 +20,8 @@ if TYPE_CHECKING:
     from echomq.engine.queue import Queue
 
 _Item = TypeVar("_Item", Success, Failed)
+#: The longest handler run a complete tells the engine (complete.lua's bound), ms: 30 days.
+MAX_RAN_MS = 2_592_000_000
 _Subject = TypeVar("_Subject", Job, Failed)
 _Outcome = TypeVar("_Outcome", CompleteOutcome, RetryOutcome)
 OnCompleted = Callable[[Job, CompleteOutcome | EchoMQError], None]
@@ -46,10 +48,11 @@ class Settler:
         """Jobs waiting to be settled or being settled now."""
         return len(self._completes) + len(self._retries) + len(self._sending)
 
-    def complete(self, job: Job, result: bytes = b"") -> None:
-        """Complete ``job`` with its result already encoded (``Queue.encode_result``)."""
+    def complete(self, job: Job, result: bytes = b"", ran_ms: int = 0) -> None:
+        """Complete ``job`` with its result already encoded (``Queue.encode_result``) and the
+        ms its handler ran (0: unmeasured; at most 30 days are told)."""
         self._completes.append(job)
-        self._successes.append(Success(job.id, job.attempts, result))
+        self._successes.append(Success(job.id, job.attempts, result, min(ran_ms, MAX_RAN_MS)))
         if not self._is_scheduled:
             self._schedule()
 

@@ -50,11 +50,14 @@ class Failure(NamedTuple):
 
 class Success(NamedTuple):
     """One succeeded job as ``complete.lua`` takes it; its fields, in order, are its ``ARGV``.
-    ``result`` is the codec's bytes, b"" when the queue keeps no results."""
+    ``result`` is the codec's bytes, b"" when the queue keeps no results; ``ran_ms`` the ms its
+    handler ran, as its consumer measured it (0: unmeasured; fairness by time then charges the
+    time the job held its lease)."""
 
     id: str
     token: int
     result: bytes = b""
+    ran_ms: int = 0
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,15 +27,18 @@ local function forget_share(root, g)
 end
 
 -- A lease of lane g ended (completed, retried, dead, cancelled): `charged` ("estimate:claimed
--- ms", written by the claim) is set right against the time it held its lease, on the server
--- clock: the lane's credit gets estimate - measured back, and its average learns the measure.
--- A lane that emptied meanwhile was forgiven its share: nothing is charged.
-local function charge_time(root, g, charged)
+-- ms", written by the claim) is set right against what the job took: `ran`, the ms its handler
+-- ran as its consumer measured it (complete.lua), else the time it held its lease, on the
+-- server clock. The lane's credit gets estimate - measured back, and its average learns the
+-- measure. A lane that emptied meanwhile was forgiven its share: nothing is charged.
+local function charge_time(root, g, charged, ran)
   local estimate, claimed = string.match(charged, '^(%d+):(%d+)$')
   if not estimate or redis.call('HEXISTS', root .. 'gdeficit', g) == 0 then return end
-  local t = redis.call('TIME')
-  local ran = math.max(1, tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    - tonumber(claimed))
+  if not ran or ran <= 0 then
+    local t = redis.call('TIME')
+    ran = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(claimed)
+  end
+  ran = math.max(1, ran)
   redis.call('HINCRBY', root .. 'gdeficit', g, tonumber(estimate) - ran)
   local runs = root .. 'grun'
   local average = tonumber(redis.call('HGET', runs, g) or ran)

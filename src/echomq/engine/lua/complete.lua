@@ -4,9 +4,11 @@
 -- ARGV[1]        ttl: ms a completed row is kept, 0 = delete it (the queue's result_ttl);
 --                at most 30 days. A row with a `result_ttl` of its own (enqueue.lua: its
 --                task's) is kept that long instead.
--- ARGV[3i-1], ARGV[3i], ARGV[3i+1]  id, token (the attempts value the claim returned) and
---                result (the codec's bytes) of job i: kept on the row when ttl > 0, handed
---                to the job's flow parent when it has one (tell_parent in _lib.lua), else unused
+-- ARGV[4i-2] .. ARGV[4i+1]  id, token (the attempts value the claim returned), result (the
+--                codec's bytes: kept on the row when ttl > 0, handed to the job's flow parent
+--                when it has one, tell_parent in _lib.lua, else unused) and ran (ms its handler
+--                ran, as its consumer measured it; 0 = unmeasured: fairness by time then
+--                charges the time the lease was held, charge_time in _fair.lua) of job i
 -- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
 -- its id is in `done` until then, scored by the ms the row expires (finished + ttl), so the
 -- admin verbs find it whatever ttl other consumers of the queue keep rows for; each call trims
@@ -25,12 +27,13 @@
 -- result's size (16 MiB) are checked (EMQARG) before the first write.
 local root = KEYS[1]
 local ttl = int_arg(ARGV[1], 'ttl', 0, 2592000000)
-for i = 3, #ARGV, 3 do
+for i = 3, #ARGV, 4 do
   token_arg(ARGV[i])
   if #ARGV[i + 1] > 16777216 then
     return redis.error_reply('EMQARG result <' .. #ARGV[i + 1] ..
       ' bytes>: must be at most 16777216 bytes')
   end
+  int_arg(ARGV[i + 2], 'ran', 0, 2592000000)
 end
 local now = ttl > 0 and now_ms() or nil
 local out, finished = {}, {}
@@ -41,7 +44,7 @@ local out, finished = {}, {}
 -- detach would job by job. The batch is flushed before anything else reads those counts (a
 -- flow parent told, a job detached the slow way) and at the end. A call of one job detaches
 -- it as it is (the batch's tables and reads would cost it more than they save).
-local cfg = #ARGV > 4
+local cfg = #ARGV > 5
   and redis.call('HMGET', root .. 'meta', 'concurrency', 'ordered', 'dlimit', 'costed')
 local active, leaving, lane_of_job, cost_of_job = root .. 'active', {}, {}, {}
 local function flush()
@@ -76,11 +79,16 @@ local function add_kept()
   kept = {}
 end
 
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 4 do
   local id = ARGV[i]
   local row = root .. 'job:' .. id
   local fields, refusal = holding(row, ARGV[i + 1])
   if fields then
+    if fields[10] and fields[2] == 'active' then
+      -- Fairness by time: charged by the handler's time, not the lease's (as detach would).
+      charge_time(root, fields[3] or '_', fields[10], tonumber(ARGV[i + 3]))
+      fields[10] = nil
+    end
     if cfg and fields[2] == 'active' and not cfg[2] then
       local n = #leaving + 1
       leaving[n], lane_of_job[n], cost_of_job[n] = id, fields[3] or '_', fields[9]
