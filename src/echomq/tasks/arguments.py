@@ -156,6 +156,10 @@ class Signature:
         self._by_place = self._is_plain and self._required <= frozenset(self._positional)
         self._hints: dict[str, Any] | None = None
         self._checks: list[tuple[str, tuple[type, ...]]] = []
+        #: The checks by place, for a call of every positional parameter given by place.
+        self._placed: list[tuple[int, tuple[type, ...]]] = []
+        #: The arity of such a call when it binds by place alone (else -1: never).
+        self._arity = len(self._positional) if self._by_place else -1
         self._loads: dict[str, Convert] = {}
         self._result: Convert | None = None
 
@@ -170,8 +174,32 @@ class Signature:
                 classes = _classes(hints.get(p.name, Any))
                 if classes is not None and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     self._checks.append((p.name, classes))
+            places = {name: index for index, name in enumerate(self._positional)}
+            self._placed = [(places[n], c) for n, c in self._checks if n in places]
             self._hints = hints
         return self._hints
+
+    def bound(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`bind`'s arguments, and their :meth:`dump` (the same dict for plain values).
+
+        The commonest call (every positional parameter given by place, each passing its
+        check) is placed by position in one pass; any other call, and any argument that fails
+        its check, takes :meth:`bind`, which raises what it raises."""
+        if not kwargs and len(args) == self._arity:
+            if self._hints is None:
+                self.hints()
+            for index, classes in self._placed:
+                if not isinstance(args[index], classes):
+                    break  # bind says what is wrong, as it always did
+            else:
+                arguments = dict(zip(self._positional, args, strict=False))
+                if _PLAIN.issuperset(map(type, args)):
+                    return arguments, arguments
+                return arguments, self.dump(arguments)
+        arguments = self.bind(args, kwargs)
+        return arguments, self.dump(arguments)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name (as passed: defaults stay the worker's),
