@@ -1,8 +1,8 @@
 """The task layer's cost over the raw ``Queue``: the same jobs enqueued and drained both ways.
 
 Run: ``.venv/bin/python bench/tasks.py [--runs 5] [--jobs 20000]``. Per run, on fresh queues of
-the same server: enqueue ``--jobs`` jobs (sequential awaits, and one ``enqueue_many``), then
-drain them with one consumer of concurrency 64 and a no-op handler. The raw side keeps results
+the same server, each side twice (A B B A): enqueue ``--jobs`` jobs (sequential awaits, and one
+``enqueue_many``), then drain them with one consumer of concurrency 64 and a no-op handler. The raw side keeps results
 for as long as the App does (``result_ttl`` 1 day), so both pay the same engine work and the
 difference is the task layer's own: binding and checking arguments, the task envelope, routing
 by name, the context, and rebuilding the result.
@@ -169,13 +169,17 @@ async def run(url: str, args: argparse.Namespace) -> None:
         sides["batch task"] = _batch_tasks
     for bulk in (False, True):
         samples: dict[str, list[Sample]] = {side: [] for side in sides}
+        order = list(sides.items())
         for _ in range(args.runs):
-            for side, measure in sides.items():  # interleaved: drift hits both sides alike
+            # Interleaved, each run both ways round (A B B A): drift hits both sides alike, and
+            # so does going second (on a busy host the side after the other's delete measured
+            # up to 20% slower, whichever it was).
+            for side, measure in order + order[::-1]:
                 samples[side].append(await measure(url, args.jobs, bulk))
         how = "enqueue_many" if bulk else "sequential enqueue"
         print(
             f"\n{args.jobs} jobs, {how}, then drained (concurrency {CONCURRENCY}); "
-            f"median of {args.runs} runs\n"
+            f"median of {2 * args.runs} samples ({args.runs} runs, each side measured twice)\n"
         )
         print(
             "| side | enqueue jobs/s | drain jobs/s | enqueue client µs/job | drain client µs/job |"
