@@ -54,7 +54,7 @@ async def execute(
     app: App,
     task: Task[Any, Any],
     job: Job,
-    args: list[Any],
+    args: Sequence[Any],
     kwargs: dict[str, Any],
     state: dict[str, Any],
     trail: Trail | None = None,
@@ -96,7 +96,7 @@ async def execute(
         _current.reset(token)
 
 
-async def _attempt(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+async def _attempt(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     assert task.timeout is not None
     scope = asyncio.timeout(task.timeout)
     try:
