@@ -398,6 +398,13 @@ class App:
         await self._apply_lanes(queue)
         return queue
 
+    def opened_queue(self, name: str) -> Queue | None:
+        """:meth:`open_queue`'s queue when it needs no await (connected, its lane policies
+        applied), else None: an enqueue's fast path."""
+        if self._wire is None or (name not in self._applied and name in self._policies):
+            return None
+        return self._queues.get(name)
+
     def _queue(self, wire: Wire, name: str) -> Queue:
         found = self._queues.get(name)
         if found is None:

@@ -10,7 +10,7 @@ import inspect
 import sys
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from echomq.errors import InvalidArgument, shown
@@ -19,6 +19,8 @@ from echomq.wire.codec import MAX_DEPTH
 Convert = Callable[[Any], Any]
 #: Levels of a job's payload above its arguments: the payload object and its ``args``.
 ENVELOPE = 2
+#: The positional arguments of a call made by name alone (one shared value, not one per job).
+_BY_NAME: tuple[Any, ...] = ()
 #: Types JSON carries as they are (exact types: a subclass, say an IntEnum, goes through dump).
 _PLAIN = frozenset({str, int, float, bool, type(None)})
 
@@ -156,6 +158,10 @@ class Signature:
         self._by_place = self._is_plain and self._required <= frozenset(self._positional)
         self._hints: dict[str, Any] | None = None
         self._checks: list[tuple[str, tuple[type, ...]]] = []
+        #: The checks by place, for a call of every positional parameter given by place.
+        self._placed: list[tuple[int, tuple[type, ...]]] = []
+        #: The arity of such a call when it binds by place alone (else -1: never).
+        self._arity = len(self._positional) if self._by_place else -1
         self._loads: dict[str, Convert] = {}
         self._result: Convert | None = None
 
@@ -170,8 +176,32 @@ class Signature:
                 classes = _classes(hints.get(p.name, Any))
                 if classes is not None and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
                     self._checks.append((p.name, classes))
+            places = {name: index for index, name in enumerate(self._positional)}
+            self._placed = [(places[n], c) for n, c in self._checks if n in places]
             self._hints = hints
         return self._hints
+
+    def bound(
+        self, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """:meth:`bind`'s arguments, and their :meth:`dump` (the same dict for plain values).
+
+        The commonest call (every positional parameter given by place, each passing its
+        check) is placed by position in one pass; any other call, and any argument that fails
+        its check, takes :meth:`bind`, which raises what it raises."""
+        if not kwargs and len(args) == self._arity:
+            if self._hints is None:
+                self.hints()
+            for index, classes in self._placed:
+                if not isinstance(args[index], classes):
+                    break  # bind says what is wrong, as it always did
+            else:
+                arguments = dict(zip(self._positional, args, strict=False))
+                if _PLAIN.issuperset(map(type, args)):
+                    return arguments, arguments
+                return arguments, self.dump(arguments)
+        arguments = self.bind(args, kwargs)
+        return arguments, self.dump(arguments)
 
     def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
         """The call's arguments by parameter name (as passed: defaults stay the worker's),
@@ -253,9 +283,9 @@ class Signature:
         # bound, less those two levels, is the argument's own.
         return {name: dump(value, ENVELOPE + 1) for name, value in arguments.items()}
 
-    def load(self, arguments: Any) -> tuple[list[Any], dict[str, Any]]:
+    def load(self, arguments: Any) -> tuple[Sequence[Any], dict[str, Any]]:
         """A payload's ``args`` as the positional and keyword arguments of the function."""
-        if not isinstance(arguments, dict):
+        if type(arguments) is not dict and not isinstance(arguments, dict):
             raise InvalidArgument("args", arguments, f"{self.name}: args must be an object")
         if self._hints is None:
             self.hints()
@@ -263,11 +293,14 @@ class Signature:
         if loads:
             arguments = {k: v if k not in loads else self._load(k, v) for k, v in arguments.items()}
         if self._is_plain:
-            # No set built per job: the names given are checked against the signature's.
-            if not self._names.issuperset(arguments) or not self._required <= arguments.keys():
+            # No set built per job: the names given are checked against the signature's (all
+            # of them given, the commonest call, is one comparison).
+            if arguments.keys() != self._names and (
+                not self._names.issuperset(arguments) or not self._required <= arguments.keys()
+            ):
                 # The worker's function changed since the job was enqueued: the binder says how.
                 self._bind_loaded(arguments)
-            return [], arguments
+            return _BY_NAME, arguments
         return self._bind_loaded(arguments)
 
     def _load(self, name: str, value: Any) -> Any:
@@ -279,7 +312,7 @@ class Signature:
             return {k: load(v) for k, v in value.items()}
         return value if value is None else load(value)
 
-    def _bind_loaded(self, arguments: dict[str, Any]) -> tuple[list[Any], dict[str, Any]]:
+    def _bind_loaded(self, arguments: dict[str, Any]) -> tuple[Sequence[Any], dict[str, Any]]:
         unknown = arguments.keys() - self._names
         if unknown:
             name = sorted(unknown)[0]

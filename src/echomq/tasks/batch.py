@@ -160,9 +160,9 @@ class BatchTask(Task[[X], R]):
         return f"BatchTask({self.name!r}, queue={self.queue!r})"
 
     async def _run_one(self, item: X) -> R:
-        from echomq.tasks.context import _current
+        from echomq.tasks.context import current
 
-        ctx = _current.get(None)
+        ctx = current()
         if ctx is None:
             member = Member(LOCAL_IDS.mint("JOB"), item)
         else:

@@ -17,8 +17,13 @@ from echomq.engine.results import Job
 if TYPE_CHECKING:
     from echomq.tasks.app import App
 
+#: A running task's context before anything asked for it: :class:`Context`'s fields, in order.
+#: A worker sets this and ``context()`` builds the Context at its first call, so the many tasks
+#: that never ask pay for a tuple, not for a frozen dataclass.
+Pending = tuple[Job, str, dict[str, Any], "App", "Trail | None", Children | None]
+
 # A context variable, not module state: each running task sees its own value.
-_current: ContextVar[Context] = ContextVar("echomq.context")
+_current: ContextVar[Context | Pending] = ContextVar("echomq.context")
 
 #: The ids of jobs run here, not on a server (eager mode, a batch task called directly): they
 #: never reach a server, so any id node will do.
@@ -86,7 +91,16 @@ class TaskOutcome:
 
 def context() -> Context:
     """The running task's :class:`Context`; ``LookupError`` outside a running task."""
-    try:
-        return _current.get()
-    except LookupError:
-        raise LookupError("echomq.context() is only available inside a running task") from None
+    found = current()
+    if found is None:
+        raise LookupError("echomq.context() is only available inside a running task")
+    return found
+
+
+def current() -> Context | None:
+    """The running task's :class:`Context`, or None outside a running task."""
+    found = _current.get(None)
+    if type(found) is tuple:
+        found = Context(*found)
+        _current.set(found)  # built once: this task's later calls get the same one
+    return found  # type: ignore[return-value]

@@ -5,6 +5,7 @@ hooks around it, the task's per-attempt timeout, and the error text a failure le
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from echomq.consumers.consumer import describe as _describe
@@ -14,7 +15,7 @@ from echomq.tasks.arguments import dump
 from echomq.tasks.context import Context, TaskOutcome, Trail, _current
 
 if TYPE_CHECKING:
-    from echomq.tasks.app import App
+    from echomq.tasks.app import AfterHook, App, BeforeHook
     from echomq.tasks.task import Task
 
 
@@ -53,7 +54,7 @@ async def execute(
     app: App,
     task: Task[Any, Any],
     job: Job,
-    args: list[Any],
+    args: Sequence[Any],
     kwargs: dict[str, Any],
     state: dict[str, Any],
     trail: Trail | None = None,
@@ -62,14 +63,20 @@ async def execute(
     """Run one attempt in its context, between the app's job hooks; the result as JSON values.
     ``trail`` keeps an eager run's reports (a worker's go to the job's row and log);
     ``children`` is a flow parent's."""
-    ctx = Context(job, task.name, state, app, trail, children)
-    token = _current.set(ctx)
+    hooks = app.hooks
+    befores: Sequence[BeforeHook] = hooks.before_job
+    afters: Sequence[AfterHook] = hooks.after_job
+    if befores or afters:
+        ctx = Context(job, task.name, state, app, trail, children)
+        token = _current.set(ctx)
+    else:
+        # No hook takes it: the Context is built only if the task asks (``context()``).
+        token = _current.set((job, task.name, state, app, trail, children))
+        befores = afters = ()  # a hook added while this attempt runs waits for the next
     try:
-        hooks = app.hooks
         # The hook loops, their outcomes and the timeout's coroutine only when there are any.
-        if hooks.before_job:
-            for before in hooks.before_job:
-                await before(ctx)
+        for before in befores:
+            await before(ctx)
         try:
             # Awaited here without a timeout (one coroutine less per job on the hot path).
             if task.timeout is None:
@@ -77,12 +84,11 @@ async def execute(
             else:
                 result = await _attempt(task, args, kwargs)
         except Exception as exc:
-            for after in hooks.after_job:
+            for after in afters:
                 await after(ctx, TaskOutcome(error=exc))
             raise
-        if hooks.after_job:
-            for after in hooks.after_job:
-                await after(ctx, TaskOutcome(result=result))
+        for after in afters:
+            await after(ctx, TaskOutcome(result=result))
         if result is None or type(result) in _PLAIN:
             return result  # its own dump: no walk
         return dump(result, argument="result")
@@ -90,7 +96,7 @@ async def execute(
         _current.reset(token)
 
 
-async def _attempt(task: Task[Any, Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+async def _attempt(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:
     assert task.timeout is not None
     scope = asyncio.timeout(task.timeout)
     try:

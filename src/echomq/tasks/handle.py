@@ -5,6 +5,7 @@ task's return annotation. :class:`Handle` awaits; :class:`SyncHandle` blocks."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from echomq.engine.cancels import cancel_reason
@@ -20,6 +21,9 @@ if TYPE_CHECKING:
     from echomq.tasks.task import Task
 
 R = TypeVar("R")
+
+#: A worker's job's log lines here: none (one shared value, not a list per handle).
+_NO_LINES: tuple[str, ...] = ()
 
 #: Seconds a result's last read (after the wait ended) rides out a dropped socket.
 FALLBACK_GRACE: Final = 5.0
@@ -39,7 +43,7 @@ class _Base(Generic[R]):
         self.verdict = verdict
         # An eager run's row and log, known at once; a worker's are read from the queue.
         self._info = info
-        self._lines = lines or []
+        self._lines: Sequence[str] = lines or _NO_LINES
 
     @property
     def id(self) -> str:
@@ -55,7 +59,7 @@ class _Base(Generic[R]):
     @property
     def ran_lines(self) -> list[str]:
         """An eager run's log lines (empty for a job on a worker)."""
-        return self._lines
+        return list(self._lines)
 
     @property
     def duplicate_of(self) -> str | None:
@@ -77,7 +81,7 @@ class _Base(Generic[R]):
         return Cancellation(self.id, self._info.state if self._info else "absent")
 
     def _eager_logs(self, limit: int) -> list[str]:
-        return self._lines[-count(limit, "limit", maximum=MAX_LIMIT) :]
+        return list(self._lines[-count(limit, "limit", maximum=MAX_LIMIT) :])
 
     def _refused(self) -> None:
         if self.verdict.kind in ("error", "rejected") and self.verdict.error is not None:
@@ -109,7 +113,11 @@ class Handle(_Base[R]):
         info: JobInfo | None = None,
         lines: list[str] | None = None,
     ) -> None:
-        super().__init__(task, verdict, info, lines)
+        # The base's fields set here, not through super(): a batch makes one handle per item.
+        self.task = task
+        self.verdict = verdict
+        self._info = info
+        self._lines = lines or _NO_LINES
         self._queue = queue
 
     @property

@@ -65,13 +65,15 @@ class Producer:
 
     async def enqueue_call(self, call: Call[R]) -> Handle[R]:
         app = self.app
-        queue = await app.open_queue(call.task.queue)
-        await self.configure_lane(queue, call)
+        task = call.task
+        queue = app.opened_queue(task.queue) or await app.open_queue(task.queue)
+        if task.lane_limit is not None or task.lane_rate is not None:
+            await self.configure_lane(queue, call)
         try:
             verdict = await queue.admit(call.payload, call.options, carries_context=True)
         except InvalidArgument as exc:
             raise as_args(exc, call) from None
-        return Handle(call.task, verdict, queue)
+        return Handle(task, verdict, queue)
 
     async def enqueue_many(self, calls: list[Call[Any]]) -> list[Handle[Any]]:
         """``calls`` checked already (:func:`checked_calls`): one pipelined batch per queue."""
@@ -89,6 +91,14 @@ class Producer:
                     for c in configured.values()
                 )
             )
+        if len(queues) == 1:
+            # The commonest batch: one queue, so no regrouping, and the handles in input order.
+            [only] = queues.values()
+            answers = await only.admit_many(
+                [({"task": c[0].name, "args": c[1]}, c[2]) for c in calls],  # Call.payload
+                carries_context=True,
+            )
+            return [Handle(c[0], v, only) for c, v in zip(calls, answers, strict=True)]
         # One batch per queue, in input order within it.
         Pairs = list[tuple[Any, JobOptions]]
         jobs: dict[str, tuple[Pairs, list[int]]] = {name: ([], []) for name in names}

@@ -50,11 +50,12 @@ class Dispatcher:
         self.app = app
         self.options = options
         self.state = state
+        self.tasks = app.tasks  # the registry itself (one look-up less per job)
 
     async def __call__(self, job: Job) -> Any:
         payload = job.payload
-        name = payload.get("task") if isinstance(payload, dict) else None
-        task = self.app.tasks.get(name) if isinstance(name, str) else None
+        name = payload.get("task") if type(payload) is dict or isinstance(payload, dict) else None
+        task = self.tasks.get(name) if isinstance(name, str) else None
         if task is None:
             if not isinstance(name, str):
                 raise Unrunnable("not a task")
@@ -213,7 +214,10 @@ class AppWorker:
                     raise HookFailed(_name(hook), exc) from exc
             queues = [app.queue(name) for name in self.queues]
             dispatcher = Dispatcher(app, self.options, self.state)
-            self.consumers = {q.name: self._consumer(q, dispatcher) for q in queues}
+            # Only the idle check needs every settle seen: a plain run hands the consumers the
+            # caller's observer (or none), one call less per job.
+            observer = self._watch if until_idle else self._watch.inner
+            self.consumers = {q.name: self._consumer(q, dispatcher, observer) for q in queues}
             if self._is_stopping:
                 self.stop()
             runs = [asyncio.ensure_future(c.run()) for c in self.consumers.values()]
@@ -248,7 +252,9 @@ class AppWorker:
                     log.exception("shutdown hook %s failed", _name(hook))
         return self.tallies
 
-    def _consumer(self, queue: Queue, dispatcher: Dispatcher) -> Consumer | BatchConsumer:
+    def _consumer(
+        self, queue: Queue, dispatcher: Dispatcher, observer: Observer | None
+    ) -> Consumer | BatchConsumer:
         """A batch task's queue is gathered in batches; any other queue's jobs run one by one."""
         from echomq.consumers.batch import BatchConsumer
         from echomq.tasks.batch_runner import BatchRunner, batch_task
@@ -258,13 +264,13 @@ class AppWorker:
             if self.metronome is not None:
                 raise InvalidArgument("metronome", queue.name, "a batch task's queue takes none")
             run = BatchRunner(task, self.options)
-            return BatchConsumer(queue, run, task.batching, self.options, observer=self._watch)
+            return BatchConsumer(queue, run, task.batching, self.options, observer=observer)
         return Consumer(
             queue,
             dispatcher,
             self._consumer_options,
             name=queue.name,
-            observer=self._watch,
+            observer=observer,
             policy=dispatcher.policy,
             metronome=self.metronome,
         )

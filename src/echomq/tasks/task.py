@@ -31,6 +31,10 @@ if TYPE_CHECKING:
     from echomq.tasks.handle import Handle, SyncHandle
 
 P = ParamSpec("P")
+_new = tuple.__new__
+
+#: Lanes whose options a task keeps for its next calls (then it starts over).
+LANES_KEPT = 1024
 R = TypeVar("R")
 
 #: A lane or dedup key: a parameter's name (its value, as text), or a function of the
@@ -139,6 +143,10 @@ class Task(Generic[P, R]):
             self.options._replace(dedup_key="?").check()
         #: Whether ``using()`` fixed the lane / the dedup key (else computed per call).
         self._fixed = (False, False)
+        #: The lane and dedup keys each call computes (None: fixed, or none to compute).
+        self._per_call = (self.lane, self.dedup)
+        #: The options of the lanes calls named lately, by lane (see :meth:`call`).
+        self._lanes: dict[str, JobOptions] = {}
         self.lane_limit = (
             None if lane_limit is None else count(lane_limit, "lane_limit", maximum=MAX_CEILING)
         )
@@ -207,22 +215,40 @@ class Task(Generic[P, R]):
         other.options = self.options._replace(**given)
         lane_fixed, dedup_fixed = self._fixed
         other._fixed = (lane_fixed or lane is not None, dedup_fixed or dedup_key is not None)
+        other._per_call = (
+            None if other._fixed[0] else self.lane,
+            None if other._fixed[1] else self.dedup,
+        )
+        other._lanes = {}  # its options are its own
         return other
 
     def call(self, *args: P.args, **kwargs: P.kwargs) -> Call[R]:
         """The call bound and checked, for :meth:`App.enqueue_many`; nothing is sent."""
-        arguments = self.signature.bind(args, kwargs)
+        arguments, dumped = self.signature.bound(args, kwargs)
         options = self.options
-        lane_fixed, dedup_fixed = self._fixed
-        if not lane_fixed and self.lane is not None:
-            lane = self._key(self.lane, arguments)
-            if not dedup_fixed and self.dedup is not None:
-                options = keyed(options, lane, self._key(self.dedup, arguments))
-            elif lane is not None:
-                options = keyed(options, lane, options.dedup_key)
-        elif not dedup_fixed and self.dedup is not None:
-            options = keyed(options, options.lane, self._key(self.dedup, arguments))
-        return Call(self, self.signature.dump(arguments), options)
+        lane, dedup = self._per_call
+        if lane is not None:
+            if dedup is None and type(lane) is str and type(arguments.get(lane)) is str:
+                # The commonest lane, a text parameter given: one options value per lane,
+                # shared by that lane's calls (immutable), instead of one made per call.
+                lanes = self._lanes
+                named: str = arguments[lane]
+                found = lanes.get(named)
+                if found is None:
+                    if len(lanes) >= LANES_KEPT:
+                        lanes.clear()  # many lanes (one per user, say): start over
+                    found = lanes[named] = keyed(options, named, options.dedup_key)
+                options = found
+            else:
+                options = keyed(
+                    options,
+                    self._key(lane, arguments),
+                    options.dedup_key if dedup is None else self._key(dedup, arguments),
+                )
+        elif dedup is not None:
+            options = keyed(options, options.lane, self._key(dedup, arguments))
+        # The tuple made as NamedTuple's own __new__ makes it, less its keyword parsing.
+        return _new(Call, (self, dumped, options, None))
 
     def receiving(self, *args: Any, **kwargs: Any) -> Call[R]:
         """A call whose first parameter receives a flow's result when it runs (a link of
