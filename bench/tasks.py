@@ -3,9 +3,9 @@
 Run: ``.venv/bin/python bench/tasks.py [--runs 5] [--jobs 20000]``. Per run, on fresh queues of
 the same server, each side twice (A B B A): enqueue ``--jobs`` jobs (sequential awaits, and one
 ``enqueue_many``), then drain them with one consumer of concurrency 64 and a no-op handler.
-The raw side keeps results for as long as the App does (``result_ttl`` 1 day), so both pay the same engine work and the
-difference is the task layer's own: binding and checking arguments, the task envelope, routing
-by name, the context, and rebuilding the result.
+The raw side keeps results for as long as the App does (``result_ttl`` 1 day), so both pay
+the same engine work and the difference is the task layer's own: binding and checking
+arguments, the task envelope, routing by name, the context, and rebuilding the result.
 
 Both drains end the same way: an observer counts the settled jobs and the clock stops at the
 last one (the raw side once polled ``counts()`` every 10 ms, a load and a lag the task side,
