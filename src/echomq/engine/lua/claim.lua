@@ -140,6 +140,7 @@ local function walk(ring, turn, band)
   local ringlen
   local function off_ring(g)
     redis.call('LPOP', ring)
+    ring_count(root, g, band, -1)
     redis.call('DEL', turn)
     if band ~= 5 then redis.call('HDEL', root .. 'gband', g) end
     if ringlen then ringlen = ringlen - 1 end
