@@ -359,8 +359,10 @@ end
 -- weights (gweight) of the lanes on p's ring that have one, count:<p> counts those on the
 -- default weight, so a change of the default writes nothing. g joined band p's ring (`sign`
 -- 1) or left it (-1); a field back at 0 goes, so a queue with no ringed lane has no key.
-local function ring_count(root, g, p, sign)
-  local key, w = root .. 'ringweight', redis.call('HGET', root .. 'gweight', g)
+-- `own`: g's gweight when the caller read it already (false: none), nil to read it here.
+local function ring_count(root, g, p, sign, own)
+  local key, w = root .. 'ringweight', own
+  if w == nil then w = redis.call('HGET', root .. 'gweight', g) end
   local field = w and 'own:' .. p or 'count:' .. p
   if redis.call('HINCRBY', key, field, sign * (w or 1)) == 0 then
     redis.call('HDEL', key, field)
