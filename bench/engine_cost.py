@@ -11,6 +11,8 @@ ran inside (exact, whatever the host's load). Workloads:
 * **1 lane, rows deleted**: the ``Queue`` worker's drain (``result_ttl`` 0, the default);
 * **1 lane, results kept**: the task worker's (an ``App`` keeps results a day);
 * **16 lanes, rows deleted**: a batch walks the ring across lanes (one job of each per turn);
+* **16 lanes at ceiling 1**: every job takes its lane off the ring (the claim) and back on (the
+  complete): the ring's churn, at its worst;
 * **batches of 50**: a bigger ``--concurrency``; **single**: one job a claim and a complete.
 
 ``--against`` adds a side whose scripts are another checkout's ``echomq/engine/lua``, linked
@@ -37,13 +39,14 @@ LANES = 16
 KEPT_MS = 86_400_000  # an App's result_ttl
 BLOCK = 10  # claims per side before the other side's turn
 LEASE_MS = 600_000
-#: name: (jobs per claim, lanes, ms a completed row is kept)
-WORKLOADS = {
-    "1 lane, rows deleted": (10, 1, 0),
-    "1 lane, results kept": (10, 1, KEPT_MS),
-    "16 lanes, rows deleted": (10, LANES, 0),
-    "batches of 50": (50, 1, 0),
-    "single": (1, 1, 0),
+#: name: (jobs per claim, lanes, ms a completed row is kept, each lane's ceiling or None)
+WORKLOADS: dict[str, tuple[int, int, int, int | None]] = {
+    "1 lane, rows deleted": (10, 1, 0, None),
+    "1 lane, results kept": (10, 1, KEPT_MS, None),
+    "16 lanes, rows deleted": (10, LANES, 0, None),
+    "16 lanes at ceiling 1": (10, LANES, 0, 1),
+    "batches of 50": (50, 1, 0, None),
+    "single": (1, 1, 0, None),
 }
 COLUMNS = ("claim_us", "complete_us", "both_us", "claim_cmds", "complete_cmds")
 Figures = dict[str, float]
@@ -78,7 +81,7 @@ async def _stats(queue: Queue) -> tuple[float, int]:
 async def _workload(
     url: str, shas: dict[str, tuple[str, str]], workload: str, jobs: int
 ) -> dict[str, Figures]:
-    want, lanes, kept = WORKLOADS[workload]
+    want, lanes, kept, ceiling = WORKLOADS[workload]
     queues = {}
     for side in shas:
         queue = await Queue.connect(url, f"engine-cost-{time.time_ns()}", events=False)
@@ -86,6 +89,8 @@ async def _workload(
             await queue.enqueue_many(
                 [Item(n, lane=f"t{n % lanes}") for n in range(first, min(jobs, first + 1000))]
             )
+        for lane in range(lanes if ceiling else 0):
+            await queue.lane(f"t{lane}").limit(ceiling)
         queues[side] = queue
     totals = {side: [0.0, 0.0, 0, 0, 0] for side in shas}  # µs, µs, cmds, cmds, jobs
     try:
@@ -103,7 +108,7 @@ async def _workload(
                         raise RuntimeError(f"{side}: a claim found nothing ({got!r})")
                     words: list[bytes | str | int] = [kept]
                     for i in range(2, len(got), 4):
-                        words += [got[i], got[i + 2], b""]
+                        words += [got[i], got[i + 2], b"", 0]  # id, token, result, ran: 0
                     await queue.wire.call("EVALSHA", complete, 1, root, *words)
                     after = await _stats(queue)
                     total[0] += middle[0] - before[0]

@@ -2,10 +2,11 @@
 
 It drives one real Queue through admission, claims, settles, lane and queue verbs and reaps, and
 after every step reads the server's own state back: no job lost or duplicated, the ring holds
-exactly the serviceable lanes, ceilings hold, an empty claim means nothing was claimable, no
-lane waits longer than the other lanes of its priority band's weights allow (nor while a less
-urgent band is served), and a lane's backlog cap (pending, leased
-and scheduled jobs) refuses exactly the admissions the model refuses, writing nothing.
+exactly the serviceable lanes (and the ring-weight counters sum their weights), ceilings hold,
+an empty claim means nothing was claimable, no lane waits longer than the other lanes of its
+priority band's weights allow (nor while a less urgent band is served), and a lane's backlog cap
+(pending, leased and scheduled jobs) refuses exactly the admissions the model refuses, writing
+nothing.
 """
 
 from __future__ import annotations
@@ -116,6 +117,7 @@ class QueueMachine(RuleBasedStateMachine):
             "gactive": ("HGETALL", keys.gactive),
             "gextra": ("HGETALL", keys.gextra),
             "gweight": ("HGETALL", keys.gweight),
+            "ringweight": ("HGETALL", keys.ringweight),
             "gcap": ("HGETALL", keys.gcap),
             "gscheduled": ("HGETALL", keys.gscheduled),
             "active": ("ZRANGE", keys.active, 0, -1, "WITHSCORES"),
@@ -148,7 +150,15 @@ class QueueMachine(RuleBasedStateMachine):
             "cooling": {text_of(g) for g in raw["cooling"]},
             **{
                 name: {text_of(k): int(v) for k, v in raw[name].items()}
-                for name in ("glimit", "gactive", "gextra", "gweight", "gcap", "gscheduled")
+                for name in (
+                    "glimit",
+                    "gactive",
+                    "gextra",
+                    "gweight",
+                    "gcap",
+                    "gscheduled",
+                    "ringweight",
+                )
             },
             "active": {text_of(i): int(score) for i, score in raw["active"]},
             "dead": {text_of(i) for i in raw["dead"]},
@@ -977,6 +987,15 @@ class QueueMachine(RuleBasedStateMachine):
         assert raw["cooling"] == model.cooling
         assert raw["glimit"] == model.limits
         assert raw["gweight"] == model.weights
+        # The ring-weight counters (a shard's active weight per band, docs/concepts/shards.md):
+        # per band, the own weights of its ringed lanes that have one, summed, and the count of
+        # those on the default weight; a field at 0 is gone.
+        counters: dict[str, int] = {}
+        for band, ringed in raw["rings"].items():
+            for group in ringed:
+                field = f"own:{band}" if group in raw["gweight"] else f"count:{band}"
+                counters[field] = counters.get(field, 0) + raw["gweight"].get(group, 1)
+        assert raw["ringweight"] == counters, (raw["rings"], raw["gweight"])
         assert raw["gcap"] == model.caps
         assert raw["gscheduled"] == {g: model.scheduled(g) for g in GROUPS if model.scheduled(g)}
         gactive = {g: model.gactive(g) for g in GROUPS if model.gactive(g)}

@@ -526,7 +526,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
     ),
     # A sharded queue (docs/concepts/shards.md): the directory and the overrides live on shard
     # 0 (the queue's own tag); the fence, the ring-weight counters and the marks of a change of
-    # the shard count live on every shard. Nothing reads or writes them yet: `planned`.
+    # the shard count live on every shard. Those no landing reads or writes yet are `planned`.
     KeyShape(
         QUEUE_ROOT + "shards",
         "HASH",
@@ -590,8 +590,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.ringweight",
         "the ring-weight counters, per band 0..9: own:<band> (the own weights of its ringed "
         "lanes that have one, summed) and count:<band> (its ringed lanes on the default weight); "
-        "W_s = own + count * dweight",
-        planned="2",
+        "W_s = own + count * dweight; a field at 0 is deleted (ring_count in lua/_lib.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "rebalancer",

@@ -354,8 +354,24 @@ local function ring_band(root, g)
   return nil
 end
 
+-- The ring-weight counters (`ringweight`: a sharded queue's workers visit each shard in
+-- proportion to its active weight, docs/concepts/shards.md): per band p, own:<p> sums the own
+-- weights (gweight) of the lanes on p's ring that have one, count:<p> counts those on the
+-- default weight, so a change of the default writes nothing. g joined band p's ring (`sign`
+-- 1) or left it (-1); a field back at 0 goes, so a queue with no ringed lane has no key.
+-- `own`: g's gweight when the caller read it already (false: none), nil to read it here.
+local function ring_count(root, g, p, sign, own)
+  local key, w = root .. 'ringweight', own
+  if w == nil then w = redis.call('HGET', root .. 'gweight', g) end
+  local field = w and 'own:' .. p or 'count:' .. p
+  if redis.call('HINCRBY', key, field, sign * (w or 1)) == 0 then
+    redis.call('HDEL', key, field)
+  end
+end
+
 -- Put g (on no ring) at the tail of band p's ring.
 local function ring_join(root, g, p)
+  ring_count(root, g, p, 1)
   if p == 5 then
     redis.call('RPUSH', root .. 'ring', g)
     return
@@ -373,21 +389,24 @@ local function ring_join(root, g, p)
 end
 
 -- Take g off `ring` (a band's ring, `turn` its turn). A lane leaving mid-turn forfeits the
--- rest of its turn, so a stale `turn` count cannot shorten its next visit.
+-- rest of its turn, so a stale `turn` count cannot shorten its next visit. Returns whether g
+-- was on it.
 local function leave(ring, turn, g)
-  if redis.call('LREM', ring, 0, g) > 0 and redis.call('HGET', turn, 'group') == g then
-    redis.call('DEL', turn)
-  end
+  if redis.call('LREM', ring, 0, g) == 0 then return false end
+  if redis.call('HGET', turn, 'group') == g then redis.call('DEL', turn) end
+  return true
 end
 
--- Take g off band p's ring.
+-- Take g off band p's ring (nothing when it is not on it).
 local function ring_leave(root, g, p)
+  local was
   if p == 5 then
-    leave(root .. 'ring', root .. 'turn', g)
+    was = leave(root .. 'ring', root .. 'turn', g)
   else
     redis.call('HDEL', root .. 'gband', g)
-    leave(root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn', g)
+    was = leave(root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn', g)
   end
+  if was then ring_count(root, g, p, -1) end
 end
 
 -- The bands a claim walks, most urgent first: those of meta `bands` (`text`, as read) and the

@@ -37,11 +37,15 @@ end
 local function set_lane(root, g, field, value, now)
   local hash = root .. field
   if (redis.call('HGET', hash, g) or '') == value then return 0 end
+  -- A ringed lane's weight moves between the ring-weight counters (ring_count in _lib.lua).
+  local at = field == 'gweight' and ring_band(root, g)
+  if at then ring_count(root, g, at, -1) end
   if value == '' then
     redis.call('HDEL', hash, g)
   else
     redis.call('HSET', hash, g, value)
   end
+  if at then ring_count(root, g, at, 1) end
   if field == 'gcap' then return 1 end
   if field == 'grate' then lane_rate_moved(root, g, now) end
   rering(root, g, now)

@@ -112,9 +112,10 @@ local function lane(g)
   if l then return l end
   local limit = redis.call('HGET', root .. 'glimit', g) or cfg[8]
   local rmax, rwindow, smooth = lane_rate(root, g, cfg[7])
+  local own = redis.call('HGET', root .. 'gweight', g)
   l = {limit = limit and tonumber(limit), rmax = rmax, rwindow = rwindow, smooth = smooth,
-    leased = 0, extra = 0, depth = redis.call('ZCARD', lane_of(root, g)),
-    weight = tonumber(redis.call('HGET', root .. 'gweight', g) or cfg[9] or '1')}
+    leased = 0, extra = 0, depth = redis.call('ZCARD', lane_of(root, g)), own = own,
+    weight = tonumber(own or cfg[9] or '1')}
   if fair then
     -- Its credit (a lane new to the ring starts with a visit's grant) and, by time, its jobs'
     -- estimated run time in ms.
@@ -140,6 +141,7 @@ local function walk(ring, turn, band)
   local ringlen
   local function off_ring(g)
     redis.call('LPOP', ring)
+    ring_count(root, g, band, -1, lanes[g].own)
     redis.call('DEL', turn)
     if band ~= 5 then redis.call('HDEL', root .. 'gband', g) end
     if ringlen then ringlen = ringlen - 1 end

@@ -64,7 +64,7 @@ end
 for _, suffix in ipairs({'ring', 'paused', 'glimit', 'gactive', 'gextra', 'gweight', 'grate',
     'rdue', 'turn', 'holders', 'wake', 'limiter', 'lanes', 'metrics:completed', 'metrics:failed',
     'periodic', 'flow:outbox', 'meta', 'metrics:cancelled', 'claims', 'policies', 'gcap',
-    'gscheduled', 'cooling', 'gband', 'served', 'rates', 'gdeficit', 'grun'}) do
+    'gscheduled', 'cooling', 'gband', 'served', 'rates', 'gdeficit', 'grun', 'ringweight'}) do
   redis.call('DEL', root .. suffix)
 end
 for p = 0, 9 do redis.call('DEL', root .. 'band:' .. p .. ':ring', root .. 'band:' .. p .. ':turn') end
