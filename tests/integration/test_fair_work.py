@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -15,15 +14,6 @@ from echomq import InvalidArgument, Queue
 from echomq.engine.options import JobOptions
 from echomq.engine.results import Job
 from echomq.engine.transitions import Success
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
 
 
 async def flood(queue: Queue, lane: str, n: int, cost: int = 1) -> None:

@@ -4,20 +4,7 @@ those on the default weight, kept by every script that rings a lane or takes one
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from echomq import Item, Job, Policy, Queue
-
-
-@pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
-    yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
 
 
 async def counters(queue: Queue) -> dict[str, int]:
