@@ -114,16 +114,22 @@ async def _tasks(url: str, jobs: int, bulk: bool) -> Sample:
             else:
                 for n in range(jobs):
                     await noop.enqueue(f"t{n % 16}", n)
-        settled = Settled(jobs)
-        options = ConsumerOptions(concurrency=CONCURRENCY)
-        worker = AppWorker(app, options=options, observer=settled)
-        with Clock() as drain:
-            runner = asyncio.ensure_future(worker.run())
-            await settled.done.wait()
-        worker.stop()
-        await runner
+        drain = await _drain(app, jobs)
         await discard(app.queue(name))
     return _sample(jobs, enqueue, drain)
+
+
+async def _drain(app: App, jobs: int) -> Clock:
+    """Drain ``jobs`` with ``AppWorker.run`` (what ``echomq worker mod:app`` runs), the clock
+    stopped by the observer of the last settle."""
+    settled = Settled(jobs)
+    worker = AppWorker(app, options=ConsumerOptions(concurrency=CONCURRENCY), observer=settled)
+    with Clock() as drain:
+        runner = asyncio.ensure_future(worker.run())
+        await settled.done.wait()
+    worker.stop()
+    await runner
+    return drain
 
 
 def _sample(jobs: int, enqueue: Clock, drain: Clock) -> Sample:
@@ -148,14 +154,7 @@ async def _batch_tasks(url: str, jobs: int, bulk: bool) -> Sample:
             else:
                 for n in range(jobs):
                     await rows.enqueue(n)
-        settled = Settled(jobs)
-        options = ConsumerOptions(concurrency=CONCURRENCY)
-        worker = AppWorker(app, options=options, observer=settled)
-        with Clock() as drain:
-            runner = asyncio.ensure_future(worker.run())
-            await settled.done.wait()
-        worker.stop()
-        await runner
+        drain = await _drain(app, jobs)
         await discard(app.queue(name))
     return _sample(jobs, enqueue, drain)
 
