@@ -162,18 +162,23 @@ def test_a_stride_with_the_floor_passes_the_same_case() -> None:
     assert min(third.values()) >= 1 - TOLERANCE
 
 
+def visits(stride: ShardStride, n: int) -> Counter[int]:
+    """The shards ``n`` visits pick, each charged one claim (every one finds work)."""
+    picks: Counter[int] = Counter()
+    for _ in range(n):
+        shard = stride.pick()
+        assert shard is not None
+        picks[shard] += 1
+        stride.charge(shard, 1)
+    return picks
+
+
 def test_the_most_urgent_band_is_visited_first() -> None:
     stride = ShardStride(3)
     stride.observe(0, ShardLoad(5, 10))
     stride.observe(1, ShardLoad(7, 1))
     stride.observe(2, ShardLoad(7, 3))
-    picks: Counter[int] = Counter()
-    for _ in range(400):
-        shard = stride.pick()
-        assert shard is not None
-        picks[shard] += 1
-        stride.charge(shard, 1)
-    assert picks == Counter({2: 300, 1: 100})
+    assert visits(stride, 400) == Counter({2: 300, 1: 100})
 
 
 def test_shards_returning_after_a_park_start_level() -> None:
@@ -188,12 +193,7 @@ def test_shards_returning_after_a_park_start_level() -> None:
     assert stride.pick() is None
     stride.observe(0, ShardLoad(5, 1))
     stride.observe(1, ShardLoad(5, 1))
-    picks: Counter[int] = Counter()
-    for _ in range(100):
-        shard = stride.pick()
-        assert shard is not None
-        picks[shard] += 1
-        stride.charge(shard, 1)
+    picks = visits(stride, 100)
     assert abs(picks[0] - picks[1]) <= 2, picks
 
 
