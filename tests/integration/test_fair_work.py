@@ -1,5 +1,5 @@
 """Fairness by work (issue 26 part 3): deficit round robin on the ring, a lane's turn measured
-in units (``fairness("cost")``) or in measured lease time (``fairness("time")``) instead of
+in units (``fairness("cost")``) or in measured run time (``fairness("time")``) instead of
 claims; weights scale the quantum; an emptied lane forgets its credit; bad settings are refused
 by name before anything is written."""
 

@@ -23,7 +23,7 @@ from echomq.errors import InvalidArgument
 #: ``max`` can start across a window boundary).
 RateMode = Literal["smooth", "fixed"]
 #: How a lane's turn on the ring is measured: in claims (``count``, the default), in units
-#: (``cost``: each job's ``cost``) or in run time (``time``: each lease's measured time).
+#: (``cost``: each job's ``cost``) or in run time (``time``: each job's measured run time).
 FairBy = Literal["count", "cost", "time"]
 #: The longest quantum fairness by time takes (a visit's grant per unit of weight), seconds.
 MAX_QUANTUM_SECONDS: Final = 3_600.0

@@ -452,8 +452,9 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         grants ``quantum`` x weight units (default: the dearest ``cost`` the queue admitted)
         and the lane is served while its credit lasts, each job charged its ``cost``.
         ``"time"``: the same in run time: each job is charged its lane's average run time
-        when claimed and set right, when its lease ends, by the time it held the lease on the
-        server clock; ``quantum`` in seconds (default 0.1). Lanes with 10x heavier jobs then
+        when claimed and set right when the job ends: by the time its handler ran (the
+        consumer's measure, carried by the complete), else by the time it held its lease on
+        the server clock; ``quantum`` in seconds (default 0.1). Lanes with 10x heavier jobs then
         get the same worker time as the others, not 10x more
         (docs/guides/priorities-costs-cooling.md, "Fairness by work"). A change starts every
         lane's share afresh. False: it held that setting already (nothing written).

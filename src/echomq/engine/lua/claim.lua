@@ -37,7 +37,7 @@
 -- Fairness by work (meta `fair` = cost or time, see _fair.lua): a lane's turn is its credit
 -- (`gdeficit`), not a count of claims. A lane at the head with credit > 0 serves heads while
 -- its credit lasts, each charged its cost (`cost`) or its lane's run-time estimate in ms
--- (`time`; complete and retry settle the estimate against the lease's measured time); the
+-- (`time`; every end of the lease settles the estimate against the measured run time); the
 -- last may overdraw it. A lane whose credit is spent gets quantum x weight and goes to the
 -- tail (a dry visit when it had nothing to serve with). A lane new to the ring starts with
 -- quantum x weight; one that empties forgets its credit. At most DRY dry visits per call:
