@@ -204,9 +204,15 @@ class ClusterRouter:
         fresh = {
             a: Connector(o, version_fence=None) for a, o in wanted.items() if a not in self.nodes
         }
-        results = await asyncio.gather(
-            *(c.connect() for c in fresh.values()), return_exceptions=True
-        )
+        try:
+            results = await asyncio.gather(
+                *(c.connect() for c in fresh.values()), return_exceptions=True
+            )
+        except BaseException:
+            # Cancelled midway (an app closed while it connected): the connectors that came up
+            # are nobody's yet, and would leave their sockets open.
+            await asyncio.gather(*(c.close() for c in fresh.values()), return_exceptions=True)
+            raise
         for (address, connector), result in zip(fresh.items(), results, strict=True):
             if isinstance(result, BaseException):
                 log.warning("cannot reach cluster primary %s: %s", address, result)
