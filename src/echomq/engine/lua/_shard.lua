@@ -16,25 +16,23 @@
 -- write (EMQARG epoch fails the call).
 local function fence_reader(root, argv)
   if argv[1] ~= 'fence' then return nil end
-  local sent = string.format('%.0f', int_arg(argv[2], 'epoch', 0, 9007199254740991))
-  local seen = {}
+  local sent = int_arg(argv[2], 'epoch', 0, 9007199254740991)
+  local seen = {} -- lane -> {its slot word, its refusal or false}
   return function(g, slot_arg)
+    local known = seen[g]
+    if known and known[1] == slot_arg then return known[2] or nil end
     local slot, refused = int_or_refusal(slot_arg, 'slot', 0, 16383)
     if refused then return refused end
-    local memo = slot .. ':' .. g
-    local verdict = seen[memo]
-    if verdict == nil then
-      verdict = false
-      if redis.call('GETBIT', root .. 'owns', slot) == 0
-          or redis.call('HEXISTS', root .. 'moved', g) == 1 then
-        if redis.call('HEXISTS', root .. 'adopted', g) == 0 then
-          verdict = 'EMQMOVED ' .. (redis.call('HGET', root .. 'moved', g) or '?') ..
-            ' epoch ' .. (redis.call('HGET', root .. 'meta', 'epoch') or '0') ..
-            ', sent at ' .. sent .. ': lane ' .. g
-        end
+    local verdict = false
+    if redis.call('GETBIT', root .. 'owns', slot) == 0
+        or redis.call('HEXISTS', root .. 'moved', g) == 1 then
+      if redis.call('HEXISTS', root .. 'adopted', g) == 0 then
+        verdict = string.format('EMQMOVED %s epoch %s, sent at %.0f: lane ',
+          redis.call('HGET', root .. 'moved', g) or '?',
+          redis.call('HGET', root .. 'meta', 'epoch') or '0', sent) .. g
       end
-      seen[memo] = verdict
     end
+    seen[g] = {slot_arg, verdict}
     return verdict or nil
   end
 end
