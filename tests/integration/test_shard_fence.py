@@ -163,9 +163,11 @@ async def test_fence_words_are_checked_before_any_write(shards: Shards) -> None:
     enqueue = shards.queue.scripts["enqueue"]
     before = await shards.contents(0)
     with pytest.raises(ArgumentRefused, match="epoch"):
-        await engine.registry.run(engine.wire, enqueue, engine._keys, [FENCE_MARK, -1, *item, 0])
+        await engine.registry.run(
+            engine.wire, enqueue, (engine.keys.root, engine.keys.gate), [FENCE_MARK, -1, *item, 0]
+        )
     (code, detail, _) = await engine.registry.run(
-        engine.wire, enqueue, engine._keys, [FENCE_MARK, 1, *item, 16384]
+        engine.wire, enqueue, (engine.keys.root, engine.keys.gate), [FENCE_MARK, 1, *item, 16384]
     )
     assert code == -1
     assert detail.startswith(b"EMQARG slot 16384")

@@ -157,10 +157,10 @@ class Engine:
     ) -> tuple[list[Any], EchoMQError | None]:
         """Run ``script`` over ``items`` in chunks of ``size``, pipelined, each call's ``ARGV``
         opening with ``head`` (or, given ``argv``, built by it from a chunk's start and stop).
-        Each item's reply in order: the ``width`` values the script
-        answers for it (one value when ``width`` is 1), or the failure of the call that
-        carried it. With ``durability``, the chunks and one ``WAITAOF`` go out as one pipeline
-        on one connection; the second value is the shortfall of that wait (None: confirmed)."""
+        Each item's reply in order: the ``width`` values the script answers for it (one value
+        when ``width`` is 1), or the failure of the call that carried it. With
+        ``durability``, the chunks and one ``WAITAOF`` go out as one pipeline on one
+        connection; the second value is the shortfall of that wait (None: confirmed)."""
         spans = [(start, min(start + size, len(items))) for start in range(0, len(items), size)]
         if argv is None:
             calls = [
@@ -211,7 +211,7 @@ class Engine:
             (),
             self.durability,
             ids,
-            None if fence is None else lambda a, b: admission_argv(items[a:b], fence.part(a, b)),
+            lambda a, b: admission_argv(items[a:b], fence and fence.part(a, b)),
         )
         admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
         if self.durability is None:
@@ -248,7 +248,7 @@ class Engine:
         if self.durability is not None:
             (reply,) = await self.enqueue([item], fence)
         else:
-            args = item if fence is None else admission_argv([item], fence)
+            args = admission_argv([item], fence)
             reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, args))
         if isinstance(reply, EchoMQError):
             raise reply
