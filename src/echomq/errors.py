@@ -29,10 +29,12 @@
             ├── LockedError    EMQLOCK  (the job is held by a worker)
             ├── StateError     EMQSTATE (the job or queue is in the wrong state)
             ├── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
-            └── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
+            ├── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
+            └── LaneMoved      EMQMOVED (a shard of a sharded queue does not serve the lane)
 
 Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions. A refusal
-of one item of a batch is that item's verdict (``error``; ``rejected`` for a full lane) instead.
+of one item of a batch is that item's verdict (``error``; ``rejected`` for a full lane or a lane
+another shard serves) instead.
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ __all__ = [
     "InvalidArgument",
     "KindError",
     "LaneFull",
+    "LaneMoved",
     "LockedError",
     "NodeLeaseError",
     "NotDurable",
@@ -245,6 +248,31 @@ class LaneFull(Refusal):
 _FULL = re.compile(r"lane full: (\d+) unfinished jobs, cap (\d+), lane (.*)\Z", re.DOTALL)
 
 
+class LaneMoved(Refusal):
+    """EMQMOVED: a shard of a sharded queue refused an item of a lane it does not serve
+    (docs/concepts/shards.md, "The fence"); nothing of the item was written.
+
+    ``shard`` is the shard the lane moved to when this shard knows it (its ``moved`` names it),
+    else None: the producer's slot table is stale, read the directory again. ``epoch`` is the
+    refusing shard's placement epoch and ``sent`` the producer's: ``epoch > sent`` says the
+    producer's map is older than the shard's. ``lane`` is the lane; ``reason`` is
+    ``"lane moved"``. In a batch it is the ``rejected`` item's ``verdict.error``: send the item
+    to the shard that serves its lane, with the same id."""
+
+    reason = "lane moved"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _MOVED.match(self.detail)
+        self.shard = int(found[1]) if found and found[1] != "?" else None
+        self.epoch = int(found[2]) if found else 0
+        self.sent = int(found[3]) if found else 0
+        self.lane = found[4] if found else ""
+
+
+_MOVED = re.compile(r"(\d+|\?) epoch (\d+), sent at (\d+): lane (.*)\Z", re.DOTALL)
+
+
 class TaskFailed(EchoMQError):
     """The task's job is dead: ``error`` is its ``last_error``, ``traceback`` the last failed
     attempt's (when one was kept)."""
@@ -348,6 +376,7 @@ REFUSALS: dict[str, type[Refusal]] = {
     "EMQSTATE": StateError,
     "EMQARG": ArgumentRefused,
     "EMQFULL": LaneFull,
+    "EMQMOVED": LaneMoved,
 }
 
 

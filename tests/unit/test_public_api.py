@@ -24,10 +24,10 @@ PINNED = {
     "echomq.errors": {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError", "Disconnected",
         "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument", "KindError",
-        "LaneFull", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded", "RateError",
-        "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError", "ServerError",
-        "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed", "VersionFenceError",
-        "WireError", "WireTimeout",
+        "LaneFull", "LaneMoved", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded",
+        "RateError", "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError",
+        "ServerError", "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed",
+        "VersionFenceError", "WireError", "WireTimeout",
     },
     "echomq.engine": {
         "Backoff", "Bucket", "Buckets", "CancelOutcome", "Cancellation", "Children",

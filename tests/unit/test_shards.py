@@ -1,12 +1,15 @@
 """A sharded queue's placement (docs/concepts/shards.md): the lane-slot function, the slot table
 a new queue starts with, the tags chosen to spread its shards over a cluster's primaries, and
-``ShardMap``, validated field by field and stored as the directory's fields."""
+``ShardMap``, validated field by field and stored as the directory's fields; the fence a producer
+sends (its ARGV layout) and the writes that make a keyspace a shard."""
 
 from __future__ import annotations
 
 import pytest
 
 from echomq.engine import keys as _keys
+from echomq.engine.options import FENCE_MARK, Fence, admission_argv, fence
+from echomq.engine.producer import verdict as producer_verdict
 from echomq.engine.shard_schedule import MAX_SHARDS
 from echomq.engine.shards import (
     ShardMap,
@@ -14,7 +17,7 @@ from echomq.engine.shards import (
     initial_table,
     lane_slot,
 )
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, LaneMoved, server_error
 
 SLOTS = _keys.SLOTS
 #: Three primaries, listed out of address order; 7010 sorts after 7002 by number, not by text.
@@ -281,3 +284,59 @@ def test_a_corrupt_directory_is_refused_naming_what_holds_it(
     with pytest.raises(InvalidArgument) as refused:
         ShardMap.from_stored(directory, placed)
     assert refused.value.argument == argument
+
+
+# --- the fence ----------------------------------------------------------------------------------
+
+
+def test_a_fenced_call_opens_with_the_mark_and_epoch_and_puts_each_slot_after_its_item() -> None:
+    items = [("JOB1", b"a", "x"), ("JOB2", b"b", "y")]
+    assert admission_argv(items) == ["JOB1", b"a", "x", "JOB2", b"b", "y"]  # unsharded: as ever
+    shard_map = ShardMap.create("orders", 3)
+    fenced = shard_map.fence(["x", "y"])
+    assert fenced == Fence(1, (lane_slot("x"), lane_slot("y")))
+    assert admission_argv(items, fenced) == [
+        FENCE_MARK, 1, "JOB1", b"a", "x", lane_slot("x"), "JOB2", b"b", "y", lane_slot("y")
+    ]  # fmt: skip
+    assert fenced.part(1, 2) == Fence(1, (lane_slot("y"),))
+    with pytest.raises(InvalidArgument, match="slots"):
+        admission_argv(items, fenced.part(0, 1))
+
+
+@pytest.mark.parametrize(
+    ("epoch", "slots", "argument"),
+    [(-1, [0], "epoch"), (True, [0], "epoch"), (2**53, [0], "epoch"), (1, [16384], "slot"),
+     (1, [-1], "slot"), (1, ["7"], "slot")],
+)  # fmt: skip
+def test_a_fence_out_of_bounds_is_refused_naming_it(
+    epoch: object, slots: list[object], argument: str
+) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        fence(epoch, slots)  # type: ignore[arg-type]
+    assert refused.value.argument == argument
+
+
+def test_the_fence_commands_write_owns_meta_and_the_overrides_on_both_sides() -> None:
+    created = ShardMap.create("orders", 3)
+    lane = next(f"l{i}" for i in range(100) if created.shard_of(f"l{i}") == 1)
+    shard_map = ShardMap(created.tags, created.table, ((lane, 2),), epoch=4)
+    home, target = shard_map.keyspace(1), shard_map.keyspace(2)
+    assert shard_map.fence_commands(1) == [
+        ("SET", home.owns, shard_map.owns_bitmap(1)),
+        ("HSET", home.meta, "shard", 1, "epoch", 4),
+        ("DEL", home.moved, home.adopted),
+        ("HSET", home.moved, lane, 2),
+    ]
+    assert shard_map.fence_commands(2)[3:] == [("HSET", target.adopted, lane, "")]
+    assert len(shard_map.fence_commands(0)) == 3  # no override touches shard 0
+
+
+def test_an_emqmoved_refusal_carries_the_shard_the_epochs_and_the_lane() -> None:
+    moved = server_error("EMQMOVED 2 epoch 7, sent at 5: lane Zürich: a b")
+    assert isinstance(moved, LaneMoved)
+    assert (moved.shard, moved.epoch, moved.sent, moved.lane) == (2, 7, 5, "Zürich: a b")
+    unknown = server_error("EMQMOVED ? epoch 1, sent at 1: lane vip")
+    assert isinstance(unknown, LaneMoved)
+    assert unknown.shard is None
+    verdict = producer_verdict(unknown, "JOB1")
+    assert (verdict.kind, verdict.reason, verdict.ok) == ("rejected", "lane moved", False)

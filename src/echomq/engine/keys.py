@@ -361,7 +361,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.meta",
         "queue settings: paused, concurrency, max, window, mode, ordered, fair, quantum; the "
         "default for lanes: dlimit, dweight, drate; banded and bands (priority bands, see "
-        "claim.lua); costed (the dearest cost admitted)",
+        "claim.lua); costed (the dearest cost admitted); on a shard of a sharded queue, shard "
+        "(its index) and epoch (the placement epoch its fence was written at)",
     ),
     KeyShape(
         QUEUE_ROOT + "fsync",
@@ -549,8 +550,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "STRING",
         "Keyspace.owns",
         "a shard's lane slots, a 16,384-bit bitmap (GETBIT <lane slot>): the authoritative copy "
-        "of its part of the directory's table, checked by the fence with the write",
-        planned="3",
+        "of its part of the directory's table, checked by the fence with the write (enqueue, flow "
+        "and reassign on a shard: _shard.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "moved",
@@ -558,7 +559,6 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.moved",
         "lane -> the shard it moved to: lanes of this shard's slots that it no longer serves "
         "(their enqueues are refused toward that shard)",
-        planned="3",
     ),
     KeyShape(
         QUEUE_ROOT + "adopted",
@@ -566,7 +566,6 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.adopted",
         'lane -> "" (adopted) or its source shard (arriving, held off the ring): lanes this '
         "shard serves though its owns does not name their slot",
-        planned="3",
     ),
     KeyShape(
         QUEUE_ROOT + "importing",

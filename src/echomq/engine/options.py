@@ -4,21 +4,23 @@
 
 A new option is a field of :class:`JobOptions`, its check in :func:`admission`, a field of
 :class:`Admission` (the script's argument, in order) and its Lua; every producer (the async
-``Queue``, the blocking ``SyncQueue``, the task layer, batches) carries it from there.
+``Queue``, the blocking ``SyncQueue``, the task layer, batches) carries it from there. On a
+shard of a sharded queue a call carries a :class:`Fence` too (:func:`admission_argv`).
 """
 
 from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final, NamedTuple
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_DURATION, MAX_PAYLOAD, MAX_RESULT_TTL, MAX_UNIX_SECONDS, ms
-from echomq.engine.keys import DEFAULT_GROUP, validate_dedup, validate_group
+from echomq.engine.keys import DEFAULT_GROUP, SLOTS, validate_dedup, validate_group
 from echomq.errors import InvalidArgument
 from echomq.wire.codec import Codec
+from echomq.wire.connector import Arg
 
 #: A job's priority band: 0 (least urgent) to 9 (most urgent), 5 when not given. The claim
 #: serves the most urgent band with a serviceable lane; lanes rotate by weight within a band
@@ -120,6 +122,56 @@ class Admission(NamedTuple):
 
 #: ``ARGV`` words per admitted item.
 ADMISSION_WIDTH = len(Admission._fields)
+
+#: The word that opens the ``ARGV`` of an admission sent to a shard of a sharded queue
+#: (enqueue.lua, flow.lua, reassign.lua; docs/concepts/shards.md, "The fence"): the producer's
+#: placement epoch follows it, and each item carries its lane slot after its own words. An
+#: unsharded queue's call carries none of it (the scripts pay one comparison for it).
+FENCE_MARK: Final = "fence"
+#: The largest placement epoch a fence carries (the scripts' numbers are exact to 2^53).
+MAX_EPOCH: Final = 2**53 - 1
+
+
+class Fence(NamedTuple):
+    """An admission's fence on a shard of a sharded queue: the producer's placement ``epoch``
+    (its ``ShardMap``'s) and the lane slot of each item (``shards.lane_slot`` of its lane), in
+    item order. :func:`fence` builds one, checked."""
+
+    epoch: int
+    slots: tuple[int, ...]
+
+    def part(self, start: int, stop: int) -> Fence:
+        """The fence of items ``start`` to ``stop`` (a chunk of a batch)."""
+        return Fence(self.epoch, self.slots[start:stop])
+
+
+def fence(epoch: int, slots: Iterable[int]) -> Fence:
+    """A checked :class:`Fence`: ``epoch`` an int from 0 to 2^53 - 1, every slot an int from 0
+    to 16383 (``InvalidArgument`` names ``epoch`` or ``slot``), before anything is sent."""
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+        raise InvalidArgument("epoch", epoch, f"must be an int from 0 to {MAX_EPOCH}")
+    checked = tuple(slots)
+    for slot in checked:
+        if isinstance(slot, bool) or not isinstance(slot, int) or not 0 <= slot < SLOTS:
+            raise InvalidArgument("slot", slot, f"must be an int from 0 to {SLOTS - 1}")
+    return Fence(epoch, checked)
+
+
+def admission_argv(items: Sequence[Sequence[Arg]], fence: Fence | None = None) -> list[Arg]:
+    """One admission call's ``ARGV``: each item's words in order (an :class:`Admission` for
+    enqueue.lua, a ``Node.args()`` for flow.lua, ``(id, lane)`` for reassign.lua); with a
+    ``fence``, :data:`FENCE_MARK` and its epoch first and each item's lane slot after its words.
+    The one place this layout is written: the async engine and ``SyncQueue`` both build with it.
+    """
+    if fence is None:
+        return [arg for item in items for arg in item]
+    if len(fence.slots) != len(items):
+        raise InvalidArgument("slots", fence.slots, f"must be one per item ({len(items)})")
+    argv: list[Arg] = [FENCE_MARK, fence.epoch]
+    for item, slot in zip(items, fence.slots, strict=True):
+        argv += item
+        argv.append(slot)
+    return argv
 
 
 def admission(

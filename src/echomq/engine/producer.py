@@ -24,7 +24,15 @@ from echomq.engine.options import (
 from echomq.engine.policies import DEFAULT_MODE, rate_value
 from echomq.engine.results import JobInfo, JobState, Verdict, VerdictKind
 from echomq.engine.transitions import Admitted
-from echomq.errors import EchoMQError, InvalidArgument, LaneFull, NotDurable, WireError, renamed
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    LaneFull,
+    LaneMoved,
+    NotDurable,
+    WireError,
+    renamed,
+)
 from echomq.wire.codec import Codec
 
 #: An admission's reply code as its verdict (see enqueue.lua).
@@ -162,12 +170,12 @@ class Batch:
 
 
 def verdict(reply: Admitted, job_id: str) -> Verdict:
-    """One item's reply as its verdict: a lost connection is ``unknown``, a full lane
-    ``rejected``, another refusal ``error``; a write its durability's ``WAITAOF`` did not
-    confirm is ``unknown`` too (send it again)."""
+    """One item's reply as its verdict: a lost connection is ``unknown``, a full lane or a
+    lane the shard does not serve (:class:`LaneMoved`) ``rejected``, another refusal ``error``;
+    a write its durability's ``WAITAOF`` did not confirm is ``unknown`` too (send it again)."""
     if isinstance(reply, WireError | NotDurable):
         return Verdict("unknown", job_id, reply)
-    if isinstance(reply, LaneFull):
+    if isinstance(reply, LaneFull | LaneMoved):
         return Verdict("rejected", job_id, reply)
     if isinstance(reply, EchoMQError):
         return Verdict("error", job_id, reply)

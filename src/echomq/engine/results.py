@@ -38,7 +38,10 @@ class Verdict:
     ``rejected`` (batches only: a single enqueue raises :class:`~echomq.LaneFull`) means the
     item's lane was full, nothing written: ``reason`` is ``"lane full"`` and ``error`` the
     :class:`~echomq.LaneFull` with the lane, its cap and its backlog; ``id`` is the id the item
-    would have had (send it again later with that id). ``error`` means refused, nothing
+    would have had (send it again later with that id). On a shard of a sharded queue an item of
+    a lane the shard does not serve is ``rejected`` too, nothing written: ``reason`` is
+    ``"lane moved"`` and ``error`` the :class:`~echomq.errors.LaneMoved` naming the shard that
+    serves it (send it there with that id). ``error`` means refused, nothing
     written (``error`` says why). ``unknown`` (batches only) means the connection dropped with
     the item in flight: it may or may not have been admitted, and sending it again with the
     same ``id`` is safe (admission is idempotent by id).
@@ -51,7 +54,8 @@ class Verdict:
 
     @property
     def reason(self) -> str | None:
-        """Why a ``rejected`` item was refused (``"lane full"``); None for other kinds."""
+        """Why a ``rejected`` item was refused (``"lane full"`` or ``"lane moved"``); None for
+        other kinds."""
         if self.kind != "rejected":
             return None
         return getattr(self.error, "reason", None)

@@ -10,7 +10,7 @@ authority, and this map is what producers cache and operators read.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import Final, TypeGuard
@@ -26,8 +26,10 @@ from echomq.engine.keys import (
     validate_group,
     validate_queue,
 )
+from echomq.engine.options import Fence, fence
 from echomq.engine.shard_schedule import MAX_SHARDS
 from echomq.errors import InvalidArgument
+from echomq.wire.connector import Arg
 
 #: A run of the slot table: (its first lane slot, its shard); it ends where the next begins.
 Run = tuple[int, int]
@@ -240,6 +242,40 @@ class ShardMap:
         """The keyspace of shard ``shard``: every script runs on it unchanged."""
         self._check_shard(shard)
         return Keyspace.for_shard(self.tags[shard])
+
+    def fence(self, lanes: Iterable[str]) -> Fence:
+        """The fence a producer holding this map sends with the items of ``lanes`` (one lane
+        per item, in order): its epoch and each lane's slot (docs/concepts/shards.md, "The
+        fence"). ``InvalidArgument`` names a lane that is not a lane name."""
+        return fence(self.epoch, (lane_slot(lane) for lane in lanes))
+
+    def fence_commands(self, shard: int) -> list[tuple[Arg, ...]]:
+        """The writes that make the keyspace of shard ``shard`` the shard this map describes:
+        its ``owns`` bitmap, its meta ``shard`` and ``epoch``, and its ``moved`` / ``adopted``
+        lanes from the overrides (a lane moved off shard s is in s's ``moved``, naming its new
+        shard, and in that shard's ``adopted``), the old ones replaced. Idempotent; not one
+        atomic step, so meant for a shard nothing admits to yet (its creation) and tests."""
+        keys = self.keyspace(shard)
+        moved: list[Arg] = []
+        adopted: list[Arg] = []
+        for lane, to in self.overrides:
+            home = self.owner(lane_slot(lane))
+            if home == to:
+                continue  # an override that names the slot's own shard fences nothing
+            if home == shard:
+                moved += (lane, to)
+            elif to == shard:
+                adopted += (lane, "")
+        commands: list[tuple[Arg, ...]] = [
+            ("SET", keys.owns, self.owns_bitmap(shard)),
+            ("HSET", keys.meta, "shard", shard, "epoch", self.epoch),
+            ("DEL", keys.moved, keys.adopted),
+        ]
+        if moved:
+            commands.append(("HSET", keys.moved, *moved))
+        if adopted:
+            commands.append(("HSET", keys.adopted, *adopted))
+        return commands
 
     def to_directory(self) -> dict[str, str]:
         """The fields of the directory (HASH ``emq:{q}:shards``, on shard 0) this map sets."""

@@ -35,6 +35,7 @@ from echomq.engine.options import (
     Admission,
     JobOptions,
     admission,
+    admission_argv,
     lane_alias,
     options_of,
     when_run_at,
@@ -215,7 +216,8 @@ class SyncQueue:
         self._cancel = self.scripts["cancel"]
         self._slot = slot(self.keys.root)
         self._head = self._enqueue.head((self.keys.root, self.keys.gate))
-        # One item's call: the head's words packed once, then the item's (its count cut).
+        # One item's call: the head's words packed once, then the item's (its count cut): an
+        # unfenced admission_argv([item]) is the item's own words (options.py).
         self._prefix = (
             b"*%d\r\n" % (len(self._head) + ADMISSION_WIDTH)
             + pack(self._head)[len(b"*%d\r\n" % len(self._head)) :]
@@ -402,7 +404,7 @@ class SyncQueue:
             return batch.verdicts
         chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
         head = self._head
-        commands = [pack(head + tuple(arg for item in chunk for arg in item)) for chunk in chunks]
+        commands = [pack((*head, *admission_argv(chunk))) for chunk in chunks]
         before = process.router.reconnects, process.router.ask
         answers = process.router.call_each(self._slot, commands, self._enqueue)
         replies: list[Any] = []

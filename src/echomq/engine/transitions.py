@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from echomq.engine.checks import text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.keys import Keyspace
-from echomq.engine.options import Admission
+from echomq.engine.options import Admission, Fence, admission_argv
 from echomq.engine.results import Job
 from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.errors import EchoMQError, server_error
@@ -153,17 +153,22 @@ class Engine:
         head: Sequence[Arg] = (),
         durability: Durability | None = None,
         ids: Sequence[str] = (),
+        argv: Callable[[int, int], list[Arg]] | None = None,
     ) -> tuple[list[Any], EchoMQError | None]:
         """Run ``script`` over ``items`` in chunks of ``size``, pipelined, each call's ``ARGV``
-        opening with ``head``. Each item's reply in order: the ``width`` values the script
-        answers for it (one value when ``width`` is 1), or the failure of the call that
-        carried it. With ``durability``, the chunks and one ``WAITAOF`` go out as one pipeline
-        on one connection; the second value is the shortfall of that wait (None: confirmed)."""
-        chunks = [items[start : start + size] for start in range(0, len(items), size)]
-        calls = [
-            (script, self._keys, [*head, *(arg for item in chunk for arg in item)])
-            for chunk in chunks
-        ]
+        opening with ``head`` (or, given ``argv``, built by it from a chunk's start and stop).
+        Each item's reply in order: the ``width`` values the script answers for it (one value
+        when ``width`` is 1), or the failure of the call that carried it. With
+        ``durability``, the chunks and one ``WAITAOF`` go out as one pipeline on one
+        connection; the second value is the shortfall of that wait (None: confirmed)."""
+        spans = [(start, min(start + size, len(items))) for start in range(0, len(items), size)]
+        if argv is None:
+            calls = [
+                (script, self._keys, [*head, *(arg for item in items[start:stop] for arg in item)])
+                for start, stop in spans
+            ]
+        else:
+            calls = [(script, self._keys, argv(start, stop)) for start, stop in spans]
         short: EchoMQError | None = None
         replies: list[Any]
         if durability is not None:
@@ -179,9 +184,9 @@ class Engine:
             # One pipeline per call: each carries a whole chunk, and an answered one is kept.
             replies = await self.registry.run_many(self.wire, calls, per_pipeline=1)
         out: list[Any] = []
-        for chunk, reply in zip(chunks, replies, strict=True):
+        for (start, stop), reply in zip(spans, replies, strict=True):
             if isinstance(reply, EchoMQError):
-                out += [reply] * len(chunk)
+                out += [reply] * (stop - start)
             elif width == 1:
                 out += reply
             else:
@@ -190,11 +195,23 @@ class Engine:
 
     # -- admission and settles (batch-native: k items per call) ---------------------------------
 
-    async def enqueue(self, items: Sequence[Admission]) -> list[Admitted]:
-        """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order."""
+    async def enqueue(
+        self, items: Sequence[Admission], fence: Fence | None = None
+    ) -> list[Admitted]:
+        """Admit ``items`` in chunks of :data:`ADMIT_CHUNK`; one answer per item, in order. On a
+        shard of a sharded queue ``fence`` carries the producer's epoch and each item's lane
+        slot: an item of a lane the shard does not serve answers
+        :class:`~echomq.errors.LaneMoved`."""
         ids = [item.id for item in items] if self.durability else ()
         replies, short = await self._batched(
-            self._enqueue, items, ADMIT_CHUNK, 3, (), self.durability, ids
+            self._enqueue,
+            items,
+            ADMIT_CHUNK,
+            3,
+            (),
+            self.durability,
+            ids,
+            lambda a, b: admission_argv(items[a:b], fence and fence.part(a, b)),
         )
         admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
         if self.durability is None:
@@ -223,13 +240,16 @@ class Engine:
             return exc
         return durability.shortfall([wait], duplicates)
 
-    async def enqueue_one(self, item: Admission) -> tuple[int, str, str]:
-        """Admit one item; its refusal is raised, and so is a durability's shortfall
-        (:class:`NotDurable`, after the write)."""
+    async def enqueue_one(
+        self, item: Admission, fence: Fence | None = None
+    ) -> tuple[int, str, str]:
+        """Admit one item (``fence``: as :meth:`enqueue`'s); its refusal is raised, and so is a
+        durability's shortfall (:class:`NotDurable`, after the write)."""
         if self.durability is not None:
-            (reply,) = await self.enqueue([item])
+            (reply,) = await self.enqueue([item], fence)
         else:
-            reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, item))
+            args = admission_argv([item], fence)
+            reply = _admitted(*await self.registry.run(self.wire, self._enqueue, self._keys, args))
         if isinstance(reply, EchoMQError):
             raise reply
         return reply
@@ -325,10 +345,14 @@ class Engine:
 
     # -- flows ---------------------------------------------------------------------------------
 
-    async def flow(self, nodes: Sequence[Sequence[Arg]]) -> tuple[bool, str]:
+    async def flow(
+        self, nodes: Sequence[Sequence[Arg]], fence: Fence | None = None
+    ) -> tuple[bool, str]:
         """Admit a flow's nodes of this queue, all or nothing (seven values each, see
-        flow.lua): ``(True, "")`` admitted, ``(False, id)`` that node existed: nothing written."""
-        args = [arg for node in nodes for arg in node]
+        flow.lua): ``(True, "")`` admitted, ``(False, id)`` that node existed: nothing written.
+        On a shard ``fence`` carries each node's lane slot: a node of a lane the shard does not
+        serve raises :class:`~echomq.errors.LaneMoved`, nothing written."""
+        args = admission_argv(nodes, fence)
         if self.durability is None:
             code, detail = await self._run(self._flow, args)
         else:
@@ -412,8 +436,11 @@ class Engine:
     async def remove(self, job_id: str) -> bool:
         return bool(await self._run(self._remove, (job_id,)))
 
-    async def reassign(self, job_id: str, group: str) -> bool:
-        return bool(await self._run(self._reassign, (job_id, group)))
+    async def reassign(self, job_id: str, group: str, fence: Fence | None = None) -> bool:
+        """Move a pending job to lane ``group`` (on a shard, ``fence`` carries that lane's slot:
+        a lane the shard does not serve raises :class:`~echomq.errors.LaneMoved`, nothing
+        written)."""
+        return bool(await self._run(self._reassign, admission_argv([(job_id, group)], fence)))
 
     async def reprocess(self, job_id: str) -> bool:
         return bool(await self._run(self._reprocess, (job_id,)))

@@ -25,12 +25,15 @@
 --             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
 --   cost      1..1000, the job's units (the row records `cost` only when not 1, and the queue
 --             is marked `costed` with the dearest cost yet: the claim reads costs only then)
+-- On a shard of a sharded queue ARGV opens with "fence" and the producer's placement epoch,
+-- and each item has a twelfth word, its lane's slot (0..16383): an item of a lane this shard
+-- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua).
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
 -- pending, scheduled, active, waiting, completed, dead, cancelled, or "absent" when a dedup
--- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …", ""} refused
--- (nothing of that item written). EMQFULL: the item's lane holds as many unfinished jobs as
+-- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …" | "EMQMOVED …",
+-- ""} refused (nothing of that item written). EMQFULL: the item's lane holds as many unfinished jobs as
 -- its backlog cap (the lane's `gcap`, else meta `dcap`): pending, leased and scheduled
 -- (lane_backlog in _lib.lua). Duplicates answer before the cap: they write nothing.
 local root = KEYS[1]
@@ -41,6 +44,7 @@ local cap_of = cap_reader(root)
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
 local costed -- meta `costed`, read with `banded` (nil: not read yet)
+local fence = fence_reader(root, ARGV) -- nil: not a shard (ARGV holds no fence)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -100,7 +104,7 @@ local function record_cost(row, c)
 end
 
 local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_arg, debounce,
-    prio_arg, cost_arg)
+    prio_arg, cost_arg, slot_arg)
   -- Policy before existence before write: every check comes before the item's first write.
   -- run_at: 10 years of delay, or an absolute time before 2^53 ms (the host bounds it closer).
   local run_at, refused = int_or_refusal(run_at_arg, 'run_at', -315360000000, 9007199254740991)
@@ -133,6 +137,11 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
       now = now or now_ms()
       latest = now + tonumber(most)
     end
+  end
+  -- The fence before existence: a lane this shard does not serve reads nothing more.
+  if fence then
+    local moved = fence(g, slot_arg)
+    if moved then return -1, moved end
   end
   local row = root .. 'job:' .. id
   if dedup ~= '' then
@@ -222,9 +231,12 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
 end
 
 local out = {}
-for i = 1, #ARGV, 11 do
+local first, width = 1, 11
+if fence then first, width = 3, 12 end
+for i = first, #ARGV, width do
   local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10])
+    ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10],
+    fence and ARGV[i + 11])
   out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 

@@ -13,14 +13,22 @@
 --             (recorded in the parent's `flow:<id>:failed`, counted as done)
 --   children  the node's children's ids (any queue), space-joined in flow order; "" = a leaf.
 --             A parent's row keeps them (`children`) and counts them down (`deps`).
+-- On a shard of a sharded queue ARGV opens with "fence" and the producer's placement epoch,
+-- and each node has an eighth word, its lane's slot (0..16383): a node of a lane this shard
+-- does not serve (a parent too: it joins its lane when its children are done) refuses the
+-- whole call EMQMOVED, nothing written (fence_reader in _shard.lua).
 -- A parent admitted here clears its `flow:<id>:expected` (set by the host when a child's queue
 -- was written first): from now on its row answers its children's entries.
 -- Returns {1, n} admitted (n nodes), or {0, id}: that node exists already, nothing written
 -- (admitting a flow again is a duplicate).
--- Errors  EMQKIND an id is not JOB-namespaced; EMQARG a malformed node (before any write).
+-- Errors  EMQKIND an id is not JOB-namespaced; EMQARG a malformed node (before any write);
+--         EMQMOVED a node's lane is not this shard's (nothing written).
 local root = KEYS[1]
 local nodes = {}
-for i = 1, #ARGV, 7 do
+local fence = fence_reader(root, ARGV) -- nil: not a shard (ARGV holds no fence)
+local first, width = 1, 7
+if fence then first, width = 3, 8 end
+for i = first, #ARGV, width do
   local id, policy, children = ARGV[i], ARGV[i + 5], ARGV[i + 6]
   if string.sub(id, 1, 3) ~= 'JOB' or #id ~= 14 then
     return redis.error_reply('EMQKIND job id must be a JOB id, got ' .. id)
@@ -37,7 +45,14 @@ for i = 1, #ARGV, 7 do
     return redis.error_reply('EMQARG children <' .. n .. '>: at most 1000 per parent')
   end
   nodes[#nodes + 1] = {id, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], policy,
-    children, n}
+    children, n, fence and ARGV[i + 7]}
+end
+-- The fence before existence: every node's lane this shard's, or nothing written.
+if fence then
+  for _, node in ipairs(nodes) do
+    local refused = fence(node[3], node[9])
+    if refused then return redis.error_reply(refused) end
+  end
 end
 -- Existence before any write: the whole call is one admission.
 for _, node in ipairs(nodes) do
