@@ -71,6 +71,7 @@ __all__ = [
     "StateError",
     "TaskCancelled",
     "TaskFailed",
+    "Unsupported",
     "VersionFenceError",
     "WireError",
     "WireTimeout",
@@ -89,6 +90,11 @@ class InvalidArgument(EchoMQError, ValueError):
         self.value = value
         self.reason = reason
         super().__init__(f"invalid {argument} {shown(value)}: {reason}")
+
+
+class Unsupported(EchoMQError, NotImplementedError):
+    """A verb this kind of queue does not offer yet (a sharded queue's queue-wide rate, say);
+    the message names it and where it is planned. Nothing was written."""
 
 
 def shown(value: Any, width: int | None = None) -> str:

@@ -27,15 +27,15 @@ PINNED = {
         "LaneFull", "LaneMoved", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded",
         "RateError", "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError",
         "ServerError", "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed",
-        "VersionFenceError", "WireError", "WireTimeout",
+        "Unsupported", "VersionFenceError", "WireError", "WireTimeout",
     },
     "echomq.engine": {
         "Backoff", "Bucket", "Buckets", "CancelOutcome", "Cancellation", "Children",
         "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Eta", "Exponential",
         "Failed", "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
-        "RateLimited", "Reaped", "RetryOutcome", "Subscription", "SyncQueue", "Taken", "Upkeep",
-        "Verdict", "Wait", "validate_id",
+        "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardedQueue", "Subscription",
+        "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",

@@ -37,6 +37,8 @@ from echomq.engine.results import (
     Upkeep,
     Verdict,
 )
+from echomq.engine.sharded import ShardedQueue
+from echomq.engine.shards import ShardMap
 from echomq.engine.sync_queue import SyncQueue
 
 __all__ = [
@@ -73,6 +75,8 @@ __all__ = [
     "RateLimited",
     "Reaped",
     "RetryOutcome",
+    "ShardMap",
+    "ShardedQueue",
     "Subscription",
     "SyncQueue",
     "Taken",

@@ -535,7 +535,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "a sharded queue's directory, on shard 0: count, epoch (of placement), tags (each "
         'shard\'s, space-joined), table (the lane-slot table, "first:shard" runs); later the '
         "queue-wide budgets and the move in progress (echomq.engine.shards.ShardMap)",
-        planned="4",
+        host_only=True,
     ),
     KeyShape(
         QUEUE_ROOT + "placed",
@@ -543,7 +543,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.placed",
         "a sharded queue's lane overrides, on shard 0: lane -> the shard it was moved to, off "
         "the one its lane slot names (a read copy; the shards' moved and adopted decide)",
-        planned="4",
+        host_only=True,
     ),
     KeyShape(
         QUEUE_ROOT + "owns",

@@ -56,6 +56,7 @@ from echomq.engine.results import (
 )
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.settles import Settles
+from echomq.engine.shards import ShardMap
 from echomq.engine.transitions import Engine
 from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument
@@ -85,6 +86,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     ``durability`` (a :class:`Durability`, default None): every admission answers only once
     ``WAITAOF`` confirmed the fsyncs it asks (one wait per batch), and every settle too with
     its ``settles``; short of them, :class:`NotDurable` (docs/concepts/delivery.md).
+
+    ``shard`` (a ``ShardMap`` and an index): this queue is that shard of a sharded queue, run by
+    a :class:`~echomq.engine.sharded.ShardedQueue` (its keyspace, its admissions fenced by the
+    map, its jobs marked with the index); None, the default, for a queue of one slot.
     """
 
     def __init__(
@@ -98,8 +103,18 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         events: bool = True,
         result_ttl: float = 0.0,
         durability: Durability | None = None,
+        shard: tuple[ShardMap, int] | None = None,
     ) -> None:
-        self.keys = Keyspace(name)
+        if shard is None:
+            self.keys = Keyspace(name)
+            self.placement: ShardMap | None = None
+            #: Which shard of its sharded queue this queue is (0 for a queue of one slot).
+            self.shard = 0
+        else:
+            placement, self.shard = shard
+            self.keys = placement.keyspace(self.shard)
+            #: The placement its admissions are fenced by (on a shard of a sharded queue).
+            self.placement = placement
         #: ms a completed job's row is kept (0: deleted at completion), as complete.lua takes it.
         self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         #: What an acknowledged write must have reached (None: the server's own fsync policy).
@@ -219,7 +234,8 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
         item = admission(self.codec, self._mint, payload, options)
-        code, job_id, state = await self.engine.enqueue_one(item)
+        fence = None if self.placement is None else self.placement.fence((item.group,))
+        code, job_id, state = await self.engine.enqueue_one(item, fence)
         verdict = admission_verdict(code, job_id, state)
         if code and self._listened():
             self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
@@ -315,7 +331,11 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
 
     async def _send(self, batch: Batch) -> list[Verdict]:
         """A planned batch sent: its verdicts in input order."""
-        replies = await self.engine.enqueue(batch.admissions) if batch.admissions else []
+        admissions = batch.admissions
+        fence = None
+        if self.placement is not None and admissions:
+            fence = self.placement.fence(item.group for item in admissions)
+        replies = await self.engine.enqueue(admissions, fence) if admissions else []
         verdicts = batch.settle(replies)
         if self._listened():
             self._emit(
@@ -340,7 +360,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
             return Empty()
         if isinstance(claimed, int):
             return RateLimited(claimed / 1000) if claimed > 0 else Empty(-claimed / 1000)
-        jobs = claimed.jobs(self.codec.decode, self.name)
+        jobs = claimed.jobs(self.codec.decode, self.name, self.shard)
         if self._listened():
             self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
         return jobs, claimed.more

@@ -77,6 +77,9 @@ class Job:
     lane: str
     deadline_ms: int
     queue: str = field(default="", repr=False)
+    #: The shard that leased it, on a sharded queue (0 on a queue of one slot): its settles go
+    #: there.
+    shard: int = field(default=0, repr=False)
 
     @property
     def group(self) -> str:

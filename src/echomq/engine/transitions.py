@@ -69,13 +69,13 @@ class Claimed:
     more: bool
     reply: list[Any]
 
-    def jobs(self, decode: Callable[[bytes], Any], queue: str) -> list[Job]:
+    def jobs(self, decode: Callable[[bytes], Any], queue: str, shard: int = 0) -> list[Job]:
         """The claimed jobs, their payloads decoded with ``decode``: the reply holds each as
         ``id, payload, attempts, lane`` from its third value on."""
         reply, deadline = self.reply, self.deadline_ms
         return [
             Job(text(reply[i]), decode(reply[i + 1]), int(reply[i + 2]), text(reply[i + 3]),
-                deadline, queue)
+                deadline, queue, shard)
             for i in range(2, len(reply), 4)
         ]  # fmt: skip
 
