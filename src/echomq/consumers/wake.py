@@ -12,7 +12,6 @@ next wait takes it at once. A loop parks on one :class:`Wake` (its own, or its m
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -76,8 +75,8 @@ class Wake:
                 return None
             for i, (key, blocker) in enumerate(zip(self.keys, self.blockers, strict=True)):
                 if i not in self._reads:
-                    wait = max(left, 0.001)  # "0.000" would block for ever
-                    read = blocker.call_blocking(wait, "BLPOP", key, f"{wait:.3f}")
+                    seconds = max(left, 0.001)  # "0.000" would block for ever
+                    read = blocker.call_blocking(seconds, "BLPOP", key, f"{seconds:.3f}")
                     self._reads[i] = asyncio.ensure_future(read)
             await asyncio.wait(
                 self._reads.values(), timeout=left, return_when=asyncio.FIRST_COMPLETED
@@ -98,8 +97,7 @@ class Wake:
         self._reads.clear()
         for read in reads:
             read.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.gather(*reads, return_exceptions=True)
+        await asyncio.gather(*reads, return_exceptions=True)  # retrieved: nothing is logged
 
     async def _close_connections(self) -> None:
         await asyncio.gather(*(blocker.close() for blocker in self.blockers))
