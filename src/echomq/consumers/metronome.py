@@ -1,7 +1,8 @@
 """The metronome: one blocking read and one upkeep per beat for a pool of consumers.
 
 N consumers blocking on the same wake list would each hold a connection and each run the
-queue's upkeep every beat. With a metronome, one task owns the single ``BLPOP`` and the beat;
+queue's upkeep every beat. With a metronome, one task owns the single ``BLPOP`` (on the
+queue's wake lists: a :class:`~echomq.consumers.wake.Wake`) and the beat;
 idle consumers register with it, and on each wake it pokes every registered consumer to claim
 exactly once. A consumer that registers while a poke round happened during its claim is poked
 at once (the round's generation tells), so no wake is lost.
@@ -16,11 +17,9 @@ import time
 from typing import TYPE_CHECKING, Protocol
 
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
-from echomq.consumers.parking import open_wake
+from echomq.consumers.wake import Wake
 from echomq.engine.checks import ms
 from echomq.errors import EchoMQError
-from echomq.wire.connector import Connector
-from echomq.wire.pool import dedicated
 
 if TYPE_CHECKING:
     from echomq.engine.queue import Queue
@@ -35,7 +34,7 @@ class Idle(Protocol):
 
 
 class Metronome:
-    """Owns the wake list and the beat of one queue for the consumers that register with it."""
+    """Owns the wake lists and the beat of one queue for the consumers that register with it."""
 
     def __init__(
         self,
@@ -55,8 +54,7 @@ class Metronome:
         self._idle: list[Idle] = []  # longest idle first, no duplicates
         self._registered = asyncio.Event()
         self._stopping = False
-        self._blocker: Connector | None = None
-        self._closing: asyncio.Future[None] | None = None
+        self._wake: Wake | None = None
 
     def register(self, consumer: Idle, seen: int | None = None) -> None:
         """An idle consumer asks to be poked at the next wake or beat.
@@ -76,14 +74,14 @@ class Metronome:
         for consumer in self._idle:
             consumer.poke()
         self._idle.clear()
-        if self._blocker is not None:
-            self._closing = asyncio.ensure_future(self._blocker.close())
+        if self._wake is not None:
+            self._wake.stop()
 
     async def run(self) -> None:
         if self._stopping:
             return
-        self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
-        if not await open_wake(self._blocker, lambda: self._stopping):
+        self._wake = wake = Wake(self.queue.wire, self.queue.wake_keys)
+        if not await wake.open(lambda: self._stopping):
             return
         found_work = False  # the last upkeep made something claimable
         try:
@@ -110,9 +108,7 @@ class Metronome:
                     continue
                 timeout = max(0.001, timeout)
                 try:
-                    token = await self._blocker.call_blocking(
-                        timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
-                    )
+                    token = await wake.wait(timeout)
                 except EchoMQError as exc:
                     if self._stopping:
                         return
@@ -126,7 +122,7 @@ class Metronome:
                     self.cadence.soon(time.monotonic())
                 self._poke_round()
         finally:
-            await self._blocker.close()
+            await wake.close()
 
     def _poke_round(self) -> None:
         """One claim authorisation per idle consumer, longest idle first."""

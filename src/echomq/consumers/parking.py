@@ -1,5 +1,6 @@
 """Where an idle claim loop waits for work. :class:`Parking` is a ``BLPOP`` on the queue's
-wake list, on a connection of its own (never the pool's), for at most the wait its loop asks
+wake lists (a :class:`~echomq.consumers.wake.Wake`), on a connection of its own (never the
+pool's; one per list for a sharded queue on a cluster), for at most the wait its loop asks
 (the beat, or less when an upkeep falls due sooner); under a
 :class:`~echomq.consumers.metronome.Metronome` it is the metronome's poke instead (one
 ``BLPOP`` and one upkeep per beat for a pool). A stop aborts a parked read at once."""
@@ -10,13 +11,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from echomq.consumers.cadence import SCHEDULED_TOKEN, Cadence
-from echomq.errors import EchoMQError, WireError
-from echomq.wire.connector import Connector
-from echomq.wire.pool import dedicated
+from echomq.consumers.wake import Wake
+from echomq.errors import EchoMQError
 
 if TYPE_CHECKING:
     from echomq.consumers.metronome import Metronome
@@ -26,7 +25,7 @@ log = logging.getLogger("echomq.consumer")
 
 
 class Parking:
-    """The wake list of ``queue`` (or ``metronome``'s pokes) for the loop named ``name``;
+    """The wake lists of ``queue`` (or ``metronome``'s pokes) for the loop named ``name``;
     ``stopping`` is the loop's stop, set before :meth:`stop` is called."""
 
     def __init__(
@@ -44,16 +43,15 @@ class Parking:
         self._stopping = stopping
         self._poked = asyncio.Event()
         self._seen = 0  # the metronome's poke round before the last claim
-        self._blocker: Connector | None = None
-        self._closing: asyncio.Future[None] | None = None
+        self._wake: Wake | None = None
 
     async def open(self) -> bool:
-        """Connect the wake connection (none under a metronome); False when a stop closed it
-        while it was being made: the loop then ends with nothing claimed."""
+        """Connect the wake connections (none under a metronome); False when a stop closed them
+        while they were being made: the loop then ends with nothing claimed."""
         if self.metronome is not None:
             return True
-        self._blocker = dedicated(self.queue.wire, self.queue.keys.wake)
-        return await open_wake(self._blocker, self._stopping.is_set)
+        self._wake = Wake(self.queue.wire, self.queue.wake_keys)
+        return await self._wake.open(self._stopping.is_set)
 
     def poke(self) -> None:
         """The metronome's go-ahead: claim once."""
@@ -62,8 +60,8 @@ class Parking:
     def stop(self) -> None:
         """Abort a parked wait now rather than at the end of its beat."""
         self._poked.set()
-        if self._blocker is not None:
-            self._closing = asyncio.ensure_future(self._blocker.close())
+        if self._wake is not None:
+            self._wake.stop()
 
     def claiming(self) -> None:
         """A claim is about to go out: under a metronome, note its poke round, so a round that
@@ -80,14 +78,12 @@ class Parking:
         await self._poked.wait()
 
     async def wait(self, timeout: float) -> bool:
-        """Block on the wake list for at most ``timeout`` seconds. True when a token came, or
+        """Block on the wake lists for at most ``timeout`` seconds. True when a token came, or
         the read failed (logged): worth a claim; False when the wait ran out."""
         timeout = max(timeout, 0.001)
-        assert self._blocker is not None
+        assert self._wake is not None
         try:
-            token = await self._blocker.call_blocking(
-                timeout, "BLPOP", self.queue.keys.wake, f"{timeout:.3f}"
-            )
+            token = await self._wake.wait(timeout)
         except EchoMQError as exc:
             if not self._stopping.is_set():
                 log.warning("%s: parking on %s failed: %s", self.name, self.queue.name, exc)
@@ -98,26 +94,9 @@ class Parking:
         return token is not None
 
     async def close(self) -> None:
-        """Close the wake connection (idempotent), a close the stop began included."""
-        if self._closing is not None:
-            await self._closing
-        if self._blocker is not None:
-            await self._blocker.close()
-
-
-async def open_wake(blocker: Connector, is_stopping: Callable[[], bool]) -> bool:
-    """Connect a loop's wake connection; False when a stop closed it while it was being made
-    (a worker stopped at once, as a burst worker on an idle queue is): the loop then ends with
-    nothing claimed, where the connect's ``Closed`` used to escape ``run``."""
-    try:
-        await blocker.connect()
-    except WireError:
-        if not is_stopping():
-            raise
-    if is_stopping():  # a stop during the connect, or between its last step and here
-        await blocker.close()  # idempotent: the socket is gone when the loop returns
-        return False
-    return True
+        """Close the wake connections (idempotent), a close the stop began included."""
+        if self._wake is not None:
+            await self._wake.close()
 
 
 async def sleep_unless(stopping: asyncio.Event, seconds: float) -> None:

@@ -192,6 +192,12 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     def __repr__(self) -> str:
         return f"Queue({self.name!r})"
 
+    @property
+    def wake_keys(self) -> tuple[str, ...]:
+        """The wake lists a consumer parks on: one for a queue, one per shard for a sharded
+        queue (:class:`~echomq.consumers.wake.Wake` blocks on them all)."""
+        return (self.keys.wake,)
+
     def publish(self, event: str, job: str, **extra: str | int | float | bool | None) -> None:
         """Publish an application event (say ``scored``) on this queue's event channel.
 
