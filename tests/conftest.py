@@ -90,6 +90,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "every_loop: run the async test on asyncio's event loop and on uvloop's"
     )
+    config.addinivalue_line(
+        "markers",
+        "one_slot(reason): in an ALSO_SHARDED file, a test that holds of a queue of one slot "
+        "only (the reason says why: an order across lanes, a raw key, a verb not sharded yet)",
+    )
 
 
 #: The event loops an ``every_loop`` test runs on; every other async test runs on asyncio's.
@@ -108,6 +113,12 @@ def pytest_asyncio_loop_factories(
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "valkey_url" in metafunc.fixturenames and metafunc.definition.path.name in ALSO_ON_CLUSTER:
         metafunc.parametrize("valkey_url", ["single", "cluster"], indirect=True, scope="session")
+    if (
+        "queue" in metafunc.fixturenames
+        and metafunc.definition.path.name in ALSO_SHARDED
+        and metafunc.definition.get_closest_marker("one_slot") is None
+    ):
+        metafunc.parametrize("queue_kind", ["one-slot", "sharded"], indirect=True)
 
 
 @pytest.fixture(scope="session")
@@ -133,9 +144,23 @@ def queue_name(request: pytest.FixtureRequest) -> str:
     return f"t-{test_name}-{uuid.uuid4().hex[:8]}"
 
 
+#: Files whose every test must hold on a sharded queue too (three shards; the ``queue``
+#: fixture is parametrised): tests that use the queue's verbs alone, not its raw keys.
+ALSO_SHARDED = frozenset(
+    {"test_costs.py", "test_priorities.py", "test_weighted_share.py", "test_partial_batches.py"}
+)
+
+
 @pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
+def queue_kind(request: pytest.FixtureRequest) -> str:
+    """``one-slot`` (a ``Queue``), or ``sharded`` (a 3-shard ``ShardedQueue``: ALSO_SHARDED)."""
+    return str(getattr(request, "param", "one-slot"))
+
+
+@pytest.fixture
+async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
     """A queue of its own on the session's server, discarded (every key) afterwards."""
-    q = await Queue.connect(valkey_url, queue_name, pool_size=2)
+    sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}
+    q = await Queue.connect(valkey_url, queue_name, pool_size=2, **sharded)
     yield q
     await discard(q)

@@ -17,8 +17,10 @@ from echomq.engine.sync_queue import SyncQueue
 
 
 @pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
+async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
+    # ALSO_SHARDED (tests/conftest.py): 3 shards, their loads read at every claim.
+    sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}
+    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False, **sharded)
     yield q
     await q.pause()
     await q.obliterate(force=True)
@@ -37,6 +39,7 @@ async def claimed(queue: Queue, lease: float = 30.0) -> Job:
     return job
 
 
+@pytest.mark.one_slot("the order across lanes a and b is one ring's")
 @pytest.mark.parametrize("mode", ["fixed", "smooth"])
 async def test_a_cost_5_job_spends_a_10_unit_rate_in_two_claims(queue: Queue, mode: Any) -> None:
     await queue.lane("a").rate(10, 60, mode=mode)
@@ -110,6 +113,7 @@ async def test_a_job_dearer_than_the_whole_budget_passes_alone(queue: Queue) -> 
     assert isinstance(await queue.claim(), Empty)
 
 
+@pytest.mark.one_slot("a queue-wide rate on shards comes with quotas")
 @pytest.mark.parametrize("mode", ["fixed", "smooth"])
 async def test_a_queue_wide_rate_counts_units(queue: Queue, mode: Any) -> None:
     await queue.rate_limit(6, 60, mode=mode)
@@ -155,6 +159,7 @@ async def test_costs_survive_retry_defer_reap_and_promote(queue: Queue) -> None:
     assert await queue.wire.call("HGETALL", queue.keys.gextra) in ([], {})
 
 
+@pytest.mark.one_slot("reads the job rows of shard 0")
 async def test_bad_costs_are_refused_before_any_write(queue: Queue) -> None:
     for bad in (0, 1001, -1, True, 2.0, "3"):
         with pytest.raises(InvalidArgument) as refused:
@@ -170,6 +175,7 @@ async def test_bad_costs_are_refused_before_any_write(queue: Queue) -> None:
     assert await queue.wire.call("HGET", queue.keys.job(verdicts[0].id), "cost") == b"2"
 
 
+@pytest.mark.one_slot("the blocking producer is not sharded yet")
 async def test_the_blocking_producer_carries_the_cost(queue: Queue, valkey_url: str) -> None:
     with SyncQueue.connect(valkey_url, queue.name) as sync:
         sync.admit("heavy", JobOptions(cost=7))

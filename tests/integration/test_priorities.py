@@ -17,8 +17,10 @@ from echomq.engine.sync_queue import SyncQueue
 
 
 @pytest.fixture
-async def queue(valkey_url: str, queue_name: str) -> AsyncIterator[Queue]:
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False)
+async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
+    # ALSO_SHARDED (tests/conftest.py): 3 shards, their loads read at every claim.
+    sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}
+    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False, **sharded)
     yield q
     await q.pause()
     await q.obliterate(force=True)
@@ -52,6 +54,7 @@ async def test_a_high_band_is_served_first_while_low_lanes_keep_their_weights(
     assert await queue.ring() == []
 
 
+@pytest.mark.one_slot("the order across lanes a and b is one ring's")
 async def test_a_lane_serves_by_priority_then_mint_order_and_follows_its_head(
     queue: Queue,
 ) -> None:

@@ -45,8 +45,11 @@ async def test_the_first_open_makes_the_directory_and_later_opens_read_it(
 ) -> None:
     name = sharded.name
     assert sharded.placement_map.tags == (name, f"{name}~1", f"{name}~2")
-    again = await ShardedQueue.connect(valkey_url, name, shards=3)
+    # --8<-- [start:open]
+    again = await Queue.connect(valkey_url, name, shards=3)  # a ShardedQueue
+    # --8<-- [end:open]
     try:
+        assert isinstance(again, ShardedQueue)
         assert again.placement_map == sharded.placement_map
         assert [q.keys.root for q in again.shards] == [q.keys.root for q in sharded.shards]
     finally:
@@ -167,7 +170,7 @@ def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:
         "enqueue_many", "admit_many",  # _send
         "complete_many",  # complete_each
         "encode_result", "publish", "relay", "relay_due",  # shard 0's own, by design
-        "policies", "is_ordered", "fairness_in_force",  # written to every shard alike
+        "is_ordered", "fairness_in_force",  # written to every shard alike
         "children",  # flows are refused at admission
     }  # fmt: skip
     verbs = {
@@ -214,9 +217,11 @@ async def test_a_consumer_drains_every_shard_and_hears_a_cancel_on_any(
                 raise
         ran[job.id] += 1
 
+    # --8<-- [start:consume]
     verdicts = await sharded.enqueue_many(Item(i, lane=lanes[i % 3]) for i in range(30))
     stuck = await sharded.enqueue("stuck", lane=stuck_lane)
     consumer = Consumer(sharded, handler, ConsumerOptions(beat=0.1, concurrency=4))
+    # --8<-- [end:consume]
     serving = asyncio.ensure_future(consumer.run())
     await running.wait()
     assert (await sharded.cancel(stuck.id)).outcome == "requested"

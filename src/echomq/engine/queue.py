@@ -148,15 +148,30 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
 
     @classmethod
     async def connect(
-        cls, url: str | ConnectionOptions, name: str, *, pool_size: int = 1, **options: Any
+        cls,
+        url: str | ConnectionOptions,
+        name: str,
+        *,
+        pool_size: int = 1,
+        shards: int | None = None,
+        **options: Any,
     ) -> Queue:
         """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
 
         One connector is the default: it pipelines without bound, and a wider pool measured
         slower within one process (docs/guides/consumers.md, "The pool"). A cluster (several seeds
         in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
+        ``shards``: the queue is a sharded one of that many shards
+        (:class:`~echomq.engine.ShardedQueue`, docs/concepts/shards.md).
         """
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
+
+        if shards is not None:
+            from echomq.engine.sharded import ShardedQueue  # it builds on Queue
+
+            return await ShardedQueue.connect(
+                url, name, shards=shards, pool_size=pool_size, **options
+            )
 
         Keyspace(name)  # validates before connecting
         if "result_ttl" in options:

@@ -36,8 +36,8 @@ from echomq.engine.events import Subscription
 from echomq.engine.flows import Flow, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lanes import Lane
-from echomq.engine.options import DEFAULT_OPTIONS, JobOptions
-from echomq.engine.policies import DEFAULT_MODE, FairBy, Policy, RateMode
+from echomq.engine.options import DEFAULT_OPTIONS, PRIORITY_DEFAULT, JobOptions
+from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
 from echomq.engine.producer import Batch
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.results import (
@@ -97,26 +97,31 @@ class ShardedQueue(Queue):
             shard.spans = self.spans  # the app's tracer provider reaches every shard's sends
         #: Every shard's cancel subscription, for the consumers of this queue.
         self.cancel_hub = ShardedCancelHub(self.shards)
-        self.refresh = ms(refresh, "refresh", positive=True) / 1000
+        self.refresh = ms(refresh, "refresh") / 1000  # 0: read every claim
         self._stride = ShardStride(placement.shards, offset=id(self) // 16)
         self._loads_at = -1.0  # loop time of the last read of every shard's load
         self._held: dict[str, int] = {}  # leased job id -> its shard, for settles by id
         self._closes_wire = False  # connect opened it
+        self._dues: list[int | None] = [None] * placement.shards  # first benched lane's return
+        self._now_ms = 0  # server ms of the last read of the loads
 
     # -- opening -------------------------------------------------------------------------------
 
     @classmethod
-    async def connect(  # type: ignore[override]
+    async def connect(
         cls,
         url: str | ConnectionOptions,
         name: str,
         *,
-        shards: int,
         pool_size: int = 1,
+        shards: int | None = None,
         **options: Any,
     ) -> ShardedQueue:
         """Open a pool (or a cluster router) to ``url`` and the sharded queue ``name`` of
-        ``shards`` shards on it (made at the first open); :meth:`close` closes the wire."""
+        ``shards`` shards on it (made at the first open); :meth:`close` closes the wire.
+        ``Queue.connect(url, name, shards=S)`` is the same."""
+        if shards is None:
+            raise InvalidArgument("shards", shards, "a sharded queue needs its shard count")
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
 
         Keyspace(name)  # validates before connecting
@@ -245,16 +250,22 @@ class ShardedQueue(Queue):
         if fresh:
             await self.read_loads()
         retry_in: float | None = None
-        for _ in range(len(self.shards) + 2):
+        visited: set[int] = set()
+        for _ in range(2 * len(self.shards) + 2):  # a shard twice at most: before, after a read
             k = stride.pick()
             if k is None:
-                if fresh:
+                if not fresh:
+                    # Known idle, but the loads are older than this call: "empty" must be true
+                    # now (a lane resumed or joined a shard since the last read).
+                    await self.read_loads()
+                    fresh = True
+                    continue
+                # Idle by every ring: a lane benched by its rate whose time came rejoins its
+                # ring at its shard's next claim (or upkeep), so such a shard is visited once.
+                k = next((d for d in self._due_now() if d not in visited), None)
+                if k is None:
                     break
-                # Known idle, but the loads are older than this call: "empty" must be true
-                # now (a lane resumed or joined a shard since the last read).
-                await self.read_loads()
-                fresh = True
-                continue
+            visited.add(k)
             outcome = await Queue.claim_some(self.shards[k], n, lease, one_lane=one_lane)
             if isinstance(outcome, tuple):
                 jobs, more = outcome
@@ -267,24 +278,45 @@ class ShardedQueue(Queue):
             wait = outcome.retry_in if isinstance(outcome, Empty) else outcome.wait
             if wait is not None:
                 retry_in = wait if retry_in is None else min(retry_in, wait)
-        return Empty(retry_in)
+        hints = [h for h in (retry_in, *self._due_later(visited)) if h is not None]
+        return Empty(min(hints) if hints else None)
 
     async def read_loads(self) -> list[ShardLoad]:
         """Read every shard's load (its most urgent band with a ringed lane and the weights on
-        that band's ring), one pipelined read per shard, and tell the stride."""
-        replies = await asyncio.gather(
+        that band's ring) and when its first benched lane returns, one pipelined read per
+        shard, and tell the stride."""
+        clock, *replies = await asyncio.gather(
+            self.wire.call("TIME"),
             *(
                 shard.wire.call_many(
-                    [("HGETALL", shard.keys.ringweight), ("HGET", shard.keys.meta, "dweight")]
+                    [
+                        ("HGETALL", shard.keys.ringweight),
+                        ("HGET", shard.keys.meta, "dweight"),
+                        ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
+                    ]
                 )
                 for shard in self.shards
-            )
+            ),
         )
         self._loads_at = asyncio.get_running_loop().time()
-        loads = [_load(counters, dweight) for counters, dweight in replies]
+        self._now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+        self._dues = [_first_score(due) for _, _, due in replies]
+        loads = [_load(counters, dweight) for counters, dweight, _ in replies]
         for k, load in enumerate(loads):
             self._stride.observe(k, load)
         return loads
+
+    def _due_now(self) -> list[int]:
+        """The shards whose first benched lane was due at the last read."""
+        return [k for k, due in enumerate(self._dues) if due is not None and due <= self._now_ms]
+
+    def _due_later(self, visited: set[int]) -> list[float]:
+        """Seconds until the first benched lane of each shard not visited returns."""
+        return [
+            (due - self._now_ms) / 1000
+            for k, due in enumerate(self._dues)
+            if due is not None and due > self._now_ms and k not in visited
+        ]
 
     def _remember(self, jobs: Sequence[Job]) -> None:
         held = self._held
@@ -521,8 +553,25 @@ class ShardedQueue(Queue):
         return [info for part in await self._every(Queue.lanes) for info in part]
 
     async def ring(self) -> list[str]:
-        """Every shard's rota, shard by shard (the stride interleaves them by weight)."""
-        return [lane for part in await self._every(Queue.ring) for lane in part]
+        """The serviceable lanes, the most urgent band first; within a band each shard's rota
+        in turn, shard by shard (the claims interleave them by weight)."""
+        bands = await asyncio.gather(
+            *(shard.wire.call("HGET", shard.keys.meta, "bands") for shard in self.shards)
+        )
+        used = [{int(p) for p in (b or b"").decode()} | {PRIORITY_DEFAULT} for b in bands]
+        rings = await asyncio.gather(
+            *(
+                shard.wire.call_many(
+                    [("LRANGE", shard.keys.band_ring(band), 0, -1) for band in sorted(mine)]
+                )
+                for shard, mine in zip(self.shards, used, strict=True)
+            )
+        )
+        by_band: dict[int, list[str]] = {}
+        for mine, lists in zip(used, rings, strict=True):
+            for band, members in zip(sorted(mine), lists, strict=True):
+                by_band.setdefault(band, []).extend(m.decode() for m in members)
+        return [lane for band in sorted(by_band, reverse=True) for lane in by_band[band]]
 
     async def is_paused(self) -> bool:
         return all(await self._every(Queue.is_paused))
@@ -569,13 +618,26 @@ class ShardedQueue(Queue):
         per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
         for lane, policy in named.items():
             per_shard[placement.shard_of(validate_group(lane))][lane] = policy
+        before = await Queue.policies(self)
         changed = await asyncio.gather(
             *(
                 Queue.apply_policies(shard, per_shard[k], default=default)
                 for k, shard in enumerate(self.shards)
             )
         )
-        return sum(changed)
+        # Every shard holds the same default, so each of its settings that changed was counted
+        # once per shard: the queue's answer counts it once, as one queue's does.
+        after = (await Queue.policies(self)).default
+        fields_changed: int = sum(
+            bool(getattr(after, f.name) != getattr(before.default, f.name)) for f in fields(Policy)
+        )
+        return sum(changed) - (len(self.shards) - 1) * fields_changed
+
+    async def policies(self) -> Policies:
+        """The default (every shard holds it) and every shard's named lanes."""
+        each = await self._every(Queue.policies)
+        lanes = {lane: policy for part in each for lane, policy in part.lanes.items()}
+        return Policies(each[0].default, dict(sorted(lanes.items())))
 
     async def ordered(self, on: bool) -> None:
         await self._every(Queue.ordered, on)
@@ -652,6 +714,14 @@ def _job_id(item: object) -> str:
         return item.job.id
     assert isinstance(item, Success)
     return item.id
+
+
+def _first_score(reply: Any) -> int | None:
+    """The score of a ``ZRANGE … 0 0 WITHSCORES`` reply (RESP3: ``[[member, score]]``)."""
+    if not reply:
+        return None
+    first = reply[0]
+    return int(float(first[1] if isinstance(first, list) else reply[1]))
 
 
 def _check_shards(shards: object) -> int:
