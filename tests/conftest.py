@@ -22,6 +22,7 @@ import uvloop
 from hypothesis import settings
 
 from echomq.engine.queue import Queue
+from echomq.engine.sharded import ShardedQueue
 from echomq.server import EmbeddedCluster, EmbeddedValkey
 from echomq.testing import discard
 
@@ -161,6 +162,7 @@ def queue_kind(request: pytest.FixtureRequest) -> str:
 async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
     """A queue of its own on the session's server, discarded (every key) afterwards."""
     sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}
-    q = await Queue.connect(valkey_url, queue_name, pool_size=2, **sharded)
+    opener = ShardedQueue.connect if sharded else Queue.connect
+    q = await opener(valkey_url, queue_name, pool_size=2, **sharded)
     yield q
     await discard(q)

@@ -13,6 +13,7 @@ import pytest
 from echomq import App, InvalidArgument, Queue
 from echomq.engine.options import JobOptions
 from echomq.engine.results import Empty, Job, RateLimited
+from echomq.engine.sharded import ShardedQueue
 from echomq.engine.sync_queue import SyncQueue
 
 
@@ -20,7 +21,8 @@ from echomq.engine.sync_queue import SyncQueue
 async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
     # ALSO_SHARDED (tests/conftest.py): 3 shards, their loads read at every claim.
     sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}
-    q = await Queue.connect(valkey_url, queue_name, pool_size=1, events=False, **sharded)
+    opener = ShardedQueue.connect if sharded else Queue.connect
+    q = await opener(valkey_url, queue_name, pool_size=1, events=False, **sharded)
     yield q
     await q.pause()
     await q.obliterate(force=True)

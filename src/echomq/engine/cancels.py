@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Final, Literal
 
 from echomq.engine import ids as _ids
@@ -195,3 +195,30 @@ class CancelHub:
 
     def __repr__(self) -> str:
         return f"CancelHub({self._keys.queue!r}, held={len(self.holders)})"
+
+
+class CancelHubs(CancelHub):
+    """The cancel hubs of a sharded queue's shards as one (itself shard 0's): a consumer
+    holding a job is told of its cancel on whichever shard's channel it comes (each shard
+    announces its own jobs)."""
+
+    def __init__(self, wire: Wire, keys: Keyspace, others: Sequence[CancelHub]) -> None:
+        super().__init__(wire, keys)
+        self._hubs: list[CancelHub] = [self, *others]
+
+    def hold(self, job_id: str, abort: Abort) -> None:
+        for hub in self._hubs:
+            CancelHub.hold(hub, job_id, abort)
+
+    def drop(self, job_id: str) -> None:
+        for hub in self._hubs:
+            CancelHub.drop(hub, job_id)
+
+    async def open(self) -> None:
+        await asyncio.gather(*(CancelHub.open(hub) for hub in self._hubs))
+
+    async def release(self) -> None:
+        await asyncio.gather(*(CancelHub.release(hub) for hub in self._hubs))
+
+    async def close(self) -> None:
+        await asyncio.gather(*(CancelHub.close(hub) for hub in self._hubs))

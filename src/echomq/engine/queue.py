@@ -153,7 +153,6 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         name: str,
         *,
         pool_size: int = 1,
-        shards: int | None = None,
         **options: Any,
     ) -> Queue:
         """Open a pool to ``url`` and a queue on it; :meth:`close` closes the pool.
@@ -161,17 +160,10 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         One connector is the default: it pipelines without bound, and a wider pool measured
         slower within one process (docs/guides/consumers.md, "The pool"). A cluster (several seeds
         in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
-        ``shards``: the queue is a sharded one of that many shards
-        (:class:`~echomq.engine.ShardedQueue`, docs/concepts/shards.md).
+        A queue sharded over many slots opens with ``ShardedQueue.connect`` instead
+        (docs/concepts/shards.md).
         """
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
-
-        if shards is not None:
-            from echomq.engine.sharded import ShardedQueue  # it builds on Queue
-
-            return await ShardedQueue.connect(
-                url, name, shards=shards, pool_size=pool_size, **options
-            )
 
         Keyspace(name)  # validates before connecting
         if "result_ttl" in options:

@@ -11,7 +11,7 @@ which shard to visit next. Each worker keeps its own: nothing is shared, nothing
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from echomq.errors import InvalidArgument
 
@@ -47,6 +47,28 @@ class ShardLoad:
 
 
 IDLE: Final = ShardLoad(NO_BAND, 0)
+
+
+def shard_load(counters: Any, dweight: Any) -> ShardLoad:
+    """A shard's load from its ``ringweight`` counters (``own:<band>``, ``count:<band>``, as
+    ``HGETALL`` answers: a dict, or a flat list) and its default lane weight (meta ``dweight``;
+    None: 1)."""
+    default = int(dweight) if dweight is not None else 1
+    weights: dict[int, int] = {}
+    pairs = (
+        counters.items()
+        if isinstance(counters, dict)
+        else zip(counters[::2], counters[1::2], strict=True)
+    )
+    for name, value in pairs:
+        kind, _, band = (name.decode() if isinstance(name, bytes) else str(name)).partition(":")
+        weight = int(value) * (default if kind == "count" else 1)
+        weights[int(band)] = weights.get(int(band), 0) + weight
+    active = {band: weight for band, weight in weights.items() if weight > 0}
+    if not active:
+        return IDLE
+    top = max(active)
+    return ShardLoad(top, active[top])
 
 
 class ShardStride:

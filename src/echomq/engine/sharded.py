@@ -25,41 +25,33 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import fields
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
-from echomq.engine.cancels import CancelHub
+from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
-from echomq.engine.events import Subscription
-from echomq.engine.flows import Flow, FlowIds
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
-from echomq.engine.lanes import Lane
-from echomq.engine.options import DEFAULT_OPTIONS, PRIORITY_DEFAULT, JobOptions
-from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
+from echomq.engine.options import DEFAULT_OPTIONS, JobOptions
 from echomq.engine.producer import Batch
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.results import (
     Completed,
     CompleteOutcome,
-    Counts,
     Empty,
     Failed,
     Job,
     JobInfo,
     JobState,
-    LaneInfo,
     RateLimited,
-    Reaped,
     RetryOutcome,
-    Upkeep,
     Verdict,
 )
-from echomq.engine.shard_schedule import IDLE, MAX_SHARDS, ShardLoad, ShardStride
-from echomq.engine.shards import ShardMap
+from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
+from echomq.engine.sharded_planes import AcrossShards
+from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import InvalidArgument
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -73,7 +65,7 @@ HELD_KEPT: Final = 65_536
 _T = TypeVar("_T")
 
 
-class ShardedQueue(Queue):
+class ShardedQueue(AcrossShards, Queue):
     """One logical queue over ``placement.shards`` shards (docs/concepts/shards.md).
 
     Open one with :meth:`connect` (or :meth:`open` on a wire of yours): the first opens the
@@ -96,7 +88,7 @@ class ShardedQueue(Queue):
         for shard in self.shards[1:]:
             shard.spans = self.spans  # the app's tracer provider reaches every shard's sends
         #: Every shard's cancel subscription, for the consumers of this queue.
-        self.cancel_hub = ShardedCancelHub(self.shards)
+        self.cancel_hub = CancelHubs(self.wire, self.keys, [shard.cancel_hub for shard in others])
         self.refresh = ms(refresh, "refresh") / 1000  # 0: read every claim
         self._stride = ShardStride(placement.shards, offset=id(self) // 16)
         self._loads_at = -1.0  # loop time of the last read of every shard's load
@@ -118,14 +110,13 @@ class ShardedQueue(Queue):
         **options: Any,
     ) -> ShardedQueue:
         """Open a pool (or a cluster router) to ``url`` and the sharded queue ``name`` of
-        ``shards`` shards on it (made at the first open); :meth:`close` closes the wire.
-        ``Queue.connect(url, name, shards=S)`` is the same."""
+        ``shards`` shards on it (made at the first open); :meth:`close` closes the wire."""
         if shards is None:
             raise InvalidArgument("shards", shards, "a sharded queue needs its shard count")
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
 
         Keyspace(name)  # validates before connecting
-        _check_shards(shards)
+        check_shards(shards)
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
         wire = await open_wire(seeds, pool_size)
         try:
@@ -143,10 +134,10 @@ class ShardedQueue(Queue):
         shards made (their tags spread over a cluster's primaries) and the directory written.
         ``shards`` must be what the directory holds (changing it is a later landing)."""
         keys = Keyspace(name)
-        _check_shards(shards)
-        placement = await _read_map(wire, keys)
+        check_shards(shards)
+        placement = await read_map(wire, keys)
         if placement is None:
-            placement = ShardMap.create(name, shards, _slot_owners(wire))
+            placement = ShardMap.create(name, shards, slot_owners(wire))
             await _refuse_a_queue_with_work(wire, keys)
             for k in range(placement.shards):
                 await wire.call_many(placement.fence_commands(k))
@@ -165,12 +156,6 @@ class ShardedQueue(Queue):
         return cls(placement, wire, **options)
 
     @property
-    def placement_map(self) -> ShardMap:
-        """Where every lane lives: the tags, the lane-slot table, the overrides, the epoch."""
-        assert self.placement is not None
-        return self.placement
-
-    @property
     def wake_keys(self) -> tuple[str, ...]:
         """Every shard's wake list: a parked consumer wakes on a token from any of them."""
         return tuple(shard.keys.wake for shard in self.shards)
@@ -185,9 +170,6 @@ class ShardedQueue(Queue):
 
     def __repr__(self) -> str:
         return f"ShardedQueue({self.name!r}, shards={len(self.shards)})"
-
-    def _shard_of_lane(self, lane: str) -> Queue:
-        return self.shards[self.placement_map.shard_of(lane)]
 
     # -- admission -----------------------------------------------------------------------------
 
@@ -301,7 +283,7 @@ class ShardedQueue(Queue):
         self._loads_at = asyncio.get_running_loop().time()
         self._now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
         self._dues = [_first_score(due) for _, _, due in replies]
-        loads = [_load(counters, dweight) for counters, dweight, _ in replies]
+        loads = [shard_load(counters, dweight) for counters, dweight, _ in replies]
         for k, load in enumerate(loads):
             self._stride.observe(k, load)
         return loads
@@ -504,207 +486,9 @@ class ShardedQueue(Queue):
         shard = await self._shard_of(id)
         return await Queue.reassign(shard, id, lane, group=group)
 
-    # -- lanes, time and reads (every shard) ---------------------------------------------------
-
-    def lane(self, name: str) -> Lane:
-        """The control handle of lane ``name``, on its shard."""
-        shard = self._shard_of_lane(validate_group(name))
-        return Queue.lane(shard, name)
-
-    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
-        """Every shard's upkeep at once, summed; ``next_due`` the soonest."""
-        done = await asyncio.gather(
-            *(Queue.upkeep(shard, limit, max_stalled) for shard in self.shards)
-        )
-        dues = [u.next_due for u in done if u.next_due is not None]
-        return Upkeep(
-            sum(u.moved for u in done),
-            sum(u.lanes for u in done),
-            Reaped(
-                [i for u in done for i in u.reaped.recovered],
-                [i for u in done for i in u.reaped.dead],
-            ),
-            min(dues) if dues else None,
-        )
-
-    async def promote(self, limit: int = 1000) -> int:
-        return sum(await self._every(Queue.promote, limit))
-
-    async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
-        done = await self._every(Queue.reap, limit, max_stalled)
-        return Reaped([i for r in done for i in r.recovered], [i for r in done for i in r.dead])
-
-    async def counts(self) -> Counts:
-        """Every shard's counts, summed."""
-        each = await self._every(Queue.counts)
-        return Counts(*(sum(getattr(c, f.name) for c in each) for f in fields(Counts)))
-
-    async def lanes(self, names: Sequence[str] = ()) -> list[LaneInfo]:
-        if names:
-            placement = self.placement_map
-            wanted: dict[int, list[str]] = {}
-            for name in names:
-                wanted.setdefault(placement.shard_of(validate_group(name)), []).append(name)
-            parts = await asyncio.gather(
-                *(Queue.lanes(self.shards[k], part) for k, part in wanted.items())
-            )
-            found = {info.lane: info for part in parts for info in part}
-            return [found[name] for name in names if name in found]
-        return [info for part in await self._every(Queue.lanes) for info in part]
-
-    async def ring(self) -> list[str]:
-        """The serviceable lanes, the most urgent band first; within a band each shard's rota
-        in turn, shard by shard (the claims interleave them by weight)."""
-        bands = await asyncio.gather(
-            *(shard.wire.call("HGET", shard.keys.meta, "bands") for shard in self.shards)
-        )
-        used = [{int(p) for p in (b or b"").decode()} | {PRIORITY_DEFAULT} for b in bands]
-        rings = await asyncio.gather(
-            *(
-                shard.wire.call_many(
-                    [("LRANGE", shard.keys.band_ring(band), 0, -1) for band in sorted(mine)]
-                )
-                for shard, mine in zip(self.shards, used, strict=True)
-            )
-        )
-        by_band: dict[int, list[str]] = {}
-        for mine, lists in zip(used, rings, strict=True):
-            for band, members in zip(sorted(mine), lists, strict=True):
-                by_band.setdefault(band, []).extend(m.decode() for m in members)
-        return [lane for band in sorted(by_band, reverse=True) for lane in by_band[band]]
-
-    async def is_paused(self) -> bool:
-        return all(await self._every(Queue.is_paused))
-
-    async def has_work(self, scheduled_within: float = 0.0) -> bool:
-        return any(await self._every(Queue.has_work, scheduled_within))
-
-    async def rate_limit_ttl(self) -> float:
-        return max(await self._every(Queue.rate_limit_ttl))
-
-    async def etas(self) -> dict[str, Any]:
-        return {lane: eta for part in await self._every(Queue.etas) for lane, eta in part.items()}
-
-    async def dead(self, limit: int = 100) -> list[JobInfo]:
-        """The dead jobs of every shard, at most ``limit`` of each, merged by id (mint order)."""
-        return sorted(
-            (info for part in await self._every(Queue.dead, limit) for info in part),
-            key=lambda info: info.id,
-        )[:limit]
-
-    # -- admin (every shard) -------------------------------------------------------------------
-
-    async def pause(self) -> None:
-        await self._every(Queue.pause)
-
-    async def resume(self) -> None:
-        await self._every(Queue.resume)
-
-    async def fairness(self, by: FairBy = "count", *, quantum: float | None = None) -> bool:
-        return any(await self._every(Queue.fairness, by, quantum=quantum))
-
-    async def apply_policies(
-        self,
-        policies: Mapping[str, Policy] | None = None,
-        /,
-        *,
-        default: Policy | None = None,
-        **lanes: Policy,
-    ) -> int:
-        """Every shard holds the default; each named lane's own policy goes to its shard (and
-        a lane named before and not now is cleared there, as on one queue)."""
-        named = {**(policies or {}), **lanes}
-        placement = self.placement_map
-        per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
-        for lane, policy in named.items():
-            per_shard[placement.shard_of(validate_group(lane))][lane] = policy
-        before = await Queue.policies(self)
-        changed = await asyncio.gather(
-            *(
-                Queue.apply_policies(shard, per_shard[k], default=default)
-                for k, shard in enumerate(self.shards)
-            )
-        )
-        # Every shard holds the same default, so each of its settings that changed was counted
-        # once per shard: the queue's answer counts it once, as one queue's does.
-        after = (await Queue.policies(self)).default
-        fields_changed: int = sum(
-            bool(getattr(after, f.name) != getattr(before.default, f.name)) for f in fields(Policy)
-        )
-        return sum(changed) - (len(self.shards) - 1) * fields_changed
-
-    async def policies(self) -> Policies:
-        """The default (every shard holds it) and every shard's named lanes."""
-        each = await self._every(Queue.policies)
-        lanes = {lane: policy for part in each for lane, policy in part.lanes.items()}
-        return Policies(each[0].default, dict(sorted(lanes.items())))
-
-    async def ordered(self, on: bool) -> None:
-        await self._every(Queue.ordered, on)
-
-    async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
-        return sum(await self._every(Queue.drain, schedule=schedule, results=results))
-
-    async def obliterate(self, *, force: bool = False) -> None:
-        """Delete every key of every shard, then the directory (every shard paused first)."""
-        await self._every(Queue.obliterate, force=force)
-        for shard in self.shards:
-            await shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
-        await self.wire.call("DEL", self.keys.directory, self.keys.placed)
-
-    async def concurrency(self, ceiling: int | None) -> bool:
-        raise Unsupported(
-            "a queue-wide concurrency ceiling on a sharded queue is split into per-shard quotas, "
-            "not built yet (docs/concepts/shards.md, 'Queue-wide gates'); lane ceilings work"
-        )
-
-    async def rate_limit(
-        self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
-    ) -> bool:
-        raise Unsupported(
-            "a queue-wide rate on a sharded queue is split into per-shard quotas, not built yet "
-            "(docs/concepts/shards.md, 'Queue-wide gates'); lane rates work"
-        )
-
-    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
-        raise Unsupported("flows on a sharded queue are not built yet (docs/concepts/shards.md)")
-
-    def subscribe(self) -> Subscription:
-        raise Unsupported(
-            "lifecycle events of a sharded queue are not built yet (each shard publishes on its "
-            "own channel)"
-        )
-
     async def _every(self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> list[_T]:
         """``verb`` (a :class:`Queue` method) on every shard at once, answers in shard order."""
         return list(await asyncio.gather(*(verb(shard, *args, **kw) for shard in self.shards)))
-
-
-class ShardedCancelHub(CancelHub):
-    """The cancel hubs of every shard as one: a consumer holding a job is told of its cancel
-    on whichever shard's channel it comes (each shard announces its own jobs)."""
-
-    def __init__(self, shards: Sequence[Queue]) -> None:
-        first = shards[0]
-        super().__init__(first.wire, first.keys)
-        self._hubs = [self] + [shard.cancel_hub for shard in shards[1:]]
-
-    def hold(self, job_id: str, abort: Callable[[], None]) -> None:
-        for hub in self._hubs:
-            CancelHub.hold(hub, job_id, abort)
-
-    def drop(self, job_id: str) -> None:
-        for hub in self._hubs:
-            CancelHub.drop(hub, job_id)
-
-    async def open(self) -> None:
-        await asyncio.gather(*(CancelHub.open(hub) for hub in self._hubs))
-
-    async def release(self) -> None:
-        await asyncio.gather(*(CancelHub.release(hub) for hub in self._hubs))
-
-    async def close(self) -> None:
-        await asyncio.gather(*(CancelHub.close(hub) for hub in self._hubs))
 
 
 def _job_id(item: object) -> str:
@@ -722,57 +506,6 @@ def _first_score(reply: Any) -> int | None:
         return None
     first = reply[0]
     return int(float(first[1] if isinstance(first, list) else reply[1]))
-
-
-def _check_shards(shards: object) -> int:
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-        raise InvalidArgument("shards", shards, f"must be an int from 1 to {MAX_SHARDS}")
-    return shards
-
-
-def _load(counters: Any, dweight: Any) -> ShardLoad:
-    """A shard's load from its ``ringweight`` counters (``own:<band>``, ``count:<band>``) and
-    its default lane weight."""
-    default = int(dweight) if dweight is not None else 1
-    weights: dict[int, int] = {}
-    pairs = (
-        counters.items()
-        if isinstance(counters, dict)
-        else zip(counters[::2], counters[1::2], strict=True)
-    )
-    for name, value in pairs:
-        kind, _, band = (name.decode() if isinstance(name, bytes) else str(name)).partition(":")
-        weight = int(value) * (default if kind == "count" else 1)
-        weights[int(band)] = weights.get(int(band), 0) + weight
-    active = {band: weight for band, weight in weights.items() if weight > 0}
-    if not active:
-        return IDLE
-    top = max(active)
-    return ShardLoad(top, active[top])
-
-
-async def _read_map(wire: Wire, keys: Keyspace) -> ShardMap | None:
-    directory, placed = await wire.call_many(
-        [("HGETALL", keys.directory), ("HGETALL", keys.placed)]
-    )
-    if not directory:
-        return None
-    return ShardMap.from_stored(_pairs(directory), _pairs(placed))
-
-
-def _pairs(reply: Any) -> dict[bytes, bytes]:
-    if isinstance(reply, dict):
-        return reply
-    return dict(zip(reply[::2], reply[1::2], strict=True))
-
-
-def _slot_owners(wire: Wire) -> list[str] | None:
-    """The cluster's slot map (each slot's primary address) when ``wire`` is a cluster
-    router; None on one server."""
-    owner = getattr(wire, "owner", None)
-    if owner is None:
-        return None
-    return [owner(s).address for s in range(16384)]
 
 
 async def _refuse_a_queue_with_work(wire: Wire, keys: Keyspace) -> None:

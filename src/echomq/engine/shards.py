@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Final, TypeGuard
+from typing import Any, Final, TypeGuard
 
 from echomq.engine.keys import (
     MAX_NONCE,
@@ -30,6 +30,7 @@ from echomq.engine.options import Fence, fence
 from echomq.engine.shard_schedule import MAX_SHARDS
 from echomq.errors import InvalidArgument
 from echomq.wire.connector import Arg
+from echomq.wire.pool import Wire
 
 #: A run of the slot table: (its first lane slot, its shard); it ends where the next begins.
 Run = tuple[int, int]
@@ -341,3 +342,35 @@ def _number_pair(argument: str, text: str) -> Run:
     if not sep:
         raise InvalidArgument(argument, text, "a table run must be first:shard")
     return _number(argument, first), _number(argument, shard)
+
+
+def check_shards(shards: object) -> int:
+    """A sharded queue's shard count, checked (``InvalidArgument`` names ``shards``)."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgument("shards", shards, f"must be an int from 1 to {MAX_SHARDS}")
+    return shards
+
+
+async def read_map(wire: Wire, keys: Keyspace) -> ShardMap | None:
+    """The map the directory of queue ``keys`` holds (one round trip), None when it has none."""
+    directory, placed = await wire.call_many(
+        [("HGETALL", keys.directory), ("HGETALL", keys.placed)]
+    )
+    if not directory:
+        return None
+    return ShardMap.from_stored(_fields(directory), _fields(placed))
+
+
+def _fields(reply: Any) -> dict[bytes, bytes]:
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))
+
+
+def slot_owners(wire: Wire) -> list[str] | None:
+    """The cluster's slot map (each slot's primary address) when ``wire`` is a cluster router,
+    as ``ShardMap.create`` takes it; None on one server."""
+    owner = getattr(wire, "owner", None)
+    if owner is None:
+        return None
+    return [owner(s).address for s in range(SLOTS)]

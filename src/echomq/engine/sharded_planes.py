@@ -1,0 +1,214 @@
+"""What a sharded queue does on every shard: the lane handle on its shard, upkeep, the reads
+summed or merged, and the admin verbs written to each shard (a mixin of
+:class:`~echomq.engine.sharded.ShardedQueue`, docs/concepts/shards.md)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import fields
+from typing import Any, TypeVar
+
+from echomq.engine.events import Subscription
+from echomq.engine.flows import Flow, FlowIds
+from echomq.engine.keys import validate_group
+from echomq.engine.lanes import Lane
+from echomq.engine.options import PRIORITY_DEFAULT
+from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
+from echomq.engine.queue import Queue
+from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
+from echomq.engine.shards import ShardMap
+from echomq.errors import Unsupported
+
+_T = TypeVar("_T")
+
+
+class AcrossShards:
+    """The verbs of a sharded queue that every shard answers (mixed into ``ShardedQueue``)."""
+
+    shards: tuple[Queue, ...]
+    placement: ShardMap | None
+    wire: Any
+    keys: Any
+
+    @property
+    def placement_map(self) -> ShardMap:
+        """Where every lane lives: the tags, the lane-slot table, the overrides, the epoch."""
+        assert self.placement is not None
+        return self.placement
+
+    def _shard_of_lane(self, lane: str) -> Queue:
+        return self.shards[self.placement_map.shard_of(lane)]
+
+    async def _every(self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> list[_T]:
+        """``verb`` (a :class:`Queue` method) on every shard at once, answers in shard order."""
+        return list(await asyncio.gather(*(verb(shard, *args, **kw) for shard in self.shards)))
+
+    def lane(self, name: str) -> Lane:
+        """The control handle of lane ``name``, on its shard."""
+        shard = self._shard_of_lane(validate_group(name))
+        return Queue.lane(shard, name)
+
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
+        """Every shard's upkeep at once, summed; ``next_due`` the soonest."""
+        done = await asyncio.gather(
+            *(Queue.upkeep(shard, limit, max_stalled) for shard in self.shards)
+        )
+        dues = [u.next_due for u in done if u.next_due is not None]
+        return Upkeep(
+            sum(u.moved for u in done),
+            sum(u.lanes for u in done),
+            Reaped(
+                [i for u in done for i in u.reaped.recovered],
+                [i for u in done for i in u.reaped.dead],
+            ),
+            min(dues) if dues else None,
+        )
+
+    async def promote(self, limit: int = 1000) -> int:
+        return sum(await self._every(Queue.promote, limit))
+
+    async def reap(self, limit: int = 100, max_stalled: int = 3) -> Reaped:
+        done = await self._every(Queue.reap, limit, max_stalled)
+        return Reaped([i for r in done for i in r.recovered], [i for r in done for i in r.dead])
+
+    async def counts(self) -> Counts:
+        """Every shard's counts, summed."""
+        each = await self._every(Queue.counts)
+        return Counts(*(sum(getattr(c, f.name) for c in each) for f in fields(Counts)))
+
+    async def lanes(self, names: Sequence[str] = ()) -> list[LaneInfo]:
+        if names:
+            placement = self.placement_map
+            wanted: dict[int, list[str]] = {}
+            for name in names:
+                wanted.setdefault(placement.shard_of(validate_group(name)), []).append(name)
+            parts = await asyncio.gather(
+                *(Queue.lanes(self.shards[k], part) for k, part in wanted.items())
+            )
+            found = {info.lane: info for part in parts for info in part}
+            return [found[name] for name in names if name in found]
+        return [info for part in await self._every(Queue.lanes) for info in part]
+
+    async def ring(self) -> list[str]:
+        """The serviceable lanes, the most urgent band first; within a band each shard's rota
+        in turn, shard by shard (the claims interleave them by weight)."""
+        bands = await asyncio.gather(
+            *(shard.wire.call("HGET", shard.keys.meta, "bands") for shard in self.shards)
+        )
+        used = [{int(p) for p in (b or b"").decode()} | {PRIORITY_DEFAULT} for b in bands]
+        rings = await asyncio.gather(
+            *(
+                shard.wire.call_many(
+                    [("LRANGE", shard.keys.band_ring(band), 0, -1) for band in sorted(mine)]
+                )
+                for shard, mine in zip(self.shards, used, strict=True)
+            )
+        )
+        by_band: dict[int, list[str]] = {}
+        for mine, lists in zip(used, rings, strict=True):
+            for band, members in zip(sorted(mine), lists, strict=True):
+                by_band.setdefault(band, []).extend(m.decode() for m in members)
+        return [lane for band in sorted(by_band, reverse=True) for lane in by_band[band]]
+
+    async def is_paused(self) -> bool:
+        return all(await self._every(Queue.is_paused))
+
+    async def has_work(self, scheduled_within: float = 0.0) -> bool:
+        return any(await self._every(Queue.has_work, scheduled_within))
+
+    async def rate_limit_ttl(self) -> float:
+        return max(await self._every(Queue.rate_limit_ttl))
+
+    async def etas(self) -> dict[str, Any]:
+        return {lane: eta for part in await self._every(Queue.etas) for lane, eta in part.items()}
+
+    async def dead(self, limit: int = 100) -> list[JobInfo]:
+        """The dead jobs of every shard, at most ``limit`` of each, merged by id (mint order)."""
+        return sorted(
+            (info for part in await self._every(Queue.dead, limit) for info in part),
+            key=lambda info: info.id,
+        )[:limit]
+
+    # -- admin (every shard) -------------------------------------------------------------------
+
+    async def pause(self) -> None:
+        await self._every(Queue.pause)
+
+    async def resume(self) -> None:
+        await self._every(Queue.resume)
+
+    async def fairness(self, by: FairBy = "count", *, quantum: float | None = None) -> bool:
+        return any(await self._every(Queue.fairness, by, quantum=quantum))
+
+    async def apply_policies(
+        self,
+        policies: Mapping[str, Policy] | None = None,
+        /,
+        *,
+        default: Policy | None = None,
+        **lanes: Policy,
+    ) -> int:
+        """Every shard holds the default; each named lane's own policy goes to its shard (and
+        a lane named before and not now is cleared there, as on one queue)."""
+        named = {**(policies or {}), **lanes}
+        placement = self.placement_map
+        per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
+        for lane, policy in named.items():
+            per_shard[placement.shard_of(validate_group(lane))][lane] = policy
+        before = await Queue.policies(self.shards[0])
+        changed = await asyncio.gather(
+            *(
+                Queue.apply_policies(shard, per_shard[k], default=default)
+                for k, shard in enumerate(self.shards)
+            )
+        )
+        # Every shard holds the same default, so each of its settings that changed was counted
+        # once per shard: the queue's answer counts it once, as one queue's does.
+        after = (await Queue.policies(self.shards[0])).default
+        fields_changed: int = sum(
+            bool(getattr(after, f.name) != getattr(before.default, f.name)) for f in fields(Policy)
+        )
+        return sum(changed) - (len(self.shards) - 1) * fields_changed
+
+    async def policies(self) -> Policies:
+        """The default (every shard holds it) and every shard's named lanes."""
+        each = await self._every(Queue.policies)
+        lanes = {lane: policy for part in each for lane, policy in part.lanes.items()}
+        return Policies(each[0].default, dict(sorted(lanes.items())))
+
+    async def ordered(self, on: bool) -> None:
+        await self._every(Queue.ordered, on)
+
+    async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
+        return sum(await self._every(Queue.drain, schedule=schedule, results=results))
+
+    async def obliterate(self, *, force: bool = False) -> None:
+        """Delete every key of every shard, then the directory (every shard paused first)."""
+        await self._every(Queue.obliterate, force=force)
+        for shard in self.shards:
+            await shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
+        await self.wire.call("DEL", self.keys.directory, self.keys.placed)
+
+    async def concurrency(self, ceiling: int | None) -> bool:
+        raise Unsupported(
+            "a queue-wide concurrency ceiling on a sharded queue is split into per-shard quotas, "
+            "not built yet (docs/concepts/shards.md, 'Queue-wide gates'); lane ceilings work"
+        )
+
+    async def rate_limit(
+        self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
+    ) -> bool:
+        raise Unsupported(
+            "a queue-wide rate on a sharded queue is split into per-shard quotas, not built yet "
+            "(docs/concepts/shards.md, 'Queue-wide gates'); lane rates work"
+        )
+
+    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
+        raise Unsupported("flows on a sharded queue are not built yet (docs/concepts/shards.md)")
+
+    def subscribe(self) -> Subscription:
+        raise Unsupported(
+            "lifecycle events of a sharded queue are not built yet (each shard publishes on its "
+            "own channel)"
+        )
