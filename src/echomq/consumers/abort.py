@@ -22,7 +22,8 @@ class Abort:
     """The cancel state of one running handler: the task it runs in, how many shields it is
     inside, whether a cancel was heard, and whether its task was cancelled for it."""
 
-    task: asyncio.Task[Any] = field(repr=False)
+    #: None once the task ended (:meth:`end`).
+    task: asyncio.Task[Any] | None = field(repr=False)
     shields: int = 0
     is_heard: bool = False
     has_cancelled_task: bool = False
@@ -32,15 +33,23 @@ class Abort:
         if self.is_heard:
             return
         self.is_heard = True
-        if self.shields == 0:
+        if self.shields == 0 and self.task is not None:
             self.has_cancelled_task = True
             self.task.cancel("echomq: the job was cancelled")
 
     def settle(self) -> None:
         """The handler's CancelledError was the cancel's: take back the task's cancellation
         request, so the awaits that end the job run normally."""
-        if self.has_cancelled_task:
+        if self.has_cancelled_task and self.task is not None:
             self.task.uncancel()
+
+    def end(self) -> asyncio.Task[Any] | None:
+        """The task's last step: the task, and this Abort lets go of it. The task's context
+        holds this Abort, so the two form a cycle that only the garbage collector would free:
+        a collection every hundred jobs or so, 2-3 µs of client CPU per job. Let go, the task
+        is freed as it ends."""
+        task, self.task = self.task, None
+        return task
 
 
 class shielded:  # lowercase: used as ``async with echomq.shielded():``, like a function

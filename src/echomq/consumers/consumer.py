@@ -304,7 +304,7 @@ class Consumer:
             )  # fmt: skip
         finally:
             # The slot frees as the task ends: no done callback to schedule per job.
-            self._shift.free(abort.task)
+            self._shift.free(abort.end())
 
     async def _end_cancelled(self, job: Job) -> None:
         """The job was cancelled and its handler stopped: end it as cancelled, fenced by the

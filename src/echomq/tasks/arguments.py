@@ -148,6 +148,12 @@ class Signature:
         self._is_plain = all(p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in params)
         self._positional = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD]
         self._names = frozenset(p.name for p in params)
+        #: The parameters' names: with :attr:`as_given`, a payload's ``args`` naming exactly
+        #: these are the function's keyword arguments as they are (what :meth:`load` returns).
+        self.names = self._names
+        #: Set once the hints are read (:meth:`hints`): plain parameters, none rebuilt from its
+        #: annotation, so a complete call needs no :meth:`load` (the worker's one look-up less).
+        self.as_given = False
         self._required = frozenset(
             p.name
             for p in params
@@ -178,6 +184,7 @@ class Signature:
                     self._checks.append((p.name, classes))
             places = {name: index for index, name in enumerate(self._positional)}
             self._placed = [(places[n], c) for n, c in self._checks if n in places]
+            self.as_given = self._is_plain and not self._loads
             self._hints = hints
         return self._hints
 

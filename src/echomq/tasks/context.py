@@ -22,8 +22,10 @@ if TYPE_CHECKING:
 #: that never ask pay for a tuple, not for a frozen dataclass.
 Pending = tuple[Job, str, dict[str, Any], "App", "Trail | None", Children | None]
 
-# A context variable, not module state: each running task sees its own value.
-_current: ContextVar[Context | Pending] = ContextVar("echomq.context")
+#: The running task's context (a context variable, not module state: each running task sees its
+#: own value). Set by one attempt's execution (:func:`echomq.tasks.execution.execute`, or the
+#: worker's dispatcher for an attempt with no hooks and no timeout), read by :func:`current`.
+RUNNING: ContextVar[Context | Pending] = ContextVar("echomq.context")
 
 #: The ids of jobs run here, not on a server (eager mode, a batch task called directly): they
 #: never reach a server, so any id node will do.
@@ -99,8 +101,8 @@ def context() -> Context:
 
 def current() -> Context | None:
     """The running task's :class:`Context`, or None outside a running task."""
-    found = _current.get(None)
+    found = RUNNING.get(None)
     if type(found) is tuple:
         found = Context(*found)
-        _current.set(found)  # built once: this task's later calls get the same one
+        RUNNING.set(found)  # built once: this task's later calls get the same one
     return found  # type: ignore[return-value]

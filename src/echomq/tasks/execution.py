@@ -12,7 +12,7 @@ from echomq.consumers.consumer import describe as _describe
 from echomq.engine.flows import Children
 from echomq.engine.results import Job
 from echomq.tasks.arguments import dump
-from echomq.tasks.context import Context, TaskOutcome, Trail, _current
+from echomq.tasks.context import RUNNING, Context, TaskOutcome, Trail
 
 if TYPE_CHECKING:
     from echomq.tasks.app import AfterHook, App, BeforeHook
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 #: Result types that are their own JSON shape (exact types: a subclass goes through ``dump``).
-_PLAIN = frozenset((str, int, float, bool))
+PLAIN = frozenset((str, int, float, bool))
 
 
 class TaskTimeout(Exception):
@@ -68,10 +68,10 @@ async def execute(
     afters: Sequence[AfterHook] = hooks.after_job
     if befores or afters:
         ctx = Context(job, task.name, state, app, trail, children)
-        token = _current.set(ctx)
+        token = RUNNING.set(ctx)
     else:
         # No hook takes it: the Context is built only if the task asks (``context()``).
-        token = _current.set((job, task.name, state, app, trail, children))
+        token = RUNNING.set((job, task.name, state, app, trail, children))
         befores = afters = ()  # a hook added while this attempt runs waits for the next
     try:
         # The hook loops, their outcomes and the timeout's coroutine only when there are any.
@@ -89,11 +89,11 @@ async def execute(
             raise
         for after in afters:
             await after(ctx, TaskOutcome(result=result))
-        if result is None or type(result) in _PLAIN:
+        if result is None or type(result) in PLAIN:
             return result  # its own dump: no walk
         return dump(result, argument="result")
     finally:
-        _current.reset(token)
+        RUNNING.reset(token)
 
 
 async def _attempt(task: Task[Any, Any], args: Sequence[Any], kwargs: dict[str, Any]) -> Any:

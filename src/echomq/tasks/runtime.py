@@ -21,7 +21,10 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.results import Job
 from echomq.errors import HookFailed, InvalidArgument
 from echomq.tasks.app import App
+from echomq.tasks.arguments import dump
+from echomq.tasks.context import RUNNING
 from echomq.tasks.execution import (
+    PLAIN,
     TaskTimeout,
     UnknownTask,
     Unrunnable,
@@ -40,6 +43,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("echomq.tasks")
 
+#: A payload's missing ``args``: no arguments (one shared value, never written to).
+_NO_ARGUMENTS: dict[str, Any] = {}
+
 
 class Dispatcher:
     """The handler of every queue an AppWorker serves: the job's ``task`` field picks the
@@ -54,8 +60,13 @@ class Dispatcher:
 
     async def __call__(self, job: Job) -> Any:
         payload = job.payload
-        name = payload.get("task") if type(payload) is dict or isinstance(payload, dict) else None
-        task = self.tasks.get(name) if isinstance(name, str) else None
+        task = None
+        if type(payload) is dict or isinstance(payload, dict):
+            name = payload.get("task")
+            if type(name) is str or isinstance(name, str):
+                task = self.tasks.get(name)
+        else:
+            name = None
         if task is None:
             if not isinstance(name, str):
                 raise Unrunnable("not a task")
@@ -65,17 +76,45 @@ class Dispatcher:
                 job.id, name, known, extra=job_fields(job),
             )  # fmt: skip
             raise UnknownTask(f"unknown task {name}")
-        arguments, children = payload.get("args", {}), None
-        if payload.get("flow"):
+        arguments = payload.get("args", _NO_ARGUMENTS)
+        hooks = self.app.hooks  # read per job: a hook added meanwhile runs from the next
+        if task.timeout is not None or hooks.before_job or hooks.after_job or payload.get("flow"):
+            return await self._attempt(task, job, arguments)
+        # execute()'s plain case run here, in the handler's own coroutine: no hooks, no timeout,
+        # no flow (the commonest job) costs one coroutine, the task's, and no frame around it.
+        signature = task.signature
+        if type(arguments) is dict and signature.as_given and arguments.keys() == signature.names:
+            args: Sequence[Any] = ()
+            kwargs = arguments  # what load gives for it, without the call
+        else:
+            args, kwargs = self._load(task, arguments)  # before the context, as execute() has it
+        # The Context is built only if the task asks (``context()``).
+        token = RUNNING.set((job, task.name, self.state, self.app, None, None))
+        try:
+            result = await task.fn(*args, **kwargs)
+        finally:
+            RUNNING.reset(token)
+        if result is None or type(result) in PLAIN:
+            return result  # its own dump: no walk
+        return dump(result, argument="result")
+
+    async def _attempt(self, task: Task[Any, Any], job: Job, arguments: Any) -> Any:
+        """An attempt with hooks, a timeout or a flow's children: :func:`execute`'s own."""
+        children = None
+        if job.payload.get("flow"):
             # A flow's parent: its children's results are read before it runs (one round trip).
             children = await self.app.queue(job.queue).children(job.id)
-            arguments = received(arguments, payload.get("receive"), children)
-        try:
-            args, kwargs = task.signature.load(arguments)
-        except InvalidArgument as exc:
-            raise Unrunnable(f"bad arguments: {exc.reason}") from None  # no retry mends them
+            arguments = received(arguments, job.payload.get("receive"), children)
+        args, kwargs = self._load(task, arguments)
         # An asked-for Retry goes on under the task's own attempts (policy), as any failure.
         return await execute(self.app, task, job, args, kwargs, self.state, None, children)
+
+    @staticmethod
+    def _load(task: Task[Any, Any], arguments: Any) -> tuple[Sequence[Any], dict[str, Any]]:
+        try:
+            return task.signature.load(arguments)
+        except InvalidArgument as exc:
+            raise Unrunnable(f"bad arguments: {exc.reason}") from None  # no retry mends them
 
     def _task(self, job: Job) -> Task[Any, Any] | None:
         name = job.payload.get("task") if isinstance(job.payload, dict) else None
