@@ -359,18 +359,23 @@ def per_primary(runs: list[Side], primaries: list[str]) -> dict[str, PrimaryFigu
     return figures
 
 
-def bound_of(client: float, servers: float, machine: float, procs: int) -> str:
-    """What bounded a measured phase, from the cores each part kept busy (``machine``: every
-    process on the host, ours or not)."""
+def bound_of(client: float, servers: float, busiest: float, machine: float, procs: int) -> str:
+    """What bounded a measured phase, from the cores each part kept busy (``busiest``: the
+    busiest primary's one thread; ``machine``: every process on the host, ours or not)."""
     if client >= 0.85 * procs:
         return "client-bound (its process ran on a core all along)"
+    if busiest >= 0.85:
+        return f"bound by one primary (its thread busy {busiest:.2f} of a core)"
     if machine >= 1.8:
         others = max(0.0, machine - client - servers)
         return (
             f"bound by the 2 cores (busy {machine:.2f}: client {client:.2f}, "
             f"primaries {servers:.2f}, other processes {others:.2f})"
         )
-    return "neither cores nor client saturated: round trips and hand-offs"
+    return (
+        f"neither a core, a primary nor the client saturated (busy {machine:.2f}): "
+        "round trips and hand-offs between processes"
+    )
 
 
 def main() -> None:
@@ -433,7 +438,7 @@ def report(
     print(f"\n### Throughput, measured (medians of {n})\n")
     print(
         "| side | phase | jobs/s | wall µs/job | client µs CPU/job | primaries' CPU µs/job "
-        "| engine µs/job (scripts) | cores busy: client / primaries / machine |"
+        "| engine µs/job (scripts) | cores busy: client / primaries (busiest) / machine |"
     )
     print("|---|---|---:|---:|---:|---:|---:|---|")
     bounds: dict[tuple[str, str], str] = {}
@@ -452,13 +457,17 @@ def report(
                 spent = [s.drain_spent for s in sides]
                 machine = med([s.drain_busy for s in sides])
             servers = med([sum(p.cpu for p in x.values()) * 1e6 / jobs for x in spent])
+            busiest = med([max(p.cpu for p in x.values()) * 1e6 / jobs for x in spent])
             engine = med([sum(p.usec for p in x.values()) / jobs for x in spent])
             procs = args.procs if phase == "drain" else 1
-            bounds[key, phase] = bound_of(client / wall, servers / wall, machine, procs)
+            bounds[key, phase] = bound_of(
+                client / wall, servers / wall, busiest / wall, machine, procs
+            )
             print(
                 f"| {label[key]} | {phase} | {rate:,.0f} | {wall:.1f} | {client:.1f} "
                 f"| {servers:.1f} | {engine:.1f} "
-                f"| {client / wall:.2f} / {servers / wall:.2f} / {machine:.2f} |"
+                f"| {client / wall:.2f} / {servers / wall:.2f} ({busiest / wall:.2f}) "
+                f"/ {machine:.2f} |"
             )
     print()
     for (key, phase), bound in bounds.items():
@@ -525,23 +534,29 @@ def report(
         "an oversubscribed host it also counts the time the server was descheduled mid-script."
     )
 
-    one = max(f.drain_cpu for f in figures["a"].values() if f.claimed)
-    shard = med([f.drain_cpu for f in figures["b"].values() if f.claimed])
+    # The engine's work per job is the same on a shard as on one slot (commands in scripts per
+    # job, above), so one per-job cost serves every case: the median over every primary that
+    # served jobs, both sides (this host's noise moves each side's by ±15% run to run).
+    served = [f for side in figures.values() for f in side.values() if f.claimed]
+    cost = med([f.drain_cpu for f in served])
+    capacity = 1e6 / cost
+    busiest = max(f.share for f in figures["b"].values())
     client = med([s.drain_cpu for s in b])
-    per = args.shards // len(primaries)
     print(
-        f"\n### Projection to P primaries (not measured: {per} shard(s) per primary, "
-        "active weight spread evenly, a core per primary)\n"
+        f"\n### Projection to P primaries (not measured: a core per primary, clients free; "
+        f"{cost:.1f} µs of primary CPU per job drained, the median over every primary that "
+        f"served jobs, both sides)\n"
     )
-    print("| primaries | projected drain jobs/s | client cores it needs at the measured µs/job |")
-    print("|---:|---:|---:|")
-    print(f"| 1 (one slot) | {1e6 / one:,.0f} | {client / one:.1f} |")
-    for p in (3, 6, 12, 24):
-        total = p * 1e6 / shard
-        print(f"| {p} | {total:,.0f} | {total * client / 1e6:.1f} |")
+    print("| primaries | spread | projected drain jobs/s | client cores it needs |")
+    print("|---:|---|---:|---:|")
+    print(f"| 1 | one slot | {capacity:,.0f} | {capacity * client / 1e6:.1f} |")
+    rows = [(len(primaries), f"these shards (busiest primary {busiest:.1%})", busiest)]
+    rows += [(p, "active weight even", 1 / p) for p in (len(primaries), 6, 12, 24)]
+    for p, spread, share in rows:
+        total = capacity / share
+        print(f"| {p} | {spread} | {total:,.0f} | {total * client / 1e6:.1f} |")
     print(
-        f"\nprimary CPU per job drained: {one:.1f} µs as one slot, {shard:.1f} µs on a shard's "
-        f"primary (median over primaries); client CPU per job drained {client:.1f} µs "
+        f"\nclient cores at the measured {client:.1f} µs of client CPU per job drained "
         f"({label['b']})."
     )
 
