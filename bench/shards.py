@@ -14,7 +14,7 @@ it (sides interleaved, the first side alternating run by run), on a fresh queue 
 ``--loops`` ``claim_batch(--batch)`` + ``complete_each`` loops in ``--procs`` client processes
 started together (timed to the last completion: drain jobs/s). The loops are the engine's own
 verbs and nothing else (no ``Consumer``: its handler tasks and settler are client CPU the
-figure would carry, and the client is what this 2-core machine runs out of first).
+figure would carry, and the client shares the 2 cores with the servers).
 
 Around each phase, every primary's ``INFO commandstats`` (the server's µs inside scripts:
 ``evalsha``, ``evalsha_ro``, ``eval``, ``fcall``) and its process CPU (``/proc/<pid>/stat``)
@@ -22,9 +22,12 @@ are read; divided by the jobs that primary served they give the engine's µs per
 the primary's whole CPU per job (the scripts plus the network I/O). The client's CPU is
 ``time.process_time`` in each process. Prints medians of ``--runs``, then the projection: a
 primary with a core of its own serves ~1e6 / (its µs per job) jobs/s, so a queue whose jobs
-are spread over primaries with shares f_p gives ≈ min_p capacity_p / f_p. That is a
+are spread over primaries with shares f_p gives ≈ min_p capacity_p / f_p (per side from its
+own figures, and to P primaries from one per-job cost pooled over every primary that served
+jobs: the engine's commands per job are the same on a shard as on one slot). That is a
 projection, not a measurement: the measured figure is whatever bounds this machine, and the
-script says which (client, the 2 cores, or neither: round trips).
+script says which (the client, one primary's thread, the 2 cores, or none of them: round
+trips), from the machine's busy time (``/proc/stat``) and each part's CPU.
 """
 
 from __future__ import annotations
