@@ -8,13 +8,14 @@ import asyncio
 import inspect
 from collections import Counter
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
-from echomq import Item, Job, Policy, Queue
+from echomq import App, AppWorker, Item, Job, Policy, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, ShardedQueue, ShardMap
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import Closed, InvalidArgument, Unsupported
 from echomq.testing import discard
 
 
@@ -234,3 +235,53 @@ async def test_a_consumer_drains_every_shard_and_hears_a_cancel_on_any(
     assert set(ran) == {v.id for v in verdicts}
     assert set(ran.values()) == {1}
     assert await sharded.state(stuck.id) in ("cancelled", "absent")
+
+
+async def test_claims_that_find_the_refresh_due_together_share_one_read(
+    sharded: ShardedQueue,
+) -> None:
+    await sharded.enqueue_many(Item(i, lane=f"r{i % 30}") for i in range(300))
+    reads = 0
+    read_loads = sharded.read_loads
+
+    async def counted() -> list[Any]:
+        nonlocal reads
+        reads += 1
+        return await read_loads()
+
+    sharded.read_loads = counted  # type: ignore[method-assign]
+    sharded.refresh = 3600.0  # none due unless made due below
+    await sharded.claim_batch(1)
+    reads = 0
+    sharded.refresh = 0.0  # due for every claim that starts now
+    batches = await asyncio.gather(*(sharded.claim_batch(10) for _ in range(12)))
+    assert all(isinstance(b, list) for b in batches)
+    assert reads == 1
+
+
+async def test_an_app_runs_its_tasks_on_a_sharded_queue(valkey_url: str, queue_name: str) -> None:
+    """``App(shards=3)``: the app's queue opens sharded with the app, its tasks' jobs go to
+    their lanes' shards, a worker runs them all and a handle reads its result; the blocking
+    producer is refused by name until it is built."""
+    app = App(valkey_url, queue=queue_name, shards=3)
+
+    @app.task(lane="tenant")
+    async def greet(tenant: str) -> str:
+        return f"hello {tenant}"
+
+    with pytest.raises(Closed, match="connect"):
+        app.queue()
+    async with app:
+        queue = app.queue()
+        assert isinstance(queue, ShardedQueue)
+        tenants = [lane for part in lanes_on(queue.placement_map, [2, 2, 2], "a") for lane in part]
+        handles = [await greet.enqueue(tenant) for tenant in tenants]
+        assert {queue.placement_map.shard_of(t) for t in tenants} == {0, 1, 2}
+        tallies = await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
+        assert tallies[queue_name].completed == 6
+        assert [await h.result(timeout=5) for h in handles] == [f"hello {t}" for t in tenants]
+        with pytest.raises(Unsupported, match="sharded"):
+            app.sync_queue()
+        await queue.pause()
+        await queue.obliterate(force=True)
+    await app.close()

@@ -205,6 +205,11 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         queue (:class:`~echomq.consumers.wake.Wake` blocks on them all)."""
         return (self.keys.wake,)
 
+    def keys_of(self, lane: str) -> Keyspace:
+        """The keyspace that holds ``lane``'s keys (a job's row, a dedup key): this queue's own
+        (a sharded queue's: the lane's shard's)."""
+        return self.keys
+
     def publish(self, event: str, job: str, **extra: str | int | float | bool | None) -> None:
         """Publish an application event (say ``scored``) on this queue's event channel.
 

@@ -96,6 +96,7 @@ class ShardedQueue(AcrossShards, Queue):
         self._closes_wire = False  # connect opened it
         self._dues: list[int | None] = [None] * placement.shards  # first benched lane's return
         self._now_ms = 0  # server ms of the last read of the loads
+        self._reading: asyncio.Future[list[ShardLoad]] | None = None  # the read in flight
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -230,7 +231,7 @@ class ShardedQueue(AcrossShards, Queue):
         stride = self._stride
         fresh = asyncio.get_running_loop().time() - self._loads_at >= self.refresh
         if fresh:
-            await self.read_loads()
+            await self._loads_now()
         retry_in: float | None = None
         visited: set[int] = set()
         for _ in range(2 * len(self.shards) + 2):  # a shard twice at most: before, after a read
@@ -239,7 +240,7 @@ class ShardedQueue(AcrossShards, Queue):
                 if not fresh:
                     # Known idle, but the loads are older than this call: "empty" must be true
                     # now (a lane resumed or joined a shard since the last read).
-                    await self.read_loads()
+                    await self._loads_now()
                     fresh = True
                     continue
                 # Idle by every ring: a lane benched by its rate whose time came rejoins its
@@ -287,6 +288,21 @@ class ShardedQueue(AcrossShards, Queue):
         for k, load in enumerate(loads):
             self._stride.observe(k, load)
         return loads
+
+    async def _loads_now(self) -> None:
+        """:meth:`read_loads`, one read in flight at a time: the claims that find the refresh
+        due together share it, rather than each reading every shard."""
+        reading = self._reading
+        if reading is None:
+            reading = self._reading = asyncio.ensure_future(self.read_loads())
+            reading.add_done_callback(self._read_done)
+        await asyncio.shield(reading)
+
+    def _read_done(self, reading: asyncio.Future[list[ShardLoad]]) -> None:
+        if self._reading is reading:
+            self._reading = None
+        if not reading.cancelled():
+            reading.exception()  # retrieved: the claims awaiting it raise it
 
     def _due_now(self) -> list[int]:
         """The shards whose first benched lane was due at the last read."""
@@ -340,20 +356,21 @@ class ShardedQueue(AcrossShards, Queue):
         return done
 
     async def complete_each(self, jobs: Iterable[Job | Completed]) -> list[CompleteOutcome]:
-        items = list(jobs)
-        return await self._each(
-            items,
-            lambda item: (item.job if isinstance(item, Completed) else item).shard,
-            Queue.complete_each,
-        )
+        successes: list[Success] = []
+        shards: list[int] = []
+        for item in jobs:
+            job, result = (item.job, item.result) if isinstance(item, Completed) else (item, None)
+            successes.append(Success(job.id, job.attempts, self.encode_result(result)))
+            shards.append(job.shard)
+        return await self._each(successes, shards, Queue.complete_encoded)
 
     async def complete_encoded(self, successes: list[Success]) -> list[CompleteOutcome]:
         held = self._held
-        shard_of = {s.id: held.get(s.id) for s in successes}
-        missing = [job_id for job_id, k in shard_of.items() if k is None]
-        for job_id in missing:
-            shard_of[job_id] = (await self._shard_of_id(job_id)).shard
-        return await self._each(successes, lambda s: shard_of[s.id] or 0, Queue.complete_encoded)
+        shards = []
+        for success in successes:
+            k = held.get(success.id)
+            shards.append(k if k is not None else (await self._shard_of_id(success.id)).shard)
+        return await self._each(successes, shards, Queue.complete_encoded)
 
     async def retry(
         self,
@@ -379,7 +396,8 @@ class ShardedQueue(AcrossShards, Queue):
         return outcome
 
     async def retry_each(self, failures: Iterable[Failed]) -> list[RetryOutcome]:
-        return await self._each(list(failures), lambda f: f.job.shard, Queue.retry_each)
+        items = list(failures)
+        return await self._each(items, [f.job.shard for f in items], Queue.retry_each)
 
     async def delay(self, job: Job | str, token: int | None = None, *, delay: float) -> bool:
         shard = await self._shard_of(job)
@@ -428,18 +446,23 @@ class ShardedQueue(AcrossShards, Queue):
     async def _each(
         self,
         items: list[_T],
-        shard_of: Callable[[_T], int],
+        shards: list[int],
         settle: Callable[[Queue, list[_T]], Awaitable[list[Any]]],
     ) -> list[Any]:
-        """``settle`` each shard's part of ``items`` on it, at once; outcomes in input order."""
+        """``settle`` each shard's part of ``items`` (``shards[i]`` is item i's) on it, the
+        parts at once; outcomes in input order."""
+        self._settled(_job_id(item) for item in items)
+        if not items:
+            return []
+        first = shards[0]
+        if all(k == first for k in shards):  # one shard (a batch claim's settles): as is
+            return await settle(self.shards[first], items)
         parts: dict[int, list[int]] = {}
-        for i, item in enumerate(items):
-            parts.setdefault(shard_of(item), []).append(i)
+        for i, k in enumerate(shards):
+            parts.setdefault(k, []).append(i)
         answers = await asyncio.gather(
             *(
                 settle(self.shards[k], [items[i] for i in positions])
-                if k
-                else settle(self, [items[i] for i in positions])
                 for k, positions in parts.items()
             )
         )
@@ -447,7 +470,6 @@ class ShardedQueue(AcrossShards, Queue):
         for positions, part in zip(parts.values(), answers, strict=True):
             for i, outcome in zip(positions, part, strict=True):
                 outcomes[i] = outcome
-        self._settled(_job_id(item) for item in items)
         return outcomes
 
     # -- by id (the shard that holds the job) --------------------------------------------------

@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 from echomq.engine.events import Subscription
 from echomq.engine.flows import Flow, FlowIds
-from echomq.engine.keys import validate_group
+from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import Lane
 from echomq.engine.options import PRIORITY_DEFAULT
 from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
@@ -39,6 +39,10 @@ class AcrossShards:
 
     def _shard_of_lane(self, lane: str) -> Queue:
         return self.shards[self.placement_map.shard_of(lane)]
+
+    def keys_of(self, lane: str) -> Keyspace:
+        """The keyspace of ``lane``'s shard."""
+        return self._shard_of_lane(validate_group(lane)).keys
 
     async def _every(self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> list[_T]:
         """``verb`` (a :class:`Queue` method) on every shard at once, answers in shard order."""

@@ -20,7 +20,9 @@ from echomq.engine.ids import Minter
 from echomq.engine.keys import Keyspace
 from echomq.engine.policies import Policy, policy_args
 from echomq.engine.queue import Queue
-from echomq.errors import Closed, InvalidArgument
+from echomq.engine.sharded import ShardedQueue
+from echomq.engine.shards import check_shards
+from echomq.errors import Closed, InvalidArgument, Unsupported
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
 from echomq.tasks.eager import EagerProducer
@@ -78,6 +80,7 @@ class App:
         wire: Wire | None = None,
         minter: Minter | None = None,
         durability: Durability | None = None,
+        shards: int | Mapping[str, int] | None = None,
     ) -> None:
         """``url`` is where the app connects (its sync queues too; default
         ``valkey://127.0.0.1:6379``); ``wire`` instead lends it an open connection (a process
@@ -86,12 +89,17 @@ class App:
         opens both itself on first use. An app on a lent wire has sync queues only when it
         is given ``url`` too (they open blocking sockets of their own). ``durability`` (a
         :class:`Durability`) is every queue's of the app, async and sync: admissions (and,
-        with its ``settles``, the workers' settles) wait for ``WAITAOF``."""
+        with its ``settles``, the workers' settles) wait for ``WAITAOF``. ``shards``: the app's
+        queue is a sharded one of that many shards (an int), or the named queues are (a mapping
+        queue -> shards): opened by ``connect`` (docs/concepts/shards.md); a sharded queue has
+        no blocking producer yet."""
         self._url_given = url is not None
         url = DEFAULT_URL if url is None else url
         seeds = seeds_from_url(url)  # a bad URL fails here, before any connection
         _check_lent(wire, minter)
         Keyspace(queue)
+        #: The app's sharded queues: name -> shard count (``shards=``).
+        self.shards = _sharded(queue, shards)
         ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         self.durability = validate_durability(durability, seeds[0].call_timeout)
         self.url = url
@@ -350,6 +358,8 @@ class App:
                 raise InvalidArgument("wire", wire, "the app is connected already: close it first")
             self._borrow(wire, minter)
         await self._connected()
+        for name in self.shards:
+            await self.open_queue(name)
         for name in list(self._policies):
             await self._apply_lanes(self.queue(name))
         return self
@@ -394,7 +404,12 @@ class App:
     async def open_queue(self, name: str) -> Queue:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
         lane policies (:meth:`lanes`) applied (once per process)."""
-        queue = self._queue(await self._connected(), name)
+        wire = await self._connected()
+        if name in self.shards and name not in self._queues:
+            self._queues[name] = await ShardedQueue.open(
+                name, wire, shards=self.shards[name], **self._queue_options()
+            )
+        queue = self._queue(wire, name)
         await self._apply_lanes(queue)
         return queue
 
@@ -408,16 +423,22 @@ class App:
     def _queue(self, wire: Wire, name: str) -> Queue:
         found = self._queues.get(name)
         if found is None:
-            found = Queue(
-                name,
-                wire,
-                codec=self.codec,
-                minter=self._minter,
-                result_ttl=self.result_ttl,
-                durability=self.durability,
-            )
+            if name in self.shards:
+                raise Closed(
+                    f"the sharded queue {name!r} opens with the app: `async with app:` or "
+                    "`await app.connect()` first"
+                )
+            found = Queue(name, wire, **self._queue_options())
             self._queues[name] = found
         return found
+
+    def _queue_options(self) -> dict[str, Any]:
+        return {
+            "codec": self.codec,
+            "minter": self._minter,
+            "result_ttl": self.result_ttl,
+            "durability": self.durability,
+        }
 
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
@@ -427,6 +448,11 @@ class App:
         found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
         if found is not None:
             return found
+        if name in self.shards:
+            raise Unsupported(
+                f"queue {name!r} is sharded: its blocking producer is not built yet "
+                "(docs/concepts/shards.md); enqueue from async code"
+            )
         if self._lent and not self._url_given:
             raise InvalidArgument(
                 "url", None, "an app on a lent wire has no sync queues unless given url= too"
@@ -538,3 +564,14 @@ def _check_lent(wire: Wire | None, minter: Minter | None) -> None:
         raise InvalidArgument("minter", minter, "expected an echomq.Minter")
     if minter is not None and wire is None:
         raise InvalidArgument("minter", minter, "give the wire it mints for too (wire=)")
+
+
+def _sharded(queue: str, shards: int | Mapping[str, int] | None) -> dict[str, int]:
+    """``App(shards=)`` as queue -> shard count, every name and count checked."""
+    if shards is None:
+        return {}
+    if isinstance(shards, int):
+        return {queue: check_shards(shards)}
+    if not isinstance(shards, Mapping):
+        raise InvalidArgument("shards", shards, "must be an int or a mapping queue -> shards")
+    return {Keyspace(name).queue: check_shards(count) for name, count in shards.items()}

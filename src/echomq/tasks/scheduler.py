@@ -10,6 +10,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.results import Verdict
 from echomq.tasks.periodic import Schedule, missed_tick
 
@@ -89,10 +90,11 @@ class Scheduler:
             dedup_key=key, dedup_ttl=schedule.dedup_ttl, dedup_from="enqueue"
         )
         verdict = await queue.admit(call.payload, options._replace(id=id), carries_context=True)
+        held = queue.keys_of(call.lane or DEFAULT_GROUP).dedup(key)  # on the lane's shard
         if (
             verdict.kind == "duplicate"
             and verdict.id == id
-            and not await queue.wire.call("EXISTS", queue.keys.dedup(key))
+            and not await queue.wire.call("EXISTS", held)
         ):
             # The row is another schedule's (their names' hashes met at this tick): a minted
             # id, under this tick's dedup key, so the other schedulers still agree on it.
