@@ -5,8 +5,10 @@ from __future__ import annotations
 import argparse
 import asyncio
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 from echomq import Job, Queue
+from echomq.engine.scripts import _helpers, _link
 from echomq.server import EmbeddedValkey
 
 
@@ -57,6 +59,32 @@ async def inner_calls(queue: Queue) -> int:
             if name not in OUTSIDE:
                 total += int(dict(kv.split("=") for kv in rest.split(","))["calls"])
     return total
+
+
+async def script_stats(queue: Queue) -> tuple[float, int]:
+    """(µs inside EVALSHA, commands run inside scripts) since the server started: one read, to
+    take the difference of around a phase."""
+    info = (await queue.wire.call("INFO", "commandstats")).decode()
+    usec, inner = 0.0, 0
+    for line in info.splitlines():
+        if not line.startswith("cmdstat_"):
+            continue
+        name, rest = line.removeprefix("cmdstat_").split(":", 1)
+        fields = dict(kv.split("=") for kv in rest.split(","))
+        if name == "evalsha":
+            usec = float(fields["usec"])
+        elif name not in OUTSIDE:
+            inner += int(fields["calls"])
+    return usec, inner
+
+
+def linked_scripts(src: Path, names: tuple[str, ...]) -> dict[str, str]:
+    """The scripts ``names`` (``"claim"`` for claim.lua) of the checkout whose ``src`` this is,
+    linked with its helper libraries: to load another tree's scripts beside this one's."""
+    folder = src / "echomq" / "engine" / "lua"
+    files = sorted(folder.glob("*.lua"))
+    helpers = _helpers("".join(f.read_text() for f in files if f.name.startswith("_")))
+    return {name: _link(helpers, (folder / f"{name}.lua").read_text()) for name in names}
 
 
 async def claim_blocks(

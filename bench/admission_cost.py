@@ -21,11 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import OUTSIDE, serve
+from _harness import linked_scripts, script_stats, serve
 from echomq import Queue
 from echomq.engine import ids
 from echomq.engine.options import Admission, admission_argv
-from echomq.engine.scripts import _helpers, _link
 from echomq.engine.shards import ShardMap
 from echomq.testing import discard
 
@@ -38,30 +37,6 @@ WORKLOADS: dict[str, tuple[int, int]] = {
     "single": (1, 16),
 }
 _serial = itertools.count(1 << 40)
-
-
-def enqueue_script(src: Path) -> str:
-    """enqueue.lua of the checkout whose ``src`` this is, linked."""
-    folder = src / "echomq" / "engine" / "lua"
-    files = sorted(folder.glob("*.lua"))
-    helpers = _helpers("".join(f.read_text() for f in files if f.name.startswith("_")))
-    return _link(helpers, (folder / "enqueue.lua").read_text())
-
-
-async def _stats(queue: Queue) -> tuple[float, int]:
-    """(µs inside EVALSHA, commands run inside scripts) since the server started."""
-    info = (await queue.wire.call("INFO", "commandstats")).decode()
-    usec, inner = 0.0, 0
-    for line in info.splitlines():
-        if not line.startswith("cmdstat_"):
-            continue
-        name, rest = line.removeprefix("cmdstat_").split(":", 1)
-        fields = dict(kv.split("=") for kv in rest.split(","))
-        if name == "evalsha":
-            usec = float(fields["usec"])
-        elif name not in OUTSIDE:
-            inner += int(fields["calls"])
-    return usec, inner
 
 
 async def _workload(
@@ -92,9 +67,9 @@ async def _workload(
                     shard_map = maps.get(side)
                     fence = None if shard_map is None else shard_map.fence(i.group for i in items)
                     argv = admission_argv(items, fence)
-                    before = await _stats(queue)
+                    before = await script_stats(queue)
                     got = await queue.wire.call("EVALSHA", sha, 1, queue.keys.root, *argv)
-                    after = await _stats(queue)
+                    after = await script_stats(queue)
                     if got[0] != 1:
                         raise RuntimeError(f"{side}: an item was not admitted ({got[:3]!r})")
                     total[0] += after[0] - before[0]
@@ -114,7 +89,9 @@ async def run(url: str, args: argparse.Namespace) -> None:
         sources[f"@{args.against}"] = Path(args.against)
     probe = await Queue.connect(url, "admission-cost-probe", events=False)
     shas = {
-        side: (await probe.wire.call("SCRIPT", "LOAD", enqueue_script(src))).decode()
+        side: (
+            await probe.wire.call("SCRIPT", "LOAD", linked_scripts(src, ("enqueue",))["enqueue"])
+        ).decode()
         for side, src in sources.items()
     }
     await probe.close()

@@ -29,9 +29,8 @@ import sys
 import time
 from pathlib import Path
 
-from _harness import OUTSIDE, serve
+from _harness import linked_scripts, script_stats, serve
 from echomq import Item, Queue
-from echomq.engine.scripts import _helpers, _link
 from echomq.testing import discard
 
 BENCH = Path(__file__).resolve().parent
@@ -50,32 +49,6 @@ WORKLOADS: dict[str, tuple[int, int, int, int | None]] = {
 }
 COLUMNS = ("claim_us", "complete_us", "both_us", "claim_cmds", "complete_cmds")
 Figures = dict[str, float]
-
-
-def scripts(src: Path) -> dict[str, str]:
-    """claim.lua and complete.lua of the checkout whose ``src`` this is, linked."""
-    folder = src / "echomq" / "engine" / "lua"
-    files = sorted(folder.glob("*.lua"))
-    helpers = _helpers("".join(f.read_text() for f in files if f.name.startswith("_")))
-    return {
-        name: _link(helpers, (folder / f"{name}.lua").read_text()) for name in ("claim", "complete")
-    }
-
-
-async def _stats(queue: Queue) -> tuple[float, int]:
-    """(µs inside EVALSHA, commands run inside scripts) since the server started."""
-    info = (await queue.wire.call("INFO", "commandstats")).decode()
-    usec, inner = 0.0, 0
-    for line in info.splitlines():
-        if not line.startswith("cmdstat_"):
-            continue
-        name, rest = line.removeprefix("cmdstat_").split(":", 1)
-        fields = dict(kv.split("=") for kv in rest.split(","))
-        if name == "evalsha":
-            usec = float(fields["usec"])
-        elif name not in OUTSIDE:
-            inner += int(fields["calls"])
-    return usec, inner
 
 
 async def _workload(
@@ -101,16 +74,16 @@ async def _workload(
                 for _ in range(BLOCK):
                     if total[4] >= jobs:
                         break
-                    before = await _stats(queue)
+                    before = await script_stats(queue)
                     got = await queue.wire.call("EVALSHA", claim, 1, root, LEASE_MS, want)
-                    middle = await _stats(queue)
+                    middle = await script_stats(queue)
                     if not isinstance(got, list) or len(got) < 6:
                         raise RuntimeError(f"{side}: a claim found nothing ({got!r})")
                     words: list[bytes | str | int] = [kept]
                     for i in range(2, len(got), 4):
                         words += [got[i], got[i + 2], b"", 0]  # id, token, result, ran: 0
                     await queue.wire.call("EVALSHA", complete, 1, root, *words)
-                    after = await _stats(queue)
+                    after = await script_stats(queue)
                     total[0] += middle[0] - before[0]
                     total[1] += after[0] - middle[0]
                     total[2] += middle[1] - before[1]
@@ -138,7 +111,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
     probe = await Queue.connect(url, "engine-cost-probe", events=False)
     shas: dict[str, tuple[str, str]] = {}
     for side, src in sides.items():
-        linked = scripts(src)
+        linked = linked_scripts(src, ("claim", "complete"))
         loaded = [await probe.wire.call("SCRIPT", "LOAD", linked[n]) for n in ("claim", "complete")]
         shas[side] = (loaded[0].decode(), loaded[1].decode())
     await probe.close()
