@@ -31,6 +31,7 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.lanes import Lane
 from echomq.engine.options import (
     DEFAULT_OPTIONS,
+    Admission,
     JobOptions,
     admission,
     lane_alias,
@@ -350,10 +351,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
     async def _send(self, batch: Batch) -> list[Verdict]:
         """A planned batch sent: its verdicts in input order."""
         admissions = batch.admissions
-        fence = None
-        if self.placement is not None and admissions:
-            fence = self.placement.fence(item.group for item in admissions)
-        replies = await self.engine.enqueue(admissions, fence) if admissions else []
+        replies = await self._enqueue_admissions(admissions) if admissions else []
         verdicts = batch.settle(replies)
         if self._listened():
             self._emit(
@@ -362,6 +360,13 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
                 if v.kind in ("enqueued", "scheduled")
             )
         return verdicts
+
+    async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
+        """The script's reply per item (a shard's call fenced by its placement)."""
+        fence = None
+        if self.placement is not None:
+            fence = self.placement.fence(item.group for item in admissions)
+        return await self.engine.enqueue(admissions, fence)
 
     # -- claim ---------------------------------------------------------------------------------
 

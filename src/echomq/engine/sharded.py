@@ -32,8 +32,7 @@ from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
-from echomq.engine.options import DEFAULT_OPTIONS, JobOptions
-from echomq.engine.producer import Batch
+from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.results import (
     Completed,
@@ -184,36 +183,11 @@ class ShardedQueue(AcrossShards, Queue):
             return await super().admit(payload, options, carries_context=carries_context)
         return await shard.admit(payload, options, carries_context=carries_context)
 
-    async def _send(self, batch: Batch) -> list[Verdict]:
-        """A planned batch: each shard's items sent to it at once, verdicts in input order."""
-        admissions = batch.admissions
-        if not admissions:
-            return batch.settle([])
+    async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
+        """Each shard its items, fenced, at once; the replies in input order."""
         placement = self.placement_map
-        parts: dict[int, list[int]] = {}
-        for i, item in enumerate(admissions):
-            parts.setdefault(placement.shard_of(item.group), []).append(i)
-        sent = await asyncio.gather(
-            *(
-                self.shards[k].engine.enqueue(
-                    [admissions[i] for i in positions],
-                    placement.fence(admissions[i].group for i in positions),
-                )
-                for k, positions in parts.items()
-            )
-        )
-        replies: list[Any] = [None] * len(admissions)
-        for positions, answers in zip(parts.values(), sent, strict=True):
-            for i, answer in zip(positions, answers, strict=True):
-                replies[i] = answer
-        verdicts = batch.settle(replies)
-        if self._listened():
-            self._emit(
-                {"event": v.kind, "job": v.id}
-                for v in verdicts
-                if v.kind in ("enqueued", "scheduled")
-            )
-        return verdicts
+        shards = [placement.shard_of(item.group) for item in admissions]
+        return await self._scatter(admissions, shards, Queue._enqueue_admissions)
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -449,22 +423,28 @@ class ShardedQueue(AcrossShards, Queue):
         shards: list[int],
         settle: Callable[[Queue, list[_T]], Awaitable[list[Any]]],
     ) -> list[Any]:
-        """``settle`` each shard's part of ``items`` (``shards[i]`` is item i's) on it, the
-        parts at once; outcomes in input order."""
+        """``settle`` each shard's part of ``items`` on it (the leases forgotten here)."""
         self._settled(_job_id(item) for item in items)
+        return await self._scatter(items, shards, settle)
+
+    async def _scatter(
+        self,
+        items: list[_T],
+        shards: list[int],
+        call: Callable[[Queue, list[_T]], Awaitable[list[Any]]],
+    ) -> list[Any]:
+        """``call`` each shard with its part of ``items`` (``shards[i]`` is item i's), the parts
+        at once; the answers in input order."""
         if not items:
             return []
         first = shards[0]
         if all(k == first for k in shards):  # one shard (a batch claim's settles): as is
-            return await settle(self.shards[first], items)
+            return await call(self.shards[first], items)
         parts: dict[int, list[int]] = {}
         for i, k in enumerate(shards):
             parts.setdefault(k, []).append(i)
         answers = await asyncio.gather(
-            *(
-                settle(self.shards[k], [items[i] for i in positions])
-                for k, positions in parts.items()
-            )
+            *(call(self.shards[k], [items[i] for i in positions]) for k, positions in parts.items())
         )
         outcomes: list[Any] = [None] * len(items)
         for positions, part in zip(parts.values(), answers, strict=True):
