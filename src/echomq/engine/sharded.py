@@ -150,8 +150,8 @@ class ShardedQueue(AcrossShards, Queue):
             raise InvalidArgument(
                 "shards",
                 shards,
-                f"queue {name!r} has {placement.shards} shards; changing the count is not "
-                "built yet (docs/concepts/shards.md, 'Changing S')",
+                f"queue {name!r} has {placement.shards} shards; change the count by drain and "
+                "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
             )
         return cls(placement, wire, **options)
 
@@ -519,6 +519,6 @@ async def _refuse_a_queue_with_work(wire: Wire, keys: Keyspace) -> None:
         raise InvalidArgument(
             "shards",
             "",
-            f"queue {keys.queue!r} holds jobs as a queue of one slot; making it sharded moves "
-            "its lanes, not built yet (docs/concepts/shards.md, 'Changing S')",
+            f"queue {keys.queue!r} holds jobs as a queue of one slot; shard it by drain and "
+            "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
         )
