@@ -16,6 +16,7 @@ from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.ids import validate as validate_id
 from echomq.engine.lanes import Lane
+from echomq.engine.opening import connect_queue, open_queue
 from echomq.engine.options import JobOptions
 from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.producer import Item
@@ -37,6 +38,7 @@ from echomq.engine.results import (
     Upkeep,
     Verdict,
 )
+from echomq.engine.shard_stats import ShardStats
 from echomq.engine.sharded import ShardedQueue
 from echomq.engine.shards import ShardMap
 from echomq.engine.sync_queue import SyncQueue
@@ -76,6 +78,7 @@ __all__ = [
     "Reaped",
     "RetryOutcome",
     "ShardMap",
+    "ShardStats",
     "ShardedQueue",
     "Subscription",
     "SyncQueue",
@@ -83,5 +86,7 @@ __all__ = [
     "Upkeep",
     "Verdict",
     "Wait",
+    "connect_queue",
+    "open_queue",
     "validate_id",
 ]

@@ -17,8 +17,9 @@ from echomq.engine.options import PRIORITY_DEFAULT
 from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
 from echomq.engine.queue import Queue
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
+from echomq.engine.shard_stats import ShardStats, read_shard_stats
 from echomq.engine.shards import ShardMap
-from echomq.errors import Unsupported
+from echomq.errors import StateError, Unsupported
 
 _T = TypeVar("_T")
 
@@ -118,6 +119,12 @@ class AcrossShards:
     async def is_paused(self) -> bool:
         return all(await self._every(Queue.is_paused))
 
+    async def shard_stats(self) -> list[ShardStats]:
+        """Each shard in order: its tag, primary, lanes, jobs per state, active weight W_s
+        and claims/s (:class:`~echomq.engine.shard_stats.ShardStats`); every shard read at
+        once. The jobs per state sum to :meth:`counts`' (read at a slightly different time)."""
+        return await read_shard_stats(self.shards)
+
     async def has_work(self, scheduled_within: float = 0.0) -> bool:
         return any(await self._every(Queue.has_work, scheduled_within))
 
@@ -188,11 +195,35 @@ class AcrossShards:
         return sum(await self._every(Queue.drain, schedule=schedule, results=results))
 
     async def obliterate(self, *, force: bool = False) -> None:
-        """Delete every key of every shard, then the directory (every shard paused first)."""
+        """Delete every key of every shard, the shards' fence (``owns``, ``moved``,
+        ``adopted``) and, last, the directory and its overrides: the name can then be opened
+        again, sharded with another count or not. Refused (:class:`StateError`) before
+        anything is deleted unless every shard is paused, and, without ``force``, while any
+        shard holds a leased job."""
+        found = await asyncio.gather(
+            *(
+                s.wire.call_many([("HGET", s.keys.meta, "paused"), ("EXISTS", s.keys.meta)])
+                for s in self.shards
+            ),
+            *(s.wire.call("ZCARD", s.keys.active) for s in self.shards),
+        )
+        shapes, held = found[: len(self.shards)], found[len(self.shards) :]
+        # A shard with no meta left was obliterated already (by a call that stopped midway).
+        if not all(paused or not int(exists) for paused, exists in shapes):
+            raise StateError("EMQSTATE obliterate refused: queue is not paused on every shard")
+        if not force and any(int(n) for n in held):
+            raise StateError("EMQSTATE obliterate refused: leased jobs present (use force)")
         await self._every(Queue.obliterate, force=force)
-        for shard in self.shards:
-            await shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
-        await self.wire.call("DEL", self.keys.directory, self.keys.placed)
+        await asyncio.gather(
+            *(
+                shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
+                for shard in self.shards
+            )
+        )
+        # The directory last: a reader that finds it finds every shard it names. (The keys
+        # still planned, importing, migrating and the rebalancer's lease, join these deletes
+        # with the landings that write them.)
+        await self.wire.call("DEL", self.keys.placed, self.keys.directory)
 
     async def concurrency(self, ceiling: int | None) -> bool:
         raise Unsupported(
