@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from echomq import Item, Queue
+from echomq import App, AppWorker, Item, Queue
+from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import Empty, ShardedQueue
 
 
@@ -64,3 +65,34 @@ async def test_growing_by_drain_and_switch_loses_nothing_and_runs_nothing_twice(
         await new.obliterate(force=True)
         await old.close()
         await new.close()
+
+
+async def test_an_app_not_told_of_the_shards_finds_them_by_the_directory(
+    valkey_url: str, queue_name: str
+) -> None:
+    """A queue made sharded by one process is served whole by an app that was not given
+    ``shards=``: its worker claims on every shard, not on shard 0 alone."""
+    sharded = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
+    app = App(valkey_url, queue=queue_name)
+
+    @app.task(lane="tenant")
+    async def greet(tenant: str) -> str:
+        return f"hello {tenant}"
+
+    try:
+        tenants = [f"a{i}" for i in range(9)]
+        assert {sharded.placement_map.shard_of(t) for t in tenants} == {0, 1, 2}
+        async with app:
+            assert isinstance(app.queue(), ShardedQueue)
+            handles = [await greet.enqueue(tenant) for tenant in tenants]
+            tallies = await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
+            assert tallies[queue_name].completed == 9
+            assert [await h.result(timeout=5) for h in handles] == [f"hello {t}" for t in tenants]
+        for k, shard in enumerate(sharded.shards):  # each job ran on its lane's shard
+            done = (await Queue.counts(shard)).completed
+            assert done == sum(1 for t in tenants if sharded.placement_map.shard_of(t) == k)
+    finally:
+        await app.close()
+        await sharded.pause()
+        await sharded.obliterate(force=True)
+        await sharded.close()

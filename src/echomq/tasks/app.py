@@ -21,7 +21,7 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.policies import Policy, policy_args
 from echomq.engine.queue import Queue
 from echomq.engine.sharded import ShardedQueue
-from echomq.engine.shards import check_shards
+from echomq.engine.shards import check_shards, read_map
 from echomq.errors import Closed, InvalidArgument, Unsupported
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
@@ -358,8 +358,8 @@ class App:
                 raise InvalidArgument("wire", wire, "the app is connected already: close it first")
             self._borrow(wire, minter)
         await self._connected()
-        for name in self.shards:
-            await self.open_queue(name)
+        for name in dict.fromkeys([self.default_queue, *self.shards]):
+            await self.open_queue(name)  # sharded or not, as its keys say
         for name in list(self._policies):
             await self._apply_lanes(self.queue(name))
         return self
@@ -403,8 +403,16 @@ class App:
 
     async def open_queue(self, name: str) -> Queue:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
-        lane policies (:meth:`lanes`) applied (once per process)."""
+        lane policies (:meth:`lanes`) applied (once per process). A queue that has a shard
+        directory opens as a :class:`ShardedQueue` though the app was not given ``shards=`` for
+        it (one read at its first open)."""
         wire = await self._connected()
+        if name not in self._queues and name not in self.shards:
+            # A queue made sharded elsewhere (another app, the operator) is found by its
+            # directory: one read at the first open, so no process serves its shard 0 alone.
+            placement = await read_map(wire, Keyspace(name))
+            if placement is not None:
+                self.shards[name] = placement.shards
         if name in self.shards and name not in self._queues:
             self._queues[name] = await ShardedQueue.open(
                 name, wire, shards=self.shards[name], **self._queue_options()
