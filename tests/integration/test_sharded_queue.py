@@ -261,8 +261,7 @@ async def test_claims_that_find_the_refresh_due_together_share_one_read(
 
 async def test_an_app_runs_its_tasks_on_a_sharded_queue(valkey_url: str, queue_name: str) -> None:
     """``App(shards=3)``: the app's queue opens sharded with the app, its tasks' jobs go to
-    their lanes' shards, a worker runs them all and a handle reads its result; the blocking
-    producer is refused by name until it is built."""
+    their lanes' shards, a worker runs them all and a handle reads its result."""
     app = App(valkey_url, queue=queue_name, shards=3)
 
     @app.task(lane="tenant")
@@ -280,8 +279,6 @@ async def test_an_app_runs_its_tasks_on_a_sharded_queue(valkey_url: str, queue_n
         tallies = await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
         assert tallies[queue_name].completed == 6
         assert [await h.result(timeout=5) for h in handles] == [f"hello {t}" for t in tenants]
-        with pytest.raises(Unsupported, match="sharded"):
-            app.sync_queue()
         await queue.pause()
         await queue.obliterate(force=True)
     await app.close()

@@ -34,8 +34,8 @@ PINNED = {
         "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Eta", "Exponential",
         "Failed", "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
-        "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardedQueue", "Subscription",
-        "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait", "validate_id",
+        "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardedQueue", "ShardedSyncQueue",
+        "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",

@@ -38,6 +38,7 @@ from echomq.engine.results import (
     Verdict,
 )
 from echomq.engine.sharded import ShardedQueue
+from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.shards import ShardMap
 from echomq.engine.sync_queue import SyncQueue
 
@@ -77,6 +78,7 @@ __all__ = [
     "RetryOutcome",
     "ShardMap",
     "ShardedQueue",
+    "ShardedSyncQueue",
     "Subscription",
     "SyncQueue",
     "Taken",
