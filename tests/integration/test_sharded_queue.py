@@ -190,7 +190,7 @@ def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:
         "complete_many",  # complete_each
         "encode_result", "publish", "relay", "relay_due",  # shard 0's own, by design
         "is_ordered", "fairness_in_force",  # written to every shard alike
-        "children",  # flows are refused at admission
+        "add_flow",  # _add_flow
     }  # fmt: skip
     verbs = {
         name

@@ -10,7 +10,6 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from echomq.engine.events import Subscriptions
-from echomq.engine.flows import Flow, FlowIds
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import Lane
 from echomq.engine.options import PRIORITY_DEFAULT
@@ -207,9 +206,6 @@ class AcrossShards:
             "a queue-wide rate on a sharded queue is split into per-shard quotas, not built yet "
             "(docs/concepts/shards.md, 'Queue-wide gates'); lane rates work"
         )
-
-    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
-        raise Unsupported("flows on a sharded queue are not built yet (docs/concepts/shards.md)")
 
     def subscribe(self) -> Subscriptions:
         """A subscriber of every shard's lifecycle events as one (each shard publishes its own
