@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from echomq import Job, Queue
+from echomq import App, AppWorker, Job, Queue, group
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, Flow, ShardedQueue, ShardMap
 from echomq.engine.flows import by_shard, plan
@@ -174,3 +174,32 @@ async def test_a_plain_queue_relays_to_a_parent_on_a_shard(
         assert (await sharded.children(ids.id)).results == {child.id: 7}
     finally:
         await discard(plain)
+
+
+async def test_a_task_group_across_shards_on_a_sharded_app(
+    valkey_url: str, queue_name: str
+) -> None:
+    """The task layer's flows on ``App(shards=3)``: a group whose members' lanes sit on three
+    shards, and its callback on another, run by a worker; the handle reads the result."""
+    app = App(valkey_url, queue=queue_name, shards=3)
+
+    @app.task(lane="tenant")
+    async def size(tenant: str) -> int:
+        return len(tenant)
+
+    @app.task(lane="tenant")
+    async def total(sizes: list[int], tenant: str) -> int:
+        return sum(sizes)
+
+    async with app:
+        queue = app.queue()
+        assert isinstance(queue, ShardedQueue)
+        placement = queue.placement_map
+        tenants = [lane_on(placement, k, "g") for k in range(3)]
+        fan_in = await group(
+            [size.call(t) for t in tenants], then=total.receiving(tenant=tenants[0])
+        ).enqueue()
+        await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
+        assert await fan_in.result(timeout=5) == sum(len(t) for t in tenants)
+        await discard(queue)
+    await app.close()
