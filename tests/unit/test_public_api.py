@@ -35,8 +35,8 @@ PINNED = {
         "Failed", "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
         "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardStats", "ShardedQueue",
-        "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait", "connect_queue",
-        "open_queue", "validate_id",
+        "ShardedSyncQueue", "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait",
+        "connect_queue", "open_queue", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",

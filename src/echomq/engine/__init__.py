@@ -40,6 +40,7 @@ from echomq.engine.results import (
 )
 from echomq.engine.shard_stats import ShardStats
 from echomq.engine.sharded import ShardedQueue
+from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.shards import ShardMap
 from echomq.engine.sync_queue import SyncQueue
 
@@ -80,6 +81,7 @@ __all__ = [
     "ShardMap",
     "ShardStats",
     "ShardedQueue",
+    "ShardedSyncQueue",
     "Subscription",
     "SyncQueue",
     "Taken",

@@ -9,8 +9,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
-from echomq.engine.events import Subscription
-from echomq.engine.flows import Flow, FlowIds
+from echomq.engine.events import Subscriptions
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import Lane
 from echomq.engine.options import PRIORITY_DEFAULT
@@ -239,11 +238,7 @@ class AcrossShards:
             "(docs/concepts/shards.md, 'Queue-wide gates'); lane rates work"
         )
 
-    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
-        raise Unsupported("flows on a sharded queue are not built yet (docs/concepts/shards.md)")
-
-    def subscribe(self) -> Subscription:
-        raise Unsupported(
-            "lifecycle events of a sharded queue are not built yet (each shard publishes on its "
-            "own channel)"
-        )
+    def subscribe(self) -> Subscriptions:
+        """A subscriber of every shard's lifecycle events as one (each shard publishes its own
+        jobs' on its own channel; on a cluster each channel is heard on its shard's node)."""
+        return Subscriptions([Queue.subscribe(shard) for shard in self.shards])
