@@ -4,12 +4,16 @@ its target (``adopted`` naming its source) is served by neither, as a paused lan
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import pytest
 
-from echomq import Item
+from echomq import Item, Queue
 from echomq.engine import Empty, ShardedQueue, ShardMap
+from echomq.engine.lane_move import STEPS, LaneMove
+from echomq.errors import InvalidArgument
 
 
 @pytest.fixture
@@ -60,3 +64,138 @@ async def test_a_lane_held_on_its_target_is_not_claimed_until_released(
     assert not isinstance(claimed, Empty)
     assert claimed.payload == "early"
     assert claimed.shard == 1
+
+
+async def wait_for(check: Callable[[], Awaitable[bool]]) -> None:
+    """Poll ``check`` (a server read) until it holds, for at most 5 s."""
+    for _ in range(500):
+        if await check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("never held")
+
+
+async def test_a_lane_moves_under_load_losing_nothing_and_keeping_order_ceiling_and_rate(
+    sharded: ShardedQueue,
+) -> None:
+    lane = lane_on(sharded.placement_map, 0)
+    other = lane_on(sharded.placement_map, 0, prefix="o")  # stays on shard 0, served throughout
+    source, target = sharded.shards[0], sharded.shards[2]
+    await sharded.lane(lane).limit(2)
+    await sharded.lane(lane).rate(1000, 1.0)
+    await sharded.enqueue_many(Item(f"p{i:02}", lane=lane) for i in range(20))
+    await sharded.enqueue_many(Item(f"o{i}", lane=other) for i in range(5))
+    await sharded.enqueue_in(0.05, "delayed", lane=lane)
+    leased = await sharded.claim_batch(2, one_lane=True)  # in flight on shard 0 at the freeze
+    assert isinstance(leased, list)
+    assert [job.payload for job in leased] == ["p00", "p01"]
+
+    mover = asyncio.create_task(sharded.move_lane(lane, to=2, batch=7))
+    await wait_for(lambda: source.wire.call("HEXISTS", source.keys.moved, lane))
+    # Frozen and held: the lane is served by neither shard, the other lane still is.
+    others = await sharded.claim_batch(10)
+    assert isinstance(others, list)
+    assert {job.payload for job in others} == {f"o{i}" for i in range(5)}
+    await sharded.complete_each(others)
+    # A producer keeps sending the lane's jobs: refused on shard 0, admitted held on shard 2.
+    during = await sharded.enqueue_many(Item(f"q{i}", lane=lane) for i in range(5))
+    assert {v.kind for v in during} == {"enqueued"}
+    assert not mover.done()  # the two leases hold the drain
+    await sharded.complete_each(leased)
+    assert await mover is True
+
+    assert sharded.placement_map.shard_of(lane) == 2
+    assert await source.wire.call("EXISTS", source.keys.lane(lane), source.keys.glimit) == 0
+    assert await target.wire.call("HGET", target.keys.glimit, lane) == b"2"
+    assert await target.wire.call("HGET", target.keys.grate, lane) == b"1000:1000:smooth"
+    assert await target.wire.call("LLEN", target.keys.lane_claims(lane)) == 2  # a's window
+    ran = [job.payload for job in leased]
+    while len(ran) < 26:
+        jobs = await sharded.claim_batch(10)
+        if isinstance(jobs, Empty):
+            await sharded.promote()
+            continue
+        assert len(jobs) <= 2  # the ceiling, on the new shard
+        assert {job.shard for job in jobs} == {2}
+        ran += [job.payload for job in jobs]
+        await sharded.complete_each(jobs)
+    in_order = [p for p in ran if p != "delayed"]
+    assert in_order == [f"p{i:02}" for i in range(20)] + [f"q{i}" for i in range(5)]
+    assert sorted(ran) == sorted({*in_order, "delayed"})
+    # A producer with the map before the move is sent on by the old shard's fence.
+    assert (await sharded.enqueue("late", lane=lane)).kind == "enqueued"
+    assert (await target.counts()).pending == 1
+
+
+#: Where a mover stops: after each step, and inside the copy (a batch written to the target,
+#: not yet deleted from the source).
+STOPS = [*(STEPS[:n] for n in range(1, len(STEPS))), ("adopt", "freeze", "drain", "half")]
+
+
+async def test_a_mover_stopped_between_any_two_steps_is_finished_by_running_it_again(
+    sharded: ShardedQueue,
+) -> None:
+    lanes = [lane_on(sharded.placement_map, 0, prefix=f"s{n}-") for n in range(len(STOPS))]
+    for lane in lanes:
+        await sharded.lane(lane).limit(3)
+        await sharded.enqueue_many(
+            Item(f"{lane}/{i}", lane=lane, dedup_key=f"{lane}/{i}") for i in range(4)
+        )
+        await sharded.enqueue_in(60, f"{lane}/later", lane=lane)
+    for lane, stop in zip(lanes, STOPS, strict=True):
+        move = LaneMove(sharded, lane, to=1, batch=2)
+        await move.run([step for step in stop if step != "half"])
+        if "half" in stop:
+            await move.copy_state()
+            await move.copy_batch(drop=False)
+        assert await sharded.move_lane(lane, to=1) is True
+        assert await sharded.move_lane(lane, to=1) is False  # done: nothing to do
+    source, target = sharded.shards[0], sharded.shards[1]
+    counts = await Queue.counts(source)  # shard 0 alone (the sharded queue sums every shard)
+    assert (counts.pending, counts.scheduled) == (0, 0)
+    counts = await target.counts()
+    assert (counts.pending, counts.scheduled) == (4 * len(lanes), len(lanes))
+    for lane in lanes:  # the dedup keys came along
+        again = await sharded.enqueue("x", lane=lane, dedup_key=f"{lane}/0")
+        assert again.kind == "duplicate"
+    ran = []
+    while isinstance(jobs := await sharded.claim_batch(50), list):
+        ran += [job.payload for job in jobs]
+        await sharded.complete_each(jobs)
+    assert sorted(ran) == sorted(f"{lane}/{i}" for lane in lanes for i in range(4))
+    for lane in lanes:  # each lane's order came along
+        assert [p for p in ran if p.startswith(f"{lane}/")] == [f"{lane}/{i}" for i in range(4)]
+
+
+async def marks(sharded: ShardedQueue) -> list[Any]:
+    """Every shard's move marks and the directory, as read."""
+    reads = [("HGETALL", keys) for s in sharded.shards for keys in (s.keys.moved, s.keys.adopted)]
+    return [
+        *await sharded.wire.call_many(reads),
+        await sharded.wire.call("HGETALL", sharded.keys.directory),
+    ]
+
+
+async def test_bad_arguments_are_refused_before_any_write(sharded: ShardedQueue) -> None:
+    lane = lane_on(sharded.placement_map, 0)
+    await sharded.enqueue("a", lane=lane)
+    before = await marks(sharded)
+    for kwargs, argument in (
+        ({"to": 3}, "to"),
+        ({"to": -1}, "to"),
+        ({"to": True}, "to"),
+        ({"to": 1, "batch": 0}, "batch"),
+    ):
+        with pytest.raises(InvalidArgument) as refused:
+            await sharded.move_lane(lane, **kwargs)
+        assert refused.value.argument == argument
+    with pytest.raises(InvalidArgument) as refused:
+        await sharded.move_lane("", to=1)
+    assert refused.value.argument == "lane"
+    assert await marks(sharded) == before
+    await LaneMove(sharded, lane, to=1).run(["adopt", "freeze"])
+    with pytest.raises(InvalidArgument, match="finish that move first") as refused:
+        await sharded.move_lane(lane, to=2)  # another move of the lane is under way
+    assert refused.value.argument == "to"
+    assert await sharded.shards[2].wire.call("HGETALL", sharded.shards[2].keys.adopted) == {}
+    assert await sharded.move_lane(lane, to=1) is True

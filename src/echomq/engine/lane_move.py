@@ -1,0 +1,194 @@
+"""Moving one lane between shards of a sharded queue (docs/concepts/shards.md, "Moving a lane"):
+the target adopts the lane held, the source freezes it, its leases drain, its jobs and state are
+copied then deleted in batches, the target releases it, and the directory records the move.
+
+The shards' keys have different hash tags, so the copy is host-side: read on the source
+(lane_move_out.lua), written on the target (lane_move_in.lua), deleted on the source
+(lane_move_drop.lua) only where a row is still as it was copied. Every step is idempotent and
+recorded on the shards (``moved``, ``adopted``), so a mover that stops anywhere is finished by
+running it again. Dead jobs and kept results stay on the source.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Final
+
+from echomq.engine.checks import MAX_BATCH, count, ms, text
+from echomq.engine.keys import validate_group
+from echomq.engine.shards import lane_slot, read_map
+from echomq.errors import InvalidArgument
+from echomq.wire.connector import Arg
+
+if TYPE_CHECKING:
+    from echomq.engine.queue import Queue
+    from echomq.engine.sharded import ShardedQueue
+
+#: Jobs copied per batch (each kind: pending, then scheduled).
+MOVE_BATCH: Final = 100
+#: Seconds between two looks at the source's leases of the lane while they drain.
+DRAIN_POLL: Final = 0.05
+
+#: The mover's steps, in order (a mover stopped after any of them is finished by a new run).
+STEPS: Final = ("adopt", "freeze", "drain", "copy", "release", "record")
+
+
+class LaneMove:
+    """One move of ``lane`` to shard ``to`` of ``queue``: :meth:`plan` reads where things are
+    (and checks the arguments, before any write), then each step of :data:`STEPS` is a method."""
+
+    def __init__(
+        self,
+        queue: ShardedQueue,
+        lane: str,
+        to: int,
+        *,
+        batch: int = MOVE_BATCH,
+        poll: float = DRAIN_POLL,
+    ) -> None:
+        self.queue = queue
+        self.lane = validate_group(lane)
+        self.to = count(to, "to", minimum=0, maximum=len(queue.shards) - 1)
+        self.batch = count(batch, "batch", maximum=MAX_BATCH)
+        self.poll = ms(poll, "poll", positive=True) / 1000
+        self.source = -1  # the shard the lane leaves: plan() reads it
+        self.released = False  # the target serves the lane already: only the record is left
+
+    @property
+    def _from(self) -> Queue:
+        return self.queue.shards[self.source]
+
+    @property
+    def _to(self) -> Queue:
+        return self.queue.shards[self.to]
+
+    async def plan(self) -> bool:
+        """Read the directory and the two shards' marks; False when the lane is on ``to``
+        already (nothing to do). A move of the lane to another shard, begun and not finished,
+        is refused (``to``): finish it first, by moving the lane there."""
+        placement = await read_map(self.queue.wire, self.queue.keys)
+        assert placement is not None
+        self.queue.install_placement(placement)
+        self.source = placement.shard_of(self.lane)
+        if self.source == self.to:
+            return False
+        moved, adopted = await asyncio.gather(
+            self._from.wire.call("HGET", self._from.keys.moved, self.lane),
+            self._to.wire.call("HGET", self._to.keys.adopted, self.lane),
+        )
+        if moved is not None and text(moved) != str(self.to):
+            raise InvalidArgument(
+                "to",
+                self.to,
+                f"lane {self.lane!r} is moving from shard {self.source} to shard {text(moved)}: "
+                "finish that move first (move it there again)",
+            )
+        self.released = moved is not None and adopted is not None and text(adopted) == ""
+        return True
+
+    async def run(self, steps: Sequence[str] = STEPS) -> bool:
+        """Plan, then run ``steps`` (all by default); False when there was nothing to do."""
+        if not await self.plan():
+            return False
+        for step in steps:
+            if self.released and step in ("adopt", "freeze", "drain", "copy"):
+                continue
+            await getattr(self, step)()
+        return True
+
+    def _script(self, shard: Queue, name: str, args: Sequence[Arg]) -> Any:
+        registry = self.queue.scripts
+        keys = (shard.keys.root, shard.keys.gate)
+        return registry.run(shard.wire, registry.scripts[name], keys, args)
+
+    async def adopt(self) -> None:
+        """Step 1: the target admits the lane's enqueues and keeps it off its ring."""
+        await self._script(self._to, "lane_adopt", (self.lane, self.source))
+
+    async def _out(self, batch: int) -> list[Any]:
+        reply: list[Any] = await self._script(
+            self._from, "lane_move_out", (self.lane, self.to, batch)
+        )
+        return reply
+
+    async def freeze(self) -> None:
+        """Step 2: the source refuses the lane's enqueues toward the target and leases none of
+        its jobs."""
+        await self._out(0)
+
+    async def drain(self) -> None:
+        """Step 3: wait until the source holds no lease of the lane (its settles and reaps
+        go on as usual), so the target's count starts where the source's ends."""
+        while int((await self._out(0))[0]) > 0:
+            await asyncio.sleep(self.poll)
+
+    async def copy(self) -> None:
+        """Step 4: the lane's state, then its pending and scheduled jobs in batches, written
+        to the target and deleted from the source; then its state deleted from the source."""
+        await self.copy_state()
+        while await self.copy_batch():
+            pass
+        await self._script(self._from, "lane_move_drop", (self.lane, "state"))
+
+    async def copy_state(self) -> None:
+        """The lane's settings, policy, pause, cooling, holder and rate window, to the target."""
+        _, state, claims, _ = await self._out(0)
+        args = (self.lane, "state", len(state), *state, *claims)
+        await self._script(self._to, "lane_move_in", args)
+
+    async def copy_batch(self, *, drop: bool = True) -> bool:
+        """One batch of the lane's jobs written to the target, then (``drop``) deleted from
+        the source where still as copied; False when the source had none left."""
+        jobs = (await self._out(self.batch))[3]
+        if not jobs:
+            return False
+        await self._script(self._to, "lane_move_in", (self.lane, "jobs", *_flat(jobs)))
+        if drop:
+            copied = [part for job in jobs for part in (*job[:3], _attempts(job[3]))]
+            await self._script(self._from, "lane_move_drop", (self.lane, "jobs", *copied))
+        return True
+
+    async def release(self) -> None:
+        """Step 5: the target serves the lane (it joins the ring if serviceable)."""
+        await self._script(self._to, "lane_adopt", (self.lane, ""))
+
+    async def record(self) -> None:
+        """The directory's overrides and epoch (the epoch first: a record stopped between the
+        two writes is written again, one epoch later), the fence of the shard the lane's slot
+        names pointed at the target, and this queue's placement."""
+        queue, keys, lane, to = self.queue, self.queue.keys, self.lane, self.to
+        epoch = int(await queue.wire.call("HINCRBY", keys.directory, "epoch", 1))
+        home = queue.placement_map.owner(lane_slot(lane))
+        if to == home:
+            await queue.wire.call("HDEL", keys.placed, lane)
+        else:
+            await queue.wire.call("HSET", keys.placed, lane, to)
+            if home != self.source:
+                shard = queue.shards[home]
+                await shard.wire.call("HSET", shard.keys.moved, lane, to)
+        for shard in {queue.shards[self.source], queue.shards[to]}:
+            await shard.wire.call("HSET", shard.keys.meta, "epoch", epoch)
+        overrides = dict(queue.placement_map.overrides)
+        overrides.pop(lane, None)
+        if to != home:
+            overrides[lane] = to
+        queue.install_placement(
+            replace(queue.placement_map, overrides=tuple(overrides.items()), epoch=epoch)
+        )
+
+
+def _attempts(row: Sequence[Any]) -> Any:
+    """The ``attempts`` field of a row read as ``HGETALL`` pairs."""
+    fields = {text(name): value for name, value in zip(row[::2], row[1::2], strict=True)}
+    return fields.get("attempts", 0)
+
+
+def _flat(jobs: Sequence[Sequence[Any]]) -> list[Any]:
+    """lane_move_out's jobs as lane_move_in's ARGV: id, where, score, n, row pairs, m, log
+    lines, dedup ttl."""
+    out: list[Any] = []
+    for job_id, where, score, row, log, ttl in jobs:
+        out += [job_id, where, score, len(row), *row, len(log), *log, ttl]
+    return out
