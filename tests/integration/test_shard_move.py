@@ -147,7 +147,7 @@ async def test_a_mover_stopped_between_any_two_steps_is_finished_by_running_it_a
         await move.run([step for step in stop if step != "half"])
         if "half" in stop:
             await move.copy_state()
-            await move.copy_batch(drop=False)
+            await move.import_batch(await move.export_batch())
         assert await sharded.move_lane(lane, to=1) is True
         assert await sharded.move_lane(lane, to=1) is False  # done: nothing to do
     source, target = sharded.shards[0], sharded.shards[1]
@@ -199,3 +199,24 @@ async def test_bad_arguments_are_refused_before_any_write(sharded: ShardedQueue)
     assert refused.value.argument == "to"
     assert await sharded.shards[2].wire.call("HGETALL", sharded.shards[2].keys.adopted) == {}
     assert await sharded.move_lane(lane, to=1) is True
+
+
+async def test_a_job_cancelled_on_the_source_between_its_copy_and_its_delete_does_not_run(
+    sharded: ShardedQueue,
+) -> None:
+    lane = lane_on(sharded.placement_map, 0)
+    verdicts = await sharded.enqueue_many(Item(f"j{i}", lane=lane) for i in range(3))
+    move = LaneMove(sharded, lane, to=1)
+    await move.run(["adopt", "freeze", "drain"])
+    jobs = await move.export_batch()
+    await move.import_batch(jobs)
+    assert await Queue.cancel(sharded.shards[0], verdicts[1].id) is not None  # on the source
+    await move.drop_batch(jobs)
+    assert await sharded.move_lane(lane, to=1) is True
+    ran = []
+    while isinstance(claimed := await sharded.claim_batch(10), list):
+        ran += [job.payload for job in claimed]
+        await sharded.complete_each(claimed)
+    assert ran == ["j0", "j2"]
+    target = sharded.shards[1]
+    assert await target.wire.call("EXISTS", target.keys.job(verdicts[1].id)) == 0

@@ -138,17 +138,44 @@ class LaneMove:
         args = (self.lane, "state", len(state), *state, *claims)
         await self._script(self._to, "lane_move_in", args)
 
-    async def copy_batch(self, *, drop: bool = True) -> bool:
-        """One batch of the lane's jobs written to the target, then (``drop``) deleted from
-        the source where still as copied; False when the source had none left."""
-        jobs = (await self._out(self.batch))[3]
+    async def copy_batch(self) -> bool:
+        """One batch of the lane's jobs written to the target, then deleted from the source
+        where still as copied; False when the source had none left."""
+        jobs = await self.export_batch()
         if not jobs:
             return False
-        await self._script(self._to, "lane_move_in", (self.lane, "jobs", *_flat(jobs)))
-        if drop:
-            copied = [part for job in jobs for part in (*job[:3], _attempts(job[3]))]
-            await self._script(self._from, "lane_move_drop", (self.lane, "jobs", *copied))
+        await self.import_batch(jobs)
+        await self.drop_batch(jobs)
         return True
+
+    async def export_batch(self) -> list[Any]:
+        """Up to ``batch`` pending, then ``batch`` scheduled jobs of the lane, read on the
+        source (lane_move_out.lua's jobs)."""
+        jobs: list[Any] = (await self._out(self.batch))[3]
+        return jobs
+
+    async def import_batch(self, jobs: Sequence[Any]) -> None:
+        """``jobs`` (as exported) written to the target, the lane held there."""
+        await self._script(self._to, "lane_move_in", (self.lane, "jobs", *_flat(jobs)))
+
+    async def drop_batch(self, jobs: Sequence[Any]) -> None:
+        """``jobs`` (as exported and imported) deleted from the source where still as copied."""
+        copied = [part for job in jobs for part in (*job[:3], _attempts(job[3]))]
+        dropped = await self._script(self._from, "lane_move_drop", (self.lane, "jobs", *copied))
+        await self._forget_ended({text(job[0]) for job in jobs} - {text(i) for i in dropped})
+
+    async def _forget_ended(self, kept: set[str]) -> None:
+        """The copies of jobs the source kept because they ended there meanwhile (cancelled or
+        removed between the export and the delete) are removed from the target: a job kept
+        because it changed place (a scheduled job promoted) is copied again by the next batch."""
+        if not kept:
+            return
+        ids = sorted(kept)
+        source = self._from
+        states = await source.wire.call_many([("HGET", source.keys.job(i), "state") for i in ids])
+        for job_id, state in zip(ids, states, strict=True):
+            if state is None or text(state) not in ("pending", "scheduled"):
+                await self._script(self._to, "remove", (job_id,))
 
     async def release(self) -> None:
         """Step 5: the target serves the lane (it joins the ring if serviceable)."""
