@@ -220,3 +220,24 @@ async def test_a_job_cancelled_on_the_source_between_its_copy_and_its_delete_doe
     assert ran == ["j0", "j2"]
     target = sharded.shards[1]
     assert await target.wire.call("EXISTS", target.keys.job(verdicts[1].id)) == 0
+
+
+async def test_an_ordered_lane_moves_with_its_holder_out_of_the_lane(sharded: ShardedQueue) -> None:
+    await sharded.ordered(True)
+    lane = lane_on(sharded.placement_map, 0)
+    await sharded.enqueue_many(Item(f"j{i}", lane=lane) for i in range(3))
+    head = await sharded.claim()
+    assert not isinstance(head, Empty)
+    assert await sharded.retry(head, delay=0.05, error="later") == "scheduled"  # still holds
+    assert await sharded.move_lane(lane, to=1) is True
+    ran = []
+    while len(ran) < 3:  # the holder first, once due (polled), then the rest in order
+        claimed = await sharded.claim()
+        if isinstance(claimed, Empty):
+            await asyncio.sleep(0.01)
+            await sharded.promote()
+            continue
+        assert claimed.shard == 1
+        ran.append(claimed.payload)
+        await sharded.complete(claimed)
+    assert ran == ["j0", "j1", "j2"]
