@@ -241,3 +241,20 @@ async def test_an_ordered_lane_moves_with_its_holder_out_of_the_lane(sharded: Sh
         ran.append(claimed.payload)
         await sharded.complete(claimed)
     assert ran == ["j0", "j1", "j2"]
+
+
+async def test_the_lanes_scheduled_jobs_are_found_a_window_of_the_schedule_at_a_time(
+    sharded: ShardedQueue,
+) -> None:
+    lane = lane_on(sharded.placement_map, 0)
+    other = lane_on(sharded.placement_map, 0, prefix="o")
+    await sharded.enqueue_many(Item(f"o{i}", lane=other, delay=60) for i in range(1500))
+    # Before and after the other lane's 1,500 in the schedule (a look reads 1,000 of it).
+    early = [Item(f"e{i}", lane=lane, delay=30) for i in range(3)]
+    late = [Item(f"l{i}", lane=lane, delay=90) for i in range(4)]
+    await sharded.enqueue_many([*early, *late])
+    assert await sharded.move_lane(lane, to=1, batch=2) is True
+    source, target = sharded.shards[0], sharded.shards[1]
+    assert (await Queue.counts(source)).scheduled == 1500
+    assert (await target.counts()).scheduled == 7
+    assert await source.wire.call("HEXISTS", source.keys.gscheduled, lane) == 0

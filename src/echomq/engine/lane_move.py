@@ -55,6 +55,9 @@ class LaneMove:
         self.poll = ms(poll, "poll", positive=True) / 1000
         self.source = -1  # the shard the lane leaves: plan() reads it
         self.released = False  # the target serves the lane already: only the record is left
+        self._rank = 0  # where the next batch looks at the source's schedule
+        self._found = False  # some scheduled job of the lane found since the look wrapped
+        self._more = False  # the last look says the schedule may hold more of the lane
 
     @property
     def _from(self) -> Queue:
@@ -109,7 +112,7 @@ class LaneMove:
 
     async def _out(self, batch: int) -> list[Any]:
         reply: list[Any] = await self._script(
-            self._from, "lane_move_out", (self.lane, self.to, batch)
+            self._from, "lane_move_out", (self.lane, self.to, batch, self._rank)
         )
         return reply
 
@@ -134,24 +137,34 @@ class LaneMove:
 
     async def copy_state(self) -> None:
         """The lane's settings, policy, pause, cooling, holder and rate window, to the target."""
-        _, state, claims, _ = await self._out(0)
+        _, state, claims, *_ = await self._out(0)
         args = (self.lane, "state", len(state), *state, *claims)
         await self._script(self._to, "lane_move_in", args)
 
     async def copy_batch(self) -> bool:
         """One batch of the lane's jobs written to the target, then deleted from the source
-        where still as copied; False when the source had none left."""
+        where still as copied; False when the source has none left (or none found in a whole
+        look at its schedule)."""
         jobs = await self.export_batch()
         if not jobs:
-            return False
+            return self._more
         await self.import_batch(jobs)
         await self.drop_batch(jobs)
         return True
 
     async def export_batch(self) -> list[Any]:
         """Up to ``batch`` pending, then ``batch`` scheduled jobs of the lane, read on the
-        source (lane_move_out.lua's jobs)."""
-        jobs: list[Any] = (await self._out(self.batch))[3]
+        source (lane_move_out.lua's jobs); the schedule is looked at a window at a time, round
+        until the source holds none of the lane's scheduled jobs."""
+        reply = await self._out(self.batch)
+        jobs: list[Any] = reply[3]
+        rank, left = int(reply[4]), int(reply[5])
+        self._found = self._found or any(text(job[1]) == "schedule" for job in jobs)
+        self._more = left > 0
+        self._rank = max(rank, 0)
+        if rank < 0:  # the look went past the end: round again only if this round found some
+            self._more = self._more and self._found
+            self._found = False
         return jobs
 
     async def import_batch(self, jobs: Sequence[Any]) -> None:
