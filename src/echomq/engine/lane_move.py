@@ -68,27 +68,34 @@ class LaneMove:
         return self.queue.shards[self.to]
 
     async def plan(self) -> bool:
-        """Read the directory and the two shards' marks; False when the lane is on ``to``
-        already (nothing to do). A move of the lane to another shard, begun and not finished,
-        is refused (``to``): finish it first, by moving the lane there."""
+        """Read the directory and the shards' marks; False when the lane is on ``to`` already
+        (nothing to do). A move of the lane to another shard, begun and not finished (that
+        shard holds it adopted from its source), is refused (``to``): finish it first, by
+        moving the lane there."""
         placement = await read_map(self.queue.wire, self.queue.keys)
         assert placement is not None
         self.queue.install_placement(placement)
         self.source = placement.shard_of(self.lane)
-        if self.source == self.to:
-            return False
-        moved, adopted = await asyncio.gather(
-            self._from.wire.call("HGET", self._from.keys.moved, self.lane),
-            self._to.wire.call("HGET", self._to.keys.adopted, self.lane),
+        source, lane = str(self.source), self.lane
+        moved, *adopted = await asyncio.gather(
+            self._from.wire.call("HGET", self._from.keys.moved, lane),
+            *(shard.wire.call("HGET", shard.keys.adopted, lane) for shard in self.queue.shards),
         )
-        if moved is not None and text(moved) != str(self.to):
+        begun = [k for k, held in enumerate(adopted) if held is not None and text(held) == source]
+        if moved is not None:
+            begun.append(int(text(moved)))
+        elsewhere = sorted({k for k in begun if k != self.to})
+        if elsewhere:
             raise InvalidArgument(
                 "to",
                 self.to,
-                f"lane {self.lane!r} is moving from shard {self.source} to shard {text(moved)}: "
-                "finish that move first (move it there again)",
+                f"lane {lane!r} is moving from shard {source} to shard {elsewhere[0]}: finish "
+                "that move first (move it there again)",
             )
-        self.released = moved is not None and adopted is not None and text(adopted) == ""
+        if self.source == self.to:
+            return False
+        target = adopted[self.to]
+        self.released = moved is not None and target is not None and text(target) == ""
         return True
 
     async def run(self, steps: Sequence[str] = STEPS) -> bool:
