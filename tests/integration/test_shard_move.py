@@ -260,3 +260,19 @@ async def test_the_lanes_scheduled_jobs_are_found_a_window_of_the_schedule_at_a_
     assert (await Queue.counts(source)).scheduled == 1500
     assert (await target.counts()).scheduled == 7
     assert await source.wire.call("HEXISTS", source.keys.gscheduled, lane) == 0
+
+
+async def test_a_job_cancelled_while_a_stopped_mover_left_it_on_both_shards_does_not_run(
+    sharded: ShardedQueue,
+) -> None:
+    lane = lane_on(sharded.placement_map, 0)
+    verdicts = await sharded.enqueue_many(Item(f"j{i}", lane=lane) for i in range(3))
+    move = LaneMove(sharded, lane, to=1)
+    await move.run(["adopt", "freeze", "drain"])
+    await move.import_batch(await move.export_batch())  # stopped before the delete
+    await sharded.cancel(verdicts[1].id)  # the queue cancels it on both shards
+    await sharded.remove(verdicts[2].id)
+    assert await sharded.move_lane(lane, to=1) is True
+    claimed = await sharded.claim_batch(10)
+    assert isinstance(claimed, list)
+    assert [job.payload for job in claimed] == ["j0"]

@@ -508,10 +508,25 @@ class ShardedQueue(AcrossShards, Queue):
         return await Queue.state(await self._shard_of(id), id)
 
     async def cancel(self, id: str, reason: str = "") -> Any:
-        return await Queue.cancel(await self._shard_of(id), id, reason)
+        """Cancel job ``id`` on its shard; while its lane moves, on both shards that hold it
+        (its copy must not run where it goes): the answer is its shard's, in shard order."""
+        outcomes = [await Queue.cancel(s, id, reason) for s in await self._holding(id)]
+        return outcomes[0]
 
     async def remove(self, id: str) -> bool:
-        return await Queue.remove(await self._shard_of(id), id)
+        """Remove job ``id`` from its shard (both shards while its lane moves)."""
+        return any([await Queue.remove(shard, id) for shard in await self._holding(id)])
+
+    async def _holding(self, id: str) -> list[Queue]:
+        """The shards that hold job ``id``: the one that leased it here (a leased job is never
+        copied), else those whose row exists (two while its lane moves), else shard 0."""
+        k = self._held.get(_ids.validate(id, "JOB", "job id"))
+        if k is not None:
+            return [self.shards[k]]
+        found = await asyncio.gather(
+            *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
+        )
+        return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self]
 
     async def reprocess(self, id: str) -> bool:
         return await Queue.reprocess(await self._shard_of(id), id)
