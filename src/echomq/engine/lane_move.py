@@ -185,16 +185,20 @@ class LaneMove:
         await self._forget_ended({text(job[0]) for job in jobs} - {text(i) for i in dropped})
 
     async def _forget_ended(self, kept: set[str]) -> None:
-        """The copies of jobs the source kept because they ended there meanwhile (cancelled or
-        removed between the export and the delete) are removed from the target: a job kept
-        because it changed place (a scheduled job promoted) is copied again by the next batch."""
+        """The copies of jobs the source kept because they left the lane there meanwhile
+        (cancelled, removed or reassigned between the export and the delete) are removed from
+        the target: a job kept because it changed place in the lane (a scheduled job promoted)
+        is copied again by the next batch."""
         if not kept:
             return
         ids = sorted(kept)
         source = self._from
-        states = await source.wire.call_many([("HGET", source.keys.job(i), "state") for i in ids])
-        for job_id, state in zip(ids, states, strict=True):
-            if state is None or text(state) not in ("pending", "scheduled"):
+        rows = await source.wire.call_many(
+            [("HMGET", source.keys.job(i), "state", "group") for i in ids]
+        )
+        for job_id, (state, group) in zip(ids, rows, strict=True):
+            in_lane = state is not None and text(state) in ("pending", "scheduled")
+            if not in_lane or text(group or "_") != self.lane:
                 await self._script(self._to, "remove", (job_id,))
 
     async def release(self) -> None:
