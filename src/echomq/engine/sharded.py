@@ -21,7 +21,8 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
 shard 0 alone: queue-wide concurrency and rate (quotas split per shard, a later landing), a
-flow into a second sharded queue, moving a lane and changing the shard count.
+flow into a second sharded queue, and changing the shard count. Moving one lane to another
+shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
+from echomq.engine.lane_move import MOVE_BATCH, LaneMove
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.results import (
@@ -54,7 +56,7 @@ from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_loa
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import InvalidArgument, LaneMoved, Unsupported
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -182,18 +184,60 @@ class ShardedQueue(AcrossShards, Queue):
     async def admit(
         self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
     ) -> Verdict:
-        """:meth:`Queue.admit` on the shard of the job's lane."""
+        """:meth:`Queue.admit` on the shard of the job's lane; a lane moved since this queue
+        read the directory is sent once more, where the refusing shard says it went."""
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         shard = self._shard_of_lane(lane)
-        if shard is self:
-            return await super().admit(payload, options, carries_context=carries_context)
-        return await shard.admit(payload, options, carries_context=carries_context)
+        try:
+            return await Queue.admit(shard, payload, options, carries_context=carries_context)
+        except LaneMoved as moved:
+            shard = self.shards[await self._moved_to(moved, lane)]
+        return await Queue.admit(shard, payload, options, carries_context=carries_context)
 
     async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
-        """Each shard its items, fenced, at once; the replies in input order."""
+        """Each shard its items, fenced, at once; the replies in input order. Items refused
+        because their lane moved (:class:`LaneMoved`) are sent once more, where it went."""
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
-        return await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        replies = await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
+        if moved:
+            again = [admissions[i] for i in moved]
+            targets = [await self._moved_to(replies[i], admissions[i].group) for i in moved]
+            answers = await self._scatter(again, targets, Queue._enqueue_admissions)
+            for i, answer in zip(moved, answers, strict=True):
+                replies[i] = answer
+        return replies
+
+    async def _moved_to(self, moved: LaneMoved, lane: str) -> int:
+        """The shard to send ``lane`` to after ``moved``: the directory is read again (the
+        move may be over), and the refusing shard's word wins while it is not."""
+        placement = await read_map(self.wire, self.keys)
+        if placement is not None and placement.epoch > self.placement_map.epoch:
+            self.install_placement(placement)
+        return moved.shard if moved.shard is not None else self.placement_map.shard_of(lane)
+
+    def install_placement(self, placement: ShardMap) -> None:
+        """Fence this queue's admissions with ``placement`` from now on (read from the
+        directory, or written by a move): every shard's, and the lanes' shards."""
+        for shard in self.shards:
+            shard.placement = placement
+
+    # -- moving a lane -------------------------------------------------------------------------
+
+    async def move_lane(self, lane: str, *, to: int, batch: int = MOVE_BATCH) -> bool:
+        """Move ``lane`` to shard ``to`` (docs/concepts/shards.md, "Moving a lane"), online:
+        the lane pauses for the move (its longest lease in flight plus the copy) and every
+        other lane is served throughout. Its pending and scheduled jobs, dedup keys, logs,
+        settings, pause, cooling and rate window go with it, ``batch`` jobs at a time; its dead
+        jobs and kept results stay on its old shard. Producers learn the move from the
+        fences (this queue's at once). Every step is recorded on the shards, so a move that
+        stopped (a crash, a cancel) is finished by calling this again.
+
+        ``lane`` and ``to`` (0 .. shards - 1) are checked before any write; a move of the
+        lane to another shard, begun and not finished, is refused (``to``). Returns False
+        when the lane is on ``to`` already."""
+        return await LaneMove(self, lane, to, batch=batch).run()
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -530,10 +574,25 @@ class ShardedQueue(AcrossShards, Queue):
         return await Queue.state(await self._shard_of(id), id)
 
     async def cancel(self, id: str, reason: str = "") -> Any:
-        return await Queue.cancel(await self._shard_of(id), id, reason)
+        """Cancel job ``id`` on its shard; while its lane moves, on both shards that hold it
+        (its copy must not run where it goes): the answer is its shard's, in shard order."""
+        outcomes = [await Queue.cancel(s, id, reason) for s in await self._holding(id)]
+        return outcomes[0]
 
     async def remove(self, id: str) -> bool:
-        return await Queue.remove(await self._shard_of(id), id)
+        """Remove job ``id`` from its shard (both shards while its lane moves)."""
+        return any([await Queue.remove(shard, id) for shard in await self._holding(id)])
+
+    async def _holding(self, id: str) -> list[Queue]:
+        """The shards that hold job ``id``: the one that leased it here (a leased job is never
+        copied), else those whose row exists (two while its lane moves), else shard 0."""
+        k = self._held.get(_ids.validate(id, "JOB", "job id"))
+        if k is not None:
+            return [self.shards[k]]
+        found = await asyncio.gather(
+            *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
+        )
+        return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self]
 
     async def reprocess(self, id: str) -> bool:
         return await Queue.reprocess(await self._shard_of(id), id)
