@@ -28,8 +28,7 @@ shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
@@ -46,13 +45,12 @@ from echomq.engine.results import (
     Empty,
     Failed,
     Job,
-    JobInfo,
-    JobState,
     RateLimited,
     RetryOutcome,
     Verdict,
 )
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
+from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
@@ -63,14 +61,11 @@ from echomq.wire.url import ConnectionOptions, seeds_from_url
 #: Seconds between two reads of every shard's load (a worker hears of a shard it is not
 #: visiting that often).
 REFRESH: Final = 0.1
-#: Leased job ids remembered with their shard, for settles by id (beyond it, the oldest go:
-#: a settle by an id forgotten reads every shard once to find it).
-HELD_KEPT: Final = 65_536
 
 _T = TypeVar("_T")
 
 
-class ShardedQueue(AcrossShards, Queue):
+class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
     """One logical queue over ``placement.shards`` shards (docs/concepts/shards.md).
 
     Open one with :meth:`connect` (or :meth:`open` on a wire of yours): the first opens the
@@ -340,35 +335,6 @@ class ShardedQueue(AcrossShards, Queue):
             if due is not None and due > self._now_ms and k not in visited
         ]
 
-    def _remember(self, jobs: Sequence[Job]) -> None:
-        held = self._held
-        for job in jobs:
-            held[job.id] = job.shard
-        if len(held) > HELD_KEPT:
-            for old in list(itertools.islice(held, len(held) - HELD_KEPT)):
-                del held[old]
-
-    async def _shard_of_id(self, job_id: str) -> Queue:
-        """The shard holding job ``job_id``: the one that leased it here, else the one whose
-        row exists (one read of every shard), else shard 0 (which answers "no such job")."""
-        k = self._held.get(job_id)
-        if k is not None:
-            return self.shards[k]
-        found = await asyncio.gather(
-            *(shard.wire.call("EXISTS", shard.keys.job(job_id)) for shard in self.shards)
-        )
-        return next((s for s, hit in zip(self.shards, found, strict=True) if hit), self)
-
-    async def _shard_of(self, job: Job | str) -> Queue:
-        if isinstance(job, Job):
-            return self.shards[job.shard]
-        return await self._shard_of_id(_ids.validate(job, "JOB", "job id"))
-
-    def _settled(self, job_ids: Iterable[str]) -> None:
-        held = self._held
-        for job_id in job_ids:
-            held.pop(job_id, None)
-
     # -- settles (the job's shard) -------------------------------------------------------------
 
     async def complete(
@@ -561,61 +527,6 @@ class ShardedQueue(AcrossShards, Queue):
     @relay_due.setter
     def relay_due(self, due: bool) -> None:
         self._relay_due = due
-
-    # -- by id (the shard that holds the job) --------------------------------------------------
-
-    async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        return await Queue.wait(await self._shard_of(id), id, timeout)
-
-    async def job(self, id: str) -> JobInfo | None:
-        return await Queue.job(await self._shard_of(id), id)
-
-    async def state(self, id: str) -> JobState:
-        return await Queue.state(await self._shard_of(id), id)
-
-    async def cancel(self, id: str, reason: str = "") -> Any:
-        """Cancel job ``id`` on its shard; while its lane moves, on both shards that hold it
-        (its copy must not run where it goes): the answer is its shard's, in shard order."""
-        outcomes = [await Queue.cancel(s, id, reason) for s in await self._holding(id)]
-        return outcomes[0]
-
-    async def remove(self, id: str) -> bool:
-        """Remove job ``id`` from its shard (both shards while its lane moves)."""
-        return any([await Queue.remove(shard, id) for shard in await self._holding(id)])
-
-    async def _holding(self, id: str) -> list[Queue]:
-        """The shards that hold job ``id``: the one that leased it here (a leased job is never
-        copied), else those whose row exists (two while its lane moves), else shard 0."""
-        k = self._held.get(_ids.validate(id, "JOB", "job id"))
-        if k is not None:
-            return [self.shards[k]]
-        found = await asyncio.gather(
-            *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
-        )
-        return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self]
-
-    async def reprocess(self, id: str) -> bool:
-        return await Queue.reprocess(await self._shard_of(id), id)
-
-    async def position(self, id: str) -> Any:
-        return await Queue.position(await self._shard_of(id), id)
-
-    async def logs(self, id: str, limit: int = 100) -> list[str]:
-        return await Queue.logs(await self._shard_of(id), id, limit)
-
-    async def progress(self, job: Job | str, *args: Any, **kwargs: Any) -> Any:
-        return await Queue.progress(await self._shard_of(job), job, *args, **kwargs)
-
-    async def reassign(self, id: str, lane: str | None = None, *, group: str | None = None) -> bool:
-        """Move a pending job to another lane of the same shard; a lane on another shard is
-        refused (:class:`LaneMoved`, from the shard's fence): moving jobs between shards is
-        a lane move's work."""
-        shard = await self._shard_of(id)
-        return await Queue.reassign(shard, id, lane, group=group)
-
-    async def _every(self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> list[_T]:
-        """``verb`` (a :class:`Queue` method) on every shard at once, answers in shard order."""
-        return list(await asyncio.gather(*(verb(shard, *args, **kw) for shard in self.shards)))
 
 
 def _job_id(item: object) -> str:
