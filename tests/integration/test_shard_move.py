@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from echomq import Item, Queue
-from echomq.engine import Empty, ShardedQueue, ShardMap
+from echomq import Item, Job, Queue
+from echomq.engine import Empty, Flow, ShardedQueue, ShardMap
 from echomq.engine.lane_move import STEPS, LaneMove
 from echomq.errors import InvalidArgument
 
@@ -276,3 +276,32 @@ async def test_a_job_cancelled_while_a_stopped_mover_left_it_on_both_shards_does
     claimed = await sharded.claim_batch(10)
     assert isinstance(claimed, list)
     assert [job.payload for job in claimed] == ["j0"]
+
+
+async def test_a_lane_with_a_waiting_flow_parent_moves_only_once_it_joined_with_its_results(
+    sharded: ShardedQueue,
+) -> None:
+    """A flow parent waiting for a child on another shard would join its lane on the source
+    after the lane left: the move is refused while it waits (nothing written); once the child
+    ended and the parent joined, the move carries it with its child's result."""
+    placement = sharded.placement_map
+    lane, other = lane_on(placement, 0, "p"), lane_on(placement, 1, "c")
+    ids = await sharded.add_flow(Flow("parent", [Flow("child", lane=other)], lane=lane))
+    with pytest.raises(InvalidArgument, match="waiting for their children") as refused:
+        await sharded.move_lane(lane, to=2)
+    assert refused.value.argument == "lane"
+    source, target = sharded.shards[0], sharded.shards[2]
+    assert await source.wire.call("HEXISTS", source.keys.moved, lane) == 0
+    assert await target.wire.call("HEXISTS", target.keys.adopted, lane) == 0
+    child = await sharded.claim()
+    assert isinstance(child, Job)
+    assert child.payload == "child"
+    assert await sharded.complete(child, result={"seen": 7})
+    await sharded.upkeep()  # shard 1 relays the child's outcome to shard 0
+    assert await sharded.state(ids.id) == "pending"
+    assert await sharded.move_lane(lane, to=2)
+    parent = await sharded.claim()
+    assert isinstance(parent, Job)
+    assert (parent.id, parent.shard) == (ids.id, 2)
+    assert (await sharded.children(ids.id)).results == {ids.children[0].id: {"seen": 7}}
+    assert await source.wire.call("EXISTS", source.keys.flow_results(ids.id)) == 0

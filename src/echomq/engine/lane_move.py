@@ -96,6 +96,15 @@ class LaneMove:
             return False
         target = adopted[self.to]
         self.released = moved is not None and target is not None and text(target) == ""
+        if moved is None and (waiting := await self.waiting_parents()):
+            # Its jobs would wait frozen until the parents' children end; and a parent only
+            # joins its lane where its row is: it must join on the source, then be copied.
+            raise InvalidArgument(
+                "lane",
+                lane,
+                f"lane {lane!r} has {len(waiting)} flow parent(s) waiting for their children "
+                f"on shard {source} (e.g. {waiting[0]}): move it once they have joined it",
+            )
         return True
 
     async def run(self, steps: Sequence[str] = STEPS) -> bool:
@@ -133,6 +142,40 @@ class LaneMove:
         go on as usual), so the target's count starts where the source's ends."""
         while int((await self._out(0))[0]) > 0:
             await asyncio.sleep(self.poll)
+        # A flow admitted between the plan's look and the freeze may have left a parent of
+        # the lane waiting on the source (the freeze fences any later one): it joins the lane
+        # there when its children end, and the copy carries it. Nothing else can bring it.
+        waiting = await self.waiting_parents()
+        while waiting:
+            states = await self._from.wire.call_many(
+                [("HGET", self._from.keys.job(i), "state") for i in waiting]
+            )
+            waiting = [i for i, st in zip(waiting, states, strict=True) if text(st) == "waiting"]
+            if waiting:
+                await asyncio.sleep(self.poll)
+
+    async def waiting_parents(self) -> list[str]:
+        """The source's flow parents of the lane still waiting for their children (a scan of
+        its ``waiting`` index, 1,000 at a time, and each one's lane)."""
+        source, cursor = self._from, "0"
+        found: list[str] = []
+        while True:
+            cursor, ids = await source.wire.call(
+                "ZSCAN", source.keys.waiting, cursor, "COUNT", 1000
+            )
+            ids = [text(i) for i in ids[::2]]
+            if not ids:
+                if text(cursor) == "0":
+                    return found
+                continue
+            lanes = await source.wire.call_many(
+                [("HGET", source.keys.job(i), "group") for i in ids]
+            )
+            found += [
+                i for i, g in zip(ids, lanes, strict=True) if g is not None and text(g) == self.lane
+            ]
+            if text(cursor) == "0":
+                return found
 
     async def copy(self) -> None:
         """Step 4: the lane's state, then its pending and scheduled jobs in batches, written
@@ -155,9 +198,30 @@ class LaneMove:
         jobs = await self.export_batch()
         if not jobs:
             return self._more
+        parents = [text(job[0]) for job in jobs if "children" in _fields(job[3])]
+        await self.copy_children(parents)
         await self.import_batch(jobs)
         await self.drop_batch(jobs)
         return True
+
+    async def copy_children(self, parents: Sequence[str]) -> None:
+        """What the children of flow ``parents`` left them (results, errors), to the target
+        before the rows: a parent in the lane has every child's outcome already (it joined
+        when the last one ended), so nothing arrives on the source after this copy."""
+        if not parents:
+            return
+        source, target = self._from, self._to
+        keys = [(source.keys.flow_results(i), target.keys.flow_results(i)) for i in parents] + [
+            (source.keys.flow_failed(i), target.keys.flow_failed(i)) for i in parents
+        ]
+        found = await source.wire.call_many([("HGETALL", old) for old, _ in keys])
+        writes = [
+            ("HSET", new, *_pairs(pairs))
+            for (_, new), pairs in zip(keys, found, strict=True)
+            if pairs
+        ]
+        if writes:
+            await target.wire.call_many(writes)
 
     async def export_batch(self) -> list[Any]:
         """Up to ``batch`` pending, then ``batch`` scheduled jobs of the lane, read on the
@@ -182,6 +246,15 @@ class LaneMove:
         """``jobs`` (as exported and imported) deleted from the source where still as copied."""
         copied = [part for job in jobs for part in (*job[:3], _attempts(job[3]))]
         dropped = await self._script(self._from, "lane_move_drop", (self.lane, "jobs", *copied))
+        gone = [text(i) for i in dropped]
+        parents = {text(job[0]) for job in jobs if "children" in _fields(job[3])}
+        if stale := [i for i in gone if i in parents]:  # their children's outcomes went along
+            source = self._from
+            await source.wire.call(
+                "DEL",
+                *(source.keys.flow_results(i) for i in stale),
+                *(source.keys.flow_failed(i) for i in stale),
+            )
         await self._forget_ended({text(job[0]) for job in jobs} - {text(i) for i in dropped})
 
     async def _forget_ended(self, kept: set[str]) -> None:
@@ -230,10 +303,21 @@ class LaneMove:
         )
 
 
+def _fields(row: Sequence[Any]) -> dict[str, Any]:
+    """A row read as ``HGETALL`` pairs, by field name."""
+    return {text(name): value for name, value in zip(row[::2], row[1::2], strict=True)}
+
+
 def _attempts(row: Sequence[Any]) -> Any:
     """The ``attempts`` field of a row read as ``HGETALL`` pairs."""
-    fields = {text(name): value for name, value in zip(row[::2], row[1::2], strict=True)}
-    return fields.get("attempts", 0)
+    return _fields(row).get("attempts", 0)
+
+
+def _pairs(reply: Any) -> list[Any]:
+    """An ``HGETALL`` reply (RESP3: a map; RESP2: a flat list) as flat field, value pairs."""
+    if isinstance(reply, dict):
+        return [part for pair in reply.items() for part in pair]
+    return list(reply)
 
 
 def _flat(jobs: Sequence[Sequence[Any]]) -> list[Any]:
