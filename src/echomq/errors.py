@@ -205,7 +205,8 @@ class KindError(Refusal):
 
 
 class StaleTokenError(Refusal):
-    """EMQSTALE: the fencing token no longer matches the job row."""
+    """EMQSTALE: the fencing token no longer matches the job row (or, from quota.lua, a quota
+    move carries a rebalancer token older than one the shard has seen)."""
 
 
 class RateError(Refusal):

@@ -596,8 +596,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.rebalancer",
         "the quota rebalancer's lease, on shard 0: owner, until (server ms) and token (the "
-        "fencing token, one more at each new holder; quota scripts refuse an older one)",
-        planned="5",
+        "fencing token, one more at each new holder; quota.lua refuses an older one)",
     ),
     KeyShape(
         "{emq}:version",
