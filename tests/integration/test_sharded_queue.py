@@ -154,10 +154,6 @@ async def test_settles_by_id_find_the_shard_from_another_process(
 
 
 async def test_what_is_not_built_yet_is_refused_by_name(sharded: ShardedQueue) -> None:
-    with pytest.raises(Unsupported, match="concurrency"):
-        await sharded.concurrency(10)
-    with pytest.raises(Unsupported, match="rate"):
-        await sharded.rate_limit(10, 1.0)
     with pytest.raises(Unsupported, match="events"):
         sharded.subscribe()
 

@@ -1,23 +1,28 @@
 """Queue-wide gates on a sharded queue (docs/concepts/shards.md, "Queue-wide gates across
 shards"), three shards on one server: a shard's quota is its queue-level gate and a quota of 0
 refuses its claims (meta ``noquota``); quota.lua lowers a shard by at most its unused room and
-refuses a stale fencing token by name."""
+refuses a stale fencing token by name; and under skewed demand, with the rebalancer the
+workers' upkeep runs, no window of T holds more than M claims and never more than C jobs are
+leased over all shards (the budget's use is printed)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 
 import pytest
 
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue, ShardMap
-from echomq.errors import StaleTokenError
+from echomq.errors import InvalidArgument, StaleTokenError
 
 
 @pytest.fixture
 async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
     queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, pool_size=4)
     yield queue
+    await queue.rebalancer.stop()
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
@@ -100,3 +105,125 @@ async def test_a_stale_fencing_token_is_refused_by_name(sharded: ShardedQueue) -
     assert await first.engine.quota("release", "a") == 0
     assert await first.engine.quota("release", "b") == 1
     assert await first.engine.quota("hold", "a", 2000, "") == taken + 1
+
+
+async def test_the_budgets_are_checked_and_split_with_nothing_over_them(
+    sharded: ShardedQueue,
+) -> None:
+    with pytest.raises(InvalidArgument) as refused:
+        await sharded.concurrency(0)
+    assert refused.value.argument == "ceiling"
+    with pytest.raises(InvalidArgument) as refused:
+        await sharded.rate_limit(20_000, 1.0, mode="smooth")
+    assert refused.value.argument == "max"
+    assert await sharded.concurrency(7)
+    assert not await sharded.concurrency(7)
+    quotas = [(await s.engine.quota("read"))[0] for s in sharded.shards]
+    assert sum(quotas) == 7
+    assert min(quotas) >= 2
+    assert await sharded.rate_limit(10, 1.0)
+    rates = [(await s.engine.quota("read"))[2] for s in sharded.shards]
+    assert sum(rates) == 10
+    assert await sharded.concurrency(None)
+    assert [(await s.engine.quota("read"))[0] for s in sharded.shards] == [-1, -1, -1]
+    assert await meta(sharded, 0, "concurrency", "noquota") == [None, None]
+
+
+@dataclass
+class Run:
+    """What the workers saw: each claim's server ms, and the most leased at once (sampled)."""
+
+    claims: list[int] = field(default_factory=list)
+    most_leased: int = 0
+    leased_samples: list[int] = field(default_factory=list)
+
+
+LEASE_MS = 30_000
+
+
+async def drive(queue: ShardedQueue, run: Run, workers: int, hold: float, until: float) -> None:
+    """``workers`` claim loops (one job a claim, held ``hold`` s, then completed) and a sampler
+    of the jobs leased over every shard (one script: the three counts at one instant)."""
+    loop = asyncio.get_running_loop()
+    sample = "return redis.call('ZCARD', KEYS[1]) + redis.call('ZCARD', KEYS[2]) + " + (
+        "redis.call('ZCARD', KEYS[3])"
+    )
+    actives = [shard.keys.active for shard in queue.shards]
+
+    async def worker() -> None:
+        while loop.time() < until:
+            got = await queue.claim_some(1, LEASE_MS / 1000)
+            if not isinstance(got, tuple):
+                hint = got.retry_in if isinstance(got, Empty) else got.wait
+                await asyncio.sleep(min(hint or 0.005, 0.02))
+                continue
+            for job in got[0]:
+                run.claims.append(job.deadline_ms - LEASE_MS)
+                await asyncio.sleep(hold)
+                await queue.complete(job)
+
+    async def sampler() -> None:
+        while loop.time() < until:
+            leased = int(await queue.wire.call("EVAL", sample, 3, *actives))
+            run.leased_samples.append(leased)
+            run.most_leased = max(run.most_leased, leased)
+            await asyncio.sleep(0.002)
+
+    await asyncio.gather(sampler(), *(worker() for _ in range(workers)))
+
+
+def worst_window(claims: list[int], window_ms: int) -> int:
+    """The most claims in any window of ``window_ms`` (one ending at each claim)."""
+    every = sorted(claims)
+    worst, start = 0, 0
+    for end, t in enumerate(every):
+        while every[start] <= t - window_ms:
+            start += 1
+        worst = max(worst, end - start + 1)
+    return worst
+
+
+async def skewed(queue: ShardedQueue) -> None:
+    """Most lanes (and jobs) on shard 0, one lane on each other shard."""
+    lanes = lanes_on(queue.placement_map, [6, 1, 1], prefix="s")
+    items = [Item({"n": i}, lane=lanes[0][i % 6]) for i in range(400)]
+    items += [Item({"n": i}, lane=lanes[k][0]) for k in (1, 2) for i in range(60)]
+    await queue.enqueue_many(items)
+
+
+async def test_a_queue_wide_smooth_rate_holds_over_shards_under_skewed_demand(
+    sharded: ShardedQueue,
+) -> None:
+    budget, window_ms, seconds = 20, 500, 3.0
+    await skewed(sharded)
+    assert await sharded.rate_limit(budget, window_ms / 1000, mode="smooth")
+    await sharded.upkeep()  # the workers' upkeep starts the rebalancer
+    run = Run()
+    loop = asyncio.get_running_loop()
+    await drive(sharded, run, workers=6, hold=0.001, until=loop.time() + seconds)
+    worst = worst_window(run.claims, window_ms)
+    span = max(run.claims) - min(run.claims)
+    used = len(run.claims) / (budget * (span + window_ms) / window_ms)
+    print(f"\nsmooth rate {budget}/{window_ms} ms over 3 shards, skewed: {len(run.claims)} claims")
+    print(f"in {span} ms, worst window {worst}, budget used {used:.0%}")
+    assert worst <= budget  # exact: overshoot 0
+    assert sharded.rebalancer.rounds >= 4
+    assert used > 0.5  # the budget follows the demand (most of it on shard 0)
+
+
+async def test_a_queue_wide_ceiling_holds_over_shards_under_skewed_demand(
+    sharded: ShardedQueue,
+) -> None:
+    ceiling, seconds = 4, 2.5
+    await skewed(sharded)
+    assert await sharded.concurrency(ceiling)
+    await sharded.upkeep()
+    run = Run()
+    loop = asyncio.get_running_loop()
+    await drive(sharded, run, workers=8, hold=0.02, until=loop.time() + seconds)
+    mean = sum(run.leased_samples) / len(run.leased_samples)
+    print(f"\nceiling {ceiling} over 3 shards, skewed: {len(run.claims)} claims, most leased")
+    print(f"{run.most_leased}, mean leased {mean:.2f} ({mean / ceiling:.0%} of the budget)")
+    assert run.most_leased <= ceiling  # exact, at every sampled instant
+    assert run.most_leased == ceiling
+    assert len(run.claims) > 100
