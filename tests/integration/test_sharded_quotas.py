@@ -203,12 +203,12 @@ async def test_a_queue_wide_smooth_rate_holds_over_shards_under_skewed_demand(
     await drive(sharded, run, workers=6, hold=0.001, until=loop.time() + seconds)
     worst = worst_window(run.claims, window_ms)
     span = max(run.claims) - min(run.claims)
-    used = len(run.claims) / (budget * (span + window_ms) / window_ms)
+    used = len(run.claims) / (budget * (span // window_ms + 1))  # the most a span admits
     print(f"\nsmooth rate {budget}/{window_ms} ms over 3 shards, skewed: {len(run.claims)} claims")
     print(f"in {span} ms, worst window {worst}, budget used {used:.0%}")
     assert worst <= budget  # exact: overshoot 0
     assert sharded.rebalancer.rounds >= 4
-    assert used > 0.5  # the budget follows the demand (most of it on shard 0)
+    assert used > 0.7  # the budget follows the demand (most of it on shard 0)
 
 
 async def test_a_queue_wide_ceiling_holds_over_shards_under_skewed_demand(

@@ -168,13 +168,12 @@ class Rebalancer:
             budget = budgets.of(gate)
             if budget is None or any(r.quotas[gate] < 0 for r in reads):
                 continue
+            # A shard with a lane on its ring would use more: the ring holds only lanes that can
+            # be served now (not at their ceiling, not benched by their rate), so what keeps it
+            # under its quota is the workers' visits, not its demand. Capping it at its use
+            # until it met its quota would starve a shard whose lanes just arrived for a round.
             demands = [
-                ShardDemand(
-                    r.load.band,
-                    r.load.weight,
-                    r.used[gate],
-                    r.load.weight > 0 and r.used[gate] >= r.quotas[gate],
-                )
+                ShardDemand(r.load.band, r.load.weight, r.used[gate], r.load.weight > 0)
                 for r in reads
             ]
             targets, self._carry[gate] = water_fill(demands, budget, self._carry.get(gate, ()))
