@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from echomq import Item
-from echomq.engine import Empty, ShardedQueue, ShardMap
+from echomq.engine import Empty, RateLimited, ShardedQueue, ShardMap
 from echomq.errors import InvalidArgument, StaleTokenError
 
 
@@ -86,6 +86,16 @@ async def test_give_frees_at_most_the_unused_room_and_take_raises(sharded: Shard
         b"60000",
         b"smooth",
     ]
+    # A fixed window's room is its count's: 4 - 2 claimed in it = 2 freed.
+    other = lanes_on(sharded.placement_map, [0, 1, 0])[1][0]
+    await sharded.enqueue_many([Item({"n": i}, lane=other) for i in range(3)])
+    fixed = sharded.shards[1]
+    await fixed.engine.quota("set", 1, "rate", "4", 60_000, "")
+    claimed = await type(fixed).claim_some(fixed, 2)
+    assert isinstance(claimed, tuple)
+    assert len(claimed[0]) == 2
+    assert await fixed.engine.quota("give", 1, "rate", 9) == [2, 2]
+    assert isinstance(await type(fixed).claim_some(fixed, 1), RateLimited)  # its window spent
     with pytest.raises(Exception, match="EMQARG gate"):
         await shard.engine.quota("give", 1, "ceiling", 1)
 
