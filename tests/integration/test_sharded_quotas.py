@@ -141,9 +141,11 @@ async def test_the_budgets_are_checked_and_split_with_nothing_over_them(
 
 @dataclass
 class Run:
-    """What the workers saw: each claim's server ms, and the most leased at once (sampled)."""
+    """What the workers saw: each claim's server ms and shard, and the most leased at once
+    (sampled)."""
 
     claims: list[int] = field(default_factory=list)
+    shards: list[int] = field(default_factory=list)
     most_leased: int = 0
     leased_samples: list[int] = field(default_factory=list)
 
@@ -169,6 +171,7 @@ async def drive(queue: ShardedQueue, run: Run, workers: int, hold: float, until:
                 continue
             for job in got[0]:
                 run.claims.append(job.deadline_ms - LEASE_MS)
+                run.shards.append(job.shard)
                 await asyncio.sleep(hold)
                 await queue.complete(job)
 
@@ -216,9 +219,12 @@ async def test_a_queue_wide_smooth_rate_holds_over_shards_under_skewed_demand(
     used = len(run.claims) / (budget * (span // window_ms + 1))  # the most a span admits
     print(f"\nsmooth rate {budget}/{window_ms} ms over 3 shards, skewed: {len(run.claims)} claims")
     print(f"in {span} ms, worst window {worst}, budget used {used:.0%}")
+    share = run.shards.count(0) / len(run.shards)
+    print(f"shard 0's share {share:.0%} (its weight's: 6 of 8 = 75%)")
     assert worst <= budget  # exact: overshoot 0
     assert sharded.rebalancer.rounds >= 4
     assert used > 0.7  # the budget follows the demand (most of it on shard 0)
+    assert abs(share - 0.75) < 0.08  # the budget shared by W_s: the ring's weights hold
 
 
 async def test_a_queue_wide_ceiling_holds_over_shards_under_skewed_demand(
