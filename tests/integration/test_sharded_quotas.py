@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from echomq import Item
+from echomq import Item, Job
+from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, RateLimited, ShardedQueue, ShardMap
 from echomq.errors import InvalidArgument, StaleTokenError
 
@@ -243,3 +244,37 @@ async def test_a_queue_wide_ceiling_holds_over_shards_under_skewed_demand(
     assert run.most_leased <= ceiling  # exact, at every sampled instant
     assert run.most_leased == ceiling
     assert len(run.claims) > 100
+
+
+async def test_a_consumers_upkeep_runs_the_rebalancer_under_a_queue_wide_ceiling(
+    sharded: ShardedQueue,
+) -> None:
+    """A ``Consumer`` wider than the ceiling: its upkeep starts the rounds, its handlers never
+    run more than the queue's ceiling at once, and every job runs once."""
+    lanes = lanes_on(sharded.placement_map, [3, 1, 1], prefix="c")
+    await sharded.enqueue_many(
+        Item(i, lane=[lane for part in lanes for lane in part][i % 5]) for i in range(40)
+    )
+    assert await sharded.concurrency(2)
+    running, most, done = 0, 0, asyncio.Event()
+    ran: list[int] = []
+
+    async def handler(job: Job) -> None:
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.01)
+        running -= 1
+        ran.append(job.payload)
+        if len(ran) == 40:
+            done.set()
+
+    consumer = Consumer(sharded, handler, ConsumerOptions(beat=0.1, concurrency=6))
+    serving = asyncio.ensure_future(consumer.run())
+    async with asyncio.timeout(20):
+        await done.wait()
+    consumer.stop()
+    await serving
+    assert sorted(ran) == list(range(40))
+    assert most <= 2
+    assert sharded.rebalancer.rounds > 0
