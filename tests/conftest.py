@@ -10,9 +10,12 @@ loop, then on uvloop's (``uvicorn[standard]``'s and ``fastapi run``'s default lo
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import re
+import signal
+import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass, field
@@ -53,6 +56,59 @@ def _collect_what_the_test_left() -> Iterator[None]:
     test the collector happened to run in (a leak in one file once failed a browser test)."""
     yield
     gc.collect()
+
+
+def _children() -> set[int]:
+    """This process's live children (zombies, already ended, left out)."""
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{task}/children") as listing:
+                found.update(int(pid) for pid in listing.read().split())
+        except FileNotFoundError:  # the thread ended while listed
+            continue
+    return {pid for pid in found if _state(pid) not in ("Z", "")}
+
+
+def _state(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rpartition(")")[2].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return ""
+
+
+@pytest.fixture(autouse=True)
+def _no_process_outlives_its_test() -> Iterator[None]:
+    """A process a test started (an ``echomq worker``, a producer) is stopped when the test
+    ends, even if it failed before its own ``finally``: SIGTERM (a supervisor stops its
+    children), then SIGKILL after 5 s. One the test left running that way fails its teardown,
+    naming its command. Processes of wider fixtures (servers) started before the test are not
+    touched."""
+    before = _children()
+    yield
+    left = _children() - before
+    if not left:
+        return
+    commands = {pid: _command(pid) for pid in left}
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 5
+    while (alive := _children() & left) and time.monotonic() < deadline:
+        time.sleep(0.05)  # another process's exit: polled
+    for pid in alive:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    pytest.fail(f"the test left processes running: {sorted(commands.values())}")
+
+
+def _command(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as cmdline:
+            return cmdline.read().replace(b"\0", b" ").decode(errors="replace").strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return f"pid {pid}"
 
 
 @pytest.fixture(scope="session")

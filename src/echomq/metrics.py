@@ -4,7 +4,9 @@
 (counts by state, the engine's completed/dead counters and measured claim rate, each lane's
 depth, in-flight, weight, ceiling, paused and rate state and ETA) and two series the consumers
 feed through the ``observer`` hook: the wait from mint to claim per lane, and settles per lane
-and outcome. Applications register their own counters on ``metrics.registry``.
+and outcome. A sharded queue's series are its whole queue's, and a family of its own,
+``echomq_shard_*``, gives each shard's (label ``shard``, at most the shard count per queue).
+Applications register their own counters on ``metrics.registry``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 #: Seconds; a claim minutes after its mint is a backlog worth seeing, not a rounding error.
 WAIT_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 _STATES = ("pending", "active", "scheduled", "dead")
+#: A shard's jobs per state: the ``state`` label -> the ``ShardStats`` field.
+_SHARD_STATES = {"pending": "pending", "active": "leased", "scheduled": "scheduled", "dead": "dead"}
 _Family = GaugeMetricFamily | CounterMetricFamily
 
 
@@ -58,12 +62,21 @@ class _EngineCollector(Collector):
 
     def describe(self) -> Iterable[Metric]:
         # Lets the registry refuse a clashing name at registration, without reading the engine.
-        return self._families()[0].values()
+        return [*self._families()[0].values(), *self._shard_families().values()]
 
     def collect(self) -> Iterable[Metric]:
         families, lanes = self._families()
+        shards = self._shard_families()
         for snap in self.snapshots:
             q = snap.name
+            for shard in snap.shards:
+                labels = [q, str(shard.shard)]
+                for state, name in _SHARD_STATES.items():
+                    shards["jobs"].add_metric([*labels, state], getattr(shard, name))
+                shards["lanes"].add_metric(labels, shard.lanes)
+                shards["weight"].add_metric(labels, shard.weight)
+                shards["service_rate"].add_metric(labels, shard.claims_per_second)
+                shards["info"].add_metric([*labels, shard.tag, shard.primary], 1)
             c = snap.counts
             for state in _STATES:
                 families["jobs"].add_metric([q, state], getattr(c, state))
@@ -92,7 +105,7 @@ class _EngineCollector(Collector):
             if rest:
                 lanes["lane_depth"].add_metric([q, OTHER_LANE], sum(r.depth for r in rest))
                 lanes["lane_active"].add_metric([q, OTHER_LANE], sum(r.active for r in rest))
-        return [*families.values(), *lanes.values()]
+        return [*families.values(), *lanes.values(), *shards.values()]
 
     def _families(self) -> tuple[dict[str, _Family], dict[str, _Family]]:
         queue, lane = ["queue"], ["queue", "lane"]
@@ -150,6 +163,37 @@ class _EngineCollector(Collector):
         }
         return families, lanes
 
+    def _shard_families(self) -> dict[str, _Family]:
+        """A sharded queue's shards, a family apart: the per-queue series stay the queue's
+        totals, so ``sum by (queue)`` never counts a job twice."""
+        shard = ["queue", "shard"]
+        return {
+            "jobs": GaugeMetricFamily(
+                "echomq_shard_jobs",
+                "Jobs on one shard of a sharded queue by state",
+                labels=["queue", "shard", "state"],
+            ),
+            "lanes": GaugeMetricFamily(
+                "echomq_shard_lanes", "Lanes holding pending jobs on the shard", labels=shard
+            ),
+            "weight": GaugeMetricFamily(
+                "echomq_shard_active_weight",
+                "The shard's active weight W_s: the weights on its most urgent band's ring "
+                "(what workers share claims among shards by)",
+                labels=shard,
+            ),
+            "service_rate": GaugeMetricFamily(
+                "echomq_shard_service_rate",
+                "Claims per second the shard served lately (5 s time constant; every worker)",
+                labels=shard,
+            ),
+            "info": GaugeMetricFamily(
+                "echomq_shard_info",
+                "Where the shard lives: its hash tag and its primary (always 1)",
+                labels=["queue", "shard", "tag", "primary"],
+            ),
+        }
+
 
 class Metrics:
     """The metrics of some queues on one registry; also a consumer ``observer``.
@@ -158,6 +202,8 @@ class Metrics:
     global). ``max_lanes``: lanes per queue given their own label, busiest first; the rest are
     summed under ``~other`` (Prometheus series must stay bounded even with a lane per user).
     Call :meth:`refresh` (or :meth:`render`) before collecting: the engine is read then.
+    A sharded queue is given as itself (a ``ShardedQueue``; ``echomq.engine.open_queue``
+    opens a queue by name as what it is): a plain ``Queue`` of its name is its shard 0 alone.
     """
 
     def __init__(

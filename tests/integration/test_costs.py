@@ -14,6 +14,7 @@ from echomq import App, InvalidArgument, Queue
 from echomq.engine.options import JobOptions
 from echomq.engine.results import Empty, Job, RateLimited
 from echomq.engine.sharded import ShardedQueue
+from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.sync_queue import SyncQueue
 
 
@@ -177,9 +178,12 @@ async def test_bad_costs_are_refused_before_any_write(queue: Queue) -> None:
     assert await queue.wire.call("HGET", queue.keys.job(verdicts[0].id), "cost") == b"2"
 
 
-@pytest.mark.one_slot("the blocking producer is not sharded yet")
 async def test_the_blocking_producer_carries_the_cost(queue: Queue, valkey_url: str) -> None:
-    with SyncQueue.connect(valkey_url, queue.name) as sync:
+    if isinstance(queue, ShardedQueue):
+        opened = ShardedSyncQueue.connect(valkey_url, queue.name, shards=len(queue.shards))
+    else:
+        opened = SyncQueue.connect(valkey_url, queue.name)
+    with opened as sync:
         sync.admit("heavy", JobOptions(cost=7))
         sync.admit("light", JobOptions())
         with pytest.raises(InvalidArgument):

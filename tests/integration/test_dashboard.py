@@ -19,6 +19,7 @@ from starlette.routing import Mount
 from echomq.dashboard import DEFAULT_FAVICON, MAX_BODY, TOKEN_HEADER, create_app
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.queue import Item, Queue
+from echomq.engine.sharded import ShardedQueue
 from echomq.errors import InvalidArgument
 from echomq.metrics import Metrics
 from echomq.testing import claim_job, serve_app
@@ -264,6 +265,41 @@ async def test_metrics_are_served_on_the_same_app(board: Board) -> None:
     [depth] = families["echomq_lane_depth"].samples
     assert depth.labels == {"queue": board.queue.name, "lane": "a"}
     assert depth.value == 1
+
+
+@pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
+async def test_a_sharded_queue_shows_as_one_with_a_row_per_shard(queue: ShardedQueue) -> None:
+    """Opened by name as what it is: the figures are every shard's, the shard table sums to
+    them, a lane's action reaches its shard, and /metrics carries the shards' family."""
+    placement = queue.placement_map
+    lanes = [f"d{i}" for i in range(9)]
+    await queue.enqueue_many(Item(n, lane=lane) for i, lane in enumerate(lanes) for n in range(i))
+    far = next(lane for lane in lanes[1:] if placement.shard_of(lane) == 2)
+    app = create_app(queue.wire, [queue.name], TOKEN, interval=0.05)
+    async with serve_app(app) as base, aiohttp.ClientSession() as http:
+        board = Board(base, http, queue)
+        [shown] = (await board.get("/api/snapshot"))["queues"]
+        assert shown["counts"]["pending"] == sum(range(9))
+        assert {lane["group"] for lane in shown["lanes"]} == set(lanes[1:])
+        shards = shown["shards"]
+        assert [s["tag"] for s in shards] == list(placement.tags)
+        for k, shard in enumerate(shards):
+            mine = [i for i, lane in enumerate(lanes) if i and placement.shard_of(lane) == k]
+            assert (shard["pending"], shard["lanes"], shard["weight"]) == (
+                sum(mine),
+                len(mine),
+                len(mine),
+            )
+        status, _ = await board.post(board.lane(far, "pause"))
+        assert status == 200
+        [info] = await Queue.lanes(queue.shards[2], [far])
+        assert info.paused
+        async with http.get(base + "/metrics") as response:
+            text = await response.text()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    pending = [s for s in families["echomq_shard_jobs"].samples if s.labels["state"] == "pending"]
+    assert sorted(s.labels["shard"] for s in pending) == ["0", "1", "2"]
+    assert sum(s.value for s in pending) == sum(range(9))
 
 
 async def test_an_app_given_a_url_opens_and_closes_its_own_connection(

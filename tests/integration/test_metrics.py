@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from echomq.consumers.consumer import Consumer, ConsumerOptions, Defer, Drop
 from echomq.engine.queue import Item, Queue
 from echomq.engine.results import Job
+from echomq.engine.sharded import ShardedQueue
 from echomq.metrics import OTHER_LANE, Metrics
 from echomq.testing import claim_job
 
@@ -130,3 +131,42 @@ def test_a_second_metrics_on_one_registry_is_refused_by_name() -> None:
     Metrics([], registry=registry)
     with pytest.raises(ValueError, match="echomq_"):
         Metrics([], registry=registry)
+
+
+@pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
+async def test_a_sharded_queue_has_its_totals_and_a_family_per_shard(queue: ShardedQueue) -> None:
+    """The per-queue series are the whole queue's; ``echomq_shard_*`` gives each shard's
+    (label ``shard``: at most the shard count), summing to them."""
+    placement = queue.placement_map
+    lanes = [f"m{i}" for i in range(12)]
+    # Two jobs a lane at least: the one leased below leaves its lane one pending, so every
+    # lane still counts, whichever the stride picks.
+    await queue.enqueue_many(
+        Item(n, lane=lane) for i, lane in enumerate(lanes) for n in range(i + 2)
+    )
+    job = await claim_job(queue)
+    total = sum(i + 2 for i in range(12))
+    samples = await _scrape(Metrics([queue]))
+    q = (("queue", queue.name),)
+    assert samples["echomq_jobs"][(*q, ("state", "pending"))] == total - 1
+    shard_pending = {
+        dict(labels)["shard"]: value
+        for labels, value in samples["echomq_shard_jobs"].items()
+        if dict(labels)["state"] == "pending"
+    }
+    assert set(shard_pending) == {"0", "1", "2"}
+    for k in range(3):
+        mine = sum(i + 2 for i, lane in enumerate(lanes) if placement.shard_of(lane) == k)
+        leased_here = int(job.shard == k)
+        assert shard_pending[str(k)] == mine - leased_here
+        labels = (*q, ("shard", str(k)))
+        assert samples["echomq_shard_jobs"][(*labels, ("state", "active"))] == leased_here
+        assert samples["echomq_shard_lanes"][labels] == sum(
+            1 for lane in lanes if placement.shard_of(lane) == k
+        )
+        info = (*labels, ("primary", queue.wire.options.address), ("tag", placement.tags[k]))
+        assert samples["echomq_shard_info"][tuple(sorted(info))] == 1
+    assert sum(shard_pending.values()) == samples["echomq_jobs"][(*q, ("state", "pending"))]
+    weights = samples["echomq_shard_active_weight"]
+    assert sum(weights.values()) == samples["echomq_ring_lanes"][q]  # every lane at weight 1
+    assert sum(samples["echomq_shard_service_rate"].values()) > 0

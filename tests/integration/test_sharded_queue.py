@@ -15,7 +15,7 @@ import pytest
 from echomq import App, AppWorker, Item, Job, Policy, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, ShardedQueue, ShardMap
-from echomq.errors import Closed, InvalidArgument, Unsupported
+from echomq.errors import Closed, InvalidArgument
 from echomq.testing import discard
 
 
@@ -153,9 +153,24 @@ async def test_settles_by_id_find_the_shard_from_another_process(
         await other.close()
 
 
-async def test_what_is_not_built_yet_is_refused_by_name(sharded: ShardedQueue) -> None:
-    with pytest.raises(Unsupported, match="events"):
-        sharded.subscribe()
+async def test_one_subscription_hears_the_events_of_every_shard(sharded: ShardedQueue) -> None:
+    """Each shard publishes its own jobs' events on its own channel; ``subscribe`` hears them
+    all on one subscription: admitted, leased and completed, on shards 0, 1 and 2."""
+    lanes = [lane for part in lanes_on(sharded.placement_map, [1, 1, 1], "v") for lane in part]
+    async with sharded.subscribe() as events:
+        verdicts = [await sharded.enqueue(i, lane=lane) for i, lane in enumerate(lanes)]
+        jobs = []
+        while isinstance(job := await sharded.claim(), Job):
+            jobs.append(job)
+            assert await sharded.complete(job)
+        assert sorted(job.shard for job in jobs) == [0, 1, 2]
+        heard: set[tuple[str, str]] = set()
+        wanted = {(kind, v.id) for v in verdicts for kind in ("enqueued", "active", "completed")}
+        async with asyncio.timeout(5):
+            while not wanted <= heard:
+                event = await events.get()
+                heard.add((event["event"], event["job"]))
+    assert events.dropped == 0
 
 
 def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:
@@ -167,8 +182,9 @@ def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:
         "enqueue_many", "admit_many",  # _send
         "complete_many",  # complete_each
         "encode_result", "publish", "relay", "relay_due",  # shard 0's own, by design
+        "take_wire",  # the wire is shared by every shard: shard 0 closes it last
         "is_ordered", "fairness_in_force",  # written to every shard alike
-        "children",  # flows are refused at admission
+        "add_flow",  # _add_flow
     }  # fmt: skip
     verbs = {
         name
@@ -257,8 +273,7 @@ async def test_claims_that_find_the_refresh_due_together_share_one_read(
 
 async def test_an_app_runs_its_tasks_on_a_sharded_queue(valkey_url: str, queue_name: str) -> None:
     """``App(shards=3)``: the app's queue opens sharded with the app, its tasks' jobs go to
-    their lanes' shards, a worker runs them all and a handle reads its result; the blocking
-    producer is refused by name until it is built."""
+    their lanes' shards, a worker runs them all and a handle reads its result."""
     app = App(valkey_url, queue=queue_name, shards=3)
 
     @app.task(lane="tenant")
@@ -276,8 +291,6 @@ async def test_an_app_runs_its_tasks_on_a_sharded_queue(valkey_url: str, queue_n
         tallies = await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
         assert tallies[queue_name].completed == 6
         assert [await h.result(timeout=5) for h in handles] == [f"hello {t}" for t in tenants]
-        with pytest.raises(Unsupported, match="sharded"):
-            app.sync_queue()
         await queue.pause()
         await queue.obliterate(force=True)
     await app.close()

@@ -34,8 +34,9 @@ PINNED = {
         "CompleteOutcome", "Completed", "Counts", "Durability", "Empty", "Eta", "Exponential",
         "Failed", "FailurePolicy", "Fixed", "Flow", "FlowIds", "Item", "Jitter", "Job", "JobInfo",
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
-        "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardedQueue", "Subscription",
-        "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait", "validate_id",
+        "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardStats", "ShardedQueue",
+        "ShardedSyncQueue", "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait",
+        "connect_queue", "open_queue", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",

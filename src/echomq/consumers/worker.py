@@ -17,6 +17,7 @@ from echomq.consumers.ledger import Tally
 from echomq.consumers.metronome import Metronome
 from echomq.consumers.options import ConsumerOptions
 from echomq.engine.checks import count
+from echomq.engine.opening import connect_queue
 from echomq.engine.queue import Queue
 from echomq.errors import InvalidArgument
 
@@ -148,7 +149,8 @@ async def serve(
     """Run a worker until SIGTERM or SIGINT; jobs in hand finish first. Returns the tally.
     ``on_ready`` is called once it is connected and its consumers are about to claim."""
     worker = worker or WorkerOptions()
-    queue = await Queue.connect(url, queue_name, pool_size=worker.pool_size)
+    # As its keys say: a sharded queue's every shard, not its shard 0 alone.
+    queue = await connect_queue(url, queue_name, pool_size=worker.pool_size)
     runner = Worker(queue, handler, options, worker)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -35,7 +35,7 @@ from echomq.dashboard._guard import MAX_BODY
 from echomq.dashboard._hosts import Hosts
 from echomq.dashboard._serve import serving
 from echomq.engine.checks import count, ms
-from echomq.engine.queue import Queue
+from echomq.engine.keys import Keyspace
 from echomq.errors import InvalidArgument
 from echomq.metrics import Metrics
 from echomq.wire.pool import Pool, Wire
@@ -159,11 +159,14 @@ def create_app(
         wire: Wire = owned
     else:
         wire = wire_or_url
-    shown = {name: Queue(name, wire, events=False) for name in dict.fromkeys(queues)}
+    names = list(dict.fromkeys(queues))
+    for name in names:
+        Keyspace(name)  # validated now; each is opened as what it is (sharded or not) at first use
     board = Dashboard(
-        shown,
+        wire,
+        names,
         token,
-        metrics or Metrics(list(shown.values())),
+        metrics,
         interval=float(interval),
         dead=dead,
         lanes=lanes,

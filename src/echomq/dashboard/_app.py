@@ -30,10 +30,12 @@ from starlette.responses import (
 )
 
 from echomq.dashboard._guard import MAX_BODY, BodyTooLarge, json_object
+from echomq.engine.opening import open_queue
 from echomq.engine.queue import Queue
 from echomq.engine.snapshot import read_snapshot
 from echomq.errors import EchoMQError, InvalidArgument, LockedError, StateError
 from echomq.metrics import Metrics
+from echomq.wire.pool import Wire
 
 log = logging.getLogger("echomq.dashboard")
 
@@ -81,19 +83,27 @@ class Dashboard:
 
     def __init__(
         self,
-        queues: dict[str, Queue],
+        wire: Wire,
+        names: Sequence[str],
         token: str,
-        metrics: Metrics,
+        metrics: Metrics | None,
         *,
         interval: float,
         dead: int,
         lanes: int,
         lane_label: LaneLabel | None = None,
     ) -> None:
-        self.queues = queues
+        self.wire = wire
+        self.names = list(names)
         self.lane_label = lane_label
         self._token = token
-        self.metrics = metrics
+        # None: its own, fed the queues once they are opened.
+        self._owns_metrics = metrics is None
+        self.metrics = metrics if metrics is not None else Metrics([])
+        # Each queue as its keys say (sharded or not), opened at the first request that needs
+        # them (the wire may connect only at startup); a failed open is tried again next time.
+        self._queues: dict[str, Queue] | None = None
+        self._opening = asyncio.Lock()
         self.interval = interval
         self.dead = dead
         self.lanes = lanes
@@ -105,7 +115,21 @@ class Dashboard:
         self.closing = asyncio.Event()
 
     def __repr__(self) -> str:  # the token stays out of reprs and logs
-        return f"Dashboard(queues={list(self.queues)!r})"
+        return f"Dashboard(queues={self.names!r})"
+
+    async def queues(self) -> dict[str, Queue]:
+        """The queues shown, by name: each opened once, as what it is (``open_queue``: a
+        sharded queue as a whole, with its shards)."""
+        if self._queues is None:
+            async with self._opening:
+                if self._queues is None:
+                    opened = await asyncio.gather(
+                        *(open_queue(name, self.wire, events=False) for name in self.names)
+                    )
+                    self._queues = dict(zip(self.names, opened, strict=True))
+                    if self._owns_metrics:
+                        self.metrics.queues = list(opened)
+        return self._queues
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -116,9 +140,8 @@ class Dashboard:
     async def read(self) -> list[dict[str, Any]]:
         """Every queue now, as JSON, with at most ``lanes`` lanes each (paused and busiest
         first, shown by name) and ``lanes_hidden`` saying how many were left out."""
-        snaps = await asyncio.gather(
-            *(read_snapshot(q, dead=self.dead) for q in self.queues.values())
-        )
+        queues = await self.queues()
+        snaps = await asyncio.gather(*(read_snapshot(q, dead=self.dead) for q in queues.values()))
         shown = []
         for snap in snaps:
             kept = sorted(snap.lanes, key=lambda lane: (not lane.paused, -lane.depth - lane.active))
@@ -198,11 +221,11 @@ class Dashboard:
     async def job_json(self, request: Request) -> Response:
         """One job's view: its state, attempts, lane, progress and error, and the newest
         ``?lines=`` (1 … 100, default 20) lines of its log, oldest first."""
-        queue = self.queues.get(request.path_params["queue"])
-        if queue is None:
+        if request.path_params["queue"] not in self.names:
             return JSONResponse({"error": "no such queue on this dashboard"}, 404)
         job_id = request.path_params["job"]
         try:
+            queue = (await self.queues())[request.path_params["queue"]]
             lines = _lines(request.query_params.get("lines"))
             info = await queue.job(job_id)  # the id is checked first: a bad one reads nothing
             if info is None:
@@ -229,6 +252,7 @@ class Dashboard:
 
     async def metrics_text(self, request: Request) -> Response:
         try:
+            await self.queues()  # its own metrics read the queues as opened
             return await self.metrics.endpoint(request)
         except EchoMQError as exc:  # a failed scrape, not stale numbers
             return PlainTextResponse(f"reading the engine failed: {exc}\n", 502)
@@ -242,10 +266,10 @@ class Dashboard:
             given = request.headers.get(TOKEN_HEADER, "")
             if not hmac.compare_digest(given.encode(), self._token.encode()):
                 return JSONResponse({"error": f"missing or wrong {TOKEN_HEADER}"}, 403)
-            queue = self.queues.get(request.path_params["queue"])
-            if queue is None:
+            if request.path_params["queue"] not in self.names:
                 return JSONResponse({"error": "no such queue on this dashboard"}, 404)
             try:
+                queue = (await self.queues())[request.path_params["queue"]]
                 body = await json_object(request)
                 answer = await run(queue, request, body)
                 self._latest = None  # the streams' next frame shows the change

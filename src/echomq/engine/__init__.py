@@ -16,6 +16,7 @@ from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.ids import validate as validate_id
 from echomq.engine.lanes import Lane
+from echomq.engine.opening import connect_queue, open_queue
 from echomq.engine.options import JobOptions
 from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.producer import Item
@@ -37,7 +38,9 @@ from echomq.engine.results import (
     Upkeep,
     Verdict,
 )
+from echomq.engine.shard_stats import ShardStats
 from echomq.engine.sharded import ShardedQueue
+from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.shards import ShardMap
 from echomq.engine.sync_queue import SyncQueue
 
@@ -76,12 +79,16 @@ __all__ = [
     "Reaped",
     "RetryOutcome",
     "ShardMap",
+    "ShardStats",
     "ShardedQueue",
+    "ShardedSyncQueue",
     "Subscription",
     "SyncQueue",
     "Taken",
     "Upkeep",
     "Verdict",
     "Wait",
+    "connect_queue",
+    "open_queue",
     "validate_id",
 ]

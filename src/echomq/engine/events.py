@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import AsyncIterator, Callable, Coroutine
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from typing import Any
 
 from echomq.errors import ServerError, WireTimeout, server_error
@@ -140,6 +140,54 @@ class Subscription:
     async def _iterate(self) -> AsyncIterator[dict[str, Any]]:
         while True:
             yield await self._inbox.get()
+
+
+class Subscriptions(Subscription):
+    """Many channels as one subscription, one inbox: a sharded queue's events, each shard
+    publishing on its own channel (on a cluster each channel is subscribed on the node owning
+    its shard). ``async with``, ``get`` and ``async for`` as :class:`Subscription`'s; each
+    channel's subscription, in :attr:`parts`, re-subscribes by itself."""
+
+    def __init__(self, parts: Sequence[Subscription]) -> None:
+        # Not Subscription.__init__: the connections are the parts'. The first part's inbox is
+        # everyone's, so its bound holds for the events of all.
+        first = parts[0]
+        self.parts = tuple(parts)
+        self.channel = first.channel
+        self.sharded = first.sharded
+        self._kinds = first._kinds
+        self._inbox = first._inbox
+        for part in self.parts[1:]:
+            part._inbox = self._inbox
+        self._subscribed = first._subscribed
+        self.generation = 0
+        self.refusal = None
+        self._tasks = set()
+        self.connector = first.connector
+
+    @property
+    def dropped(self) -> int:
+        """Events dropped because the inbox was full, over every channel."""
+        return sum(part.dropped for part in self.parts)
+
+    @dropped.setter
+    def dropped(self, count: int) -> None:
+        """Each channel counts its own: the sum is read, never set."""
+
+    async def wait_subscribed(self, after: int = 0, timeout: float = 5.0) -> None:
+        """Until every channel has a subscription newer than generation ``after``."""
+        await asyncio.gather(*(part.wait_subscribed(after, timeout) for part in self.parts))
+
+    async def __aenter__(self) -> Subscriptions:
+        try:
+            await asyncio.gather(*(part.__aenter__() for part in self.parts))
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def close(self) -> None:
+        await asyncio.gather(*(part.close() for part in self.parts))
 
 
 class ShardChannel(Subscription):

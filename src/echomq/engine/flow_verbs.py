@@ -45,11 +45,14 @@ class FlowVerbs:
     spans: Spans
 
     def _engine_of(self, queue: str) -> Engine:
-        if queue == self.name:
+        """The engine of ``queue``: a queue's name, or a shard's tag (a sharded queue's nodes
+        name their parent's shard by its tag, ``q~k…``, so the relay delivers to that shard)."""
+        if queue == self.keys.tag:
             return self.engine
         engine = self._flow_engines.get(queue)
         if engine is None:
-            engine = Engine(self.wire, Keyspace(queue), self.scripts, self.engine.durability)
+            keys = Keyspace.for_shard(queue)
+            engine = Engine(self.wire, keys, self.scripts, self.engine.durability)
             self._flow_engines[queue] = engine
         return engine
 
@@ -106,7 +109,7 @@ class FlowVerbs:
         if late:
             await self.wire.call_many(
                 [
-                    ("SET", Keyspace(queue).flow_expected(parent), "1", "PX", EXPECTED_MS)
+                    ("SET", Keyspace.for_shard(queue).flow_expected(parent), "1", "PX", EXPECTED_MS)
                     for queue, parent in sorted(late)
                 ]
             )

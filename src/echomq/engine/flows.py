@@ -198,15 +198,49 @@ def plan(flow: Flow, queue: str, codec: Codec, mint: Callable[[], str]) -> Plan:
     return Plan(writes, ids)
 
 
+def by_shard(laid: Plan, queue: str, tags: Sequence[str], shard_of: Callable[[str], int]) -> Plan:
+    """``laid`` for a sharded ``queue`` (its shards' ``tags``, ``shard_of`` a lane's shard):
+    its nodes written per shard, keyed by the shard's tag, and every node's ``parent_queue``
+    the tag of its parent's shard (or its parent's queue) when that is not where the node is
+    written, so a child tells its parent through the outbox relay. Writes go parents first:
+    by the least depth of their nodes, in the order ``laid`` had them."""
+    target: dict[str, str] = {}  # node id -> where it is written: a shard's tag or a queue
+    parent_of: dict[str, str] = {}
+    for name, nodes in laid.writes.items():
+        for node in nodes:
+            target[node.id] = tags[shard_of(node.group)] if name == queue else name
+            if node.parent:
+                parent_of[node.id] = node.parent
+    depth: dict[str, int] = {}
+
+    def depth_of(job_id: str) -> int:
+        if job_id not in depth:
+            parent = parent_of.get(job_id)
+            depth[job_id] = 0 if parent is None else depth_of(parent) + 1
+        return depth[job_id]
+
+    writes: dict[str, list[Node]] = {}
+    for nodes in laid.writes.values():
+        for node in nodes:
+            where = target[node.id]
+            above = target[node.parent] if node.parent else where
+            writes.setdefault(where, []).append(
+                replace(node, parent_queue="" if above == where else above)
+            )
+    order = sorted(writes, key=lambda where: min(depth_of(n.id) for n in writes[where]))
+    return Plan({where: writes[where] for where in order}, laid.ids)
+
+
 def entry_args(entry: bytes) -> tuple[str, list[bytes]] | None:
-    """An outbox entry as (the parent's queue, ``flow_deliver.lua``'s six ``ARGV`` values);
+    """An outbox entry as (the parent's queue, or its shard's tag on a sharded queue, and
+    ``flow_deliver.lua``'s six ``ARGV`` values);
     None for one that is malformed (dropped: nothing could deliver it)."""
     parts = entry.split(b"\0", 6)
     if len(parts) != 7:
         return None
     parent_queue, parent, child, ok, policy, at, value = parts
     try:
-        Keyspace(text(parent_queue))
+        Keyspace.for_shard(text(parent_queue))  # a queue's name, or a shard's tag (q~k…)
     except InvalidArgument:
         return None
     return text(parent_queue), [parent, child, ok, policy, at, value]

@@ -191,6 +191,11 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         if self._owns_wire:
             await self.wire.close()
 
+    def take_wire(self) -> None:
+        """From now on :meth:`close` closes the wire too, as for the pool :meth:`connect`
+        opened: for an opener that made the wire for this queue (``connect_queue``)."""
+        self._owns_wire = True
+
     async def __aenter__(self) -> Queue:
         return self
 

@@ -14,14 +14,16 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
   per shard) and a claim that finds a shard empty marks it idle at once;
 * **settles** go to the shard that leased the job (``Job.shard``); a job named by id alone is
   found by the shard that leased it here, else by one read of every shard;
-* **reads** are every shard's, summed or merged; **admin** writes every shard.
-
+* **reads** are every shard's, summed or merged; **admin** writes every shard;
+* **flows** are admitted per shard (each node on its lane's), the parents' shards first; a
+  child on another shard than its parent tells it through its shard's outbox relay;
+* **events**: one subscription over every shard's channel;
 * **queue-wide gates**: ``concurrency`` and ``rate_limit`` split the budget into per-shard
   quotas (:mod:`echomq.engine.rebalancer`), moved by the rebalancer the workers' upkeep runs.
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
-shard 0 alone: flows,
-lifecycle event subscriptions, moving a lane and changing the shard count.
+shard 0 alone: a flow into a second sharded queue, moving a lane and changing the shard
+count.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from typing import Any, Final, Literal, TypeVar
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
+from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
 from echomq.engine.queue import DEFAULT_LEASE, Queue
@@ -54,7 +57,7 @@ from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_loa
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
-from echomq.errors import InvalidArgument
+from echomq.errors import InvalidArgument, Unsupported
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -76,6 +79,8 @@ class ShardedQueue(AcrossShards, Queue):
     its order, ceiling, rate, weight, pause, cooling, priority bands — is its shard's, exact;
     across shards the claims follow the lanes' weights (the error bound in the design page).
     """
+
+    _relay_due = False  # shard 0's own: see relay_due
 
     def __init__(
         self, placement: ShardMap, wire: Wire, *, refresh: float = REFRESH, **options: Any
@@ -156,8 +161,8 @@ class ShardedQueue(AcrossShards, Queue):
             raise InvalidArgument(
                 "shards",
                 shards,
-                f"queue {name!r} has {placement.shards} shards; changing the count is not "
-                "built yet (docs/concepts/shards.md, 'Changing S')",
+                f"queue {name!r} has {placement.shards} shards; change the count by drain and "
+                "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
             )
         return cls(placement, wire, **options)
 
@@ -460,6 +465,66 @@ class ShardedQueue(AcrossShards, Queue):
                 outcomes[i] = outcome
         return outcomes
 
+    # -- flows ---------------------------------------------------------------------------------
+
+    async def _add_flow(self, flow: Flow) -> FlowIds:
+        """:meth:`Queue.add_flow` on a sharded queue: the nodes grouped by their lane's shard,
+        one fenced ``flow.lua`` call per shard (and per other queue), the parents' first; a
+        child whose parent lives on another shard names that shard's tag as its parent's
+        queue, so its shard's upkeep relays its outcome there (docs/concepts/shards.md)."""
+        if not self.minter.is_ready:
+            await self.minter.ready()
+        placement = self.placement_map
+        laid = by_shard(
+            plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB")),
+            self.name,
+            placement.tags,
+            placement.shard_of,
+        )
+        shard_of_tag = {tag: k for k, tag in enumerate(placement.tags)}
+        others = [name for name in laid.writes if name not in shard_of_tag]
+        if others:
+            sharded = await self.wire.call_many(
+                [("EXISTS", Keyspace(name).directory) for name in others]
+            )
+            for name, found in zip(others, sharded, strict=True):
+                if found:
+                    raise Unsupported(
+                        f"a flow across two sharded queues ({self.name!r} and {name!r}) is not "
+                        "built yet (docs/concepts/shards.md)"
+                    )
+        await self._expect_parents(laid)
+        written = False
+        for where, nodes in laid.writes.items():
+            args = [node.args() for node in nodes]
+            k = shard_of_tag.get(where)
+            if k is None:
+                admitted, _existing = await self._engine_of(where).flow(args)
+            else:
+                shard = self.shards[k]
+                fence = placement.fence(node.group for node in nodes)
+                admitted, _existing = await shard.engine.flow(args, fence)
+                if admitted:  # each shard's events on its own channel (only while listened)
+                    for node in nodes:
+                        shard.publish("waiting" if node.children else "enqueued", node.id)
+            written = written or admitted
+        ids = laid.ids
+        return ids if written else FlowIds(ids.id, ids.queue, ids.children, "duplicate")
+
+    async def children(self, id: str) -> Children:
+        """What parent ``id``'s children left it, read on the parent's shard."""
+        return await Queue.children(await self._shard_of(id), id)
+
+    @property
+    def relay_due(self) -> bool:
+        """Some shard's completion appended to its flow outbox since its last upkeep: a
+        consumer runs the upkeep (every shard's, each relaying its own outbox) at once."""
+        return self._relay_due or any(shard.relay_due for shard in self.shards[1:])
+
+    @relay_due.setter
+    def relay_due(self, due: bool) -> None:
+        self._relay_due = due
+
     # -- by id (the shard that holds the job) --------------------------------------------------
 
     async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
@@ -527,6 +592,6 @@ async def _refuse_a_queue_with_work(wire: Wire, keys: Keyspace) -> None:
         raise InvalidArgument(
             "shards",
             "",
-            f"queue {keys.queue!r} holds jobs as a queue of one slot; making it sharded moves "
-            "its lanes, not built yet (docs/concepts/shards.md, 'Changing S')",
+            f"queue {keys.queue!r} holds jobs as a queue of one slot; shard it by drain and "
+            "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
         )

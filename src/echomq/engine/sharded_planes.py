@@ -10,8 +10,7 @@ from dataclasses import fields
 from typing import Any, TypeVar
 
 from echomq.engine.checks import MAX_CEILING, count
-from echomq.engine.events import Subscription
-from echomq.engine.flows import Flow, FlowIds
+from echomq.engine.events import Subscriptions
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import Lane
 from echomq.engine.options import PRIORITY_DEFAULT
@@ -19,8 +18,9 @@ from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateM
 from echomq.engine.queue import Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
+from echomq.engine.shard_stats import ShardStats, read_shard_stats
 from echomq.engine.shards import ShardMap
-from echomq.errors import Unsupported
+from echomq.errors import StateError
 
 _T = TypeVar("_T")
 
@@ -123,6 +123,12 @@ class AcrossShards:
     async def is_paused(self) -> bool:
         return all(await self._every(Queue.is_paused))
 
+    async def shard_stats(self) -> list[ShardStats]:
+        """Each shard in order: its tag, primary, lanes, jobs per state, active weight W_s
+        and claims/s (:class:`~echomq.engine.shard_stats.ShardStats`); every shard read at
+        once. The jobs per state sum to :meth:`counts`' (read at a slightly different time)."""
+        return await read_shard_stats(self.shards)
+
     async def has_work(self, scheduled_within: float = 0.0) -> bool:
         return any(await self._every(Queue.has_work, scheduled_within))
 
@@ -193,13 +199,36 @@ class AcrossShards:
         return sum(await self._every(Queue.drain, schedule=schedule, results=results))
 
     async def obliterate(self, *, force: bool = False) -> None:
-        """Delete every key of every shard, then the directory (every shard paused first; this
-        process's quota rounds stopped, so none writes a quota back)."""
-        await self.rebalancer.stop()
+        """Delete every key of every shard, the shards' fence (``owns``, ``moved``,
+        ``adopted``) and, last, the directory and its overrides: the name can then be opened
+        again, sharded with another count or not. Refused (:class:`StateError`) before
+        anything is deleted unless every shard is paused, and, without ``force``, while any
+        shard holds a leased job."""
+        found = await asyncio.gather(
+            *(
+                s.wire.call_many([("HGET", s.keys.meta, "paused"), ("EXISTS", s.keys.meta)])
+                for s in self.shards
+            ),
+            *(s.wire.call("ZCARD", s.keys.active) for s in self.shards),
+        )
+        shapes, held = found[: len(self.shards)], found[len(self.shards) :]
+        # A shard with no meta left was obliterated already (by a call that stopped midway).
+        if not all(paused or not int(exists) for paused, exists in shapes):
+            raise StateError("EMQSTATE obliterate refused: queue is not paused on every shard")
+        if not force and any(int(n) for n in held):
+            raise StateError("EMQSTATE obliterate refused: leased jobs present (use force)")
+        await self.rebalancer.stop()  # this process's quota rounds: none writes a quota back
         await self._every(Queue.obliterate, force=force)
-        for shard in self.shards:
-            await shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
-        await self.wire.call("DEL", self.keys.directory, self.keys.placed)
+        await asyncio.gather(
+            *(
+                shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
+                for shard in self.shards
+            )
+        )
+        # The directory last: a reader that finds it finds every shard it names. (The keys
+        # still planned, importing and migrating, join these deletes with the landing that
+        # writes them.)
+        await self.wire.call("DEL", self.keys.rebalancer, self.keys.placed, self.keys.directory)
 
     async def concurrency(self, ceiling: int | None) -> bool:
         """At most ``ceiling`` jobs of the queue leased at once, over every shard (None removes
@@ -221,11 +250,7 @@ class AcrossShards:
         value = None if max is None else rate_value(max, window, mode)
         return await self.rebalancer.set_budget("rate", value)
 
-    async def add_flow(self, flow: Flow, *, carries_context: bool = False) -> FlowIds:
-        raise Unsupported("flows on a sharded queue are not built yet (docs/concepts/shards.md)")
-
-    def subscribe(self) -> Subscription:
-        raise Unsupported(
-            "lifecycle events of a sharded queue are not built yet (each shard publishes on its "
-            "own channel)"
-        )
+    def subscribe(self) -> Subscriptions:
+        """A subscriber of every shard's lifecycle events as one (each shard publishes its own
+        jobs' on its own channel; on a cluster each channel is heard on its shard's node)."""
+        return Subscriptions([Queue.subscribe(shard) for shard in self.shards])

@@ -5,7 +5,7 @@ limiter and the dead letters. The dashboard, ``/metrics`` and the CLI all read t
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from echomq.engine.checks import text
@@ -14,6 +14,8 @@ from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.queue import Queue
 from echomq.engine.reads import queue_rate
 from echomq.engine.results import Counts, JobInfo, LaneInfo
+from echomq.engine.shard_stats import ShardStats
+from echomq.engine.sharded import ShardedQueue
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,10 +46,15 @@ class QueueSnapshot:
     policies: Policies | None = None
     #: Each lane with work: where a job enqueued on it now would stand (``queue.etas()``).
     etas: dict[str, Eta] = field(default_factory=dict)
+    #: A sharded queue's shards, each as read (empty for a queue of one slot).
+    shards: list[ShardStats] = field(default_factory=list)
 
     @property
     def service_rate(self) -> float:
-        """The queue's measured claims per second (0.0: none lately, or no lane with work)."""
+        """The queue's measured claims per second (0.0: none lately, or no lane with work);
+        a sharded queue's is the sum of its shards'."""
+        if self.shards:
+            return sum(shard.claims_per_second for shard in self.shards)
         return next((eta.service_rate for eta in self.etas.values()), 0.0)
 
     def as_json(self) -> dict[str, Any]:
@@ -86,6 +93,7 @@ class QueueSnapshot:
                 for lane in self.lanes
             ],
             "service_rate": self.service_rate,
+            "shards": [asdict(shard) for shard in self.shards],
             "ring": self.ring,
             "policies": None
             if self.policies is None
@@ -139,8 +147,9 @@ async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
 
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
-    """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them)."""
-    counts, lanes, ring, settings, policies, etas = await asyncio.gather(
+    """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them); a sharded
+    queue's figures are every shard's, summed or merged, with each shard's beside them."""
+    reads = asyncio.gather(
         queue.counts(),
         queue.lanes(),
         queue.ring(),
@@ -148,11 +157,30 @@ async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
         queue.policies(),
         queue.etas(),
     )
+    (counts, lanes, ring, settings, policies, etas), shards = await asyncio.gather(
+        reads, _shards(queue)
+    )
     paused, concurrency, limiter = settings
+    if shards:
+        paused = all(shard.paused for shard in shards)  # as is_paused: the whole queue
     dead_jobs = await queue.dead(dead) if dead > 0 else []
     return QueueSnapshot(
-        queue.name, paused, concurrency, limiter, counts, lanes, ring, dead_jobs, policies, etas
+        queue.name,
+        paused,
+        concurrency,
+        limiter,
+        counts,
+        lanes,
+        ring,
+        dead_jobs,
+        policies,
+        etas,
+        shards,
     )
+
+
+async def _shards(queue: Queue) -> list[ShardStats]:
+    return await queue.shard_stats() if isinstance(queue, ShardedQueue) else []
 
 
 async def queue_exists(queue: Queue) -> bool:

@@ -54,6 +54,7 @@ from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
 from echomq.engine.results import FINISHED, Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.scripts import ScriptRegistry
+from echomq.engine.shards import ShardMap
 from echomq.engine.transitions import ADMIT_CHUNK, _admitted
 from echomq.errors import (
     Closed,
@@ -200,10 +201,19 @@ class SyncQueue:
         codec: Codec | None = None,
         result_ttl: float = 0.0,
         durability: Durability | None = None,
+        shard: tuple[ShardMap, int] | None = None,
     ) -> None:
         if not seeds:
             raise InvalidArgument("seeds", seeds, "a sync queue needs at least one server")
-        self.keys = Keyspace(name)
+        #: The placement its admissions are fenced by, and which shard it is (on a shard of a
+        #: sharded queue, ``ShardedSyncQueue``'s); None and 0 for a queue of one slot.
+        self.placement: ShardMap | None = None
+        self.shard = 0
+        if shard is None:
+            self.keys = Keyspace(name)
+        else:
+            self.placement, self.shard = shard
+            self.keys = self.placement.keyspace(self.shard)
         self.name = name
         self.result_ttl_ms = ms(result_ttl, "result_ttl", most=MAX_RESULT_TTL)
         self.durability = validate_durability(durability, seeds[0].call_timeout)
@@ -252,16 +262,20 @@ class SyncQueue:
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
         queue = cls(name, seeds, codec=codec, result_ttl=result_ttl, durability=durability)
         try:
-            router = queue._process.router
-            router.start()
-            if queue.durability is not None:
-                address = router.address(queue._slot)
-                info = router.call(queue._slot, pack(("INFO", "persistence")))
-                check_persistence(error_of(info), queue.durability, address)
+            queue._start()
         except BaseException:
             queue.close()
             raise
         return queue
+
+    def _start(self) -> None:
+        """Check the wire version fence, and that the server can give the durability asked."""
+        router = self._process.router
+        router.start()
+        if self.durability is not None:
+            address = router.address(self._slot)
+            info = router.call(self._slot, pack(("INFO", "persistence")))
+            check_persistence(error_of(info), self.durability, address)
 
     def close(self) -> None:
         """Give the id node back and close every thread's socket. Idempotent."""
@@ -319,7 +333,11 @@ class SyncQueue:
             process = self._here()
         item = admission(self.codec, process.mint, payload, options)
         before = process.router.reconnects, process.router.ask
-        command = self._prefix + pack(item)[self._item_cut :]
+        if self.placement is None:
+            command = self._prefix + pack(item)[self._item_cut :]
+        else:  # a shard's: the item fenced by the placement (docs/concepts/shards.md)
+            fence = self.placement.fence((item.group,))
+            command = pack((*self._head, *admission_argv([item], fence)))
         reply = process.router.call(self._slot, command, self._enqueue)
         if type(reply) is not list:
             raise error_of(reply) if type(reply) is ReplyError else WireError(repr(reply))
@@ -402,9 +420,36 @@ class SyncQueue:
         admissions = batch.admissions
         if not admissions:
             return batch.verdicts
+        verdicts = batch.settle(self._replies(process, admissions))
+        if self._listened(process):
+            self._emit(
+                process,
+                [
+                    {"event": v.kind, "job": v.id}
+                    for v in verdicts
+                    if v.kind in ("enqueued", "scheduled")
+                ],
+            )
+        return verdicts
+
+    def _replies(self, process: _Process, admissions: list[Admission]) -> list[Any]:
+        """The script's reply per item (an error for the items of a chunk refused whole),
+        in order; on a shard fenced by its placement."""
         chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
         head = self._head
-        commands = [pack((*head, *admission_argv(chunk))) for chunk in chunks]
+        placement = self.placement
+        commands = [
+            pack(
+                (
+                    *head,
+                    *admission_argv(
+                        chunk,
+                        None if placement is None else placement.fence(a.group for a in chunk),
+                    ),
+                )
+            )
+            for chunk in chunks
+        ]
         before = process.router.reconnects, process.router.ask
         answers = process.router.call_each(self._slot, commands, self._enqueue)
         replies: list[Any] = []
@@ -419,17 +464,7 @@ class SyncQueue:
             short = self._waited(process, before, [a.id for a in admissions], duplicate)
             if short is not None:  # every item written may not survive a crash: unknown
                 replies = [r if isinstance(r, EchoMQError) else short for r in replies]
-        verdicts = batch.settle(replies)
-        if self._listened(process):
-            self._emit(
-                process,
-                [
-                    {"event": v.kind, "job": v.id}
-                    for v in verdicts
-                    if v.kind in ("enqueued", "scheduled")
-                ],
-            )
-        return verdicts
+        return replies
 
     def _waited(
         self,

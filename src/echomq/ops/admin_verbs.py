@@ -1,6 +1,7 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
 resume, cool, uncool, weight, limit, fairness, reprocess, remove, cancel, drain. Tables for
-people (rich), ``--json`` for scripts.
+people (rich), ``--json`` for scripts. A sharded queue is opened as one (``open_queue``): every
+verb reads or writes all its shards, and ``stats`` shows each shard besides the sums.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).
@@ -17,6 +18,7 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from echomq.engine.checks import count
+from echomq.engine.opening import connect_queue
 from echomq.engine.queue import Queue
 from echomq.engine.snapshot import eta_json, queue_exists, read_snapshot
 from echomq.wire.url import redact_url
@@ -118,7 +120,8 @@ async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
     data = snap.as_json()
     return {**data["counts"], "paused": snap.paused, "concurrency": snap.concurrency,
             "limiter": data["limiter"], "fairness": dataclasses.asdict(fairness),
-            "lane_default": json.loads(policies.default.to_json())}  # fmt: skip
+            "lane_default": json.loads(policies.default.to_json()),
+            **({"shards": data["shards"]} if snap.shards else {})}  # fmt: skip
 
 
 async def _lanes(queue: Queue, args: argparse.Namespace) -> Any:
@@ -259,7 +262,7 @@ async def run(url: str, args: argparse.Namespace) -> Any:
     """Connect, refuse an unknown queue, run the verb, close."""
     # A cancel keeps the cancelled row (``--keep``) as an app's queue keeps results.
     keep = getattr(args, "keep", 0.0)
-    queue = await Queue.connect(url, args.queue, pool_size=1, events=False, result_ttl=keep)
+    queue = await connect_queue(url, args.queue, pool_size=1, events=False, result_ttl=keep)
     try:
         if not await queue_exists(queue):
             # Name the server: the usual cause is the right name on the wrong server.
@@ -290,8 +293,15 @@ def show(command: str, data: Any, as_json: bool) -> None:
             [["" if v is None else _shown(str(v)) for v in r.values()] for r in data],
         )
     elif command == "stats":
-        rows = [[k, json.dumps(v) if isinstance(v, dict) else str(v)] for k, v in data.items()]
+        shards = data.get("shards", [])
+        rows = [
+            [k, json.dumps(v) if isinstance(v, dict) else str(v)]
+            for k, v in data.items()
+            if k != "shards"
+        ]
         _table(["state", "value"], rows)
+        if shards:
+            _table(list(_SHARD_COLUMNS), [_shard_row(shard) for shard in shards])
     elif command == "job":
         for key, value in data.items():
             if key == "group":
@@ -306,6 +316,34 @@ def show(command: str, data: Any, as_json: bool) -> None:
     else:
         fields = {k: _shown(v) if isinstance(v, str) else v for k, v in data.items()}
         print(", ".join(f"{k}: {v}" for k, v in fields.items() if v is not None))
+
+
+#: ``stats``' table of shards: its heading -> the field of ``ShardStats`` it shows.
+_SHARD_COLUMNS = {
+    "shard": "shard",
+    "tag": "tag",
+    "primary": "primary",
+    "lanes": "lanes",
+    "pending": "pending",
+    "leased": "leased",
+    "scheduled": "scheduled",
+    "dead": "dead",
+    "W_s": "weight",
+    "band": "band",
+    "claims/s": "claims_per_second",
+    "paused": "paused",
+}
+
+
+def _shard_row(shard: dict[str, Any]) -> list[str]:
+    cells = []
+    for field in _SHARD_COLUMNS.values():
+        value = shard[field]
+        if field == "claims_per_second":
+            cells.append(f"{value:.1f}")
+        else:
+            cells.append("-" if value is None else _shown(str(value)))
+    return cells
 
 
 def _shown(value: str) -> str:
@@ -335,6 +373,7 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
     """A rich table (the ``echomq[cli]`` extra), or aligned plain columns without it."""
     try:
         from rich.console import Console
+        from rich.measure import Measurement
         from rich.table import Table
         from rich.text import Text
     except ImportError:
@@ -347,5 +386,6 @@ def _table(header: list[str], rows: list[list[str]]) -> None:
         table.add_row(*(Text(cell) for cell in row))  # a cell is text, never rich markup
     console = Console(soft_wrap=False)
     if not console.is_terminal:  # piped: every column whole, however wide
-        console = Console(soft_wrap=False, width=max(console.width, 160))
+        widest = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        console = Console(soft_wrap=False, width=max(console.width, 160, widest))
     console.print(table)

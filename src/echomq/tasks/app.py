@@ -21,8 +21,8 @@ from echomq.engine.keys import Keyspace
 from echomq.engine.policies import Policy, policy_args
 from echomq.engine.queue import Queue
 from echomq.engine.sharded import ShardedQueue
-from echomq.engine.shards import check_shards
-from echomq.errors import Closed, InvalidArgument, Unsupported
+from echomq.engine.shards import check_shards, read_map
+from echomq.errors import Closed, InvalidArgument
 from echomq.tasks.batch import BatchFn, Batching, BatchTask
 from echomq.tasks.context import Context, TaskOutcome
 from echomq.tasks.eager import EagerProducer
@@ -358,8 +358,8 @@ class App:
                 raise InvalidArgument("wire", wire, "the app is connected already: close it first")
             self._borrow(wire, minter)
         await self._connected()
-        for name in self.shards:
-            await self.open_queue(name)
+        for name in dict.fromkeys([self.default_queue, *self.shards]):
+            await self.open_queue(name)  # sharded or not, as its keys say
         for name in list(self._policies):
             await self._apply_lanes(self.queue(name))
         return self
@@ -403,8 +403,16 @@ class App:
 
     async def open_queue(self, name: str) -> Queue:
         """:meth:`queue`, connecting first if need be (enqueues connect on first use), with its
-        lane policies (:meth:`lanes`) applied (once per process)."""
+        lane policies (:meth:`lanes`) applied (once per process). A queue that has a shard
+        directory opens as a :class:`ShardedQueue` though the app was not given ``shards=`` for
+        it (one read at its first open)."""
         wire = await self._connected()
+        if name not in self._queues and name not in self.shards:
+            # A queue made sharded elsewhere (another app, the operator) is found by its
+            # directory: one read at the first open, so no process serves its shard 0 alone.
+            placement = await read_map(wire, Keyspace(name))
+            if placement is not None:
+                self.shards[name] = placement.shards
         if name in self.shards and name not in self._queues:
             self._queues[name] = await ShardedQueue.open(
                 name, wire, shards=self.shards[name], **self._queue_options()
@@ -441,34 +449,36 @@ class App:
         }
 
     def sync_queue(self, name: str | None = None) -> SyncQueue:
-        """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe)."""
+        """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe); a
+        ``ShardedSyncQueue`` for a queue of ``shards=``, which must exist (the app's
+        ``connect`` or a worker's open makes it)."""
         name = self.default_queue if name is None else name
         if type(name) is not str:  # the hot path's lookup needs a str (a list is unhashable)
             Keyspace(name)
         found = self._sync_queues.get(name)  # the hot path: made already, no lock to take
         if found is not None:
             return found
-        if name in self.shards:
-            raise Unsupported(
-                f"queue {name!r} is sharded: its blocking producer is not built yet "
-                "(docs/concepts/shards.md); enqueue from async code"
-            )
         if self._lent and not self._url_given:
             raise InvalidArgument(
                 "url", None, "an app on a lent wire has no sync queues unless given url= too"
             )
+        from echomq.engine.sharded_sync import ShardedSyncQueue
         from echomq.engine.sync_queue import SyncQueue
 
         with self._sync_lock:
             found = self._sync_queues.get(name)
             if found is None:
-                found = SyncQueue.connect(
-                    self.url,
-                    name,
-                    codec=self.codec,
-                    result_ttl=self.result_ttl,
-                    durability=self.durability,
-                )
+                options: dict[str, Any] = {
+                    "codec": self.codec,
+                    "result_ttl": self.result_ttl,
+                    "durability": self.durability,
+                }
+                if name in self.shards:  # its directory made by the app's (or a worker's) open
+                    found = ShardedSyncQueue.connect(
+                        self.url, name, shards=self.shards[name], **options
+                    )
+                else:
+                    found = SyncQueue.connect(self.url, name, **options)
                 self._sync_queues[name] = found
             return found
 

@@ -251,7 +251,7 @@ class AppWorker:
                     await hook(self.state)
                 except Exception as exc:
                     raise HookFailed(_name(hook), exc) from exc
-            queues = [app.queue(name) for name in self.queues]
+            queues = [await app.open_queue(name) for name in self.queues]
             dispatcher = Dispatcher(app, self.options, self.state)
             # Only the idle check needs every settle seen: a plain run hands the consumers the
             # caller's observer (or none), one call less per job.

@@ -1,0 +1,110 @@
+"""What an operator reads per shard of a sharded queue: where it lives, what it holds, the
+active weight its ring brings to the stride, and the claims it serves (``ShardedQueue
+.shard_stats``, shown by ``echomq stats``, the dashboard and ``/metrics``;
+docs/concepts/shards.md, "One logical queue")."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from echomq.engine.checks import text
+from echomq.engine.eta import measured_rate
+from echomq.engine.keys import SLOTS, crc16
+from echomq.engine.queue import Queue
+from echomq.engine.results import Counts
+from echomq.engine.shard_schedule import shard_load
+
+
+@dataclass(frozen=True, slots=True)
+class ShardStats:
+    """One shard as one read saw it (the shards are read at once, not at one instant).
+
+    ``shard``: its index; ``tag``: its hash tag; ``primary``: the address of the server that
+    holds it (its primary on a cluster). ``lanes``: lanes holding pending jobs; ``pending``,
+    ``leased``, ``scheduled``, ``dead``: its jobs per state (the queue's counts are the sums).
+    ``band`` and ``weight``: its most urgent band with a serviceable lane and that band's active
+    weight W_s, what the workers' stride shares claims by (``band`` None and ``weight`` 0: no
+    lane to serve). ``claims_per_second``: the claims it served lately, as the engine measures
+    them for ETAs (5 s time constant; 0.0: none). ``paused``: the queue's pause, as this shard
+    holds it."""
+
+    shard: int
+    tag: str
+    primary: str
+    paused: bool
+    lanes: int
+    pending: int
+    leased: int
+    scheduled: int
+    dead: int
+    band: int | None
+    weight: int
+    claims_per_second: float
+
+
+async def read_shard_stats(shards: Sequence[Queue]) -> list[ShardStats]:
+    """Every shard of ``shards`` (a sharded queue's, in order) read at once: its counts (one
+    script) and its ring weights, pause and claim rate (one pipelined read), beside the
+    server's clock."""
+    wire = shards[0].wire
+    clock, *each = await asyncio.gather(wire.call("TIME"), *(_read(shard) for shard in shards))
+    now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
+    stats = []
+    for shard, (counts, (counters, dweight, paused, rate, served)) in zip(
+        shards, each, strict=True
+    ):
+        load = shard_load(counters, dweight)
+        stats.append(
+            ShardStats(
+                shard=shard.shard,
+                tag=shard.keys.tag,
+                primary=_primary(shard),
+                paused=bool(paused),
+                lanes=counts.lanes,
+                pending=counts.pending,
+                leased=counts.active,
+                scheduled=counts.scheduled,
+                dead=counts.dead,
+                band=load.band if load.is_active else None,
+                weight=load.weight,
+                claims_per_second=_claim_rate(rate, served, now_ms),
+            )
+        )
+    return stats
+
+
+async def _read(shard: Queue) -> tuple[Counts, list[Any]]:
+    keys = shard.keys
+    reply: list[Any]
+    counts, reply = await asyncio.gather(
+        Queue.counts(shard),  # the shard's own: a sharded queue's shard 0 sums every shard
+        shard.wire.call_many(
+            [
+                ("HGETALL", keys.ringweight),
+                ("HGET", keys.meta, "dweight"),
+                ("HGET", keys.meta, "paused"),
+                ("HGET", keys.rates, ""),
+                ("HGET", keys.served, ""),
+            ]
+        ),
+    )
+    return counts, reply
+
+
+def _claim_rate(rate: Any, served: Any, now_ms: int) -> float:
+    """The shard's claims per second: its folded rate (``rate:at:since``) decayed to now plus
+    the claims counted since its ``at``, as eta.lua's readers take the queue's."""
+    raw = None if rate in (None, b"", "") else text(rate)
+    last = int(float(raw.split(":")[1])) if raw is not None else now_ms
+    return measured_rate(raw, int(served or 0), last, now_ms)
+
+
+def _primary(shard: Queue) -> str:
+    """Where the shard's keys live: its slot's primary on a cluster, else the server."""
+    owner = getattr(shard.wire, "owner", None)
+    if owner is None:
+        return str(shard.wire.options.address)
+    return str(owner(crc16(shard.keys.tag.encode()) % SLOTS).address)

@@ -1,0 +1,305 @@
+"""The blocking producer of a sharded queue: :class:`ShardedSyncQueue`, a :class:`SyncQueue`
+whose own keyspace is shard 0 and which sends each admission to its lane's shard, fenced, as
+:class:`~echomq.engine.sharded.ShardedQueue` does (docs/concepts/shards.md, "The fence").
+
+The directory is read once at open. A shard's ``LaneMoved`` refusal reads it once more and
+sends the refused items where it now places their lanes (or to the shard the refusal names),
+with the same ids; refused again, the refusal is the answer. Reads by id find the job's shard
+by one ``EXISTS`` per shard.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from echomq.engine import ids as _ids
+from echomq.engine.durability import Durability
+from echomq.engine.eta import Eta
+from echomq.engine.keys import DEFAULT_GROUP, Keyspace, slot, validate_group
+from echomq.engine.options import Admission, JobOptions
+from echomq.engine.policies import Policy, Rate
+from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
+from echomq.engine.shards import ShardMap, check_shards
+from echomq.engine.sync_queue import SyncQueue, _Process
+from echomq.errors import EchoMQError, InvalidArgument, LaneMoved, ServerError
+from echomq.wire.blocking import error_of, pack
+from echomq.wire.codec import Codec
+from echomq.wire.url import ConnectionOptions, seeds_from_url
+
+
+class ShardedSyncQueue(SyncQueue):
+    """The producer side of a sharded queue, blocking: ``ShardedSyncQueue.connect(url, name,
+    shards=S)``, the queue opened once by :meth:`ShardedQueue.connect` (which makes its
+    shards; a worker's open does).
+
+    :class:`SyncQueue`'s verbs, each on the shard of the job's lane: ``enqueue_many`` sends
+    each shard its items (one pipelined call per shard holding some), verdicts in input order;
+    ``job``, ``state``, ``wait``, ``cancel``, ``logs``, ``position`` find the job's shard;
+    ``configure_lane`` and ``lane_eta`` go to the lane's; ``apply_policies`` to every shard.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        seeds: Sequence[ConnectionOptions],
+        *,
+        codec: Codec | None = None,
+        result_ttl: float = 0.0,
+        durability: Durability | None = None,
+    ) -> None:
+        super().__init__(name, seeds, codec=codec, result_ttl=result_ttl, durability=durability)
+        #: The shards, in order: shard 0 is this queue itself (placed at open).
+        self.shards: tuple[SyncQueue, ...] = (self,)
+
+    @classmethod
+    def connect(  # type: ignore[override]
+        cls,
+        url: str | ConnectionOptions,
+        name: str,
+        *,
+        shards: int,
+        codec: Codec | None = None,
+        result_ttl: float = 0.0,
+        durability: Durability | None = None,
+    ) -> ShardedSyncQueue:
+        """Connect to ``url`` and read the directory of the sharded queue ``name``, which must
+        hold ``shards`` shards (``InvalidArgument`` naming ``shards`` when it holds another
+        count, or none: the queue's first :meth:`ShardedQueue.connect` makes it)."""
+        Keyspace(name)  # validates before connecting
+        check_shards(shards)
+        seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
+        queue = cls(name, seeds, codec=codec, result_ttl=result_ttl, durability=durability)
+        try:
+            queue._open(shards)
+        except BaseException:
+            queue.close()
+            raise
+        return queue
+
+    def _open(self, shards: int) -> None:
+        """Start the wire, read the directory, and take its placement."""
+        self._start()
+        placement = self._read_map()
+        if placement is None:
+            raise InvalidArgument(
+                "shards",
+                shards,
+                f"queue {self.name!r} has no shard directory: a ShardedQueue.connect(url, "
+                f"{self.name!r}, shards={shards}) makes it (a worker's, or the app's connect)",
+            )
+        if placement.shards != shards:
+            raise InvalidArgument(
+                "shards",
+                shards,
+                f"queue {self.name!r} has {placement.shards} shards; change the count by drain "
+                "and switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
+            )
+        self._place(placement)
+
+    def close(self) -> None:
+        for shard in self.shards[1:]:
+            shard.close()  # they run on this queue's process, closed below
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"ShardedSyncQueue({self.name!r}, shards={len(self.shards)})"
+
+    # -- placement -----------------------------------------------------------------------------
+
+    @property
+    def placement_map(self) -> ShardMap:
+        """Where every lane lives, as last read from the directory."""
+        assert self.placement is not None, "placed at connect"
+        return self.placement
+
+    def _read_map(self) -> ShardMap | None:
+        """The map the directory holds (one round trip), None when it has none."""
+        router = self._here().router
+        commands = [pack(("HGETALL", self.keys.directory)), pack(("HGETALL", self.keys.placed))]
+        directory, placed = (error_of(reply) for reply in router.call_each(self._slot, commands))
+        for reply in (directory, placed):
+            if isinstance(reply, EchoMQError):
+                raise reply
+        if not directory:
+            return None
+        return ShardMap.from_stored(_fields(directory), _fields(placed))
+
+    def _place(self, placement: ShardMap) -> None:
+        """Take ``placement``: the shards' fences follow it (new shard queues for new tags)."""
+        if self.placement is not None and self.placement.tags == placement.tags:
+            for shard in self.shards:
+                shard.placement = placement
+            return
+        self.placement = placement
+        self.shards = (self, *(_Shard(self, placement, k) for k in range(1, placement.shards)))
+
+    def _reread(self) -> None:
+        """Read the directory again (a shard refused a lane as moved) and take what it holds."""
+        current = self._read_map()
+        if current is not None:
+            self._place(current)
+
+    def _retarget(self, lane: str, refused: Any, tried: int) -> int | None:
+        """Where to send again an item of ``lane`` that shard ``tried`` refused (``refused``,
+        a :class:`LaneMoved`): where the map read again places it, else the shard the refusal
+        names; None when neither is another shard (the refusal is the answer)."""
+        k = self.placement_map.shard_of(lane)
+        named = refused.shard
+        if k == tried and named is not None and 0 <= named < len(self.shards):
+            k = named
+        return None if k == tried else k
+
+    def _lane_shard(self, lane: str | None) -> int:
+        return self.placement_map.shard_of(DEFAULT_GROUP if lane is None else validate_group(lane))
+
+    # -- admission (the lane's shard) ----------------------------------------------------------
+
+    def _admit(self, payload: Any, options: JobOptions) -> Verdict:
+        lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
+        k = self.placement_map.shard_of(lane)
+        try:
+            return SyncQueue._admit(self.shards[k], payload, options)
+        except LaneMoved as refused:
+            self._reread()
+            again = self._retarget(lane, refused, k)
+            if again is None:
+                raise
+            return SyncQueue._admit(self.shards[again], payload, options)
+
+    def _replies(self, process: _Process, admissions: list[Admission]) -> list[Any]:
+        """Each shard its items (one pipelined call per shard); the items a shard refused as
+        moved sent once more where the directory read again places them."""
+        placement = self.placement_map
+        shards = [placement.shard_of(item.group) for item in admissions]
+        replies = self._scatter(process, admissions, shards)
+        moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
+        if not moved:
+            return replies
+        self._reread()
+        again: list[int] = []
+        targets: list[int] = []
+        for i in moved:
+            k = self._retarget(admissions[i].group, replies[i], shards[i])
+            if k is not None:
+                again.append(i)
+                targets.append(k)
+        answers = self._scatter(process, [admissions[i] for i in again], targets)
+        for i, answer in zip(again, answers, strict=True):
+            replies[i] = answer
+        return replies
+
+    def _scatter(
+        self, process: _Process, admissions: list[Admission], shards: list[int]
+    ) -> list[Any]:
+        """``admissions[i]`` sent to shard ``shards[i]``, a call per shard; replies in order."""
+        parts: dict[int, list[int]] = {}
+        for i, k in enumerate(shards):
+            parts.setdefault(k, []).append(i)
+        replies: list[Any] = [None] * len(admissions)
+        for k, positions in parts.items():
+            part = SyncQueue._replies(self.shards[k], process, [admissions[i] for i in positions])
+            for i, reply in zip(positions, part, strict=True):
+                replies[i] = reply
+        return replies
+
+    # -- lanes ---------------------------------------------------------------------------------
+
+    def configure_lane(
+        self,
+        group: str,
+        *,
+        limit: int | None = None,
+        rate: Rate | tuple[int, float] | None = None,
+        cap: int | None = None,
+    ) -> None:
+        shard = self.shards[self._lane_shard(group)]
+        SyncQueue.configure_lane(shard, group, limit=limit, rate=rate, cap=cap)
+
+    def apply_policies(
+        self,
+        policies: Mapping[str, Policy] | None = None,
+        /,
+        *,
+        default: Policy | None = None,
+        **lanes: Policy,
+    ) -> int:
+        """Every shard holds the default; each named lane's own policy goes to its shard. The
+        settings changed on every shard, summed (a default changed counts once per shard)."""
+        named = {**(policies or {}), **lanes}
+        per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
+        for lane, policy in named.items():
+            per_shard[self._lane_shard(lane)][lane] = policy
+        return sum(
+            SyncQueue.apply_policies(shard, per_shard[k], default=default)
+            for k, shard in enumerate(self.shards)
+        )
+
+    def lane_eta(self, group: str) -> Eta:
+        return SyncQueue.lane_eta(self.shards[self._lane_shard(group)], group)
+
+    # -- by id (the shard that holds the job) --------------------------------------------------
+
+    def _shard_of_id(self, id: str) -> SyncQueue:
+        """The shard whose row of job ``id`` exists (one ``EXISTS`` per shard, in turn), else
+        shard 0, which answers as for no such job."""
+        job_id = _ids.validate(id, "JOB", "job id")
+        router = self._here().router
+        for shard in self.shards:
+            exists = pack(("EXISTS", shard.keys.job(job_id)))
+            found = error_of(router.call(slot(shard.keys.root), exists))
+            if isinstance(found, ServerError):
+                raise found
+            if found:
+                return shard
+        return self
+
+    def job(self, id: str) -> JobInfo | None:
+        return SyncQueue.job(self._shard_of_id(id), id)
+
+    def state(self, id: str) -> JobState:
+        return SyncQueue.state(self._shard_of_id(id), id)
+
+    def logs(self, id: str, limit: int = 100) -> list[str]:
+        return SyncQueue.logs(self._shard_of_id(id), id, limit)
+
+    def position(self, id: str) -> Eta | None:
+        return SyncQueue.position(self._shard_of_id(id), id)
+
+    def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
+        return SyncQueue.wait(self._shard_of_id(id), id, timeout)
+
+    def cancel(self, id: str, reason: str = "") -> Cancellation:
+        return SyncQueue.cancel(self._shard_of_id(id), id, reason)
+
+
+class _Shard(SyncQueue):
+    """Shard k >= 1 of a :class:`ShardedSyncQueue`: its keyspace and fence, on its home's
+    process (router and id node lease; a forked child's are the home's new ones)."""
+
+    def __init__(self, home: ShardedSyncQueue, placement: ShardMap, k: int) -> None:
+        super().__init__(
+            home.name,
+            home.seeds,
+            codec=home.codec,
+            result_ttl=home.result_ttl_ms / 1000,
+            durability=home.durability,
+            shard=(placement, k),
+        )
+        self._home = home
+        self._process = home._process
+        self.spans = home.spans
+
+    def _here(self) -> _Process:
+        self._process = self._home._here()
+        return self._process
+
+    def close(self) -> None:
+        """Closed with its home, whose process (router, id node) it runs on."""
+        self._closed = True
+
+
+def _fields(reply: Any) -> dict[bytes, bytes]:
+    if isinstance(reply, dict):
+        return reply
+    return dict(zip(reply[::2], reply[1::2], strict=True))

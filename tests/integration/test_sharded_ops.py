@@ -1,0 +1,245 @@
+"""A sharded queue operated as one (docs/concepts/shards.md, "One logical queue"): opened by
+its name as what it is, each shard's figures beside the sums (``shard_stats``, ``echomq
+stats``), the CLI's verbs reaching every shard, and an obliterate that leaves no key of any
+shard, so the name can be made again with another shard count."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from echomq.cli import main
+from echomq.consumers import ConsumerOptions, serve
+from echomq.engine import (
+    Empty,
+    Item,
+    Job,
+    Policy,
+    Queue,
+    ShardedQueue,
+    ShardMap,
+    connect_queue,
+    open_queue,
+)
+from echomq.errors import StateError
+from echomq.testing import claim_job, discard
+
+SHARDED = pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
+
+
+def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str) -> list[list[str]]:
+    """``per_shard[k]`` lane names that live on shard k, for each shard."""
+    found: list[list[str]] = [[] for _ in per_shard]
+    i = 0
+    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
+        lane = f"{prefix}{i}"
+        k = placement.shard_of(lane)
+        if len(found[k]) < per_shard[k]:
+            found[k].append(lane)
+        i += 1
+    return found
+
+
+@dataclass(frozen=True)
+class Ran:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture
+def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Any:
+    """``echomq`` run in a thread (it runs its own event loop), its output captured."""
+
+    async def run(*argv: str) -> Ran:
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, ["--url", valkey_url, *argv])
+        out, err = capsys.readouterr()
+        return Ran(code, out, err)
+
+    return run
+
+
+async def _keys_of(wire: Any, name: str) -> list[bytes]:
+    """Every key of queue ``name`` and of its shards, found by SCAN (shard tags: ``name~…``)."""
+    found: list[bytes] = []
+    for pattern in (f"emq:{{{name}}}*", f"emq:{{{name}~*"):
+        cursor = b"0"
+        while True:
+            cursor, keys = await wire.call("SCAN", cursor, "MATCH", pattern, "COUNT", 1000)
+            found += keys
+            if cursor in (b"0", 0, "0"):
+                break
+    return found
+
+
+@SHARDED
+async def test_a_queue_opened_by_name_is_what_its_keys_say(
+    queue: ShardedQueue, valkey_url: str, queue_name: str
+) -> None:
+    found = await open_queue(queue.name, queue.wire, events=False)
+    try:
+        assert isinstance(found, ShardedQueue)
+        assert found.placement_map == queue.placement_map
+    finally:
+        await found.close()
+    plain = await open_queue(f"{queue_name}-plain", queue.wire)
+    assert type(plain) is Queue
+    await plain.close()
+    connected = await connect_queue(valkey_url, queue.name)
+    try:
+        assert isinstance(connected, ShardedQueue)
+        await connected.enqueue("seen by the test's own queue")
+    finally:
+        await connected.close()
+    assert (await queue.counts()).pending == 1  # the test's wire outlived connected's
+
+
+@SHARDED
+async def test_shard_stats_count_each_lanes_jobs_on_its_shard_and_sum_to_the_queue(
+    queue: ShardedQueue,
+) -> None:
+    """Two lanes on shard 0, one on shard 1, two on shard 2 (one of weight 3): each shard's
+    pending are its lanes' jobs, its W_s its ringed lanes' weights, and the sums the queue's."""
+    placement = queue.placement_map
+    per_shard = lanes_on(placement, [2, 1, 2], "s")
+    heavy = per_shard[2][1]
+    await queue.apply_policies(**{heavy: Policy(weight=3)})
+    jobs = {lane: 2 + i for i, lane in enumerate(lane for part in per_shard for lane in part)}
+    await queue.enqueue_many(Item(n, lane=lane) for lane, many in jobs.items() for n in range(many))
+    claimed = await queue.shards[1].claim_batch(2)  # shard 1's only lane: 2 of its 4 jobs
+    assert isinstance(claimed, list)
+    assert len(claimed) == 2
+    stats, counts = await asyncio.gather(queue.shard_stats(), queue.counts())
+    assert [s.shard for s in stats] == [0, 1, 2]
+    assert [s.tag for s in stats] == list(placement.tags)
+    assert {s.primary for s in stats} == {queue.wire.options.address}
+    for k, shard in enumerate(stats):
+        assert shard.pending == sum(jobs[lane] for lane in per_shard[k]) - (2 if k == 1 else 0)
+        assert shard.lanes == len(per_shard[k])
+        assert shard.leased == (2 if k == 1 else 0)
+        assert not shard.paused
+    assert [s.weight for s in stats] == [2, 1, 1 + 3]
+    assert sum(s.pending for s in stats) == counts.pending
+    assert sum(s.leased for s in stats) == counts.active
+    assert sum(s.lanes for s in stats) == counts.lanes
+    assert stats[1].claims_per_second > 0  # the shard that served the claims, and only it
+    assert stats[0].claims_per_second == stats[2].claims_per_second == 0.0
+
+
+@SHARDED
+async def test_the_cli_reads_and_steers_every_shard(queue: ShardedQueue, cli: Any) -> None:
+    placement = queue.placement_map
+    (a,), (b,), (c,) = lanes_on(placement, [1, 1, 1], "c")
+    await queue.enqueue_many(
+        [Item(n, lane=a) for n in range(3)]
+        + [Item(n, lane=b) for n in range(2)]
+        + [Item(n, lane=c) for n in range(4)]
+    )
+    stats = (await cli("--json", "stats", queue.name)).json()
+    assert stats["pending"] == 9
+    assert [s["pending"] for s in stats["shards"]] == [3, 2, 4]
+    assert [s["tag"] for s in stats["shards"]] == list(placement.tags)
+    table = await cli("stats", queue.name)
+    assert table.code == 0
+    assert "W_s" in table.out
+    assert placement.tags[2] in table.out, table.out
+    lanes = {
+        row["group"]: row["depth"] for row in (await cli("--json", "lanes", queue.name)).json()
+    }
+    assert lanes == {a: 3, b: 2, c: 4}
+
+    paused = await cli("--json", "pause", queue.name)
+    assert paused.json()["changed"] is True
+    assert [await Queue.is_paused(shard) for shard in queue.shards] == [True] * 3
+    assert (await cli("--json", "stats", queue.name)).json()["paused"] is True
+    await cli("resume", queue.name)
+    assert [await Queue.is_paused(shard) for shard in queue.shards] == [False] * 3
+
+    assert (await cli("pause", queue.name, c)).code == 0  # the lane, on shard 2
+    [info] = await Queue.lanes(queue.shards[2], [c])
+    assert info.paused
+    await cli("resume", queue.name, c)
+
+    job = await claim_job(queue)
+    assert await queue.retry(job, max_attempts=1, error="boom") == "dead"
+    dead = (await cli("--json", "dead", queue.name)).json()
+    assert [(d["id"], d["group"]) for d in dead] == [(job.id, job.lane)]
+    assert (await cli("reprocess", queue.name, job.id)).code == 0
+    assert await queue.state(job.id) == "pending"
+
+    drained = await cli("--json", "drain", queue.name, "--yes")
+    assert drained.json()["drained"] == 9
+    assert [s.pending for s in await queue.shard_stats()] == [0, 0, 0]
+
+
+async def test_obliterate_leaves_no_key_of_any_shard_and_the_name_can_be_made_again(
+    valkey_url: str, queue_name: str
+) -> None:
+    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
+    wire = queue.wire
+    lanes = [lane for part in lanes_on(queue.placement_map, [2, 2, 2], "o") for lane in part]
+    await queue.apply_policies(**{lanes[0]: Policy(weight=2, limit=3)})
+    await queue.enqueue_many(Item(n, lane=lane) for lane in lanes for n in range(3))
+    await queue.enqueue_in(60.0, "later", lane=lanes[5], dedup_key="once")
+    leased = await claim_job(queue)
+    assert isinstance(leased, Job)
+    before = sorted(await _keys_of(wire, queue_name))
+    with pytest.raises(StateError, match="not paused"):
+        await queue.obliterate(force=True)
+    await Queue.pause(queue.shards[1])  # one shard paused is not the queue paused
+    with pytest.raises(StateError, match="not paused"):
+        await queue.obliterate(force=True)
+    await queue.pause()
+    with pytest.raises(StateError, match="leased"):
+        await queue.obliterate()
+    assert sorted(await _keys_of(wire, queue_name)) == before  # refused: nothing deleted
+    await queue.obliterate(force=True)
+    assert await _keys_of(wire, queue_name) == []
+    await queue.obliterate(force=True)  # nothing left: again is no error
+    await queue.close()
+
+    again = await ShardedQueue.connect(valkey_url, queue_name, shards=2)
+    try:
+        assert again.placement_map.tags == (queue_name, f"{queue_name}~1")
+        await again.enqueue("fresh", lane=lanes[4])
+        assert (await again.counts()).pending == 1
+    finally:
+        await discard(again)
+    plain = await connect_queue(valkey_url, queue_name)
+    try:
+        assert type(plain) is Queue
+        assert await plain.claim() == Empty(None)
+    finally:
+        await plain.close()
+
+
+@SHARDED
+async def test_a_handler_worker_serves_every_shard(queue: ShardedQueue, valkey_url: str) -> None:
+    """``echomq worker module:handler --queue q`` opens the queue by name (``serve``): on a
+    sharded queue its consumer drains every shard, not shard 0 alone."""
+    lanes = [lane for part in lanes_on(queue.placement_map, [1, 1, 1], "w") for lane in part]
+    await queue.enqueue_many(Item(n, lane=lane) for lane in lanes for n in range(2))
+    ran: list[str] = []
+    all_ran = asyncio.Event()
+
+    async def handler(job: Job) -> None:
+        ran.append(job.lane)
+        if len(ran) == 6:
+            all_ran.set()
+
+    serving = asyncio.ensure_future(serve(valkey_url, queue.name, handler, ConsumerOptions()))
+    await asyncio.wait_for(all_ran.wait(), 10)
+    os.kill(os.getpid(), signal.SIGTERM)  # serve's own handler: stop, jobs in hand first
+    tally = await serving
+    assert sorted(ran) == sorted(lane for lane in lanes for _ in range(2))
+    assert tally.completed == 6

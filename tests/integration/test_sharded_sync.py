@@ -1,0 +1,137 @@
+"""The blocking producer of a sharded queue (docs/concepts/shards.md, "One logical queue"):
+``ShardedSyncQueue`` sends each job to its lane's shard, fenced, a batch's verdicts in input
+order, a lane moved since its open followed by one more read of the directory; the task
+layer's ``task.enqueue_sync`` from blocking code on an ``App(shards=3)``."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from echomq import App, AppWorker, Item
+from echomq.consumers.consumer import ConsumerOptions
+from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap
+from echomq.errors import InvalidArgument, LaneMoved
+
+
+@pytest.fixture
+async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
+    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
+    yield queue
+    await queue.pause()
+    await queue.obliterate(force=True)
+    await queue.close()
+
+
+def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str) -> list[str]:
+    """``per_shard[k]`` lane names that live on shard k, shard 0's first."""
+    found: list[list[str]] = [[] for _ in per_shard]
+    i = 0
+    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
+        lane = f"{prefix}{i}"
+        k = placement.shard_of(lane)
+        if len(found[k]) < per_shard[k]:
+            found[k].append(lane)
+        i += 1
+    return [lane for part in found for lane in part]
+
+
+async def on_shard(queue: ShardedQueue, k: int, job_id: str) -> bool:
+    shard = queue.shards[k]
+    return bool(await shard.wire.call("EXISTS", shard.keys.job(job_id)))
+
+
+async def test_a_blocking_producer_sends_each_lane_to_its_shard_in_order(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    placement = sharded.placement_map
+    lanes = lanes_on(placement, [2, 2, 2], "b")
+    with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
+        solo = sync.enqueue("solo", lane=lanes[5])
+        items = [Item(i, lane=lanes[i % 6]) for i in range(12)]
+        items.insert(7, Item("bad", lane=lanes[1], priority=99))  # refused alone, in its place
+        verdicts = sync.enqueue_many(items)
+        assert [v.kind for v in verdicts] == ["enqueued"] * 7 + ["error"] + ["enqueued"] * 5
+        assert sync.state(solo.id) == "pending"  # found on its shard by id
+        info = sync.job(solo.id)
+        assert info is not None
+        assert info.payload == "solo"
+    admitted = [v for v in verdicts if v.kind == "enqueued"]
+    for verdict, item in zip(admitted, [it for it in items if it.payload != "bad"], strict=True):
+        assert item.lane is not None
+        assert await on_shard(sharded, placement.shard_of(item.lane), verdict.id)
+    assert await on_shard(sharded, placement.shard_of(lanes[5]), solo.id)
+    seen: dict[str, int] = {}
+    while isinstance(jobs := await sharded.claim_batch(5), list):
+        seen |= {job.id: job.shard for job in jobs}
+        assert all(job.shard == placement.shard_of(job.lane) for job in jobs)
+        await sharded.complete_each(jobs)
+    assert set(seen) == {v.id for v in admitted} | {solo.id}
+    assert set(seen.values()) == {0, 1, 2}
+    with pytest.raises(InvalidArgument, match="has 3 shards") as refused:
+        ShardedSyncQueue.connect(valkey_url, sharded.name, shards=2)
+    assert refused.value.argument == "shards"
+    with pytest.raises(InvalidArgument, match="no shard directory"):
+        ShardedSyncQueue.connect(valkey_url, sharded.name + "-none", shards=3)
+
+
+async def test_a_lane_moved_since_the_open_is_followed_by_one_read_of_the_directory(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """The producer's map is read at open; the lane then moves from shard 1 to shard 2 (its
+    overrides and epoch in the directory and the shards' fences). Shard 1 refuses the lane's
+    items; the producer reads the directory again and sends them to shard 2."""
+    created = sharded.placement_map
+    lane, other = lanes_on(created, [0, 2, 0], "m")
+    with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
+        moved = ShardMap(created.tags, created.table, ((lane, 2),), epoch=2)
+        for k in range(3):
+            await sharded.wire.call_many(moved.fence_commands(k))
+        one = sync.enqueue("one", lane=lane)
+        assert sync.placement_map == created  # the lane went where shard 1 said: not placed
+        await sharded.wire.call("HSET", sharded.keys.placed, lane, 2)
+        await sharded.wire.call("HSET", sharded.keys.directory, "epoch", 2)
+        many = sync.enqueue_many([Item(1, lane=lane), Item(2, lane=other), Item(3, lane=lane)])
+        assert [v.kind for v in many] == ["enqueued"] * 3
+        assert sync.placement_map == moved  # read again once
+        assert sync.state(one.id) == "pending"
+    for verdict in (one, many[0], many[2]):
+        assert await on_shard(sharded, 2, verdict.id)
+        assert not await on_shard(sharded, 1, verdict.id)
+    assert await on_shard(sharded, 1, many[1].id)
+    # A lane no shard takes (shard 2 neither owns nor adopts it) is refused, not looped on.
+    await sharded.wire.call_many(created.fence_commands(2))
+    with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
+        with pytest.raises(LaneMoved) as refused:
+            sync.enqueue("lost", lane=lane)
+        assert refused.value.lane == lane
+        (verdict,) = sync.enqueue_many([Item("lost", lane=lane)])
+        assert verdict.kind == "rejected"
+
+
+async def test_enqueue_sync_from_blocking_code_on_a_sharded_app(
+    valkey_url: str, queue_name: str
+) -> None:
+    app = App(valkey_url, queue=queue_name, shards=3)
+
+    @app.task(lane="tenant")
+    async def greet(tenant: str) -> str:
+        return f"hello {tenant}"
+
+    async with app:
+        queue = app.queue()
+        assert isinstance(queue, ShardedQueue)
+        tenants = lanes_on(queue.placement_map, [1, 1, 1], "a")
+        sync = app.sync_queue()
+        assert isinstance(sync, ShardedSyncQueue)
+        handles = [greet.enqueue_sync(tenant) for tenant in tenants]
+        assert all(h.verdict.kind == "enqueued" for h in handles)
+        tallies = await AppWorker(app, options=ConsumerOptions(beat=0.1)).run_until_idle()
+        assert tallies[queue_name].completed == 3
+        results = await asyncio.to_thread(lambda: [h.result(timeout=5) for h in handles])
+        assert results == [f"hello {t}" for t in tenants]
+        await queue.pause()
+        await queue.obliterate(force=True)
+    await app.close()
