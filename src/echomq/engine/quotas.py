@@ -107,8 +107,9 @@ def _round(
 ) -> tuple[list[int], list[Fraction]]:
     """Whole units summing to ``budget``: each share plus its carried remainder, floored, the
     units left over to the largest remainders (ties to the lowest index)."""
-    want = [max(Fraction(0), s + c) for s, c in zip(share, carried, strict=True)]
-    units = [math.floor(w) for w in want]
+    # A negative want (a shard that got a unit ahead of its share) gets 0 and keeps its debt.
+    want = [s + c for s, c in zip(share, carried, strict=True)]
+    units = [max(0, math.floor(w)) for w in want]
     order = sorted(range(len(want)), key=lambda k: (-(want[k] - units[k]), k))
     left = budget - sum(units)
     at = 0
@@ -117,13 +118,13 @@ def _round(
         left, at = left - 1, at + 1
     back = list(reversed(order))
     at = 0
-    while left < 0:  # a clamped share made the floors pass the budget: the smallest give back
+    while left < 0:  # debts made the floors pass the budget: the smallest remainders give back
         k = back[at % len(back)]
         if units[k] > 0:
             units[k] -= 1
             left += 1
         at += 1
-    # A remainder past one unit (a share clamped at 0, or the leftover wrapping round) is not
-    # carried: it would grow without bound.
+    # A remainder past one unit (the floors passing the budget, or the leftover wrapping
+    # round: neither seen in the property tests) is not carried: it would grow without bound.
     remainders = [w - u for w, u in zip(want, units, strict=True)]
     return units, [r if -1 < r < 1 else Fraction(0) for r in remainders]
