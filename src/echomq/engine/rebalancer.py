@@ -85,6 +85,10 @@ class Rebalancer:
         self.rounds = 0  # rounds run while holding the lease
         self._carry: dict[str, list[Fraction]] = {}
         self._task: asyncio.Task[None] | None = None
+        # One move at a time in this process: a setter and a round hold the same owner's token,
+        # so the lease does not keep them apart, and two moves computed from two reads would
+        # each hand out the budget no shard holds.
+        self._moving = asyncio.Lock()
 
     # -- the budgets ----------------------------------------------------------------------------
 
@@ -107,6 +111,10 @@ class Rebalancer:
             await wire.call("HDEL", self.keys.directory, field)
         else:
             await wire.call("HSET", self.keys.directory, field, value)
+        async with self._moving:
+            return await self._split(gate, value, before)
+
+    async def _split(self, gate: str, value: str | None, before: Any) -> bool:
         token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, "1"))
         try:
             reads = await self._read(token)
@@ -138,10 +146,14 @@ class Rebalancer:
         budgets = await self.budgets()
         if not budgets.is_set:
             return False
-        token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, ""))
-        if not token:
-            return False
-        await self._move(token, budgets, await self._read(token))
+        async with self._moving:
+            token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, ""))
+            if not token:
+                return False
+            reads = await self._read(token)
+            # Read again once the shards are fenced: a setter that took the lease before this
+            # hold wrote its budget before its own, so this round moves toward the new one.
+            await self._move(token, await self.budgets(), reads)
         self.rounds += 1
         return True
 
