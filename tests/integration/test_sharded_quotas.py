@@ -280,18 +280,28 @@ async def test_a_consumers_upkeep_runs_the_rebalancer_under_a_queue_wide_ceiling
     assert sharded.rebalancer.rounds > 0
 
 
+@pytest.mark.parametrize("setter", ["the rounds' own queue", "another queue object"])
 async def test_the_quotas_never_sum_past_a_budget_changed_while_rounds_run(
-    sharded: ShardedQueue,
+    sharded: ShardedQueue, valkey_url: str, setter: str
 ) -> None:
-    """Budgets set again and again while this process's rounds run (same owner, same token):
-    with nothing leased every donor has room, so after each call the quotas sum to the budget
-    exactly, never to a stale larger one."""
+    """Budgets set again and again while rounds run, by the queue running them (same owner,
+    same token) or by another (it takes the lease over with a newer token): with nothing
+    leased every donor has room, so after each call the quotas sum to the budget exactly,
+    never to a stale larger one."""
     lanes = lanes_on(sharded.placement_map, [1, 1, 1], prefix="m")
     await sharded.enqueue_many(Item(i, lane=lanes[i % 3][0]) for i in range(30))
     await sharded.concurrency(5)
     sharded.rebalancer.start()
+    other = await ShardedQueue.connect(valkey_url, sharded.name, shards=3)
+    try:
+        await change_budgets(sharded, sharded if setter.startswith("the") else other)
+    finally:
+        await other.close()
+
+
+async def change_budgets(sharded: ShardedQueue, setter: ShardedQueue) -> None:
     for budget in (9, 2, 7, 3, 8, 1, 6, 2, 9, 4) * 2:
-        await sharded.concurrency(budget)
+        await setter.concurrency(budget)
         quotas = [(await s.engine.quota("read"))[0] for s in sharded.shards]
         assert sum(quotas) == budget
         await asyncio.sleep(0.05)  # let a round or none run between two calls
