@@ -22,15 +22,14 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
   quotas (:mod:`echomq.engine.rebalancer`), moved by the rebalancer the workers' upkeep runs.
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
-shard 0 alone: a flow into a second sharded queue, moving a lane and changing the shard
-count.
+shard 0 alone: a flow into a second sharded queue, and changing the shard count. Moving one
+lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
@@ -38,6 +37,7 @@ from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
+from echomq.engine.lane_move import MOVE_BATCH, LaneMove
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.rebalancer import Rebalancer
@@ -47,31 +47,27 @@ from echomq.engine.results import (
     Empty,
     Failed,
     Job,
-    JobInfo,
-    JobState,
     RateLimited,
     RetryOutcome,
     Verdict,
 )
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
+from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import InvalidArgument, LaneMoved, Unsupported
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 #: Seconds between two reads of every shard's load (a worker hears of a shard it is not
 #: visiting that often).
 REFRESH: Final = 0.1
-#: Leased job ids remembered with their shard, for settles by id (beyond it, the oldest go:
-#: a settle by an id forgotten reads every shard once to find it).
-HELD_KEPT: Final = 65_536
 
 _T = TypeVar("_T")
 
 
-class ShardedQueue(AcrossShards, Queue):
+class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
     """One logical queue over ``placement.shards`` shards (docs/concepts/shards.md).
 
     Open one with :meth:`connect` (or :meth:`open` on a wire of yours): the first opens the
@@ -189,18 +185,60 @@ class ShardedQueue(AcrossShards, Queue):
     async def admit(
         self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
     ) -> Verdict:
-        """:meth:`Queue.admit` on the shard of the job's lane."""
+        """:meth:`Queue.admit` on the shard of the job's lane; a lane moved since this queue
+        read the directory is sent once more, where the refusing shard says it went."""
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         shard = self._shard_of_lane(lane)
-        if shard is self:
-            return await super().admit(payload, options, carries_context=carries_context)
-        return await shard.admit(payload, options, carries_context=carries_context)
+        try:
+            return await Queue.admit(shard, payload, options, carries_context=carries_context)
+        except LaneMoved as moved:
+            shard = self.shards[await self._moved_to(moved, lane)]
+        return await Queue.admit(shard, payload, options, carries_context=carries_context)
 
     async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
-        """Each shard its items, fenced, at once; the replies in input order."""
+        """Each shard its items, fenced, at once; the replies in input order. Items refused
+        because their lane moved (:class:`LaneMoved`) are sent once more, where it went."""
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
-        return await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        replies = await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
+        if moved:
+            again = [admissions[i] for i in moved]
+            targets = [await self._moved_to(replies[i], admissions[i].group) for i in moved]
+            answers = await self._scatter(again, targets, Queue._enqueue_admissions)
+            for i, answer in zip(moved, answers, strict=True):
+                replies[i] = answer
+        return replies
+
+    async def _moved_to(self, moved: LaneMoved, lane: str) -> int:
+        """The shard to send ``lane`` to after ``moved``: the directory is read again (the
+        move may be over), and the refusing shard's word wins while it is not."""
+        placement = await read_map(self.wire, self.keys)
+        if placement is not None and placement.epoch > self.placement_map.epoch:
+            self.install_placement(placement)
+        return moved.shard if moved.shard is not None else self.placement_map.shard_of(lane)
+
+    def install_placement(self, placement: ShardMap) -> None:
+        """Fence this queue's admissions with ``placement`` from now on (read from the
+        directory, or written by a move): every shard's, and the lanes' shards."""
+        for shard in self.shards:
+            shard.placement = placement
+
+    # -- moving a lane -------------------------------------------------------------------------
+
+    async def move_lane(self, lane: str, *, to: int, batch: int = MOVE_BATCH) -> bool:
+        """Move ``lane`` to shard ``to`` (docs/concepts/shards.md, "Moving a lane"), online:
+        the lane pauses for the move (its longest lease in flight plus the copy) and every
+        other lane is served throughout. Its pending and scheduled jobs, dedup keys, logs,
+        settings, pause, cooling and rate window go with it, ``batch`` jobs at a time; its dead
+        jobs and kept results stay on its old shard. Producers learn the move from the
+        fences (this queue's at once). Every step is recorded on the shards, so a move that
+        stopped (a crash, a cancel) is finished by calling this again.
+
+        ``lane`` and ``to`` (0 .. shards - 1) are checked before any write; a move of the
+        lane to another shard, begun and not finished, is refused (``to``). Returns False
+        when the lane is on ``to`` already."""
+        return await LaneMove(self, lane, to, batch=batch).run()
 
     # -- claims --------------------------------------------------------------------------------
 
@@ -302,35 +340,6 @@ class ShardedQueue(AcrossShards, Queue):
             for k, due in enumerate(self._dues)
             if due is not None and due > self._now_ms and k not in visited
         ]
-
-    def _remember(self, jobs: Sequence[Job]) -> None:
-        held = self._held
-        for job in jobs:
-            held[job.id] = job.shard
-        if len(held) > HELD_KEPT:
-            for old in list(itertools.islice(held, len(held) - HELD_KEPT)):
-                del held[old]
-
-    async def _shard_of_id(self, job_id: str) -> Queue:
-        """The shard holding job ``job_id``: the one that leased it here, else the one whose
-        row exists (one read of every shard), else shard 0 (which answers "no such job")."""
-        k = self._held.get(job_id)
-        if k is not None:
-            return self.shards[k]
-        found = await asyncio.gather(
-            *(shard.wire.call("EXISTS", shard.keys.job(job_id)) for shard in self.shards)
-        )
-        return next((s for s, hit in zip(self.shards, found, strict=True) if hit), self)
-
-    async def _shard_of(self, job: Job | str) -> Queue:
-        if isinstance(job, Job):
-            return self.shards[job.shard]
-        return await self._shard_of_id(_ids.validate(job, "JOB", "job id"))
-
-    def _settled(self, job_ids: Iterable[str]) -> None:
-        held = self._held
-        for job_id in job_ids:
-            held.pop(job_id, None)
 
     # -- settles (the job's shard) -------------------------------------------------------------
 
@@ -524,46 +533,6 @@ class ShardedQueue(AcrossShards, Queue):
     @relay_due.setter
     def relay_due(self, due: bool) -> None:
         self._relay_due = due
-
-    # -- by id (the shard that holds the job) --------------------------------------------------
-
-    async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        return await Queue.wait(await self._shard_of(id), id, timeout)
-
-    async def job(self, id: str) -> JobInfo | None:
-        return await Queue.job(await self._shard_of(id), id)
-
-    async def state(self, id: str) -> JobState:
-        return await Queue.state(await self._shard_of(id), id)
-
-    async def cancel(self, id: str, reason: str = "") -> Any:
-        return await Queue.cancel(await self._shard_of(id), id, reason)
-
-    async def remove(self, id: str) -> bool:
-        return await Queue.remove(await self._shard_of(id), id)
-
-    async def reprocess(self, id: str) -> bool:
-        return await Queue.reprocess(await self._shard_of(id), id)
-
-    async def position(self, id: str) -> Any:
-        return await Queue.position(await self._shard_of(id), id)
-
-    async def logs(self, id: str, limit: int = 100) -> list[str]:
-        return await Queue.logs(await self._shard_of(id), id, limit)
-
-    async def progress(self, job: Job | str, *args: Any, **kwargs: Any) -> Any:
-        return await Queue.progress(await self._shard_of(job), job, *args, **kwargs)
-
-    async def reassign(self, id: str, lane: str | None = None, *, group: str | None = None) -> bool:
-        """Move a pending job to another lane of the same shard; a lane on another shard is
-        refused (:class:`LaneMoved`, from the shard's fence): moving jobs between shards is
-        a lane move's work."""
-        shard = await self._shard_of(id)
-        return await Queue.reassign(shard, id, lane, group=group)
-
-    async def _every(self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any) -> list[_T]:
-        """``verb`` (a :class:`Queue` method) on every shard at once, answers in shard order."""
-        return list(await asyncio.gather(*(verb(shard, *args, **kw) for shard in self.shards)))
 
 
 def _job_id(item: object) -> str:

@@ -1,0 +1,104 @@
+"""Where each job of a sharded queue lives: the shard that leased it here (remembered for
+settles by id), else the shard whose row holds it; and the verbs that name a job by id alone,
+run on that shard (a mixin of :class:`~echomq.engine.sharded.ShardedQueue`,
+docs/concepts/shards.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections.abc import Iterable, Sequence
+from typing import Any, Final
+
+from echomq.engine import ids as _ids
+from echomq.engine.queue import Queue
+from echomq.engine.results import Job, JobInfo, JobState
+
+#: Leased job ids remembered with their shard, for settles by id (beyond it, the oldest go:
+#: a settle by an id forgotten reads every shard once to find it).
+HELD_KEPT: Final = 65_536
+
+
+class JobsAcrossShards:
+    """The by-id verbs of a sharded queue, each on the shard that holds the job."""
+
+    shards: tuple[Queue, ...]
+    _held: dict[str, int]
+
+    def _remember(self, jobs: Sequence[Job]) -> None:
+        held = self._held
+        for job in jobs:
+            held[job.id] = job.shard
+        if len(held) > HELD_KEPT:
+            for old in list(itertools.islice(held, len(held) - HELD_KEPT)):
+                del held[old]
+
+    async def _shard_of_id(self, job_id: str) -> Queue:
+        """The shard holding job ``job_id``: the one that leased it here, else the one whose
+        row exists (one read of every shard), else shard 0 (which answers "no such job")."""
+        k = self._held.get(job_id)
+        if k is not None:
+            return self.shards[k]
+        found = await asyncio.gather(
+            *(shard.wire.call("EXISTS", shard.keys.job(job_id)) for shard in self.shards)
+        )
+        return next((s for s, hit in zip(self.shards, found, strict=True) if hit), self.shards[0])
+
+    async def _shard_of(self, job: Job | str) -> Queue:
+        if isinstance(job, Job):
+            return self.shards[job.shard]
+        return await self._shard_of_id(_ids.validate(job, "JOB", "job id"))
+
+    def _settled(self, job_ids: Iterable[str]) -> None:
+        held = self._held
+        for job_id in job_ids:
+            held.pop(job_id, None)
+
+    async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
+        return await Queue.wait(await self._shard_of(id), id, timeout)
+
+    async def job(self, id: str) -> JobInfo | None:
+        return await Queue.job(await self._shard_of(id), id)
+
+    async def state(self, id: str) -> JobState:
+        return await Queue.state(await self._shard_of(id), id)
+
+    async def cancel(self, id: str, reason: str = "") -> Any:
+        """Cancel job ``id`` on its shard; while its lane moves, on both shards that hold it
+        (its copy must not run where it goes): the answer is its shard's, in shard order."""
+        outcomes = [await Queue.cancel(s, id, reason) for s in await self._holding(id)]
+        return outcomes[0]
+
+    async def remove(self, id: str) -> bool:
+        """Remove job ``id`` from its shard (both shards while its lane moves)."""
+        return any([await Queue.remove(shard, id) for shard in await self._holding(id)])
+
+    async def _holding(self, id: str) -> list[Queue]:
+        """The shards that hold job ``id``: the one that leased it here (a leased job is never
+        copied), else those whose row exists (two while its lane moves), else shard 0."""
+        k = self._held.get(_ids.validate(id, "JOB", "job id"))
+        if k is not None:
+            return [self.shards[k]]
+        found = await asyncio.gather(
+            *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
+        )
+        return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self.shards[0]]
+
+    async def reprocess(self, id: str) -> bool:
+        return await Queue.reprocess(await self._shard_of(id), id)
+
+    async def position(self, id: str) -> Any:
+        return await Queue.position(await self._shard_of(id), id)
+
+    async def logs(self, id: str, limit: int = 100) -> list[str]:
+        return await Queue.logs(await self._shard_of(id), id, limit)
+
+    async def progress(self, job: Job | str, *args: Any, **kwargs: Any) -> Any:
+        return await Queue.progress(await self._shard_of(job), job, *args, **kwargs)
+
+    async def reassign(self, id: str, lane: str | None = None, *, group: str | None = None) -> bool:
+        """Move a pending job to another lane of the same shard; a lane on another shard is
+        refused (:class:`LaneMoved`, from the shard's fence): moving jobs between shards is
+        a lane move's work."""
+        shard = await self._shard_of(id)
+        return await Queue.reassign(shard, id, lane, group=group)
