@@ -93,8 +93,8 @@ class InvalidArgument(EchoMQError, ValueError):
 
 
 class Unsupported(EchoMQError, NotImplementedError):
-    """A verb this kind of queue does not offer yet (a sharded queue's queue-wide rate, say);
-    the message names it and where it is planned. Nothing was written."""
+    """A verb this kind of queue does not offer yet (changing a sharded queue's shard count in
+    place, say); the message names it and where it is planned. Nothing was written."""
 
 
 def shown(value: Any, width: int | None = None) -> str:
@@ -205,7 +205,8 @@ class KindError(Refusal):
 
 
 class StaleTokenError(Refusal):
-    """EMQSTALE: the fencing token no longer matches the job row."""
+    """EMQSTALE: the fencing token no longer matches the job row (or, from quota.lua, a quota
+    move carries a rebalancer token older than one the shard has seen)."""
 
 
 class RateError(Refusal):

@@ -15,7 +15,7 @@ import pytest
 from echomq import App, AppWorker, Item, Job, Policy, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, ShardedQueue, ShardMap
-from echomq.errors import Closed, InvalidArgument, Unsupported
+from echomq.errors import Closed, InvalidArgument
 from echomq.testing import discard
 
 
@@ -171,13 +171,6 @@ async def test_one_subscription_hears_the_events_of_every_shard(sharded: Sharded
                 event = await events.get()
                 heard.add((event["event"], event["job"]))
     assert events.dropped == 0
-
-
-async def test_what_is_not_built_yet_is_refused_by_name(sharded: ShardedQueue) -> None:
-    with pytest.raises(Unsupported, match="concurrency"):
-        await sharded.concurrency(10)
-    with pytest.raises(Unsupported, match="rate"):
-        await sharded.rate_limit(10, 1.0)
 
 
 def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:

@@ -533,8 +533,9 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.directory",
         "a sharded queue's directory, on shard 0: count, epoch (of placement), tags (each "
-        'shard\'s, space-joined), table (the lane-slot table, "first:shard" runs); later the '
-        "queue-wide budgets and the move in progress (echomq.engine.shards.ShardMap)",
+        'shard\'s, space-joined), table (the lane-slot table, "first:shard" runs) '
+        "(echomq.engine.shards.ShardMap); the queue-wide budgets concurrency and rate "
+        "(echomq.engine.rebalancer); later the move in progress",
         host_only=True,
     ),
     KeyShape(
@@ -596,8 +597,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "HASH",
         "Keyspace.rebalancer",
         "the quota rebalancer's lease, on shard 0: owner, until (server ms) and token (the "
-        "fencing token, one more at each new holder; quota scripts refuse an older one)",
-        planned="5",
+        "fencing token, one more at each new holder; quota.lua refuses an older one)",
     ),
     KeyShape(
         "{emq}:version",

@@ -17,12 +17,13 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
 * **reads** are every shard's, summed or merged; **admin** writes every shard;
 * **flows** are admitted per shard (each node on its lane's), the parents' shards first; a
   child on another shard than its parent tells it through its shard's outbox relay;
-* **events**: one subscription over every shard's channel.
+* **events**: one subscription over every shard's channel;
+* **queue-wide gates**: ``concurrency`` and ``rate_limit`` split the budget into per-shard
+  quotas (:mod:`echomq.engine.rebalancer`), moved by the rebalancer the workers' upkeep runs.
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
-shard 0 alone: queue-wide concurrency and rate (quotas split per shard, a later landing), a
-flow into a second sharded queue, and changing the shard count. Moving one lane to another
-shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
+shard 0 alone: a flow into a second sharded queue, and changing the shard count. Moving one
+lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
 from echomq.engine.queue import DEFAULT_LEASE, Queue
+from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import (
     Completed,
     CompleteOutcome,
@@ -99,6 +101,8 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         self._dues: list[int | None] = [None] * placement.shards  # first benched lane's return
         self._now_ms = 0  # server ms of the last read of the loads
         self._reading: asyncio.Future[list[ShardLoad]] | None = None  # the read in flight
+        #: The queue-wide gates' quotas (docs/concepts/shards.md, "Queue-wide gates").
+        self.rebalancer = Rebalancer(self.shards, self.keys)
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -164,7 +168,9 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         return tuple(shard.keys.wake for shard in self.shards)
 
     async def close(self) -> None:
-        """Close every shard's subscriptions, then this queue (its minter, its wire)."""
+        """Stop the quota rebalancer, close every shard's subscriptions, then this queue (its
+        minter, its wire)."""
+        await self.rebalancer.stop()
         for shard in self.shards[1:]:
             await shard.close()
         await super().close()  # its cancel hub closes every shard's

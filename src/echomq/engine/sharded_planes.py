@@ -9,16 +9,18 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, TypeVar
 
+from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.events import Subscriptions
 from echomq.engine.keys import Keyspace, validate_group
 from echomq.engine.lanes import Lane
 from echomq.engine.options import PRIORITY_DEFAULT
-from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode
+from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateMode, rate_value
 from echomq.engine.queue import Queue
+from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
 from echomq.engine.shard_stats import ShardStats, read_shard_stats
 from echomq.engine.shards import ShardMap
-from echomq.errors import StateError, Unsupported
+from echomq.errors import StateError
 
 _T = TypeVar("_T")
 
@@ -30,6 +32,7 @@ class AcrossShards:
     placement: ShardMap | None
     wire: Any
     keys: Any
+    rebalancer: Rebalancer
 
     @property
     def placement_map(self) -> ShardMap:
@@ -54,7 +57,9 @@ class AcrossShards:
         return Queue.lane(shard, name)
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
-        """Every shard's upkeep at once, summed; ``next_due`` the soonest."""
+        """Every shard's upkeep at once, summed; ``next_due`` the soonest. The first starts
+        this process's quota rebalancer (it runs rounds only while a budget is set)."""
+        self.rebalancer.start()  # the queue-wide quotas move where the workers are
         done = await asyncio.gather(
             *(Queue.upkeep(shard, limit, max_stalled) for shard in self.shards)
         )
@@ -212,6 +217,7 @@ class AcrossShards:
             raise StateError("EMQSTATE obliterate refused: queue is not paused on every shard")
         if not force and any(int(n) for n in held):
             raise StateError("EMQSTATE obliterate refused: leased jobs present (use force)")
+        await self.rebalancer.stop()  # this process's quota rounds: none writes a quota back
         await self._every(Queue.obliterate, force=force)
         await asyncio.gather(
             *(
@@ -220,23 +226,29 @@ class AcrossShards:
             )
         )
         # The directory last: a reader that finds it finds every shard it names. (The keys
-        # still planned, importing, migrating and the rebalancer's lease, join these deletes
-        # with the landings that write them.)
-        await self.wire.call("DEL", self.keys.placed, self.keys.directory)
+        # still planned, importing and migrating, join these deletes with the landing that
+        # writes them.)
+        await self.wire.call("DEL", self.keys.rebalancer, self.keys.placed, self.keys.directory)
 
     async def concurrency(self, ceiling: int | None) -> bool:
-        raise Unsupported(
-            "a queue-wide concurrency ceiling on a sharded queue is split into per-shard quotas, "
-            "not built yet (docs/concepts/shards.md, 'Queue-wide gates'); lane ceilings work"
-        )
+        """At most ``ceiling`` jobs of the queue leased at once, over every shard (None removes
+        it): the budget is split into per-shard quotas that never sum past it and move only as
+        unused room (docs/concepts/shards.md, "Queue-wide gates across shards"), moved toward
+        the shards whose lanes wait by the rebalancer the workers' upkeep runs. False: it held
+        that value already (nothing written)."""
+        value = None if ceiling is None else str(count(ceiling, "ceiling", maximum=MAX_CEILING))
+        return await self.rebalancer.set_budget("concurrency", value)
 
     async def rate_limit(
         self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
     ) -> bool:
-        raise Unsupported(
-            "a queue-wide rate on a sharded queue is split into per-shard quotas, not built yet "
-            "(docs/concepts/shards.md, 'Queue-wide gates'); lane rates work"
-        )
+        """At most ``max`` claims per ``window`` seconds over every shard (None removes it),
+        split into per-shard quotas as :meth:`concurrency` is. Smooth (the default) is exact:
+        no ``window`` holds more than ``max`` claims; fixed windows are each shard's own, not
+        aligned (any window holds at most 2 x ``max``). A new window or mode starts every
+        shard's quota at 0 and hands the budget out again in the same call."""
+        value = None if max is None else rate_value(max, window, mode)
+        return await self.rebalancer.set_budget("rate", value)
 
     def subscribe(self) -> Subscriptions:
         """A subscriber of every shard's lifecycle events as one (each shard publishes its own

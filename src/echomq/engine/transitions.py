@@ -125,6 +125,7 @@ class Engine:
         self._progress = get("progress")
         self._cancel = get("cancel")
         self._policy = get("policy")
+        self._quota = get("quota")
         self._flow, self._flow_deliver = get("flow"), get("flow_deliver")
         self.keys = keys
 
@@ -394,6 +395,11 @@ class Engine:
         """Set one lane's ``glimit``, ``gweight``, ``grate`` or ``gcap`` ("" clears it); False
         when it held that value already (nothing written)."""
         return bool(await self._run(self._lane_limit, (group, field, value)))
+
+    async def quota(self, op: str, *args: Arg) -> Any:
+        """quota.lua's ``op`` (hold, release, read, give, take, set) on this queue's keyspace:
+        a shard's part of a sharded queue's queue-wide gates (echomq.engine.rebalancer)."""
+        return await self._run(self._quota, (op, *args))
 
     async def policy(self, args: Sequence[Arg]) -> int:
         """Apply lane policies (``policy.lua``'s ARGV); how many settings changed."""

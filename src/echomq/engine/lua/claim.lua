@@ -7,10 +7,12 @@
 --                the walk stops there); absent or "0": the walk below
 -- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
---         nil when nothing is claimable (queue paused, at its concurrency ceiling, no lane);
+--         nil when nothing is claimable (queue paused, at its concurrency ceiling, a shard
+--         holding no quota, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
 --         a negative integer -n: nothing claimable now, a rate-limited lane returns in n ms.
--- Gates, in order: queue paused, queue concurrency, queue rate (its fixed window or sliding
+-- Gates, in order: queue paused or a shard with no quota (meta `noquota`: a quota of 0 is
+-- not "no limit", see quota.lua), queue concurrency, queue rate (its fixed window or sliding
 -- log: rate_room in _lib.lua), then the ring. Before the
 -- ring is read, benched lanes whose rate window has ended rejoin it (as promote does): a
 -- consumer kept busy by other lanes runs no upkeep, and would otherwise serve them late.
@@ -52,8 +54,8 @@ local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
   'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands', 'costed', 'fair',
-  'quantum')
-if cfg[1] then return nil end
+  'quantum', 'noquota')
+if cfg[1] or cfg[15] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then
   local room = ceiling - redis.call('ZCARD', active)

@@ -1,0 +1,258 @@
+"""A sharded queue's queue-wide gates: its budgets (the directory's ``concurrency`` and
+``rate``) split into per-shard quotas, and the rebalancer that moves them toward the shards
+whose lanes wait (docs/concepts/shards.md, "Queue-wide gates across shards").
+
+One holder at a time (the lease ``emq:{q}:rebalancer`` on shard 0, its fencing token checked by
+every quota script) runs a round every :data:`PERIOD`: it fences and reads every shard (one
+round trip), computes the targets (:func:`echomq.engine.quotas.water_fill`), lowers the donors
+by at most their unused room (quota.lua ``give``), then raises the receivers by what was freed
+plus any budget no shard holds (``take``). So the quotas never sum past the budget, and on every
+shard what is used never passes its quota: the gates hold exactly, whatever the round does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any, Final
+
+from echomq.engine.keys import Keyspace
+from echomq.engine.queue import Queue
+from echomq.engine.quotas import ShardDemand, water_fill
+from echomq.engine.shard_schedule import ShardLoad, shard_load
+from echomq.errors import EchoMQError
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two rounds of the rebalancer.
+PERIOD: Final = 0.25
+#: How long (ms) a holder's lease lasts past its last round: another worker takes over then.
+LEASE_MS: Final = 2000
+#: The gates a sharded queue splits, as quota.lua names them.
+GATES: Final = ("concurrency", "rate")
+
+
+@dataclass(frozen=True, slots=True)
+class Budgets:
+    """A sharded queue's queue-wide budgets, as its directory holds them: ``concurrency`` (jobs
+    leased at once) and ``rate`` (``max``, ``window`` ms, ``mode``: "smooth" or "" for fixed)."""
+
+    concurrency: int | None = None
+    rate: tuple[int, int, str] | None = None
+
+    def of(self, gate: str) -> int | None:
+        if gate == "concurrency":
+            return self.concurrency
+        return None if self.rate is None else self.rate[0]
+
+    @property
+    def is_set(self) -> bool:
+        return self.concurrency is not None or self.rate is not None
+
+    @classmethod
+    def parse(cls, concurrency: Any, rate: Any) -> Budgets:
+        """From the directory's ``concurrency`` and ``rate`` (``max:window_ms[:smooth]``)."""
+        parsed: tuple[int, int, str] | None = None
+        if rate is not None:
+            most, window, *mode = _text(rate).split(":")
+            parsed = (int(most), int(window), mode[0] if mode else "")
+        return cls(None if concurrency is None else int(concurrency), parsed)
+
+
+@dataclass(frozen=True, slots=True)
+class ShardQuota:
+    """What a round read of one shard: each gate's quota (-1: not set there) and use (leases
+    now; claims in the rate's window), and its load."""
+
+    quotas: dict[str, int]
+    used: dict[str, int]
+    load: ShardLoad
+
+
+class Rebalancer:
+    """The quota rebalancer of one sharded queue (its ``shards``, shard 0 first)."""
+
+    def __init__(self, shards: Sequence[Queue], directory: Keyspace) -> None:
+        self.shards = tuple(shards)
+        self.keys = directory
+        #: This process's name on the lease.
+        self.owner = uuid.uuid4().hex
+        self.rounds = 0  # rounds run while holding the lease
+        self._carry: dict[str, list[Fraction]] = {}
+        self._task: asyncio.Task[None] | None = None
+        # One move at a time in this process: a setter and a round hold the same owner's token,
+        # so the lease does not keep them apart, and two moves computed from two reads would
+        # each hand out the budget no shard holds.
+        self._moving = asyncio.Lock()
+
+    # -- the budgets ----------------------------------------------------------------------------
+
+    async def budgets(self) -> Budgets:
+        concurrency, rate = await self.shards[0].wire.call(
+            "HMGET", self.keys.directory, "concurrency", "rate"
+        )
+        return Budgets.parse(concurrency, rate)
+
+    async def set_budget(self, gate: str, value: str | None) -> bool:
+        """Write one budget (``value`` as the directory holds it, None: removed) and split it
+        at once: the shards' quotas set (or cleared) under a lease taken over from any holder,
+        then one round. False: the directory held that value already (nothing written)."""
+        field = "concurrency" if gate == "concurrency" else "rate"
+        wire = self.shards[0].wire
+        before = await wire.call("HGET", self.keys.directory, field)
+        if (None if before is None else _text(before)) == value:
+            return False
+        if value is None:
+            await wire.call("HDEL", self.keys.directory, field)
+        else:
+            await wire.call("HSET", self.keys.directory, field, value)
+        async with self._moving:
+            return await self._split(gate, value, before)
+
+    async def _split(self, gate: str, value: str | None, before: Any) -> bool:
+        token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, "1"))
+        try:
+            reads = await self._read(token)
+            budgets = await self.budgets()
+            window = (budgets.rate[1], budgets.rate[2]) if budgets.rate else (0, "")
+            starts = value is None or (gate == "rate" and _shape(before) != _shape(value))
+            if starts or any(r.quotas[gate] < 0 for r in reads):
+                # Cleared, a new gate or a new window: every shard starts at 0 (or none), and
+                # the round below hands the budget out.
+                quota = "" if value is None else "0"
+                await asyncio.gather(
+                    *(
+                        shard.engine.quota("set", token, gate, quota, window[0] or 1, window[1])
+                        for shard in self.shards
+                    )
+                )
+                self._carry.pop(gate, None)
+                reads = await self._read(token)
+            await self._move(token, budgets, reads)
+        finally:
+            await self.shards[0].engine.quota("release", self.owner)
+        return True
+
+    # -- rounds ---------------------------------------------------------------------------------
+
+    async def round(self) -> bool:
+        """One round when a budget is set and this process holds (or takes) the lease; False
+        when it did not run."""
+        budgets = await self.budgets()
+        if not budgets.is_set:
+            return False
+        async with self._moving:
+            token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, ""))
+            if not token:
+                return False
+            reads = await self._read(token)
+            # Read again once the shards are fenced: a setter that took the lease before this
+            # hold wrote its budget before its own, so this round moves toward the new one.
+            await self._move(token, await self.budgets(), reads)
+        self.rounds += 1
+        return True
+
+    async def _read(self, token: int) -> list[ShardQuota]:
+        """Fence every shard with ``token`` and read its quotas, use and load (one round trip)."""
+        replies = await asyncio.gather(
+            *(shard.engine.quota("read", token) for shard in self.shards)
+        )
+        return [
+            ShardQuota(
+                {"concurrency": int(c), "rate": int(r)},
+                {"concurrency": int(active), "rate": int(claims)},
+                shard_load(counters, dweight),
+            )
+            for c, active, r, claims, counters, dweight in replies
+        ]
+
+    async def _move(self, token: int, budgets: Budgets, reads: list[ShardQuota]) -> None:
+        """Lower the donors toward their targets (at most their room), then raise the
+        receivers by what the budget leaves, gate by gate (two round trips)."""
+        gives: list[tuple[int, str, int]] = []
+        wanted: dict[str, list[int]] = {}
+        for gate in GATES:
+            budget = budgets.of(gate)
+            if budget is None or any(r.quotas[gate] < 0 for r in reads):
+                continue
+            # A shard with a lane on its ring would use more: the ring holds only lanes that can
+            # be served now (not at their ceiling, not benched by their rate), so what keeps it
+            # under its quota is the workers' visits, not its demand. Capping it at its use
+            # until it met its quota would starve a shard whose lanes just arrived for a round.
+            demands = [
+                ShardDemand(r.load.band, r.load.weight, r.used[gate], r.load.weight > 0)
+                for r in reads
+            ]
+            targets, self._carry[gate] = water_fill(demands, budget, self._carry.get(gate, ()))
+            wanted[gate] = targets
+            gives += [
+                (k, gate, r.quotas[gate] - t)
+                for k, (r, t) in enumerate(zip(reads, targets, strict=True))
+                if r.quotas[gate] > t
+            ]
+        quotas = {gate: [r.quotas[gate] for r in reads] for gate in wanted}
+        replies = await asyncio.gather(
+            *(self.shards[k].engine.quota("give", token, gate, n) for k, gate, n in gives)
+        )
+        for (k, gate, _), (_, quota) in zip(gives, replies, strict=True):
+            quotas[gate][k] = int(quota)
+        takes: list[tuple[int, str, int]] = []
+        for gate, targets in wanted.items():
+            budget = budgets.of(gate)
+            assert budget is not None
+            left = budget - sum(quotas[gate])
+            short = sorted(
+                (k for k in range(len(targets)) if targets[k] > quotas[gate][k]),
+                key=lambda k: quotas[gate][k] - targets[k],
+            )
+            for k in short:
+                if left <= 0:
+                    break
+                n = min(left, targets[k] - quotas[gate][k])
+                takes.append((k, gate, n))
+                left -= n
+        await asyncio.gather(
+            *(self.shards[k].engine.quota("take", token, gate, n) for k, gate, n in takes)
+        )
+
+    # -- the worker's side ----------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Run rounds every :data:`PERIOD` in the background (the queue's upkeep starts it)."""
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        """Stop the rounds and end this process's lease, if it holds it."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        with contextlib.suppress(EchoMQError):
+            await self.shards[0].engine.quota("release", self.owner)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.round()
+            except EchoMQError as exc:  # a stale token (another holder), a lost connection
+                log.info("quota round of %s: %s", self.keys.queue, exc)
+            except Exception:  # a bug must not stop the rounds of every later period
+                log.exception("quota round of %s failed", self.keys.queue)
+            await asyncio.sleep(PERIOD)
+
+
+def _shape(rate: Any) -> tuple[str, ...]:
+    """A rate's window and mode (what a change of only ``max`` keeps)."""
+    return () if rate is None else tuple(_text(rate).split(":")[1:])
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
