@@ -21,7 +21,8 @@ from echomq.engine.options import Admission, JobOptions
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
-from echomq.engine.sync_queue import SyncQueue, _Process
+from echomq.engine.sync_process import SyncProcess
+from echomq.engine.sync_queue import SyncQueue
 from echomq.errors import EchoMQError, InvalidArgument, LaneMoved, ServerError
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
@@ -167,7 +168,7 @@ class ShardedSyncQueue(SyncQueue):
                 raise
             return SyncQueue._admit(self.shards[again], payload, options)
 
-    def _replies(self, process: _Process, admissions: list[Admission]) -> list[Any]:
+    def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """Each shard its items (one pipelined call per shard); the items a shard refused as
         moved sent once more where the directory read again places them."""
         placement = self.placement_map
@@ -190,7 +191,7 @@ class ShardedSyncQueue(SyncQueue):
         return replies
 
     def _scatter(
-        self, process: _Process, admissions: list[Admission], shards: list[int]
+        self, process: SyncProcess, admissions: list[Admission], shards: list[int]
     ) -> list[Any]:
         """``admissions[i]`` sent to shard ``shards[i]``, a call per shard; replies in order."""
         parts: dict[int, list[int]] = {}
@@ -290,7 +291,7 @@ class _Shard(SyncQueue):
         self._process = home._process
         self.spans = home.spans
 
-    def _here(self) -> _Process:
+    def _here(self) -> SyncProcess:
         self._process = self._home._here()
         return self._process
 
