@@ -23,7 +23,7 @@ from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue
-from echomq.errors import EchoMQError, InvalidArgument, LaneMoved, ServerError
+from echomq.errors import InvalidArgument, LaneMoved, ServerError
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -81,7 +81,7 @@ class ShardedSyncQueue(SyncQueue):
     def _open(self, shards: int) -> None:
         """Start the wire, read the directory, and take its placement."""
         self._start()
-        placement = self._read_map()
+        placement = self.read_placement()
         if placement is None:
             raise InvalidArgument(
                 "shards",
@@ -114,18 +114,6 @@ class ShardedSyncQueue(SyncQueue):
         assert self.placement is not None, "placed at connect"
         return self.placement
 
-    def _read_map(self) -> ShardMap | None:
-        """The map the directory holds (one round trip), None when it has none."""
-        router = self._here().router
-        commands = [pack(("HGETALL", self.keys.directory)), pack(("HGETALL", self.keys.placed))]
-        directory, placed = (error_of(reply) for reply in router.call_each(self._slot, commands))
-        for reply in (directory, placed):
-            if isinstance(reply, EchoMQError):
-                raise reply
-        if not directory:
-            return None
-        return ShardMap.from_stored(_fields(directory), _fields(placed))
-
     def _place(self, placement: ShardMap) -> None:
         """Take ``placement``: the shards' fences follow it (new shard queues for new tags)."""
         if self.placement is not None and self.placement.tags == placement.tags:
@@ -137,7 +125,7 @@ class ShardedSyncQueue(SyncQueue):
 
     def _reread(self) -> None:
         """Read the directory again (a shard refused a lane as moved) and take what it holds."""
-        current = self._read_map()
+        current = self.read_placement()
         if current is not None:
             self._place(current)
 
@@ -298,9 +286,3 @@ class _Shard(SyncQueue):
     def close(self) -> None:
         """Closed with its home, whose process (router, id node) it runs on."""
         self._closed = True
-
-
-def _fields(reply: Any) -> dict[bytes, bytes]:
-    if isinstance(reply, dict):
-        return reply
-    return dict(zip(reply[::2], reply[1::2], strict=True))

@@ -51,7 +51,7 @@ from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.scripts import ScriptRegistry
-from echomq.engine.shards import ShardMap
+from echomq.engine.shards import ShardMap, stored_map
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_waiter import SyncWaiter
 from echomq.engine.transitions import ADMIT_CHUNK, _admitted
@@ -191,6 +191,18 @@ class SyncQueue:
 
     def __repr__(self) -> str:
         return f"SyncQueue({self.name!r})"
+
+    def read_placement(self) -> ShardMap | None:
+        """The map the shard directory of this queue's name holds (one round trip), None when
+        it has none: a plain queue (docs/concepts/shards.md, "Lane placement")."""
+        router = self._here().router
+        keys = Keyspace(self.name)  # the directory is the name's, whichever shard this is
+        commands = [pack(("HGETALL", keys.directory)), pack(("HGETALL", keys.placed))]
+        replies = [error_of(reply) for reply in router.call_each(slot(keys.root), commands)]
+        for reply in replies:
+            if isinstance(reply, EchoMQError):
+                raise reply
+        return stored_map(*replies)
 
     def _here(self) -> SyncProcess:
         """This process's state; made anew in a forked child (the parent's is let go)."""
