@@ -15,6 +15,7 @@ from echomq import App, AppWorker, Item
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap, SyncQueue, connect_sync_queue
 from echomq.errors import InvalidArgument, LaneMoved
+from echomq.wire.blocking import Link
 
 
 @pytest.fixture
@@ -76,6 +77,30 @@ async def test_a_blocking_producer_sends_each_lane_to_its_shard_in_order(
     assert refused.value.argument == "shards"
     with pytest.raises(InvalidArgument, match="no shard directory"):
         ShardedSyncQueue.connect(valkey_url, sharded.name + "-none", shards=3)
+
+
+async def test_a_batch_over_shards_on_one_server_is_one_write_and_one_round_trip(
+    sharded: ShardedQueue, valkey_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shards share the server's socket: every shard's calls go out in one write before
+    any reply is read (``Router.call_spread``), not one round trip per shard."""
+    lanes = lanes_on(sharded.placement_map, [2, 2, 2], "p")
+    writes: list[int] = []
+    send = Link.send
+
+    def counted(link: Link, data: bytes) -> None:
+        writes.append(data.count(b"EVALSHA"))
+        send(link, data)
+
+    with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
+        sync.enqueue("warm", lane=lanes[0])  # the socket and the id node, before counting
+        monkeypatch.setattr(Link, "send", counted)
+        verdicts = sync.enqueue_many([Item(i, lane=lanes[i % 6]) for i in range(30)])
+        monkeypatch.undo()
+    assert [v.kind for v in verdicts] == ["enqueued"] * 30
+    assert writes == [3]  # one chunk per shard, the three in one write
+    for i, verdict in enumerate(verdicts):
+        assert await on_shard(sharded, sharded.placement_map.shard_of(lanes[i % 6]), verdict.id)
 
 
 async def test_a_lane_moved_since_the_open_is_followed_by_one_read_of_the_directory(

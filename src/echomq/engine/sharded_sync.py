@@ -22,7 +22,7 @@ from echomq.engine.policies import Policy, Rate
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
 from echomq.engine.sync_process import SyncProcess
-from echomq.engine.sync_queue import SyncQueue
+from echomq.engine.sync_queue import SyncQueue, send_admissions
 from echomq.errors import InvalidArgument, LaneMoved, ServerError
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
@@ -35,7 +35,8 @@ class ShardedSyncQueue(SyncQueue):
     shards; a worker's open does).
 
     :class:`SyncQueue`'s verbs, each on the shard of the job's lane: ``enqueue_many`` sends
-    each shard its items (one pipelined call per shard holding some), verdicts in input order;
+    each shard its items, the shards sharing a server in one pipeline (one round trip; on a
+    cluster one per primary, sent before any reply is read), verdicts in input order;
     ``job``, ``state``, ``wait``, ``cancel``, ``logs``, ``position`` find the job's shard;
     ``configure_lane`` and ``lane_eta`` go to the lane's; ``apply_policies`` to every shard.
     """
@@ -181,13 +182,20 @@ class ShardedSyncQueue(SyncQueue):
     def _scatter(
         self, process: SyncProcess, admissions: list[Admission], shards: list[int]
     ) -> list[Any]:
-        """``admissions[i]`` sent to shard ``shards[i]``, a call per shard; replies in order."""
+        """``admissions[i]`` sent to shard ``shards[i]``: every shard's calls in one pipeline
+        per server (one round trip where the shards share one); replies in order."""
         parts: dict[int, list[int]] = {}
         for i, k in enumerate(shards):
             parts.setdefault(k, []).append(i)
+        answers = send_admissions(
+            process,
+            [
+                (self.shards[k], [admissions[i] for i in positions])
+                for k, positions in parts.items()
+            ],
+        )
         replies: list[Any] = [None] * len(admissions)
-        for k, positions in parts.items():
-            part = SyncQueue._replies(self.shards[k], process, [admissions[i] for i in positions])
+        for positions, part in zip(parts.values(), answers, strict=True):
             for i, reply in zip(positions, part, strict=True):
                 replies[i] = reply
         return replies

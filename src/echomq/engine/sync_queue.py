@@ -341,25 +341,38 @@ class SyncQueue:
     def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """The script's reply per item (an error for the items of a chunk refused whole),
         in order; on a shard fenced by its placement."""
-        chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
-        head = self._head
+        (replies,) = send_admissions(process, [(self, admissions)])
+        return replies
+
+    def _calls(self, admissions: list[Admission]) -> list[tuple[int, bytes]]:
+        """The packed enqueue calls of ``admissions`` on this queue's slot, a chunk each."""
         placement = self.placement
-        commands = [
-            pack(
-                (
-                    *head,
-                    *admission_argv(
-                        chunk,
-                        None if placement is None else placement.fence(a.group for a in chunk),
-                    ),
-                )
+        return [
+            (
+                self._slot,
+                pack(
+                    (
+                        *self._head,
+                        *admission_argv(
+                            chunk,
+                            None if placement is None else placement.fence(a.group for a in chunk),
+                        ),
+                    )
+                ),
             )
-            for chunk in chunks
+            for chunk in _chunks(admissions)
         ]
-        before = process.router.reconnects, process.router.ask
-        answers = process.router.call_each(self._slot, commands, self._enqueue)
+
+    def _answered(
+        self,
+        process: SyncProcess,
+        before: tuple[int, int],
+        admissions: list[Admission],
+        answers: list[Any],
+    ) -> list[Any]:
+        """Each item's reply from its chunk's answer, the durability's wait after them."""
         replies: list[Any] = []
-        for chunk, answer in zip(chunks, answers, strict=True):
+        for chunk, answer in zip(_chunks(admissions), answers, strict=True):
             answer = error_of(answer)
             if isinstance(answer, EchoMQError):
                 replies += [answer] * len(chunk)
@@ -551,6 +564,32 @@ class SyncQueue:
 
 
 _event_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def send_admissions(
+    process: SyncProcess, parts: Sequence[tuple[SyncQueue, list[Admission]]]
+) -> list[list[Any]]:
+    """Each ``(queue, admissions)`` part's replies (:meth:`SyncQueue._replies`): the parts'
+    calls in one pipeline per server (``Router.call_spread``), so the shards of a sharded
+    queue that share a server cost one round trip, those on several primaries overlap theirs;
+    then each part's durability wait, as its own send would have."""
+    calls = [call for queue, admissions in parts for call in queue._calls(admissions)]
+    if not calls:
+        return [[] for _ in parts]
+    router = process.router
+    before = router.reconnects, router.ask
+    answers = router.call_spread(calls, parts[0][0]._enqueue)
+    replies: list[list[Any]] = []
+    at = 0
+    for queue, admissions in parts:
+        n = len(_chunks(admissions))
+        replies.append(queue._answered(process, before, admissions, answers[at : at + n]))
+        at += n
+    return replies
+
+
+def _chunks(admissions: list[Admission]) -> list[list[Admission]]:
+    return [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
 
 
 def _landed(item: Admission) -> int:
