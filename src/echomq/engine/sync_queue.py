@@ -4,9 +4,10 @@ event loop, for WSGI apps, scripts and the task layer's ``enqueue_sync``.
 Same arguments, checks, Lua scripts and verdicts as :class:`echomq.Queue` (the pure pieces are
 shared, in ``engine/producer.py``); each thread talks on a socket of its own
 (``wire/blocking.py``); ids come from a node leased from the engine like the async minter's
-(``sync_process.py``: what a process holds); ``wait`` subscribes on a socket of its own
-(``sync_waiter.py``). Fork-safe: a child notices the new pid on its first call and leases its
-own node on its own sockets, never touching the parent's.
+(``sync_process.py``: what a process holds); the reads are ``sync_reads.py``'s, whose
+``wait`` subscribes on a socket of its own (``sync_waiter.py``). Fork-safe: a child notices
+the new pid on its first call and leases its own node on its own sockets, never touching the
+parent's.
 """
 
 from __future__ import annotations
@@ -21,10 +22,9 @@ from typing import Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
-from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
+from echomq.engine.checks import MAX_RESULT_TTL, ms, text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.durability import validate as validate_durability
-from echomq.engine.eta import Eta, estimate
 from echomq.engine.keys import Keyspace, slot, validate_group
 from echomq.engine.options import (
     ADMISSION_WIDTH,
@@ -42,18 +42,15 @@ from echomq.engine.producer import (
     Batch,
     Item,
     admission_verdict,
-    job_info,
-    job_state,
     lane_cap_value,
     lane_limit_value,
 )
-from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
-from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
+from echomq.engine.results import Cancellation, Verdict
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.shards import ShardMap, stored_map
 from echomq.engine.sync_process import SyncProcess
-from echomq.engine.sync_waiter import SyncWaiter
+from echomq.engine.sync_reads import SyncReads
 from echomq.engine.transitions import ADMIT_CHUNK, _admitted
 from echomq.errors import (
     Closed,
@@ -69,7 +66,7 @@ from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
 
-class SyncQueue:
+class SyncQueue(SyncReads):
     """The producer side of one queue, blocking: ``SyncQueue.connect(url, name)``.
 
     ``enqueue``, ``enqueue_in``, ``enqueue_at`` and ``enqueue_many`` take what
@@ -499,68 +496,6 @@ class SyncQueue:
         if events and self._listened(process):
             self._emit(process, events)
         return answer
-
-    # -- reads ---------------------------------------------------------------------------------
-
-    def _read(self, command: tuple[Any, ...]) -> Any:
-        reply = error_of(self._here().router.call(self._slot, pack(command)))
-        if isinstance(reply, ServerError):
-            raise reply
-        return reply
-
-    def job(self, id: str) -> JobInfo | None:
-        """A job's row, or None when no such job exists."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
-
-    def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
-        """The newest ``limit`` lines of a job's log, oldest first (:meth:`Queue.logs`)."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        most = count(limit, "limit", maximum=MAX_LIMIT)
-        return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
-
-    def position(self, id: str) -> Eta | None:
-        """:meth:`echomq.Queue.position`, blocking: where pending job ``id`` stands and its
-        estimated wait; None when it waits in no lane."""
-        return self._eta(_ids.validate(id, "JOB", "job id"), "")
-
-    def lane_eta(self, group: str) -> Eta:
-        """``queue.lane(group).eta()``, blocking: where a job enqueued on ``group`` now would
-        stand."""
-        reply = self._eta("", validate_group(group))
-        assert reply is not None  # a lane always answers
-        return reply
-
-    def _eta(self, job_id: str, group: str) -> Eta | None:
-        script = self.scripts["eta"]
-        command = pack(script.command((self.keys.root, self.keys.gate), (job_id, group)))
-        reply = error_of(self._here().router.call(self._slot, command, script))
-        if isinstance(reply, ServerError):
-            raise reply
-        return None if reply is None else estimate(list(reply))
-
-    def state(self, id: str) -> JobState:
-        """``pending``, ``active``, ``scheduled``, ``dead``, ``completed``, ``cancelled`` or
-        ``absent``."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        return job_state(self._read(("HGET", self.keys.job(job_id), "state")))
-
-    def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        """Block until job ``id`` is ``completed``, ``dead`` or ``cancelled`` and return its row;
-        None after ``timeout`` seconds (None: no limit), and None at once when no such job exists.
-
-        Subscribes to the queue's completion channel first and reads the row after the server
-        confirmed it (and again after every reconnect), so a completion is never missed.
-        """
-        job_id = _ids.validate(id, "JOB", "job id")
-        if timeout is not None:
-            ms(timeout, "timeout", most=MAX_DURATION)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        router = self._here().router
-        waiter = SyncWaiter(
-            router, self._slot, self._done, self.keys.job(job_id), job_id, self.codec, deadline
-        )
-        return waiter.run()
 
 
 _event_json = json.JSONEncoder(separators=(",", ":")).encode
