@@ -157,6 +157,35 @@ async def test_a_flow_into_another_sharded_queue_is_refused(
         await discard(other)
 
 
+async def test_a_plain_queue_refuses_flow_nodes_on_a_sharded_queue_before_any_write(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """From a queue of one slot, nodes naming a sharded queue would be written to its shard 0
+    unfenced: refused by name, nothing written on either queue; the same flow through the
+    sharded queue lands each node on its lane's shard."""
+    plain = await Queue.connect(valkey_url, sharded.name + "-plain")
+    try:
+        lane = lane_on(sharded.placement_map, 2, "r")
+        flows = [
+            Flow("parent", [Flow("child", queue=sharded.name, lane=lane)]),  # a child there
+            Flow("root", [Flow("leaf", queue=plain.name)], queue=sharded.name, lane=lane),
+        ]
+        for flow in flows:
+            with pytest.raises(Unsupported, match=f"sharded queue {sharded.name!r}"):
+                await plain.add_flow(flow)
+        assert (await plain.counts()).waiting == 0  # nothing written: no parent waits here
+        assert await plain.wire.call("KEYS", f"emq:{{{plain.name}}}:*") == []
+        for shard in sharded.shards:
+            assert await shard.wire.call("KEYS", f"emq:{{{shard.keys.tag}}}:job:*") == []
+        child_there = Flow("child", queue=sharded.name, lane=lane)
+        ids = await sharded.add_flow(Flow("parent", [child_there], queue=plain.name))
+        assert ids.queue == plain.name
+        (child,) = ids.children
+        assert await sharded.shards[2].wire.call("EXISTS", sharded.shards[2].keys.job(child.id))
+    finally:
+        await discard(plain)
+
+
 async def test_a_plain_queue_relays_to_a_parent_on_a_shard(
     sharded: ShardedQueue, valkey_url: str
 ) -> None:

@@ -1,7 +1,8 @@
 """The blocking producer of a sharded queue (docs/concepts/shards.md, "One logical queue"):
 ``ShardedSyncQueue`` sends each job to its lane's shard, fenced, a batch's verdicts in input
 order, a lane moved since its open followed by one more read of the directory; the task
-layer's ``task.enqueue_sync`` from blocking code on an ``App(shards=3)``."""
+layer's ``task.enqueue_sync`` from blocking code on an ``App(shards=3)``, and on an app not told
+of the shards (``connect_sync_queue`` finds them by the directory)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import pytest
 
 from echomq import App, AppWorker, Item
 from echomq.consumers.consumer import ConsumerOptions
-from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap
+from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap, SyncQueue, connect_sync_queue
 from echomq.errors import InvalidArgument, LaneMoved
+from echomq.wire.blocking import Link
 
 
 @pytest.fixture
@@ -77,6 +79,30 @@ async def test_a_blocking_producer_sends_each_lane_to_its_shard_in_order(
         ShardedSyncQueue.connect(valkey_url, sharded.name + "-none", shards=3)
 
 
+async def test_a_batch_over_shards_on_one_server_is_one_write_and_one_round_trip(
+    sharded: ShardedQueue, valkey_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The shards share the server's socket: every shard's calls go out in one write before
+    any reply is read (``Router.call_spread``), not one round trip per shard."""
+    lanes = lanes_on(sharded.placement_map, [2, 2, 2], "p")
+    writes: list[int] = []
+    send = Link.send
+
+    def counted(link: Link, data: bytes) -> None:
+        writes.append(data.count(b"EVALSHA"))
+        send(link, data)
+
+    with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
+        sync.enqueue("warm", lane=lanes[0])  # the socket and the id node, before counting
+        monkeypatch.setattr(Link, "send", counted)
+        verdicts = sync.enqueue_many([Item(i, lane=lanes[i % 6]) for i in range(30)])
+        monkeypatch.undo()
+    assert [v.kind for v in verdicts] == ["enqueued"] * 30
+    assert writes == [3]  # one chunk per shard, the three in one write
+    for i, verdict in enumerate(verdicts):
+        assert await on_shard(sharded, sharded.placement_map.shard_of(lanes[i % 6]), verdict.id)
+
+
 async def test_a_lane_moved_since_the_open_is_followed_by_one_read_of_the_directory(
     sharded: ShardedQueue, valkey_url: str
 ) -> None:
@@ -135,3 +161,26 @@ async def test_enqueue_sync_from_blocking_code_on_a_sharded_app(
         await queue.pause()
         await queue.obliterate(force=True)
     await app.close()
+
+
+async def test_enqueue_sync_on_an_app_not_told_of_the_shards_finds_them_by_the_directory(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """``App.sync_queue`` of a queue not in ``app.shards`` reads its directory once: a sharded
+    queue's jobs go to their lanes' shards, fenced, not all to shard 0."""
+    app = App(valkey_url, queue=sharded.name)
+
+    @app.task(lane="tenant")
+    async def greet(tenant: str) -> str:
+        return f"hello {tenant}"
+
+    tenants = lanes_on(sharded.placement_map, [1, 1, 1], "t")
+    handles = [greet.enqueue_sync(tenant) for tenant in tenants]
+    assert isinstance(app.sync_queue(), ShardedSyncQueue)
+    assert [h.verdict.kind for h in handles] == ["enqueued"] * 3
+    for k, handle in enumerate(handles):
+        assert await on_shard(sharded, k, handle.verdict.id)
+    assert app.sync_queue().state(handles[2].verdict.id) == "pending"
+    await app.close()
+    with connect_sync_queue(valkey_url, sharded.name + "-plain") as plain:
+        assert type(plain) is SyncQueue  # no directory: the queue of one slot

@@ -36,7 +36,7 @@ PINNED = {
         "JobOptions", "Lane", "LaneInfo", "Minter", "Policies", "Policy", "Queue", "Rate",
         "RateLimited", "Reaped", "RetryOutcome", "ShardMap", "ShardStats", "ShardedQueue",
         "ShardedSyncQueue", "Subscription", "SyncQueue", "Taken", "Upkeep", "Verdict", "Wait",
-        "connect_queue", "open_queue", "validate_id",
+        "connect_queue", "connect_sync_queue", "open_queue", "validate_id",
     },
     "echomq.consumers": {
         "Consumer", "ConsumerOptions", "Cool", "Defer", "Drop", "Metronome", "Retry", "RetryPlan",

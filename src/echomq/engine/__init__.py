@@ -16,7 +16,7 @@ from echomq.engine.flows import Children, FailurePolicy, Flow, FlowIds
 from echomq.engine.ids import Minter
 from echomq.engine.ids import validate as validate_id
 from echomq.engine.lanes import Lane
-from echomq.engine.opening import connect_queue, open_queue
+from echomq.engine.opening import connect_queue, connect_sync_queue, open_queue
 from echomq.engine.options import JobOptions
 from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.producer import Item
@@ -89,6 +89,7 @@ __all__ = [
     "Verdict",
     "Wait",
     "connect_queue",
+    "connect_sync_queue",
     "open_queue",
     "validate_id",
 ]

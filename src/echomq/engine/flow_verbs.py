@@ -24,6 +24,7 @@ from echomq.engine.flows import (
 from echomq.engine.keys import Keyspace
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.transitions import Engine
+from echomq.errors import Unsupported
 from echomq.tracing import FlowSending, Spans
 from echomq.wire.codec import Codec
 from echomq.wire.pool import Wire
@@ -80,6 +81,7 @@ class FlowVerbs:
         if not self.minter.is_ready:
             await self.minter.ready()
         laid = plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB"))
+        await self._refuse_sharded(laid)
         await self._expect_parents(laid)
         written = False
         for queue, nodes in laid.writes.items():
@@ -93,6 +95,23 @@ class FlowVerbs:
         if written:
             return ids
         return FlowIds(ids.id, ids.queue, ids.children, "duplicate")
+
+    async def _refuse_sharded(self, laid: Plan) -> None:
+        """Refuse, before anything is written, a flow with nodes on another queue that is
+        sharded (one ``EXISTS`` of each other queue's directory, in one round trip): written from
+        here they would land on its shard 0, unfenced. ``ShardedQueue.add_flow`` routes them to
+        their lanes' shards, and takes nodes on queues of one slot (this one) too."""
+        others = [name for name in laid.writes if name != self.name]
+        if not others:
+            return
+        found = await self.wire.call_many([("EXISTS", Keyspace(name).directory) for name in others])
+        for name, is_sharded in zip(others, found, strict=True):
+            if is_sharded:
+                raise Unsupported(
+                    f"flow nodes on the sharded queue {name!r} are not added through the queue "
+                    f"{self.name!r}: add the flow through {name!r} (ShardedQueue.connect or "
+                    "open_queue), its nodes on this queue naming it (docs/concepts/shards.md)"
+                )
 
     async def _expect_parents(self, laid: Plan) -> None:
         """Mark the parents that ``laid`` writes after some of their children (a flow nesting

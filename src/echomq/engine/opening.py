@@ -1,6 +1,8 @@
 """Opening a queue by its name alone, as an operator's tool does: the queue as its keys say it
-is, a :class:`ShardedQueue` when its directory exists, else a plain :class:`Queue`
-(docs/concepts/shards.md, "Operations"). One read at open; nothing per call after it."""
+is, a :class:`ShardedQueue` when its directory exists, else a plain :class:`Queue`; and the
+blocking producer's twin, a :class:`ShardedSyncQueue` or a :class:`SyncQueue`
+(docs/concepts/shards.md, "Using a sharded queue today"). One read at open; nothing per call
+after it."""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from typing import Any
 from echomq.engine.keys import Keyspace
 from echomq.engine.queue import Queue
 from echomq.engine.sharded import ShardedQueue
+from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.shards import read_map
+from echomq.engine.sync_queue import SyncQueue
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -46,3 +50,25 @@ async def connect_queue(
         raise
     queue.take_wire()  # its close closes the wire (a sharded queue's after its shards)
     return queue
+
+
+def connect_sync_queue(url: str | ConnectionOptions, name: str, **options: Any) -> SyncQueue:
+    """:func:`connect_queue`, blocking: the queue ``name`` on ``url`` whatever its shape, a
+    :class:`ShardedSyncQueue` of the shards its directory names when it has one, else a
+    :class:`SyncQueue`. ``options`` are the queue's (``codec``, ``result_ttl``,
+    ``durability``).
+
+    What ``App.sync_queue`` (so ``task.enqueue_sync``) opens a queue the app was not told is
+    sharded with: a :class:`SyncQueue` on a sharded queue's name would write every lane to its
+    shard 0, unfenced. A plain queue costs one read more at open; a sharded one opens its
+    shards' queue on a connection of its own (the plain one's closed first)."""
+    queue = SyncQueue.connect(url, name, **options)
+    try:
+        placement = queue.read_placement()
+    except BaseException:
+        queue.close()
+        raise
+    if placement is None:
+        return queue
+    queue.close()  # no id node leased yet: it gives back its sockets alone
+    return ShardedSyncQueue.connect(url, name, shards=placement.shards, **options)

@@ -21,8 +21,9 @@ from echomq.engine.options import Admission, JobOptions
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
-from echomq.engine.sync_queue import SyncQueue, _Process
-from echomq.errors import EchoMQError, InvalidArgument, LaneMoved, ServerError
+from echomq.engine.sync_process import SyncProcess
+from echomq.engine.sync_queue import SyncQueue, send_admissions
+from echomq.errors import InvalidArgument, LaneMoved, ServerError
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -34,7 +35,8 @@ class ShardedSyncQueue(SyncQueue):
     shards; a worker's open does).
 
     :class:`SyncQueue`'s verbs, each on the shard of the job's lane: ``enqueue_many`` sends
-    each shard its items (one pipelined call per shard holding some), verdicts in input order;
+    each shard its items, the shards sharing a server in one pipeline (one round trip; on a
+    cluster one per primary, sent before any reply is read), verdicts in input order;
     ``job``, ``state``, ``wait``, ``cancel``, ``logs``, ``position`` find the job's shard;
     ``configure_lane`` and ``lane_eta`` go to the lane's; ``apply_policies`` to every shard.
     """
@@ -80,7 +82,7 @@ class ShardedSyncQueue(SyncQueue):
     def _open(self, shards: int) -> None:
         """Start the wire, read the directory, and take its placement."""
         self._start()
-        placement = self._read_map()
+        placement = self.read_placement()
         if placement is None:
             raise InvalidArgument(
                 "shards",
@@ -113,18 +115,6 @@ class ShardedSyncQueue(SyncQueue):
         assert self.placement is not None, "placed at connect"
         return self.placement
 
-    def _read_map(self) -> ShardMap | None:
-        """The map the directory holds (one round trip), None when it has none."""
-        router = self._here().router
-        commands = [pack(("HGETALL", self.keys.directory)), pack(("HGETALL", self.keys.placed))]
-        directory, placed = (error_of(reply) for reply in router.call_each(self._slot, commands))
-        for reply in (directory, placed):
-            if isinstance(reply, EchoMQError):
-                raise reply
-        if not directory:
-            return None
-        return ShardMap.from_stored(_fields(directory), _fields(placed))
-
     def _place(self, placement: ShardMap) -> None:
         """Take ``placement``: the shards' fences follow it (new shard queues for new tags)."""
         if self.placement is not None and self.placement.tags == placement.tags:
@@ -136,7 +126,7 @@ class ShardedSyncQueue(SyncQueue):
 
     def _reread(self) -> None:
         """Read the directory again (a shard refused a lane as moved) and take what it holds."""
-        current = self._read_map()
+        current = self.read_placement()
         if current is not None:
             self._place(current)
 
@@ -167,7 +157,7 @@ class ShardedSyncQueue(SyncQueue):
                 raise
             return SyncQueue._admit(self.shards[again], payload, options)
 
-    def _replies(self, process: _Process, admissions: list[Admission]) -> list[Any]:
+    def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """Each shard its items (one pipelined call per shard); the items a shard refused as
         moved sent once more where the directory read again places them."""
         placement = self.placement_map
@@ -190,15 +180,22 @@ class ShardedSyncQueue(SyncQueue):
         return replies
 
     def _scatter(
-        self, process: _Process, admissions: list[Admission], shards: list[int]
+        self, process: SyncProcess, admissions: list[Admission], shards: list[int]
     ) -> list[Any]:
-        """``admissions[i]`` sent to shard ``shards[i]``, a call per shard; replies in order."""
+        """``admissions[i]`` sent to shard ``shards[i]``: every shard's calls in one pipeline
+        per server (one round trip where the shards share one); replies in order."""
         parts: dict[int, list[int]] = {}
         for i, k in enumerate(shards):
             parts.setdefault(k, []).append(i)
+        answers = send_admissions(
+            process,
+            [
+                (self.shards[k], [admissions[i] for i in positions])
+                for k, positions in parts.items()
+            ],
+        )
         replies: list[Any] = [None] * len(admissions)
-        for k, positions in parts.items():
-            part = SyncQueue._replies(self.shards[k], process, [admissions[i] for i in positions])
+        for positions, part in zip(parts.values(), answers, strict=True):
             for i, reply in zip(positions, part, strict=True):
                 replies[i] = reply
         return replies
@@ -290,16 +287,10 @@ class _Shard(SyncQueue):
         self._process = home._process
         self.spans = home.spans
 
-    def _here(self) -> _Process:
+    def _here(self) -> SyncProcess:
         self._process = self._home._here()
         return self._process
 
     def close(self) -> None:
         """Closed with its home, whose process (router, id node) it runs on."""
         self._closed = True
-
-
-def _fields(reply: Any) -> dict[bytes, bytes]:
-    if isinstance(reply, dict):
-        return reply
-    return dict(zip(reply[::2], reply[1::2], strict=True))

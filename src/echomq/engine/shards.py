@@ -356,6 +356,12 @@ async def read_map(wire: Wire, keys: Keyspace) -> ShardMap | None:
     directory, placed = await wire.call_many(
         [("HGETALL", keys.directory), ("HGETALL", keys.placed)]
     )
+    return stored_map(directory, placed)
+
+
+def stored_map(directory: Any, placed: Any) -> ShardMap | None:
+    """The map of the directory's and the placements' ``HGETALL`` replies (the blocking
+    producer reads them on its own socket), None when the queue has no directory."""
     if not directory:
         return None
     return ShardMap.from_stored(_fields(directory), _fields(placed))

@@ -3,32 +3,29 @@ event loop, for WSGI apps, scripts and the task layer's ``enqueue_sync``.
 
 Same arguments, checks, Lua scripts and verdicts as :class:`echomq.Queue` (the pure pieces are
 shared, in ``engine/producer.py``); each thread talks on a socket of its own
-(``wire/blocking.py``); ids come from a node leased from the engine like the async minter's,
-renewed on the minting path instead of by a background task. Fork-safe: a child notices the new
-pid on its first call and leases its own node on its own sockets, never touching the parent's.
+(``wire/blocking.py``); ids come from a node leased from the engine like the async minter's
+(``sync_process.py``: what a process holds); the reads are ``sync_reads.py``'s, whose
+``wait`` subscribes on a socket of its own (``sync_waiter.py``). Fork-safe: a child notices
+the new pid on its first call and leases its own node on its own sockets, never touching the
+parent's.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import logging
 import math
 import os
-import secrets
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import cancel_events, cancel_reason, cancellation
-from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, MAX_RESULT_TTL, count, ms, text
+from echomq.engine.checks import MAX_RESULT_TTL, ms, text
 from echomq.engine.durability import Durability, check_persistence
 from echomq.engine.durability import validate as validate_durability
-from echomq.engine.eta import Eta, estimate
-from echomq.engine.keys import DONE_WILDCARD, Keyspace, slot, validate_group
-from echomq.engine.nodes import HEADROOM_MS, NODES_KEY, SAFETY
+from echomq.engine.keys import Keyspace, slot, validate_group
 from echomq.engine.options import (
     ADMISSION_WIDTH,
     DEFAULT_OPTIONS,
@@ -45,137 +42,31 @@ from echomq.engine.producer import (
     Batch,
     Item,
     admission_verdict,
-    job_info,
-    job_state,
     lane_cap_value,
     lane_limit_value,
 )
-from echomq.engine.progress import LOG_KEEP
 from echomq.engine.publisher import LISTENER_CHECK_INTERVAL
-from echomq.engine.results import FINISHED, Cancellation, JobInfo, JobState, Verdict
+from echomq.engine.results import Cancellation, Verdict
 from echomq.engine.scripts import ScriptRegistry
-from echomq.engine.shards import ShardMap
+from echomq.engine.shards import ShardMap, stored_map
+from echomq.engine.sync_process import SyncProcess
+from echomq.engine.sync_reads import SyncReads
 from echomq.engine.transitions import ADMIT_CHUNK, _admitted
 from echomq.errors import (
     Closed,
     EchoMQError,
     InvalidArgument,
-    NodeLeaseError,
     NotDurable,
-    Refusal,
     ServerError,
     WireError,
-    WireTimeout,
 )
 from echomq.tracing import Sending, Spans, carriers_of, sending_many
-from echomq.wire.blocking import NOTHING, Link, Push, ReplyError, Router, error_of, pack
+from echomq.wire.blocking import ReplyError, error_of, pack
 from echomq.wire.codec import Codec, JsonCodec
-from echomq.wire.connector import WIRE_VERSION
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
-log = logging.getLogger("echomq.sync")
 
-_LEASE_TTL = 30.0
-
-
-class _Lease:
-    """One process's lease on an id node (``lua/node.lua``), the blocking twin of ``NodeLease``:
-    taken at the first mint, renewed by whichever thread mints once a third of its ttl passed,
-    taken again after a lapse. The minter itself refuses to mint past the lease's safe end."""
-
-    def __init__(self, router: Router, scripts: ScriptRegistry) -> None:
-        self.router = router
-        self.minter = _ids.Minter(0)
-        self.minter.lapse()  # no node until the first lease
-        self.owner = secrets.token_hex(16)
-        self._script = scripts["node"]
-        self._ttl_ms = ms(_LEASE_TTL, "ttl", positive=True)
-        self._slot = slot(NODES_KEY)
-        self._held = False
-        self._renew_at = -math.inf
-        self._lock = threading.Lock()
-
-    def mint(self) -> str:
-        if time.monotonic() >= self._renew_at:
-            self._keep()
-        return self.minter.mint("JOB")
-
-    def _keep(self) -> None:
-        with self._lock:
-            now = time.monotonic()
-            if now < self._renew_at:
-                return  # another thread renewed it meanwhile
-            if self._held and self.minter.is_ready:
-                try:
-                    if self._renew():
-                        return
-                except EchoMQError as exc:
-                    # Go on minting until the lease's safe end; try again in a second.
-                    log.warning("id node lease renewal failed (%s); retrying in 1 s", exc)
-                    self._renew_at = now + 1.0
-                    return
-                log.warning("id node %d was taken over; leasing another", self.minter.node)
-            self._acquire()
-
-    def _ceiling(self) -> int:
-        return max(self.minter.now_ts(), self.minter.last_ts()) + self._ttl_ms + HEADROOM_MS
-
-    def _call(self, op: str, node: int, ceiling: int) -> Any:
-        args = (op, self.owner, node, self._ttl_ms, ceiling, secrets.randbelow(1024))
-        command = self._script.command((NODES_KEY,), args)
-        reply = error_of(self.router.call(self._slot, pack(command), self._script))
-        if isinstance(reply, ServerError):
-            raise reply
-        return reply
-
-    def _acquire(self) -> None:
-        preferred = self.minter.node if self._held else -1
-        sent, ceiling = time.monotonic(), self._ceiling()
-        try:
-            node, floor = self._call("lease", preferred, ceiling)
-        except Refusal as exc:
-            if exc.code == "EMQNODES":
-                raise NodeLeaseError(
-                    "all 1024 id nodes of this deployment are leased by live minters"
-                ) from None
-            raise
-        self.minter.grant(int(node), int(floor), ceiling, sent + _LEASE_TTL - SAFETY)
-        self._held = True
-        self._renew_at = sent + _LEASE_TTL / 3
-        if int(floor) + self._ttl_ms > ceiling:
-            self._renew()  # the last holder's clock ran ahead: ask for a ceiling above its own
-
-    def _renew(self) -> bool:
-        sent, ceiling = time.monotonic(), self._ceiling()
-        if not self._call("renew", self.minter.node, ceiling):
-            self.minter.lapse()
-            return False
-        self.minter.grant(self.minter.node, 0, ceiling, sent + _LEASE_TTL - SAFETY)
-        self._renew_at = sent + _LEASE_TTL / 3
-        return True
-
-    def release(self) -> None:
-        with self._lock:
-            if not self._held:
-                return
-            self.minter.lapse()
-            self._held = False
-            with contextlib.suppress(EchoMQError):  # unreachable: the lease ends by itself
-                self._call("release", self.minter.node, max(self.minter.last_ts(), 0))
-
-
-class _Process:
-    """What one process holds for a queue: its router (and every thread's sockets) and its
-    id node lease. A forked child builds its own; the parent's is never used there."""
-
-    def __init__(self, seeds: Sequence[ConnectionOptions], scripts: ScriptRegistry) -> None:
-        self.pid = os.getpid()
-        self.router = Router(seeds, WIRE_VERSION)
-        self.lease = _Lease(self.router, scripts)
-        self.mint = self.lease.mint
-
-
-class SyncQueue:
+class SyncQueue(SyncReads):
     """The producer side of one queue, blocking: ``SyncQueue.connect(url, name)``.
 
     ``enqueue``, ``enqueue_in``, ``enqueue_at`` and ``enqueue_many`` take what
@@ -236,7 +127,7 @@ class SyncQueue:
         self._lane_head = self._lane_limit.head((self.keys.root, self.keys.gate))
         self._events = self.keys.events
         self._done = self.keys.done  # the shard channel each completion and burial is told on
-        self._process = _Process(self.seeds, self.scripts)
+        self._process = SyncProcess(self.seeds, self.scripts)
         self._closed = False
         # Lifecycle events go out as the async Queue's do: only while someone listens, asked
         # at most once a second (PUBSUB NUMSUB), fire-and-forget.
@@ -298,7 +189,19 @@ class SyncQueue:
     def __repr__(self) -> str:
         return f"SyncQueue({self.name!r})"
 
-    def _here(self) -> _Process:
+    def read_placement(self) -> ShardMap | None:
+        """The map the shard directory of this queue's name holds (one round trip), None when
+        it has none: a plain queue (docs/concepts/shards.md, "Lane placement")."""
+        router = self._here().router
+        keys = Keyspace(self.name)  # the directory is the name's, whichever shard this is
+        commands = [pack(("HGETALL", keys.directory)), pack(("HGETALL", keys.placed))]
+        replies = [error_of(reply) for reply in router.call_each(slot(keys.root), commands)]
+        for reply in replies:
+            if isinstance(reply, EchoMQError):
+                raise reply
+        return stored_map(*replies)
+
+    def _here(self) -> SyncProcess:
         """This process's state; made anew in a forked child (the parent's is let go)."""
         process = self._process
         if self._closed:
@@ -306,7 +209,7 @@ class SyncQueue:
         if process.pid == os.getpid():
             return process
         process.router.abandon()
-        fresh = _Process(self.seeds, self.scripts)
+        fresh = SyncProcess(self.seeds, self.scripts)
         fresh.router.start()
         # Two threads of a young child may both get here: each leases a node of its own, so
         # their ids stay distinct; the loser's lease simply ends by itself.
@@ -416,7 +319,7 @@ class SyncQueue:
                 self._send(process, Batch.pairs(jobs, self.codec, process.mint))
             )
 
-    def _send(self, process: _Process, batch: Batch) -> list[Verdict]:
+    def _send(self, process: SyncProcess, batch: Batch) -> list[Verdict]:
         admissions = batch.admissions
         if not admissions:
             return batch.verdicts
@@ -432,28 +335,41 @@ class SyncQueue:
             )
         return verdicts
 
-    def _replies(self, process: _Process, admissions: list[Admission]) -> list[Any]:
+    def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """The script's reply per item (an error for the items of a chunk refused whole),
         in order; on a shard fenced by its placement."""
-        chunks = [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
-        head = self._head
+        (replies,) = send_admissions(process, [(self, admissions)])
+        return replies
+
+    def _calls(self, admissions: list[Admission]) -> list[tuple[int, bytes]]:
+        """The packed enqueue calls of ``admissions`` on this queue's slot, a chunk each."""
         placement = self.placement
-        commands = [
-            pack(
-                (
-                    *head,
-                    *admission_argv(
-                        chunk,
-                        None if placement is None else placement.fence(a.group for a in chunk),
-                    ),
-                )
+        return [
+            (
+                self._slot,
+                pack(
+                    (
+                        *self._head,
+                        *admission_argv(
+                            chunk,
+                            None if placement is None else placement.fence(a.group for a in chunk),
+                        ),
+                    )
+                ),
             )
-            for chunk in chunks
+            for chunk in _chunks(admissions)
         ]
-        before = process.router.reconnects, process.router.ask
-        answers = process.router.call_each(self._slot, commands, self._enqueue)
+
+    def _answered(
+        self,
+        process: SyncProcess,
+        before: tuple[int, int],
+        admissions: list[Admission],
+        answers: list[Any],
+    ) -> list[Any]:
+        """Each item's reply from its chunk's answer, the durability's wait after them."""
         replies: list[Any] = []
-        for chunk, answer in zip(chunks, answers, strict=True):
+        for chunk, answer in zip(_chunks(admissions), answers, strict=True):
             answer = error_of(answer)
             if isinstance(answer, EchoMQError):
                 replies += [answer] * len(chunk)
@@ -468,7 +384,7 @@ class SyncQueue:
 
     def _waited(
         self,
-        process: _Process,
+        process: SyncProcess,
         before: tuple[int, int],
         ids: Sequence[str],
         duplicate: bool = False,
@@ -493,7 +409,7 @@ class SyncQueue:
             )
         return durability.shortfall([reply], ids)
 
-    def _listened(self, process: _Process) -> bool:
+    def _listened(self, process: SyncProcess) -> bool:
         """Whether events should go out now; asks the server at most once a second."""
         now = time.monotonic()
         if now >= self._check_listeners_at:
@@ -504,7 +420,7 @@ class SyncQueue:
                 self._has_listeners = type(reply) is list and int(reply[1]) > 0
         return self._has_listeners
 
-    def _emit(self, process: _Process, events: list[dict[str, Any]]) -> None:
+    def _emit(self, process: SyncProcess, events: list[dict[str, Any]]) -> None:
         """Publish ``events`` on the queue's event channel, fire-and-forget (at most once): one
         write after the admission's reply, their replies dropped unread with the next call's,
         so an event costs its enqueue no round trip. A publish that fails is not raised."""
@@ -581,66 +497,34 @@ class SyncQueue:
             self._emit(process, events)
         return answer
 
-    # -- reads ---------------------------------------------------------------------------------
-
-    def _read(self, command: tuple[Any, ...]) -> Any:
-        reply = error_of(self._here().router.call(self._slot, pack(command)))
-        if isinstance(reply, ServerError):
-            raise reply
-        return reply
-
-    def job(self, id: str) -> JobInfo | None:
-        """A job's row, or None when no such job exists."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
-
-    def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
-        """The newest ``limit`` lines of a job's log, oldest first (:meth:`Queue.logs`)."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        most = count(limit, "limit", maximum=MAX_LIMIT)
-        return [text(line) for line in self._read(("LRANGE", self.keys.log(job_id), -most, -1))]
-
-    def position(self, id: str) -> Eta | None:
-        """:meth:`echomq.Queue.position`, blocking: where pending job ``id`` stands and its
-        estimated wait; None when it waits in no lane."""
-        return self._eta(_ids.validate(id, "JOB", "job id"), "")
-
-    def lane_eta(self, group: str) -> Eta:
-        """``queue.lane(group).eta()``, blocking: where a job enqueued on ``group`` now would
-        stand."""
-        reply = self._eta("", validate_group(group))
-        assert reply is not None  # a lane always answers
-        return reply
-
-    def _eta(self, job_id: str, group: str) -> Eta | None:
-        script = self.scripts["eta"]
-        command = pack(script.command((self.keys.root, self.keys.gate), (job_id, group)))
-        reply = error_of(self._here().router.call(self._slot, command, script))
-        if isinstance(reply, ServerError):
-            raise reply
-        return None if reply is None else estimate(list(reply))
-
-    def state(self, id: str) -> JobState:
-        """``pending``, ``active``, ``scheduled``, ``dead``, ``completed``, ``cancelled`` or
-        ``absent``."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        return job_state(self._read(("HGET", self.keys.job(job_id), "state")))
-
-    def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        """Block until job ``id`` is ``completed``, ``dead`` or ``cancelled`` and return its row;
-        None after ``timeout`` seconds (None: no limit), and None at once when no such job exists.
-
-        Subscribes to the queue's completion channel first and reads the row after the server
-        confirmed it (and again after every reconnect), so a completion is never missed.
-        """
-        job_id = _ids.validate(id, "JOB", "job id")
-        if timeout is not None:
-            ms(timeout, "timeout", most=MAX_DURATION)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        return _Waiter(self, job_id, deadline).run()
-
 
 _event_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def send_admissions(
+    process: SyncProcess, parts: Sequence[tuple[SyncQueue, list[Admission]]]
+) -> list[list[Any]]:
+    """Each ``(queue, admissions)`` part's replies (:meth:`SyncQueue._replies`): the parts'
+    calls in one pipeline per server (``Router.call_spread``), so the shards of a sharded
+    queue that share a server cost one round trip, those on several primaries overlap theirs;
+    then each part's durability wait, as its own send would have."""
+    calls = [call for queue, admissions in parts for call in queue._calls(admissions)]
+    if not calls:
+        return [[] for _ in parts]
+    router = process.router
+    before = router.reconnects, router.ask
+    answers = router.call_spread(calls, parts[0][0]._enqueue)
+    replies: list[list[Any]] = []
+    at = 0
+    for queue, admissions in parts:
+        n = len(_chunks(admissions))
+        replies.append(queue._answered(process, before, admissions, answers[at : at + n]))
+        at += n
+    return replies
+
+
+def _chunks(admissions: list[Admission]) -> list[list[Admission]]:
+    return [admissions[i : i + ADMIT_CHUNK] for i in range(0, len(admissions), ADMIT_CHUNK)]
 
 
 def _landed(item: Admission) -> int:
@@ -649,144 +533,3 @@ def _landed(item: Admission) -> int:
     if item.run_at < 0 or item.run_at > time.time() * 1000:
         return 2
     return 1
-
-
-class _Waiter:
-    """One :meth:`SyncQueue.wait`: a subscription of its own on the node owning the queue.
-
-    The subscription is kept however long nothing is said on it: after a call timeout of
-    silence it is asked a ``PING``, and only a link silent for another one counts as lost (a
-    server gone without a word); then it subscribes again and reads the row again. Reconnects
-    that fail are retried (on a cluster, through the next seed, which names the slot's new
-    owner) for a call timeout counted from the first failure since the last subscription the
-    server confirmed, as a call is: a wait without a limit lives through any failover a call
-    lives through, however many reconnects it made before.
-    """
-
-    def __init__(self, queue: SyncQueue, job_id: str, deadline: float | None) -> None:
-        self.queue = queue
-        self.job_id = job_id
-        self.row_key = queue.keys.job(job_id)
-        self.deadline = deadline
-        self.channel = queue._done.encode()
-        # The messages that make it read the row again: its job's id, and "*" (every waited
-        # row: obliterate and large drains say so in one message instead of one per id).
-        self.ids = (job_id, DONE_WILDCARD)
-        self.failures = 0  # failed tries in a row since the last confirmed subscription
-        self.failing_since: float | None = None  # when the first of them failed
-        self._pings = 0  # PINGs sent on the current subscription, not answered yet
-
-    def _left(self) -> float | None:
-        return None if self.deadline is None else self.deadline - time.monotonic()
-
-    def run(self) -> JobInfo | None:
-        router = self.queue._here().router
-        address: str | None = None  # the slot's owner, unless a seed is to be asked instead
-        while True:
-            left = self._left()
-            if self.failures and left is not None and left <= 0:
-                return None  # the first pass reads the row whatever the timeout
-            try:
-                link = router.dedicated(self.queue._slot, "wait", address)
-            except WireError as exc:
-                now = time.monotonic()
-                self.failures += 1
-                self.failing_since = self.failing_since or now
-                if left is None and now - self.failing_since >= router.seed.call_timeout:
-                    raise
-                if router.is_cluster:  # the owner may be gone: a seed names the new one
-                    address = router.next_seed(exc.address or router.address(self.queue._slot))
-                pause = min(0.1 * self.failures, 1.0)
-                time.sleep(pause if left is None else max(min(pause, left), 0.0))
-                continue
-            address = None
-            try:
-                outcome = self._listen(link)
-            except WireError:
-                self.failures += 1  # lost mid-wait: subscribe again and read the row again
-                continue
-            finally:
-                link.close()
-            if outcome is not _AGAIN:
-                return outcome  # type: ignore[return-value]
-
-    def _listen(self, link: Link) -> JobInfo | object | None:
-        """Subscribe, read the row, then read it again on each message for the job (its id, or
-        ``*``: every waited row), until it finished (its row), it is gone (None), the time is up
-        (None) or the slot moved."""
-        self._pings = 0
-        link.send(pack(("SSUBSCRIBE", self.queue._done)) + pack(("HGETALL", self.row_key)))
-        outcome = self._row(link)
-        quiet = link.options.call_timeout
-        heard = time.monotonic()
-        while outcome is _PENDING:
-            left = self._left()
-            if left is not None and left <= 0:
-                return None
-            silent = time.monotonic() - heard
-            if silent >= quiet:
-                if self._pings:
-                    raise WireTimeout(f"no PONG within {quiet}s", address=link.address)
-                link.send(_PING)
-                self._pings += 1
-                heard = time.monotonic()
-                continue
-            frame = link.read(quiet - silent if left is None else min(left, quiet - silent))
-            if frame is NOTHING:
-                continue
-            heard = time.monotonic()
-            if type(frame) is not Push:
-                self._pings = max(self._pings - 1, 0)  # a PONG: no other reply is asked for
-                continue
-            kind = frame[0]
-            if kind == b"smessage" and frame[1] == self.channel and text(frame[2]) in self.ids:
-                link.send(pack(("HGETALL", self.row_key)))
-                outcome = self._row(link)
-            elif kind == b"sunsubscribe":
-                return _AGAIN  # the slot moved: subscribe where it went
-        return outcome
-
-    def _row(self, link: Link) -> JobInfo | object | None:
-        """The reply to the row's HGETALL (push frames and PONGs before it skipped, a confirmed
-        subscription and a moved slot noted): the finished row, None for no row,
-        :data:`_PENDING`, or :data:`_AGAIN` to follow."""
-        moved = False
-        while True:
-            frame = link.read(link.options.call_timeout)
-            if frame is NOTHING:
-                raise WireError("no reply to the subscription", address=link.address)
-            if type(frame) is Push:
-                if frame[0] == b"ssubscribe":
-                    self.failures, self.failing_since = 0, None  # held there: a fresh start
-                moved = moved or frame[0] == b"sunsubscribe"
-                continue
-            if self._pings > 0:  # a PONG asked for before the row
-                self._pings -= 1
-                continue
-            break
-        row = error_of(frame)
-        if isinstance(row, ServerError):
-            if row.code not in ("MOVED", "ASK", "TRYAGAIN", "CLUSTERDOWN"):
-                raise row
-            self._follow(row)
-            return _AGAIN
-        info = job_info(self.job_id, row, self.queue.codec)
-        if info is None:
-            return None
-        if info.state in FINISHED:
-            return info
-        return _AGAIN if moved else _PENDING
-
-    def _follow(self, error: ServerError) -> None:
-        router = self.queue._here().router
-        parts = error.message.split()
-        if error.code == "MOVED" and len(parts) == 3:
-            router.owners[int(parts[1])] = parts[2]
-            router.is_cluster = True
-        else:
-            time.sleep(0.05)  # a migration or a failover under way: ask again in a moment
-
-
-_PENDING = object()
-_AGAIN = object()
-_PING = pack(("PING",))

@@ -451,7 +451,8 @@ class App:
     def sync_queue(self, name: str | None = None) -> SyncQueue:
         """The app's blocking ``SyncQueue`` for ``name``, made on first use (fork-safe); a
         ``ShardedSyncQueue`` for a queue of ``shards=``, which must exist (the app's
-        ``connect`` or a worker's open makes it)."""
+        ``connect`` or a worker's open makes it), and for a queue that has a shard directory
+        though the app was not told of it (one read at its first use, as :meth:`open_queue`)."""
         name = self.default_queue if name is None else name
         if type(name) is not str:  # the hot path's lookup needs a str (a list is unhashable)
             Keyspace(name)
@@ -462,8 +463,8 @@ class App:
             raise InvalidArgument(
                 "url", None, "an app on a lent wire has no sync queues unless given url= too"
             )
+        from echomq.engine.opening import connect_sync_queue
         from echomq.engine.sharded_sync import ShardedSyncQueue
-        from echomq.engine.sync_queue import SyncQueue
 
         with self._sync_lock:
             found = self._sync_queues.get(name)
@@ -477,8 +478,8 @@ class App:
                     found = ShardedSyncQueue.connect(
                         self.url, name, shards=self.shards[name], **options
                     )
-                else:
-                    found = SyncQueue.connect(self.url, name, **options)
+                else:  # sharded or not, as its keys say: no lane written to a shard 0 unfenced
+                    found = connect_sync_queue(self.url, name, **options)
                 self._sync_queues[name] = found
             return found
 

@@ -476,25 +476,52 @@ class Router:
         redirection or ``NOSCRIPT`` (it did not run) goes again alone through :meth:`call`;
         when the connection drops, the place of each call not answered holds that error (it
         may or may not have run: never replayed here)."""
-        address = self.address(key_slot)
-        replies: list[Any] = []
-        try:
-            link = self.link(address)
-            if not link.is_idle_and_sound():  # closed by the server while idle: nothing sent yet
+        return self.call_spread([(key_slot, command) for command in commands], script, window)
+
+    def call_spread(
+        self,
+        calls: Sequence[tuple[int | None, bytes]],
+        script: Script | None = None,
+        window: int = 16,
+    ) -> list[Any]:
+        """:meth:`call_each` for ``(slot, packed call)`` pairs of several slots: the calls to
+        one owner pipelined on this thread's link to it, at most ``window`` in flight, every
+        owner's first window sent before any reply is read (so slots sharing a server cost one
+        round trip, and the owners' round trips overlap); one reply per call, in order."""
+        groups: dict[str, list[int]] = {}
+        for i, (key_slot, _) in enumerate(calls):
+            groups.setdefault(self.address(key_slot), []).append(i)
+        replies: list[Any] = [None] * len(calls)
+        flights: list[tuple[Link, list[int], int]] = []
+        for address, positions in groups.items():
+            try:
                 link = self.link(address)
-            sent = min(window, len(commands))
-            link.send(b"".join(commands[:sent]))
-            while len(replies) < len(commands):
-                replies.append(link.read())
-                if sent < len(commands):
-                    link.send(commands[sent])
-                    sent += 1
-        except WireError as exc:
-            replies += [exc] * (len(commands) - len(replies))
+                if not link.is_idle_and_sound():  # closed by the server while idle: none sent
+                    link = self.link(address)
+                sent = min(window, len(positions))
+                link.send(b"".join(calls[i][1] for i in positions[:sent]))
+            except WireError as exc:
+                for i in positions:
+                    replies[i] = exc
+                continue
+            flights.append((link, positions, sent))
+        for link, positions, sent in flights:
+            read = 0
+            try:
+                while read < len(positions):
+                    replies[positions[read]] = link.read()
+                    read += 1
+                    if sent < len(positions):
+                        link.send(calls[positions[sent]][1])
+                        sent += 1
+            except WireError as exc:
+                for i in positions[read:]:
+                    replies[i] = exc
         for i, reply in enumerate(replies):
             if type(reply) is ReplyError and str(reply).split(" ", 1)[0] in _NOT_RUN:
+                key_slot, data = calls[i]
                 try:
-                    replies[i] = self.call(key_slot, commands[i], script)
+                    replies[i] = self.call(key_slot, data, script)
                 except WireError as exc:
                     replies[i] = exc
         return replies
