@@ -171,7 +171,10 @@ async def test_a_killed_primary_loses_no_acknowledged_job_of_a_sharded_queue(
         if len(handled) >= 30:
             await block.wait()  # jobs in hand, and a backlog on every shard, at the kill
 
-    consumer = Consumer(worker, handler, ConsumerOptions(beat=0.2, concurrency=4, lease=1.0))
+    # A settle lost with the victim's socket leaves its job leased: an upkeep at most every
+    # second reaps it soon after its lease (the default idle upkeep is 10 s).
+    options = ConsumerOptions(beat=0.2, concurrency=4, lease=1.0, idle_upkeep=1.0)
+    consumer = Consumer(worker, handler, options)
     running = asyncio.ensure_future(consumer.run())
     producing = asyncio.ensure_future(produce())
     try:
