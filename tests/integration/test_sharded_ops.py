@@ -243,3 +243,41 @@ async def test_a_handler_worker_serves_every_shard(queue: ShardedQueue, valkey_u
     tally = await serving
     assert sorted(ran) == sorted(lane for lane in lanes for _ in range(2))
     assert tally.completed == 6
+
+
+@SHARDED
+async def test_stats_show_the_queue_wide_budgets_and_each_shards_quota(
+    queue: ShardedQueue, cli: Any
+) -> None:
+    """The queue's ceiling and rate are the directory's budgets, not shard 0's quota; each
+    shard's quotas sum to them, a shard holding none is marked ``noquota``, and the rate's
+    spent claims are every shard's (``shard_stats``, ``echomq stats``)."""
+    (a,), _, (c,) = lanes_on(queue.placement_map, [1, 0, 1], "g")
+    await queue.enqueue_many(Item(n, lane=lane) for lane in (a, c) for n in range(3))
+    assert [s.concurrency_quota for s in await queue.shard_stats()] == [None] * 3
+    await queue.concurrency(4)
+    await queue.rate_limit(6, 30.0)
+    claimed = [await claim_job(queue) for _ in range(2)]
+    stats = await queue.shard_stats()
+    assert sum(s.concurrency_quota or 0 for s in stats) == 4
+    assert sum(s.rate_quota or 0 for s in stats) == 6
+    assert sum(s.rate_spent for s in stats) == 2
+    # Shard 1 has no lane: it holds none of either budget, and its claims are refused.
+    assert (stats[1].concurrency_quota, stats[1].rate_quota, stats[1].noquota) == (0, 0, True)
+    assert [s.noquota for s in stats] == [False, True, False]
+    [meta_ceiling] = await queue.wire.call("HMGET", queue.keys.meta, "concurrency")
+    assert meta_ceiling != b"4"  # shard 0's quota: a part of the budget
+
+    shown = (await cli("--json", "stats", queue.name)).json()
+    assert shown["concurrency"] == 4
+    limiter = shown["limiter"]
+    assert (limiter["max"], limiter["window"], limiter["mode"]) == (6, 30.0, "smooth")
+    assert (limiter["spent"], limiter["wait"]) == (2, 0.0)
+    quotas = [(s["concurrency_quota"], s["rate_quota"]) for s in shown["shards"]]
+    assert quotas == [(s.concurrency_quota, s.rate_quota) for s in stats]
+    table = await cli("stats", queue.name)
+    assert "quota" in table.out
+    assert f"c {stats[0].concurrency_quota}, r {stats[0].rate_quota}" in table.out, table.out
+
+    for job in claimed:
+        await queue.complete(job)

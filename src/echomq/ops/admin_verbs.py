@@ -331,13 +331,28 @@ _SHARD_COLUMNS = {
     "W_s": "weight",
     "band": "band",
     "claims/s": "claims_per_second",
+    "quota": "quota",
     "paused": "paused",
 }
+
+
+def quota_cell(shard: dict[str, Any]) -> str:
+    """A shard's quotas of the queue-wide gates in one cell: ``c 2, r 5`` (leases at once,
+    claims per the budget's window; 0: it holds none now), ``-`` when the queue has no budget."""
+    parts = [
+        f"{letter} {shard[field]}"
+        for letter, field in (("c", "concurrency_quota"), ("r", "rate_quota"))
+        if shard[field] is not None
+    ]
+    return ", ".join(parts) or "-"
 
 
 def _shard_row(shard: dict[str, Any]) -> list[str]:
     cells = []
     for field in _SHARD_COLUMNS.values():
+        if field == "quota":
+            cells.append(quota_cell(shard))
+            continue
         value = shard[field]
         if field == "claims_per_second":
             cells.append(f"{value:.1f}")
