@@ -281,3 +281,59 @@ async def test_stats_show_the_queue_wide_budgets_and_each_shards_quota(
 
     for job in claimed:
         await queue.complete(job)
+
+
+@SHARDED
+async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue, cli: Any) -> None:
+    """``echomq shards q``: the count, epoch, budgets, each shard's place, slots, lanes, W_s and
+    quota, and the lanes a move placed; ``echomq shards q move LANE K`` moves one and says
+    what moved; a bad shard or a missing lane is bad input (exit 2), nothing moved."""
+    placement = queue.placement_map
+    (a,), _, _ = lanes_on(placement, [1, 0, 0], "m")
+    await queue.enqueue_many(Item(n, lane=a) for n in range(3))
+    await queue.enqueue_in(60.0, "later", lane=a)
+    await queue.concurrency(2)
+    shown = (await cli("--json", "shards", queue.name)).json()
+    assert (shown["count"], shown["epoch"], shown["placed"]) == (3, placement.epoch, {})
+    assert shown["budgets"] == {"concurrency": 2, "rate": None}
+    assert [s["tag"] for s in shown["shards"]] == list(placement.tags)
+    assert sum(s["slots"] for s in shown["shards"]) == 16384
+    assert [(s["lanes"], s["weight"]) for s in shown["shards"]] == [(1, 1), (0, 0), (0, 0)]
+    assert sum(s["concurrency_quota"] for s in shown["shards"]) == 2
+    table = await cli("shards", queue.name)
+    assert (table.code, table.err) == (0, "")
+    assert f"3 shards, epoch {placement.epoch}; budgets: concurrency 2" in table.out
+    assert "placed: none" in table.out
+    assert placement.tags[2] in table.out
+
+    for bad in (["move", a, "3"], ["move", a, "-1"], ["move", a], ["move", a, "two"], ["go"]):
+        try:
+            code = (await cli("shards", queue.name, *bad)).code
+        except SystemExit as refused:  # argparse's own refusal: exit 2 too
+            code = int(str(refused.code))
+        assert code == 2, bad
+    assert queue.placement_map.shard_of(a) == 0  # nothing moved
+
+    moved = await cli("--json", "shards", queue.name, "move", a, "2")
+    assert moved.code == 0, moved.err
+    assert moved.json() == {
+        "queue": queue.name,
+        "lane": a,
+        "from": 0,
+        "to": 2,
+        "moved": True,
+        "epoch": placement.epoch + 1,
+        "pending": 3,
+        "scheduled": 1,
+        "leased": 0,
+    }
+    [info] = await Queue.lanes(queue.shards[2], [a])
+    assert (info.depth, info.scheduled) == (3, 1)
+    after = (await cli("--json", "shards", queue.name)).json()
+    assert (after["epoch"], after["placed"]) == (placement.epoch + 1, {a: 2})
+    assert [s["pending"] for s in after["shards"]] == [0, 0, 3]
+    again = await cli("shards", queue.name, "move", a, "2")
+    assert (again.code, again.out.strip()) == (0, f"lane {a} is on shard 2 already: nothing moved")
+    back = await cli("shards", queue.name, "move", a, "0")
+    assert back.out.startswith(f"moved lane {a} from shard 2 to shard 0 "), back.out
+    assert "placed: none" in (await cli("shards", queue.name)).out
