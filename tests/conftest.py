@@ -59,7 +59,9 @@ def _collect_what_the_test_left() -> Iterator[None]:
 
 
 def _children() -> set[int]:
-    """This process's live children (zombies, already ended, left out)."""
+    """This process's live Python children (zombies, already ended, left out): what tests start
+    (workers, producers, apps). Servers are not counted: a session fixture may start one
+    lazily in the middle of a test (``getfixturevalue``), and it outlives the test by design."""
     found: set[int] = set()
     for task in os.listdir("/proc/self/task"):
         try:
@@ -67,7 +69,11 @@ def _children() -> set[int]:
                 found.update(int(pid) for pid in listing.read().split())
         except FileNotFoundError:  # the thread ended while listed
             continue
-    return {pid for pid in found if _state(pid) not in ("Z", "")}
+    return {pid for pid in found if _state(pid) not in ("Z", "") and _is_python(pid)}
+
+
+def _is_python(pid: int) -> bool:
+    return os.path.basename(_command(pid).split(" ", 1)[0]).startswith("python")
 
 
 def _state(pid: int) -> str:
