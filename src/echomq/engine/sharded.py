@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
@@ -49,14 +50,17 @@ from echomq.engine.results import (
     Job,
     RateLimited,
     RetryOutcome,
+    Upkeep,
     Verdict,
 )
+from echomq.engine.shard_grow import add_shards
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
 from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Success
 from echomq.errors import InvalidArgument, LaneMoved, Unsupported
+from echomq.wire.connector import Arg
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -82,7 +86,7 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         self, placement: ShardMap, wire: Wire, *, refresh: float = REFRESH, **options: Any
     ) -> None:
         super().__init__(placement.queue, wire, shard=(placement, 0), **options)
-        shared = {**options, "minter": self.minter, "scripts": self.scripts}
+        self._shared = shared = {**options, "minter": self.minter, "scripts": self.scripts}
         #: The shards, in order: shard 0 is this queue itself.
         others = [
             Queue(placement.queue, wire, shard=(placement, k), **shared)
@@ -92,7 +96,8 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         for shard in self.shards[1:]:
             shard.spans = self.spans  # the app's tracer provider reaches every shard's sends
         #: Every shard's cancel subscription, for the consumers of this queue.
-        self.cancel_hub = CancelHubs(self.wire, self.keys, [shard.cancel_hub for shard in others])
+        self._hubs = CancelHubs(self.wire, self.keys, [shard.cancel_hub for shard in others])
+        self.cancel_hub = self._hubs
         self.refresh = ms(refresh, "refresh") / 1000  # 0: read every claim
         self._stride = ShardStride(placement.shards, offset=id(self) // 16)
         self._loads_at = -1.0  # loop time of the last read of every shard's load
@@ -192,7 +197,8 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         try:
             return await Queue.admit(shard, payload, options, carries_context=carries_context)
         except LaneMoved as moved:
-            shard = self.shards[await self._moved_to(moved, lane)]
+            k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
+            shard = self.shards[k]
         return await Queue.admit(shard, payload, options, carries_context=carries_context)
 
     async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
@@ -216,13 +222,59 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         placement = await read_map(self.wire, self.keys)
         if placement is not None and placement.epoch > self.placement_map.epoch:
             self.install_placement(placement)
+            await self._hubs.catch_up()  # a grow's new shards
         return moved.shard if moved.shard is not None else self.placement_map.shard_of(lane)
 
     def install_placement(self, placement: ShardMap) -> None:
         """Fence this queue's admissions with ``placement`` from now on (read from the
-        directory, or written by a move): every shard's, and the lanes' shards."""
+        directory, or written by a move or a grow): every shard's, and the lanes' shards. A
+        map of more shards (another process grew the queue) adds their shard queues, claimed
+        by the stride, parked on by the consumers (``wake_keys``) and heard for cancels (the
+        hubs of the new shards open at the next :meth:`read_loads`)."""
+        grown = [
+            Queue(placement.queue, self.wire, shard=(placement, k), **self._shared)
+            for k in range(len(self.shards), placement.shards)
+        ]
+        for shard in grown:
+            shard.spans = self.spans
+        if grown:
+            self.shards = (*self.shards, *grown)
+            self._stride.extend(placement.shards)
+            self._dues += [None] * len(grown)
+            self.rebalancer.shards = self.shards
+            self._hubs.join([shard.cancel_hub for shard in grown])
         for shard in self.shards:
             shard.placement = placement
+
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
+        """Every shard's upkeep (``AcrossShards.upkeep``), the directory's epoch read beside
+        it: a consumer parked on an empty queue claims only when woken, so a grow by another
+        process is taken on here, at its next beat, and its new shards' ringed lanes count as
+        work found (the consumer claims, and parks on their wake lists from then on)."""
+        epoch, done = await asyncio.gather(
+            self.wire.call("HGET", self.keys.directory, "epoch"),
+            super().upkeep(limit, max_stalled),
+        )
+        before = len(self.shards)
+        if not await self._placement_moved_on(epoch):
+            return done
+        loads = await self.read_loads()
+        ringed = sum(load.is_active for load in loads[before:])
+        return replace(done, lanes=done.lanes + ringed)
+
+    async def add_shards(self, shards: int) -> bool:
+        """Grow this queue to ``shards`` shards, the first part of growing it online
+        (docs/concepts/shards.md, "Changing S"): the new shards made empty (meta copied from
+        shard 0, quota 0 of a queue-wide budget), the directory's count, tags and epoch
+        written with the plan of lane-slot ranges each old shard hands to a new one, and those
+        ranges marked ``migrating`` on their source and ``importing`` on their target. From
+        then on a lane of a handed range with jobs on its source is served there, and any other
+        starts on its new shard; other processes take the new shards on at their next load
+        read. ``shards`` (more than the count there is, at most 256) is checked before any
+        write; calling it again for a grow in progress writes the marks again. False when the
+        queue has that many shards already. Moving the lanes still on their source and the
+        flip of the ranges are the next part."""
+        return await add_shards(self, shards)
 
     # -- moving a lane -------------------------------------------------------------------------
 
@@ -295,24 +347,43 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         shard, and tell the stride."""
         clock, *replies = await asyncio.gather(
             self.wire.call("TIME"),
-            *(
-                shard.wire.call_many(
-                    [
-                        ("HGETALL", shard.keys.ringweight),
-                        ("HGET", shard.keys.meta, "dweight"),
-                        ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
-                    ]
-                )
-                for shard in self.shards
-            ),
+            *(shard.wire.call_many(self._load_reads(shard)) for shard in self.shards),
         )
+        if await self._placement_moved_on(replies[0][3]):
+            return await self.read_loads()  # the new shards' loads too
         self._loads_at = asyncio.get_running_loop().time()
         self._now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-        self._dues = [_first_score(due) for _, _, due in replies]
-        loads = [shard_load(counters, dweight) for counters, dweight, _ in replies]
+        self._dues = [_first_score(reply[2]) for reply in replies]
+        loads = [shard_load(counters, dweight) for counters, dweight, *_ in replies]
         for k, load in enumerate(loads):
             self._stride.observe(k, load)
         return loads
+
+    def _load_reads(self, shard: Queue) -> list[tuple[Arg, ...]]:
+        """What :meth:`read_loads` reads of ``shard``; shard 0's read carries the directory's
+        epoch too, so a grow or a move by another process is heard at the next refresh."""
+        reads: list[tuple[Arg, ...]] = [
+            ("HGETALL", shard.keys.ringweight),
+            ("HGET", shard.keys.meta, "dweight"),
+            ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
+        ]
+        if shard is self:
+            reads.append(("HGET", self.keys.directory, "epoch"))
+        return reads
+
+    async def _placement_moved_on(self, epoch: Any) -> bool:
+        """The directory's epoch (read with the loads) is past this queue's: read the
+        directory and install it (a move's overrides, a grow's shards). True when the queue
+        gained shards (their cancel hubs opened here)."""
+        if epoch is None or int(epoch) <= self.placement_map.epoch:
+            return False
+        placement = await read_map(self.wire, self.keys)
+        if placement is None or placement.epoch <= self.placement_map.epoch:
+            return False
+        before = len(self.shards)
+        self.install_placement(placement)
+        await self._hubs.catch_up()
+        return len(self.shards) > before
 
     async def _loads_now(self) -> None:
         """:meth:`read_loads`, one read in flight at a time: the claims that find the refresh
