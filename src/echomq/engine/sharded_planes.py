@@ -203,9 +203,10 @@ class AcrossShards:
     async def obliterate(self, *, force: bool = False) -> None:
         """Delete every key of every shard, the shards' fence (``owns``, ``moved``,
         ``adopted``, ``importing``, ``migrating``) and, last, the directory and its
-        overrides: the name can then be opened again, sharded with another count or not. Refused (:class:`StateError`) before
-        anything is deleted unless every shard is paused, and, without ``force``, while any
-        shard holds a leased job."""
+        overrides: the name can then be opened again, sharded with another count or not.
+        Refused (:class:`StateError`) before anything is deleted unless every shard is paused,
+        and, without ``force``, while any shard holds a leased job. Shards another process
+        added (a grow this queue has not heard of yet) are read from the directory first."""
         placement = await read_map(self.wire, self.keys)
         if placement is not None and placement.epoch > self.placement_map.epoch:
             self.install_placement(placement)  # shards another process added: theirs too
