@@ -13,7 +13,7 @@ import pytest
 
 from echomq import Item, Job
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, ShardedQueue, ShardMap
+from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue, ShardMap
 from echomq.engine.shards import Handoff, grow_plan, lane_slot
 from echomq.errors import InvalidArgument, Unsupported
 
@@ -59,14 +59,20 @@ async def lane_jobs(queue: ShardedQueue, shard: int, lane: str) -> int:
 
 
 async def test_added_shards_take_new_lanes_of_their_ranges_and_existing_lanes_stay(
-    sharded: ShardedQueue,
+    sharded: ShardedQueue, valkey_url: str
 ) -> None:
     stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
     handoffs = handed(sharded.placement_map, 5)
-    (old, (_, _, old_from, _)), (new, (_, _, new_from, new_to)), (late, late_h) = lanes_handed(
-        handoffs, 3, "g"
-    )
+    found = lanes_handed(handoffs, 5, "g")
+    (old, (_, _, old_from, _)), (new, (_, _, new_from, new_to)), (late, late_h) = found[:3]
+    synced, synced_h = found[3]
+    busy, busy_h = found[4]
     kept = next(f"k{i}" for i in range(10_000) if sharded.placement_map.shard_of(f"k{i}") == 1)
+    await sharded.enqueue("busy0", lane=busy)
+    leased = await sharded.claim()  # its lane's one job, leased: nothing pending on the lane
+    assert isinstance(leased, Job)
+    assert leased.payload == "busy0"
     await sharded.enqueue_many(Item(f"old{i}", lane=old) for i in range(2))
     await sharded.concurrency(8)  # a queue-wide budget: the new shards start with no quota
 
@@ -107,6 +113,10 @@ async def test_added_shards_take_new_lanes_of_their_ranges_and_existing_lanes_st
     await stale.enqueue("late", lane=late)
     await sharded.enqueue("old2", lane=old)
     await stale.enqueue("kept", lane=kept)
+    await sharded.enqueue("busy1", lane=busy)  # held by its leased job: admitted on its source
+    await asyncio.to_thread(blocking.enqueue, "synced", lane=synced)  # a stale blocking producer
+    assert len(blocking.shards) == 5
+    blocking.close()
     assert len(stale.shards) == 5
     assert await lane_jobs(sharded, new_to, new) == 1
     assert await lane_jobs(sharded, new_from, new) == 0
@@ -114,6 +124,9 @@ async def test_added_shards_take_new_lanes_of_their_ranges_and_existing_lanes_st
     assert await lane_jobs(sharded, late_h[2], late) == 0
     assert await lane_jobs(sharded, old_from, old) == 3
     assert await lane_jobs(sharded, 1, kept) == 1
+    assert await lane_jobs(sharded, synced_h[3], synced) == 1
+    assert await lane_jobs(sharded, busy_h[2], busy) == 1
+    await sharded.complete(leased)
 
     # Quota 0 on the new shards (their ``noquota``) until a rebalancer round (a worker's
     # upkeep runs them) gives them their share: this queue's rebalancer knows them now.
@@ -124,7 +137,7 @@ async def test_added_shards_take_new_lanes_of_their_ranges_and_existing_lanes_st
         claimed.append(job)
         await sharded.complete(job)
     assert sorted(job.payload for job in claimed) == sorted(
-        ["old0", "old1", "old2", "new", "late", "kept"]
+        ["old0", "old1", "old2", "new", "late", "kept", "synced", "busy1"]
     )
     assert {job.shard for job in claimed if job.payload in ("new", "late")} == {new_to, late_h[3]}
     await stale.close()
