@@ -199,3 +199,48 @@ async def test_another_process_takes_the_new_shards_on_at_its_next_refresh(
         await serving
     assert sorted(seen) == ["a0", "a1", "a2", "a3", "b0", "b1", "w"]
     await worker.close()
+
+
+async def test_grow_moves_the_lanes_a_source_holds_then_flips_the_ranges(
+    sharded: ShardedQueue,
+) -> None:
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    before = sharded.placement_map
+    table, handoffs = grow_plan(before.table, 3, 5)
+    found = lanes_handed(handoffs, 3, "h")
+    (held, held_h), (limited, limited_h), (fresh, fresh_h) = found
+    await sharded.enqueue_many(Item(f"held{i}", lane=held) for i in range(3))
+    await sharded.enqueue_in(0.05, "delayed", lane=held)
+    await sharded.lane(limited).limit(1)  # settings alone: moved with the lane
+    assert await sharded.add_shards(5) is True  # a grow that stopped after its first step
+    assert await sharded.grow(5) is True  # resumed from the directory's plan
+
+    directory = await sharded.wire.call("HGETALL", sharded.keys.directory)
+    assert b"grow" not in directory
+    assert b"state" not in directory
+    assert ShardMap.from_stored(directory).table == table
+    for k, shard in enumerate(sharded.shards):
+        assert await sharded.wire.call("GET", shard.keys.owns) == sharded.placement_map.owns_bitmap(
+            k
+        )
+        assert not await sharded.wire.call("EXISTS", shard.keys.migrating, shard.keys.importing)
+    assert await lane_jobs(sharded, held_h[3], held) == 3
+    assert await lane_jobs(sharded, held_h[2], held) == 0
+    assert (await sharded.lanes([limited]))[0].limit == 1
+    assert sharded.keys_of(limited) == sharded.shards[limited_h[3]].keys
+    await stale.enqueue("fresh", lane=fresh)  # the stale map: refused, the directory read again
+    assert await lane_jobs(sharded, fresh_h[3], fresh) == 1
+    assert await sharded.grow(5) is False
+
+    claimed: list[str] = []
+    async with asyncio.timeout(5):
+        while len(claimed) < 5:
+            job = await sharded.claim()
+            if isinstance(job, Job):
+                claimed.append(job.payload)
+                await sharded.complete(job)
+            else:
+                await sharded.promote()  # the delayed job falls due within 50 ms
+    assert sorted(claimed) == ["delayed", "fresh", "held0", "held1", "held2"]
+    assert claimed.index("held0") < claimed.index("held1") < claimed.index("held2")
+    await stale.close()

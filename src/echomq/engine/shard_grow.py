@@ -18,18 +18,21 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from echomq.engine.keys import SLOTS
+from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import MAX_SHARDS
 from echomq.engine.shards import (
     Handoff,
     ShardMap,
     choose_tags,
     grow_plan,
+    handed_table,
     handoffs_from_text,
     handoffs_text,
+    lane_slot,
     read_map,
     slot_owners,
 )
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import InvalidArgument, StateError, Unsupported
 from echomq.wire.connector import Arg
 
 if TYPE_CHECKING:
@@ -38,6 +41,10 @@ if TYPE_CHECKING:
 #: Wake tokens pushed on each old shard's list by a grow: that many parked consumers a shard
 #: hear of it at once (the others at their next upkeep, ``idle_upkeep`` at most).
 WAKES: Final = 16
+
+#: Looks at the sources' lanes (each followed by the moves it found) before a grow gives up:
+#: a source admits no new lane of a range it hands on, so a second look finds none.
+MOVE_PASSES: Final = 3
 
 #: Meta fields of shard 0 a new shard does not copy: its own identity and fencing, and the
 #: quota of a queue-wide budget (a new shard starts at 0: the rebalancer gives it its share).
@@ -100,6 +107,97 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
     await _mark(queue, handoffs, grown.epoch)
     await _wake_parked(queue, old)
     return True
+
+
+async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
+    """Grow ``queue`` to ``shards`` shards online: :func:`add_shards`, then each lane a source
+    still holds in a range it hands on moved to the range's target (``move_lane``, ``batch``
+    jobs at a time), then the flip. Every step is recorded (the directory's plan, the marks,
+    each move's own), so a grow that stopped is finished by calling this again. False when the
+    queue had ``shards`` shards already and no grow was in progress."""
+    began = await add_shards(queue, shards)
+    wire, keys = queue.wire, queue.keys
+    plan = await wire.call("HGET", keys.directory, "grow")
+    if not plan:
+        await _clear_marks(queue)  # a flip that stopped after the directory: its marks
+        return began
+    handoffs = handoffs_from_text(plan.decode())
+    for _ in range(MOVE_PASSES):
+        held = await _held_lanes(queue, handoffs)
+        if not held:
+            break
+        for lane, target in held:
+            await queue.move_lane(lane, to=target, batch=batch)
+    else:
+        raise StateError(
+            f"EMQSTATE grow of {keys.queue!r}: its sources still hold lanes of the ranges they "
+            f"hand on after {MOVE_PASSES} passes of moves; call grow again"
+        )
+    await _flip(queue, handoffs)
+    return True
+
+
+async def _held_lanes(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> list[tuple[str, int]]:
+    """The lanes of the handed ranges their sources still hold (jobs pending, leased or
+    scheduled there, or settings: the move carries those too), each with its target."""
+    found: list[tuple[str, int]] = []
+    for source in sorted({h[2] for h in handoffs}):
+        mine = [h for h in handoffs if h[2] == source]
+        shard = queue.shards[source]
+        moved = await shard.wire.call("HKEYS", shard.keys.moved)
+        gone = {m.decode() if isinstance(m, bytes) else str(m) for m in moved}
+        for info in await Queue.lanes(shard):
+            slot = lane_slot(info.lane)
+            target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
+            if target is not None and info.lane not in gone:
+                found.append((info.lane, target))
+    return found
+
+
+async def _flip(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> None:
+    """The ranges become their targets', in the order that never leaves a producer without a
+    shard that admits: the targets' ``owns`` on, the directory's table and epoch (plan and
+    state gone), then the sources' ``migrating`` and the targets' ``importing`` deleted."""
+    wire, keys = queue.wire, queue.keys
+    placement = await read_map(wire, keys)
+    assert placement is not None
+    flipped = ShardMap(
+        placement.tags,
+        handed_table(placement.table, handoffs),
+        placement.overrides,
+        placement.epoch + 1,
+    )
+    for k in sorted({h[3] for h in handoffs}):
+        shard = queue.shards[k]
+        await shard.wire.call_many(
+            [
+                ("SET", shard.keys.owns, flipped.owns_bitmap(k)),
+                ("HSET", shard.keys.meta, "epoch", flipped.epoch),
+            ]
+        )
+    fields = flipped.to_directory()
+    await wire.call_many(
+        [
+            ("HSET", keys.directory, *[part for pair in fields.items() for part in pair]),
+            ("HDEL", keys.directory, "grow", "state"),
+        ]
+    )
+    queue.install_placement(flipped)
+    await _clear_marks(queue)
+
+
+async def _clear_marks(queue: ShardedQueue) -> None:
+    """Every shard's ``migrating`` and ``importing`` deleted (the sources' first), with its
+    meta ``epoch`` the directory's."""
+    epoch = queue.placement_map.epoch
+    for key in ("migrating", "importing"):
+        for shard in queue.shards:
+            await shard.wire.call_many(
+                [
+                    ("DEL", getattr(shard.keys, key)),
+                    ("HSET", shard.keys.meta, "epoch", epoch),
+                ]
+            )
 
 
 async def _wake_parked(queue: ShardedQueue, old: int) -> None:

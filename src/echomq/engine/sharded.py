@@ -53,7 +53,7 @@ from echomq.engine.results import (
     Upkeep,
     Verdict,
 )
-from echomq.engine.shard_grow import add_shards
+from echomq.engine.shard_grow import add_shards, grow
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
 from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
@@ -275,6 +275,15 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         queue has that many shards already. Moving the lanes still on their source and the
         flip of the ranges are the next part."""
         return await add_shards(self, shards)
+
+    async def grow(self, shards: int, *, batch: int = MOVE_BATCH) -> bool:
+        """Grow this queue to ``shards`` shards online (docs/concepts/shards.md, "Changing
+        S"): :meth:`add_shards`, then each lane its source still holds in a range it hands on
+        moved to its new shard (:meth:`move_lane`: that lane pauses for its move alone), then
+        the ranges flip (the targets own them, the directory's table and epoch follow, the
+        marks go). Resumable: a grow that stopped is finished by calling this again. False
+        when the queue had ``shards`` shards already."""
+        return await grow(self, shards, batch=batch)
 
     # -- moving a lane -------------------------------------------------------------------------
 

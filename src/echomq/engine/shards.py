@@ -98,16 +98,22 @@ def grow_plan(
             handoffs.append((first, first + take, source, target))
             first += take
             room -= take
+    return handed_table(runs, handoffs), tuple(handoffs)
+
+
+def handed_table(table: Sequence[Run], handoffs: Iterable[Handoff]) -> tuple[Run, ...]:
+    """The slot table ``table`` becomes once each handoff's range belongs to its target."""
+    ends = [first for first, _ in table[1:]] + [SLOTS]
     owners = [0] * SLOTS
-    for (first, owner), end in zip(runs, ends, strict=True):
+    for (first, owner), end in zip(table, ends, strict=True):
         owners[first:end] = [owner] * (end - first)
     for first, end, _, target in handoffs:
         owners[first:end] = [target] * (end - first)
-    grown_table = [(0, owners[0])]
+    runs = [(0, owners[0])]
     for slot in range(1, SLOTS):
         if owners[slot] != owners[slot - 1]:
-            grown_table.append((slot, owners[slot]))
-    return tuple(grown_table), tuple(handoffs)
+            runs.append((slot, owners[slot]))
+    return tuple(runs)
 
 
 def handoffs_text(handoffs: Iterable[Handoff]) -> str:
