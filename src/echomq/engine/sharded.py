@@ -22,8 +22,9 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
   quotas (:mod:`echomq.engine.rebalancer`), moved by the rebalancer the workers' upkeep runs.
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
-shard 0 alone: a flow into a second sharded queue, and changing the shard count. Moving one
-lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
+shard 0 alone: a flow into a second sharded queue, and shrinking the shard count. Moving one
+lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move); growing the
+count online is :meth:`ShardedQueue.grow` (echomq.engine.shard_grow).
 """
 
 from __future__ import annotations
@@ -162,8 +163,9 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
             raise InvalidArgument(
                 "shards",
                 shards,
-                f"queue {name!r} has {placement.shards} shards; change the count by drain and "
-                "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
+                f"queue {name!r} has {placement.shards} shards; open it with that count and grow "
+                "it (ShardedQueue.grow), or change the count by drain and switch to a queue of "
+                "another name (docs/concepts/shards.md, 'Changing S')",
             )
         return cls(placement, wire, **options)
 
