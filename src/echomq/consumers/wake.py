@@ -105,7 +105,11 @@ class Wake:
             self.keys = keys
             return
         added = [dedicated(self._wire, key) for key in keys[len(self.blockers) :]]
-        await asyncio.gather(*(blocker.connect() for blocker in added))
+        try:
+            await asyncio.gather(*(blocker.connect() for blocker in added))
+        finally:
+            if self._closing is not None:  # a stop meanwhile: these close too, and the wait
+                await asyncio.gather(*(blocker.close() for blocker in added))
         self.blockers += added
         self.keys = keys
         self.fans_in = True
