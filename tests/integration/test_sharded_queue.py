@@ -55,9 +55,14 @@ async def test_the_first_open_makes_the_directory_and_later_opens_read_it(
         assert [q.keys.root for q in again.shards] == [q.keys.root for q in sharded.shards]
     finally:
         await again.close()
-    with pytest.raises(InvalidArgument, match="has 3 shards") as refused:
+    with pytest.raises(InvalidArgument, match="has 3 shards: grow it to 4") as refused:
         await ShardedQueue.connect(valkey_url, name, shards=4)
     assert refused.value.argument == "shards"
+    fewer = await ShardedQueue.connect(valkey_url, name, shards=2)  # a setting from before a
+    try:  # grow: the directory's count is the truth
+        assert len(fewer.shards) == 3
+    finally:
+        await fewer.close()
     with pytest.raises(InvalidArgument, match="shards"):
         await ShardedQueue.connect(valkey_url, name, shards=0)
 

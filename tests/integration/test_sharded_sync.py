@@ -72,9 +72,14 @@ async def test_a_blocking_producer_sends_each_lane_to_its_shard_in_order(
         await sharded.complete_each(jobs)
     assert set(seen) == {v.id for v in admitted} | {solo.id}
     assert set(seen.values()) == {0, 1, 2}
-    with pytest.raises(InvalidArgument, match="has 3 shards") as refused:
-        ShardedSyncQueue.connect(valkey_url, sharded.name, shards=2)
+    with pytest.raises(InvalidArgument, match="has 3 shards: grow it to 4") as refused:
+        ShardedSyncQueue.connect(valkey_url, sharded.name, shards=4)
     assert refused.value.argument == "shards"
+    fewer = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=2)  # a setting from
+    try:  # before a grow: the directory's count is the truth
+        assert fewer.placement_map.shards == 3
+    finally:
+        fewer.close()
     with pytest.raises(InvalidArgument, match="no shard directory"):
         ShardedSyncQueue.connect(valkey_url, sharded.name + "-none", shards=3)
 

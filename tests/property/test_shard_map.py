@@ -6,13 +6,14 @@ only by its own override, and the one bit set among the shards' ``owns`` bitmaps
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from echomq.engine.keys import SLOTS
 from echomq.engine.shard_schedule import MAX_SHARDS
-from echomq.engine.shards import ShardMap, initial_table, lane_slot
+from echomq.engine.shards import ShardMap, grow_plan, initial_table, lane_slot
 
 shard_counts = st.integers(1, MAX_SHARDS)
 lanes = st.text(min_size=1, max_size=40)  # any characters: at most 160 bytes, a legal lane
@@ -72,3 +73,41 @@ def test_overrides_move_their_own_lanes_and_no_other(
             assert placed.shard_of(lane) == plain.shard_of(lane)
     stored = {k.encode(): v.encode() for k, v in placed.to_placed().items()}
     assert ShardMap.from_stored(placed.to_directory(), stored) == placed
+
+
+def _owners(table: tuple[tuple[int, int], ...]) -> list[int]:
+    ends = [first for first, _ in table[1:]] + [SLOTS]
+    return [
+        shard for (first, shard), end in zip(table, ends, strict=True) for _ in range(first, end)
+    ]
+
+
+@given(steps=st.lists(st.integers(1, 40), min_size=1, max_size=4), start=st.integers(1, 60))
+def test_growing_hands_whole_ranges_and_leaves_every_shard_its_share(
+    steps: list[int], start: int
+) -> None:
+    # Grow S -> S' (and again, from the grown table): the new table partitions 0..16383 (a
+    # ShardMap takes it), only the handed slots change owner, each from the old owner to a new
+    # shard, and every shard ends with about 1/S' of the space (the last new shard takes what
+    # old shards short of their share could not give: one slot each at most).
+    shards, table = start, initial_table(start)
+    for step in steps:
+        grown = min(shards + step, MAX_SHARDS)
+        if grown == shards:
+            break
+        new_table, handoffs = grow_plan(table, shards, grown)
+        ShardMap(tuple(["q"] + [f"q~{k}" for k in range(1, grown)]), new_table)
+        before, after = _owners(table), _owners(new_table)
+        handed = {
+            slot: (source, target) for a, b, source, target in handoffs for slot in range(a, b)
+        }
+        for slot in range(SLOTS):
+            if slot in handed:
+                assert (before[slot], after[slot]) == handed[slot]
+                assert after[slot] >= shards
+            else:
+                assert after[slot] == before[slot]
+        tally = Counter(after)
+        sizes = [tally[k] for k in range(grown)]
+        assert all(abs(size - SLOTS / grown) <= shards + 1 for size in sizes), sizes
+        shards, table = grown, new_table

@@ -80,7 +80,8 @@ class Metronome:
     async def run(self) -> None:
         if self._stopping:
             return
-        self._wake = wake = Wake(self.queue.wire, self.queue.wake_keys)
+        queue = self.queue
+        self._wake = wake = Wake(queue.wire, queue.wake_keys, lambda: queue.wake_keys)
         if not await wake.open(lambda: self._stopping):
             return
         found_work = False  # the last upkeep made something claimable

@@ -50,7 +50,8 @@ class Parking:
         while they were being made: the loop then ends with nothing claimed."""
         if self.metronome is not None:
             return True
-        self._wake = Wake(self.queue.wire, self.queue.wake_keys)
+        queue = self.queue
+        self._wake = Wake(queue.wire, queue.wake_keys, lambda: queue.wake_keys)
         return await self._wake.open(self._stopping.is_set)
 
     def poke(self) -> None:

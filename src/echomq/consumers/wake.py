@@ -21,11 +21,22 @@ from echomq.wire.pool import Wire, dedicated
 
 
 class Wake:
-    """Blocking reads on ``keys`` (the wake lists) over ``wire``'s server or cluster."""
+    """Blocking reads on ``keys`` (the wake lists) over ``wire``'s server or cluster.
 
-    def __init__(self, wire: Wire, keys: Sequence[str]) -> None:
+    ``follow``, when given, is asked for the lists again at each wait (``queue.wake_keys``): a
+    sharded queue that took new shards on (another process grew it) is heard on theirs too,
+    from the next wait on. Lists are only ever added (a queue does not shrink)."""
+
+    def __init__(
+        self,
+        wire: Wire,
+        keys: Sequence[str],
+        follow: Callable[[], Sequence[str]] | None = None,
+    ) -> None:
         if not keys:
             raise InvalidArgument("wake_keys", keys, "needs at least one wake list")
+        self._wire = wire
+        self._follow = follow
         self.keys = tuple(keys)
         #: A cluster router (``dedicated_for``) needs a connection per list; else one for all.
         self.fans_in = len(self.keys) > 1 and getattr(wire, "dedicated_for", None) is not None
@@ -56,6 +67,8 @@ class Wake:
         wait ran out. Raises :class:`~echomq.errors.EchoMQError` when a read failed (``Closed``
         once :meth:`stop` closed the connections)."""
         timeout = max(timeout, 0.001)
+        if self._follow is not None:
+            await self._take_on(tuple(self._follow()))
         if not self.fans_in:
             token: list[Any] | None = await self.blockers[0].call_blocking(
                 timeout, "BLPOP", *self.keys, f"{timeout:.3f}"
@@ -81,6 +94,25 @@ class Wake:
             await asyncio.wait(
                 self._reads.values(), timeout=left, return_when=asyncio.FIRST_COMPLETED
             )
+
+    async def _take_on(self, keys: tuple[str, ...]) -> None:
+        """Block on ``keys`` from now on, when they add lists to those read now: on one
+        server the one ``BLPOP`` names them all; on a cluster each new list has a connection
+        of its own, connected here."""
+        if len(keys) <= len(self.keys) or keys[: len(self.keys)] != self.keys:
+            return
+        if getattr(self._wire, "dedicated_for", None) is None:
+            self.keys = keys
+            return
+        added = [dedicated(self._wire, key) for key in keys[len(self.blockers) :]]
+        try:
+            await asyncio.gather(*(blocker.connect() for blocker in added))
+        finally:
+            if self._closing is not None:  # a stop meanwhile: these close too, and the wait
+                await asyncio.gather(*(blocker.close() for blocker in added))
+        self.blockers += added
+        self.keys = keys
+        self.fans_in = True
 
     def stop(self) -> None:
         """Abort a parked wait now: the connections close, and the reads in flight with them."""

@@ -205,6 +205,20 @@ class CancelHubs(CancelHub):
     def __init__(self, wire: Wire, keys: Keyspace, others: Sequence[CancelHub]) -> None:
         super().__init__(wire, keys)
         self._hubs: list[CancelHub] = [self, *others]
+        self._joining: list[CancelHub] = []  # joined, not yet opened as often as this one
+
+    def join(self, others: Sequence[CancelHub]) -> None:
+        """The hubs of shards the queue gained (a grow): told of every job held from now on,
+        and subscribed at :meth:`catch_up`."""
+        self._hubs += others
+        self._joining += others
+
+    async def catch_up(self) -> None:
+        """Open the joined hubs once for each open of this one still in force (a consumer's),
+        so they are released and closed with the others."""
+        joining, self._joining = self._joining, []
+        for _ in range(self._users):
+            await asyncio.gather(*(CancelHub.open(hub) for hub in joining))
 
     def hold(self, job_id: str, abort: Abort) -> None:
         for hub in self._hubs:

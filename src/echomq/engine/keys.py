@@ -572,17 +572,16 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         QUEUE_ROOT + "importing",
         "STRING",
         "Keyspace.importing",
-        "while the shard count changes: a 16,384-bit bitmap of the lane slots this shard is "
-        "taking over",
-        planned="6",
+        "while the shard count grows: a 16,384-bit bitmap of the lane slots this shard is "
+        "taking over (the fence admits their lanes; ShardedQueue.add_shards)",
     ),
     KeyShape(
         QUEUE_ROOT + "migrating",
         "STRING",
         "Keyspace.migrating",
-        "while the shard count changes: a 16,384-bit bitmap of the lane slots this shard is "
-        "handing over",
-        planned="6",
+        "while the shard count grows: 16,384 bytes, byte s the index of the shard lane slot s "
+        "is handed to (0: none); their owns bits are off, and the fence admits a lane of such a "
+        "slot only while it has jobs here, else refuses it toward that shard",
     ),
     KeyShape(
         QUEUE_ROOT + "ringweight",

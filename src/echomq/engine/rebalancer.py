@@ -188,7 +188,9 @@ class Rebalancer:
                 ShardDemand(r.load.band, r.load.weight, r.used[gate], r.load.weight > 0)
                 for r in reads
             ]
-            targets, self._carry[gate] = water_fill(demands, budget, self._carry.get(gate, ()))
+            carry = self._carry.get(gate, [])
+            carry = carry + [Fraction(0)] * (len(demands) - len(carry)) if carry else carry
+            targets, self._carry[gate] = water_fill(demands, budget, carry)
             wanted[gate] = targets
             gives += [
                 (k, gate, r.quotas[gate] - t)

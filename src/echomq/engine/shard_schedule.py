@@ -108,6 +108,20 @@ class ShardStride:
         # The lowest pass among the eligible shards at the last pick: never goes down.
         self._clock = 0.0
 
+    def extend(self, shards: int) -> None:
+        """Schedule over ``shards`` shards from now on, more than before (the queue grew): the
+        new ones idle until observed, and, once eligible, starting at the lowest pass of the
+        shards already eligible, as any shard that becomes eligible does."""
+        if isinstance(shards, bool) or not isinstance(shards, int):
+            raise InvalidArgument("shards", shards, "must be an int")
+        if not self.shards <= shards <= MAX_SHARDS:
+            raise InvalidArgument("shards", shards, f"must be {self.shards} to {MAX_SHARDS}")
+        added = shards - self.shards
+        self._loads += [IDLE] * added
+        self._passes += [self._clock] * added
+        self._served += [0] * added  # never served: the offset breaks their ties
+        self.shards = shards
+
     def observe(self, shard: int, load: ShardLoad) -> None:
         """Take what ``shard`` answered about its rings (a claim's reply or a periodic read)."""
         self._check(shard)

@@ -22,14 +22,16 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
   quotas (:mod:`echomq.engine.rebalancer`), moved by the rebalancer the workers' upkeep runs.
 
 What a sharded queue does not do yet is refused by name (:class:`Unsupported`), never done on
-shard 0 alone: a flow into a second sharded queue, and changing the shard count. Moving one
-lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move).
+shard 0 alone: a flow into a second sharded queue, and shrinking the shard count. Moving one
+lane to another shard is :meth:`ShardedQueue.move_lane` (echomq.engine.lane_move); growing the
+count online is :meth:`ShardedQueue.grow` (echomq.engine.shard_grow).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
@@ -49,8 +51,10 @@ from echomq.engine.results import (
     Job,
     RateLimited,
     RetryOutcome,
+    Upkeep,
     Verdict,
 )
+from echomq.engine.shard_grow import add_shards, grow
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride
 from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_loads import LoadsAcrossShards
@@ -83,7 +87,7 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         self, placement: ShardMap, wire: Wire, *, refresh: float = REFRESH, **options: Any
     ) -> None:
         super().__init__(placement.queue, wire, shard=(placement, 0), **options)
-        shared = {**options, "minter": self.minter, "scripts": self.scripts}
+        self._shared = shared = {**options, "minter": self.minter, "scripts": self.scripts}
         #: The shards, in order: shard 0 is this queue itself.
         others = [
             Queue(placement.queue, wire, shard=(placement, k), **shared)
@@ -93,7 +97,8 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         for shard in self.shards[1:]:
             shard.spans = self.spans  # the app's tracer provider reaches every shard's sends
         #: Every shard's cancel subscription, for the consumers of this queue.
-        self.cancel_hub = CancelHubs(self.wire, self.keys, [shard.cancel_hub for shard in others])
+        self._hubs = CancelHubs(self.wire, self.keys, [shard.cancel_hub for shard in others])
+        self.cancel_hub = self._hubs
         self.refresh = ms(refresh, "refresh") / 1000  # 0: read every claim
         self._stride = ShardStride(placement.shards, offset=id(self) // 16)
         self._loads_at = -1.0  # loop time of the last read of every shard's load
@@ -155,13 +160,16 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
             # that finds it finds every shard made.
             directory = [part for pair in placement.to_directory().items() for part in pair]
             await wire.call("HSET", keys.directory, *directory)
-        elif placement.shards != shards:
+        elif placement.shards < shards:
             raise InvalidArgument(
                 "shards",
                 shards,
-                f"queue {name!r} has {placement.shards} shards; change the count by drain and "
-                "switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
+                f"queue {name!r} has {placement.shards} shards: grow it to {shards} "
+                "(ShardedQueue.grow, online) before opening it so (docs/concepts/shards.md, "
+                "'Changing S')",
             )
+        # More shards than asked: the queue grew since this process's setting was written
+        # (a deploy that still says the old count); the directory is the truth.
         return cls(placement, wire, **options)
 
     @property
@@ -196,7 +204,8 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         try:
             return await Queue.admit(shard, payload, options, carries_context=carries_context)
         except LaneMoved as moved:
-            shard = self.shards[await self._moved_to(moved, lane)]
+            k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
+            shard = self.shards[k]
         return await Queue.admit(shard, payload, options, carries_context=carries_context)
 
     async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
@@ -220,13 +229,68 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         placement = await read_map(self.wire, self.keys)
         if placement is not None and placement.epoch > self.placement_map.epoch:
             self.install_placement(placement)
+            await self._hubs.catch_up()  # a grow's new shards
         return moved.shard if moved.shard is not None else self.placement_map.shard_of(lane)
 
     def install_placement(self, placement: ShardMap) -> None:
         """Fence this queue's admissions with ``placement`` from now on (read from the
-        directory, or written by a move): every shard's, and the lanes' shards."""
+        directory, or written by a move or a grow): every shard's, and the lanes' shards. A
+        map of more shards (another process grew the queue) adds their shard queues, claimed
+        by the stride, parked on by the consumers (``wake_keys``) and heard for cancels (the
+        hubs of the new shards open at the next :meth:`read_loads`)."""
+        grown = [
+            Queue(placement.queue, self.wire, shard=(placement, k), **self._shared)
+            for k in range(len(self.shards), placement.shards)
+        ]
+        for shard in grown:
+            shard.spans = self.spans
+        if grown:
+            self.shards = (*self.shards, *grown)
+            self._stride.extend(placement.shards)
+            self._dues += [None] * len(grown)
+            self.rebalancer.shards = self.shards
+            self._hubs.join([shard.cancel_hub for shard in grown])
         for shard in self.shards:
             shard.placement = placement
+
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
+        """Every shard's upkeep (``AcrossShards.upkeep``), the directory's epoch read beside
+        it: a consumer parked on an empty queue claims only when woken, so a grow by another
+        process is taken on here, at its next beat, and its new shards' ringed lanes count as
+        work found (the consumer claims, and parks on their wake lists from then on)."""
+        epoch, done = await asyncio.gather(
+            self.wire.call("HGET", self.keys.directory, "epoch"),
+            super().upkeep(limit, max_stalled),
+        )
+        before = len(self.shards)
+        if not await self._placement_moved_on(epoch):
+            return done
+        loads = await self.read_loads()
+        ringed = sum(load.is_active for load in loads[before:])
+        return replace(done, lanes=done.lanes + ringed)
+
+    async def add_shards(self, shards: int) -> bool:
+        """Grow this queue to ``shards`` shards, the first part of growing it online
+        (docs/concepts/shards.md, "Changing S"): the new shards made empty (meta copied from
+        shard 0, quota 0 of a queue-wide budget), the directory's count, tags and epoch
+        written with the plan of lane-slot ranges each old shard hands to a new one, and those
+        ranges marked ``migrating`` on their source and ``importing`` on their target. From
+        then on a lane of a handed range with jobs on its source is served there, and any other
+        starts on its new shard; other processes take the new shards on at their next load
+        read. ``shards`` (more than the count there is, at most 256) is checked before any
+        write; calling it again for a grow in progress writes the marks again. False when the
+        queue has that many shards already. Moving the lanes still on their source and the
+        flip of the ranges are the next part."""
+        return await add_shards(self, shards)
+
+    async def grow(self, shards: int, *, batch: int = MOVE_BATCH) -> bool:
+        """Grow this queue to ``shards`` shards online (docs/concepts/shards.md, "Changing
+        S"): :meth:`add_shards`, then each lane its source still holds in a range it hands on
+        moved to its new shard (:meth:`move_lane`: that lane pauses for its move alone), then
+        the ranges flip (the targets own them, the directory's table and epoch follow, the
+        marks go). Resumable: a grow that stopped is finished by calling this again. False
+        when the queue had ``shards`` shards already."""
+        return await grow(self, shards, batch=batch)
 
     # -- moving a lane -------------------------------------------------------------------------
 
@@ -301,6 +365,20 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
             raise lost  # not "empty": a shard could not be asked
         hints = [h for h in (retry_in, *self._due_later(visited)) if h is not None]
         return Empty(min(hints) if hints else None)
+
+    async def _placement_moved_on(self, epoch: Any) -> bool:
+        """The directory's epoch (read with the loads) is past this queue's: read the
+        directory and install it (a move's overrides, a grow's shards). True when the queue
+        gained shards (their cancel hubs opened here)."""
+        if epoch is None or int(epoch) <= self.placement_map.epoch:
+            return False
+        placement = await read_map(self.wire, self.keys)
+        if placement is None or placement.epoch <= self.placement_map.epoch:
+            return False
+        before = len(self.shards)
+        self.install_placement(placement)
+        await self._hubs.catch_up()
+        return len(self.shards) > before
 
     # -- settles (the job's shard) -------------------------------------------------------------
 

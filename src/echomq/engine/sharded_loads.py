@@ -12,6 +12,7 @@ from echomq.engine.keys import slot
 from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
 from echomq.errors import ConnectError
+from echomq.wire.connector import Arg
 from echomq.wire.pool import Wire
 
 #: Seconds a read of the loads waits for a shard's answer before counting it idle (a shard
@@ -30,6 +31,7 @@ class LoadsAcrossShards:
     _dues: list[int | None]
     _reading: asyncio.Future[list[ShardLoad]] | None
     _shard_reads: dict[int, asyncio.Future[None]]
+    _grown = False  # a load read installed a directory with more shards
 
     def _check_reachable(self, k: int) -> None:
         """Raise :class:`ConnectError` when shard ``k``'s primary is known down (on a cluster
@@ -74,21 +76,32 @@ class LoadsAcrossShards:
                 failed += [error] if error is not None else []
         if failed and len(self._shard_reads) + len(failed) == len(self.shards):
             raise failed[0]  # no shard answered
+        if self._grown:  # the directory named new shards: read theirs too
+            self._grown = False
+            return await self.read_loads()
         return [self._stride.load(k) for k in range(len(self.shards))]
 
     async def _read_shard(self, k: int) -> None:
-        """Read shard ``k``'s load and first due and tell the stride, when it answers."""
+        """Read shard ``k``'s load and first due and tell the stride, when it answers; shard
+        0's read carries the directory's epoch too, so a grow or a move by another process is
+        heard at the next refresh (:meth:`_placement_moved_on`)."""
         shard = self.shards[k]
-        counters, dweight, due = await shard.wire.call_many(
-            [
-                ("HGETALL", shard.keys.ringweight),
-                ("HGET", shard.keys.meta, "dweight"),
-                ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
-            ]
-        )
+        reads: list[tuple[Arg, ...]] = [
+            ("HGETALL", shard.keys.ringweight),
+            ("HGET", shard.keys.meta, "dweight"),
+            ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
+        ]
+        if k == 0:
+            reads.append(("HGET", shard.keys.directory, "epoch"))
+        counters, dweight, due, *epoch = await shard.wire.call_many(reads)
         del self._shard_reads[k]
         self._dues[k] = _first_score(due)
         self._stride.observe(k, shard_load(counters, dweight))
+        if epoch and await self._placement_moved_on(epoch[0]):
+            self._grown = True
+
+    async def _placement_moved_on(self, epoch: Any) -> bool:
+        raise NotImplementedError  # ShardedQueue's (a grow or a move by another process)
 
     async def _loads_now(self) -> None:
         """:meth:`read_loads`, one read in flight at a time: the claims that find the refresh

@@ -19,7 +19,7 @@ from echomq.engine.queue import Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
 from echomq.engine.shard_stats import ShardStats, read_shard_stats
-from echomq.engine.shards import ShardMap
+from echomq.engine.shards import ShardMap, read_map
 from echomq.errors import StateError
 
 _T = TypeVar("_T")
@@ -33,6 +33,8 @@ class AcrossShards:
     wire: Any
     keys: Any
     rebalancer: Rebalancer
+
+    def install_placement(self, placement: ShardMap) -> None: ...  # ShardedQueue's
 
     @property
     def placement_map(self) -> ShardMap:
@@ -200,10 +202,14 @@ class AcrossShards:
 
     async def obliterate(self, *, force: bool = False) -> None:
         """Delete every key of every shard, the shards' fence (``owns``, ``moved``,
-        ``adopted``) and, last, the directory and its overrides: the name can then be opened
-        again, sharded with another count or not. Refused (:class:`StateError`) before
-        anything is deleted unless every shard is paused, and, without ``force``, while any
-        shard holds a leased job."""
+        ``adopted``, ``importing``, ``migrating``) and, last, the directory and its
+        overrides: the name can then be opened again, sharded with another count or not.
+        Refused (:class:`StateError`) before anything is deleted unless every shard is paused,
+        and, without ``force``, while any shard holds a leased job. Shards another process
+        added (a grow this queue has not heard of yet) are read from the directory first."""
+        placement = await read_map(self.wire, self.keys)
+        if placement is not None and placement.epoch > self.placement_map.epoch:
+            self.install_placement(placement)  # shards another process added: theirs too
         found = await asyncio.gather(
             *(
                 s.wire.call_many([("HGET", s.keys.meta, "paused"), ("EXISTS", s.keys.meta)])
@@ -221,13 +227,18 @@ class AcrossShards:
         await self._every(Queue.obliterate, force=force)
         await asyncio.gather(
             *(
-                shard.wire.call("DEL", shard.keys.owns, shard.keys.moved, shard.keys.adopted)
+                shard.wire.call(
+                    "DEL",
+                    shard.keys.owns,
+                    shard.keys.moved,
+                    shard.keys.adopted,
+                    shard.keys.importing,
+                    shard.keys.migrating,
+                )
                 for shard in self.shards
             )
         )
-        # The directory last: a reader that finds it finds every shard it names. (The keys
-        # still planned, importing and migrating, join these deletes with the landing that
-        # writes them.)
+        # The directory last: a reader that finds it finds every shard it names.
         await self.wire.call("DEL", self.keys.rebalancer, self.keys.placed, self.keys.directory)
 
     async def concurrency(self, ceiling: int | None) -> bool:

@@ -90,12 +90,13 @@ class ShardedSyncQueue(SyncQueue):
                 f"queue {self.name!r} has no shard directory: a ShardedQueue.connect(url, "
                 f"{self.name!r}, shards={shards}) makes it (a worker's, or the app's connect)",
             )
-        if placement.shards != shards:
+        if placement.shards < shards:  # more than asked: it grew since the setting was written
             raise InvalidArgument(
                 "shards",
                 shards,
-                f"queue {self.name!r} has {placement.shards} shards; change the count by drain "
-                "and switch to a queue of another name (docs/concepts/shards.md, 'Changing S')",
+                f"queue {self.name!r} has {placement.shards} shards: grow it to {shards} "
+                "(ShardedQueue.grow, online) before opening it so (docs/concepts/shards.md, "
+                "'Changing S')",
             )
         self._place(placement)
 

@@ -57,6 +57,84 @@ def initial_table(shards: int) -> tuple[Run, ...]:
     return tuple((SLOTS * k // count, k) for k in range(count))
 
 
+#: A range of lane slots handed on while the shard count grows: (first, end, source, target),
+#: the slots first .. end - 1 going from shard ``source`` to the new shard ``target``.
+Handoff = tuple[int, int, int, int]
+
+
+def grow_plan(
+    table: Sequence[Run], shards: int, grown: int
+) -> tuple[tuple[Run, ...], tuple[Handoff, ...]]:
+    """The slot table of a queue grown from ``shards`` to ``grown`` shards, and the ranges each
+    old shard hands to each new one (docs/concepts/shards.md, "Changing S"). Each old shard k
+    keeps the first 16384·(k+1)//grown − 16384·k//grown of its slots (or all it has, when it has
+    fewer) and hands the rest, so a lane that stays never moves; the handed ranges are dealt to
+    the new shards in order, each its 1/``grown`` share (the last the remainder)."""
+    count = _check_count(shards)
+    wanted = _check_count(grown)
+    if wanted <= count:
+        raise InvalidArgument("shards", grown, f"must be more than the {count} shards there are")
+    runs = _checked_table(table, count)
+    ends = [first for first, _ in runs[1:]] + [SLOTS]
+    share = [SLOTS * (k + 1) // wanted - SLOTS * k // wanted for k in range(wanted)]
+    given: list[tuple[int, int, int]] = []  # (first, end, source), each source's in slot order
+    for k in range(count):
+        keep = share[k]
+        for (first, owner), end in zip(runs, ends, strict=True):
+            if owner != k:
+                continue
+            kept = min(keep, end - first)
+            keep -= kept
+            if first + kept < end:
+                given.append((first + kept, end, k))
+    handoffs: list[Handoff] = []
+    target, room = count, share[count]
+    for first, end, source in given:
+        while first < end:
+            while room == 0 and target < wanted - 1:
+                target += 1
+                room = share[target]
+            take = end - first if target == wanted - 1 else min(room, end - first)
+            handoffs.append((first, first + take, source, target))
+            first += take
+            room -= take
+    return handed_table(runs, handoffs), tuple(handoffs)
+
+
+def handed_table(table: Sequence[Run], handoffs: Iterable[Handoff]) -> tuple[Run, ...]:
+    """The slot table ``table`` becomes once each handoff's range belongs to its target."""
+    ends = [first for first, _ in table[1:]] + [SLOTS]
+    owners = [0] * SLOTS
+    for (first, owner), end in zip(table, ends, strict=True):
+        owners[first:end] = [owner] * (end - first)
+    for first, end, _, target in handoffs:
+        owners[first:end] = [target] * (end - first)
+    runs = [(0, owners[0])]
+    for slot in range(1, SLOTS):
+        if owners[slot] != owners[slot - 1]:
+            runs.append((slot, owners[slot]))
+    return tuple(runs)
+
+
+def handoffs_text(handoffs: Iterable[Handoff]) -> str:
+    """The directory's ``grow`` field: each handoff as ``first:end:source:target``."""
+    return " ".join(":".join(str(part) for part in handoff) for handoff in handoffs)
+
+
+def handoffs_from_text(text: str) -> tuple[Handoff, ...]:
+    """The handoffs a directory's ``grow`` field holds (``handoffs_text`` read back)."""
+    found: list[Handoff] = []
+    for word in text.split():
+        parts = word.split(":")
+        if len(parts) != 4:
+            raise InvalidArgument("directory", text, "a handoff must be first:end:source:target")
+        first, end, source, target = (_number("directory", part) for part in parts)
+        if not 0 <= first < end <= SLOTS:
+            raise InvalidArgument("directory", text, f"handoff {word} is not within 0..16384")
+        found.append((first, end, source, target))
+    return tuple(found)
+
+
 def _address_order(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     return (host, int(port)) if host and port.isdigit() else (address, -1)

@@ -3,7 +3,8 @@
 -- word "fence" and the producer's placement epoch, and carries after each item the lane slot of
 -- its lane (crc16 of the lane mod 16384, computed by the producer); an unsharded queue's call
 -- carries none of it and pays nothing. The shard serves a lane when `adopted` holds it, or when
--- `owns` has its slot's bit set and `moved` does not hold it; an item of a lane it does not
+-- `owns` has its slot's bit set and `moved` does not hold it, or (while S grows) when its slot
+-- is migrating and the lane still has jobs here, or importing; an item of a lane it does not
 -- serve is refused, and nothing of it written. Libraries load in name order: this one builds
 -- on _lib.lua.
 
@@ -14,6 +15,26 @@
 -- epoch, meta `epoch`; p: the producer's). A lane's fence is read once per call: two reads
 -- (GETBIT owns, HEXISTS moved) for a lane the shard owns. The epoch is checked before any
 -- write (EMQARG epoch fails the call).
+-- While the shard count grows (docs/concepts/shards.md, "Changing S"), a lane this shard's
+-- `owns` does not name and no `moved` or `adopted` entry fences: nil when this shard serves it
+-- (a migrating slot's lane it still holds: jobs pending, leased or scheduled here; an
+-- importing slot's lane), else the shard to refuse it toward (`migrating` byte `slot`: the
+-- target's index; "?" when the slot is neither). Read only off the owned path, so a shard
+-- whose slots are not moving pays nothing for it.
+local function handing(root, g, slot)
+  local target = string.byte(redis.call('GETRANGE', root .. 'migrating', slot, slot))
+  if target and target > 0 then
+    if redis.call('ZCARD', lane_of(root, g)) > 0
+        or redis.call('HEXISTS', root .. 'gactive', g) == 1
+        or redis.call('HEXISTS', root .. 'gscheduled', g) == 1 then
+      return nil
+    end
+    return tostring(target)
+  end
+  if redis.call('GETBIT', root .. 'importing', slot) == 1 then return nil end
+  return '?'
+end
+
 local function fence_reader(root, argv)
   if argv[1] ~= 'fence' then return nil end
   local sent = int_arg(argv[2], 'epoch', 0, 9007199254740991)
@@ -27,9 +48,11 @@ local function fence_reader(root, argv)
     if redis.call('GETBIT', root .. 'owns', slot) == 0
         or redis.call('HEXISTS', root .. 'moved', g) == 1 then
       if redis.call('HEXISTS', root .. 'adopted', g) == 0 then
-        verdict = string.format('EMQMOVED %s epoch %s, sent at %.0f: lane ',
-          redis.call('HGET', root .. 'moved', g) or '?',
-          redis.call('HGET', root .. 'meta', 'epoch') or '0', sent) .. g
+        local to = redis.call('HGET', root .. 'moved', g) or handing(root, g, slot)
+        if to then
+          verdict = string.format('EMQMOVED %s epoch %s, sent at %.0f: lane ', to,
+            redis.call('HGET', root .. 'meta', 'epoch') or '0', sent) .. g
+        end
       end
     end
     seen[g] = {slot_arg, verdict}

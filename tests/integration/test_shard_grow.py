@@ -1,0 +1,246 @@
+"""Growing a sharded queue, its first part (docs/concepts/shards.md, "Changing S"): shards
+added empty with the ranges they take marked migrating on their source and importing on their
+target, and the other processes' queues and consumers taking the new shards on. Three shards
+grown to five on one server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from echomq import Item, Job
+from echomq.consumers.consumer import Consumer, ConsumerOptions
+from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue, ShardMap
+from echomq.engine.shards import Handoff, grow_plan, lane_slot
+from echomq.errors import InvalidArgument, Unsupported
+
+
+@pytest.fixture
+async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
+    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
+    yield queue
+    await queue.pause()
+    await queue.obliterate(force=True)
+    await queue.close()
+
+
+def handed(placement: ShardMap, grown: int) -> tuple[Handoff, ...]:
+    return grow_plan(placement.table, placement.shards, grown)[1]
+
+
+def lanes_handed(
+    handoffs: tuple[Handoff, ...], count: int, prefix: str
+) -> list[tuple[str, Handoff]]:
+    """The first ``count`` lanes (``prefix0`` …) whose slot a handoff names, with it."""
+    found: list[tuple[str, Handoff]] = []
+    for i in range(100_000):
+        lane, slot = f"{prefix}{i}", lane_slot(f"{prefix}{i}")
+        handoff = next((h for h in handoffs if h[0] <= slot < h[1]), None)
+        if handoff is not None:
+            found.append((lane, handoff))
+            if len(found) == count:
+                return found
+    raise AssertionError("too few lanes")
+
+
+async def parked(queue: ShardedQueue) -> None:
+    """Poll until one client blocks on the server (the worker, parked on its wake lists)."""
+    async with asyncio.timeout(5):
+        while b"blocked_clients:1\r" not in await queue.wire.call("INFO", "clients"):
+            await asyncio.sleep(0.005)
+
+
+async def lane_jobs(queue: ShardedQueue, shard: int, lane: str) -> int:
+    keys = queue.shards[shard].keys
+    return int(await queue.wire.call("ZCARD", keys.lane(lane)))
+
+
+async def test_added_shards_take_new_lanes_of_their_ranges_and_existing_lanes_stay(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    handoffs = handed(sharded.placement_map, 5)
+    found = lanes_handed(handoffs, 5, "g")
+    (old, (_, _, old_from, _)), (new, (_, _, new_from, new_to)), (late, late_h) = found[:3]
+    synced, synced_h = found[3]
+    busy, busy_h = found[4]
+    kept = next(f"k{i}" for i in range(10_000) if sharded.placement_map.shard_of(f"k{i}") == 1)
+    await sharded.enqueue("busy0", lane=busy)
+    leased = await sharded.claim()  # its lane's one job, leased: nothing pending on the lane
+    assert isinstance(leased, Job)
+    assert leased.payload == "busy0"
+    await sharded.enqueue_many(Item(f"old{i}", lane=old) for i in range(2))
+    await sharded.concurrency(8)  # a queue-wide budget: the new shards start with no quota
+
+    for bad in (True, "5", 0, 257):
+        with pytest.raises(InvalidArgument) as refused:
+            await sharded.add_shards(bad)  # type: ignore[arg-type]
+        assert refused.value.argument == "shards"
+    with pytest.raises(Unsupported):
+        await sharded.add_shards(2)
+    assert await sharded.add_shards(3) is False
+    assert len(sharded.shards) == 3
+    assert await sharded.add_shards(5) is True
+
+    directory = await sharded.wire.call("HGETALL", sharded.keys.directory)
+    assert directory[b"count"] == b"5"
+    assert directory[b"epoch"] == b"2"
+    assert directory[b"state"] == b"growing"
+    assert len(sharded.shards) == 5
+    for k in (3, 4):
+        keys = sharded.shards[k].keys
+        meta = await sharded.wire.call("HGETALL", keys.meta)
+        assert meta[b"shard"] == str(k).encode()
+        assert meta[b"noquota"] == b"c"
+        assert b"concurrency" not in meta
+    slot = lane_slot(new)
+    source, target = sharded.shards[new_from].keys, sharded.shards[new_to].keys
+    assert await sharded.wire.call("GETBIT", source.owns, slot) == 0
+    assert await sharded.wire.call("GETRANGE", source.migrating, slot, slot) == bytes([new_to])
+    assert await sharded.wire.call("GETBIT", target.importing, slot) == 1
+    with pytest.raises(InvalidArgument):
+        await sharded.add_shards(6)  # another grow while this one is in progress
+    assert await sharded.add_shards(5) is True  # the same one: its marks written again
+
+    # A new lane of a handed range starts on its new shard; one with jobs stays on its source;
+    # a lane of a range kept stays too. The stale producer is refused by the source, reads the
+    # directory and sends it on.
+    await sharded.enqueue("new", lane=new)
+    await stale.enqueue("late", lane=late)
+    await sharded.enqueue("old2", lane=old)
+    await stale.enqueue("kept", lane=kept)
+    await sharded.enqueue("busy1", lane=busy)  # held by its leased job: admitted on its source
+    await asyncio.to_thread(blocking.enqueue, "synced", lane=synced)  # a stale blocking producer
+    assert len(blocking.shards) == 5
+    blocking.close()
+    assert len(stale.shards) == 5
+    assert await lane_jobs(sharded, new_to, new) == 1
+    assert await lane_jobs(sharded, new_from, new) == 0
+    assert await lane_jobs(sharded, late_h[3], late) == 1
+    assert await lane_jobs(sharded, late_h[2], late) == 0
+    assert await lane_jobs(sharded, old_from, old) == 3
+    assert await lane_jobs(sharded, 1, kept) == 1
+    assert await lane_jobs(sharded, synced_h[3], synced) == 1
+    assert await lane_jobs(sharded, busy_h[2], busy) == 1
+    await sharded.complete(leased)
+
+    # Quota 0 on the new shards (their ``noquota``) until a rebalancer round (a worker's
+    # upkeep runs them) gives them their share: this queue's rebalancer knows them now.
+    assert len(sharded.rebalancer.shards) == 5
+    assert await sharded.rebalancer.round()
+    claimed: list[Job] = []
+    while not isinstance(job := await sharded.claim(), Empty):
+        claimed.append(job)
+        await sharded.complete(job)
+    assert sorted(job.payload for job in claimed) == sorted(
+        ["old0", "old1", "old2", "new", "late", "kept", "synced", "busy1"]
+    )
+    assert {job.shard for job in claimed if job.payload in ("new", "late")} == {new_to, late_h[3]}
+    await stale.close()
+
+
+async def test_another_process_takes_the_new_shards_on_at_its_next_refresh(
+    sharded: ShardedQueue,
+) -> None:
+    worker = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=0.05)
+    seen: list[str] = []
+    done = asyncio.Event()
+    wanted = 0
+
+    async def handler(job: Job) -> None:
+        seen.append(job.payload)
+        if len(seen) == wanted:
+            done.set()
+
+    # A beat and an idle upkeep longer than the test waits: only wake tokens make it claim.
+    options = ConsumerOptions(beat=5.0, idle_upkeep=5.0, concurrency=2)
+    consumer = Consumer(worker, handler, options)
+    serving = asyncio.ensure_future(consumer.run())
+    handoffs = handed(sharded.placement_map, 5)
+    first = [lane for lane, h in lanes_handed(handoffs, 40, "n") if h[3] == 3][:2]
+    later = [lane for lane, h in lanes_handed(handoffs, 40, "m") if h[3] == 4][:2]
+    try:
+        wanted = 1
+        await sharded.enqueue("w", lane="warm")  # handled: the worker is parked after it
+        async with asyncio.timeout(10):
+            await done.wait()
+        assert len(worker.shards) == 3
+        await parked(sharded)
+        done.clear()
+        await sharded.add_shards(5)  # wakes the parked worker: it reads the directory
+        async with asyncio.timeout(5):
+            while len(worker.shards) < 5:
+                await asyncio.sleep(0.005)
+        await parked(sharded)
+        wanted = 5
+        started = time.monotonic()
+        await sharded.enqueue_many(Item(f"a{i}", lane=lane) for i, lane in enumerate(first * 2))
+        assert await lane_jobs(sharded, 3, first[0]) == 2
+        async with asyncio.timeout(10):
+            await done.wait()  # the worker took shard 3 on and heard its wake list
+        assert time.monotonic() - started < 2.0
+        assert len(worker.shards) == 5
+        assert len(worker.wake_keys) == 5
+        # Parked now on every shard's wake list: a job on shard 4 wakes it before its beat.
+        await parked(sharded)
+        done.clear()
+        wanted = 7
+        started = time.monotonic()
+        await sharded.enqueue_many(Item(f"b{i}", lane=lane) for i, lane in enumerate(later))
+        async with asyncio.timeout(10):
+            await done.wait()
+        assert time.monotonic() - started < 2.0
+    finally:
+        consumer.stop()
+        await serving
+    assert sorted(seen) == ["a0", "a1", "a2", "a3", "b0", "b1", "w"]
+    await worker.close()
+
+
+async def test_grow_moves_the_lanes_a_source_holds_then_flips_the_ranges(
+    sharded: ShardedQueue,
+) -> None:
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    before = sharded.placement_map
+    table, handoffs = grow_plan(before.table, 3, 5)
+    found = lanes_handed(handoffs, 3, "h")
+    (held, held_h), (limited, limited_h), (fresh, fresh_h) = found
+    await sharded.enqueue_many(Item(f"held{i}", lane=held) for i in range(3))
+    await sharded.enqueue_in(0.05, "delayed", lane=held)
+    await sharded.lane(limited).limit(1)  # settings alone: moved with the lane
+    assert await sharded.add_shards(5) is True  # a grow that stopped after its first step
+    assert await sharded.grow(5) is True  # resumed from the directory's plan
+
+    directory = await sharded.wire.call("HGETALL", sharded.keys.directory)
+    assert b"grow" not in directory
+    assert b"state" not in directory
+    assert ShardMap.from_stored(directory).table == table
+    for k, shard in enumerate(sharded.shards):
+        assert await sharded.wire.call("GET", shard.keys.owns) == sharded.placement_map.owns_bitmap(
+            k
+        )
+        assert not await sharded.wire.call("EXISTS", shard.keys.migrating, shard.keys.importing)
+    assert await lane_jobs(sharded, held_h[3], held) == 3
+    assert await lane_jobs(sharded, held_h[2], held) == 0
+    assert (await sharded.lanes([limited]))[0].limit == 1
+    assert sharded.keys_of(limited) == sharded.shards[limited_h[3]].keys
+    await stale.enqueue("fresh", lane=fresh)  # the stale map: refused, the directory read again
+    assert await lane_jobs(sharded, fresh_h[3], fresh) == 1
+    assert await sharded.grow(5) is False
+
+    claimed: list[str] = []
+    async with asyncio.timeout(5):
+        while len(claimed) < 5:
+            job = await sharded.claim()
+            if isinstance(job, Job):
+                claimed.append(job.payload)
+                await sharded.complete(job)
+            else:
+                await sharded.promote()  # the delayed job falls due within 50 ms
+    assert sorted(claimed) == ["delayed", "fresh", "held0", "held1", "held2"]
+    assert claimed.index("held0") < claimed.index("held1") < claimed.index("held2")
+    await stale.close()
