@@ -10,8 +10,9 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
 * **claims** visit the shards by stride scheduling over their active weights
   (:class:`ShardStride`): each shard's ring shares its claims by lane weight, and the stride
   shares the claims among shards by the weights on their rings, so every lane gets what one
-  ring would give; each shard's load is read every ``refresh`` seconds (one pipelined read
-  per shard) and a claim that finds a shard empty marks it idle at once;
+  ring would give; each claim's reply carries its shard's load after it (the visit that
+  changed it reports it), every shard's is read every ``refresh`` seconds (one pipelined read
+  per shard: the shards not visited), and a claim that finds a shard empty marks it idle;
 * **settles** go to the shard that leased the job (``Job.shard``); a job named by id alone is
   found by the shard that leased it here, else by one read of every shard;
 * **reads** are every shard's, summed or merged; **admin** writes every shard;
@@ -55,7 +56,7 @@ from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_loa
 from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
-from echomq.engine.transitions import Success
+from echomq.engine.transitions import Claimed, Success
 from echomq.errors import InvalidArgument, LaneMoved, Unsupported
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -249,7 +250,7 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         weights' share); a shard found empty is marked idle and the next one is tried, so
         ``Empty`` means every shard was (the loads are read again before it is answered, when
         the last read is older than the call). ``more``: some shard still has a serviceable lane."""
-        ms(lease, "lease", positive=True, most=MAX_LEASE)
+        lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
         count(n, "n", maximum=MAX_BATCH)
         if type(one_lane) is not bool:
             raise InvalidArgument("one_lane", one_lane, "must be True or False")
@@ -274,20 +275,29 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
                 if k is None:
                     break
             visited.add(k)
-            outcome = await Queue.claim_some(self.shards[k], n, lease, one_lane=one_lane)
+            outcome = await self.shards[k]._leased(lease_ms, n, one_lane, load=True)
             if isinstance(outcome, tuple):
-                jobs, more = outcome
-                stride.charge(k, len(jobs))
-                if not more:
-                    stride.observe(k, IDLE)
+                jobs, claimed = outcome
+                stride.charge(k, len(jobs))  # at the weight it was picked by, then its news
+                self._heard(k, claimed, lease_ms)
                 self._remember(jobs)
-                return jobs, more or stride.pick() is not None
+                return jobs, claimed.more or stride.pick() is not None
             stride.observe(k, IDLE)  # empty, or its own budget spent: visit the others
             wait = outcome.retry_in if isinstance(outcome, Empty) else outcome.wait
             if wait is not None:
                 retry_in = wait if retry_in is None else min(retry_in, wait)
         hints = [h for h in (retry_in, *self._due_later(visited)) if h is not None]
         return Empty(min(hints) if hints else None)
+
+    def _heard(self, k: int, claimed: Claimed, lease_ms: int) -> None:
+        """Tell the stride shard ``k``'s load as its claim's reply left it (no lane on a ring:
+        idle, whatever the counters say), and keep when its first benched lane returns; the
+        server's clock is the claim's (its deadline less the lease)."""
+        assert claimed.load is not None  # asked for by _leased(load=True)
+        band, weight, due = claimed.load
+        self._stride.observe(k, ShardLoad(band, weight) if claimed.more and weight else IDLE)
+        self._dues[k] = due if due >= 0 else None
+        self._now_ms = max(self._now_ms, claimed.deadline_ms - lease_ms)
 
     async def read_loads(self) -> list[ShardLoad]:
         """Read every shard's load (its most urgent band with a ringed lane and the weights on
