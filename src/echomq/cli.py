@@ -27,7 +27,7 @@ from echomq.engine.backoff import Exponential, Jitter
 from echomq.engine.checks import count
 from echomq.engine.keys import Keyspace
 from echomq.errors import EchoMQError, InvalidArgument
-from echomq.ops import admin_verbs
+from echomq.ops import admin_verbs, shard_verbs
 from echomq.ops.capacity import measure, report
 from echomq.tasks.runtime import serve_tasks
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 DESCRIPTION = (
     "Run workers (worker), size a pool (capacity), serve the dashboard (dashboard), and read "
     "and steer a live queue (stats, lanes, ring, dead, job, pause, resume, cool, uncool, weight, "
-    "limit, reprocess, remove, cancel, drain). The server is named by --url or the ECHOMQ_URL "
+    "limit, reprocess, remove, cancel, drain; shards for a sharded queue's directory and lane "
+    "moves). The server is named by --url or the ECHOMQ_URL "
     "environment variable; the dashboard's token by ECHOMQ_DASHBOARD_TOKEN (generated and "
     "printed once when unset)."
 )
@@ -232,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     commands = parser.add_subparsers(dest="command", required=True)
     admin_verbs.add_verbs(commands)
+    shard_verbs.add_verb(commands)
     run = commands.add_parser(
         "worker", help="run an App's tasks (or a handler) until SIGTERM", allow_abbrev=False
     )
@@ -376,15 +378,19 @@ def main(argv: list[str] | None = None) -> int:
         except EchoMQError as exc:
             print(f"echomq worker: {exc}", file=sys.stderr)
             return 2
+    sharding = args.command == "shards"
     try:
-        data = asyncio.run(admin_verbs.run(args.url, args))
+        data = asyncio.run((shard_verbs if sharding else admin_verbs).run(args.url, args))
     except InvalidArgument as exc:
         print(f"echomq {args.command}: {exc}", file=sys.stderr)
         return 2
     except (EchoMQError, admin_verbs.NotFound) as exc:
         print(f"echomq {args.command}: {exc}", file=sys.stderr)
         return 1
-    admin_verbs.show(args.command, data, args.json)
+    if sharding and not args.json:
+        shard_verbs.show(data)
+    else:
+        admin_verbs.show(args.command, data, args.json)
     return 0
 
 

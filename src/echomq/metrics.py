@@ -5,7 +5,8 @@
 depth, in-flight, weight, ceiling, paused and rate state and ETA) and two series the consumers
 feed through the ``observer`` hook: the wait from mint to claim per lane, and settles per lane
 and outcome. A sharded queue's series are its whole queue's, and a family of its own,
-``echomq_shard_*``, gives each shard's (label ``shard``, at most the shard count per queue).
+``echomq_shard_*``, gives each shard's (label ``shard``, at most the shard count per queue;
+its quotas of the queue-wide gates by ``gate``, beside the budgets they split).
 Applications register their own counters on ``metrics.registry``.
 """
 
@@ -77,6 +78,17 @@ class _EngineCollector(Collector):
                 shards["weight"].add_metric(labels, shard.weight)
                 shards["service_rate"].add_metric(labels, shard.claims_per_second)
                 shards["info"].add_metric([*labels, shard.tag, shard.primary], 1)
+                for gate, quota in (
+                    ("concurrency", shard.concurrency_quota),
+                    ("rate", shard.rate_quota),
+                ):
+                    if quota is not None:  # no budget of that gate: no sample
+                        shards["quota"].add_metric([*labels, gate], quota)
+            if snap.shards:
+                budgets = (("concurrency", snap.concurrency), ("rate", snap.limiter.max))
+                for gate, budget in budgets:
+                    if budget is not None:
+                        shards["budget"].add_metric([q, gate], budget)
             c = snap.counts
             for state in _STATES:
                 families["jobs"].add_metric([q, state], getattr(c, state))
@@ -191,6 +203,18 @@ class _EngineCollector(Collector):
                 "echomq_shard_info",
                 "Where the shard lives: its hash tag and its primary (always 1)",
                 labels=["queue", "shard", "tag", "primary"],
+            ),
+            "quota": GaugeMetricFamily(
+                "echomq_shard_quota",
+                "The shard's part of a queue-wide gate (gate: concurrency, leases at once; "
+                "rate, claims per the budget's window); 0: it holds none now",
+                labels=["queue", "shard", "gate"],
+            ),
+            "budget": GaugeMetricFamily(
+                "echomq_shard_budget",
+                "A sharded queue's queue-wide budget that its shards' quotas split "
+                "(gate: concurrency or rate)",
+                labels=["queue", "gate"],
             ),
         }
 

@@ -13,6 +13,7 @@ from playwright.async_api import Browser, Page, expect
 
 from echomq.dashboard import TOKEN_HEADER, create_app
 from echomq.engine.queue import Item, Queue
+from echomq.engine.sharded import ShardedQueue
 from echomq.testing import claim_job, serve_app
 
 TOKEN = "browser-test-token-0123456789abcdef"
@@ -98,3 +99,23 @@ async def test_a_jobs_view_follows_its_progress_and_log_lines(
     await expect(view.locator(".progress")).to_have_text("3 of 4", timeout=WAIT_MS)
     await expect(view.locator("pre.log")).to_have_text("started\nrow 3 of 4")
     await page.close()
+
+
+@pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
+async def test_a_sharded_queues_shard_table_shows_each_shards_quota(
+    browser: Browser, queue: ShardedQueue
+) -> None:
+    """The queue's concurrency is its budget; each shard's row its quota, one holding none
+    marked (docs/operations/dashboard.md)."""
+    placement = queue.placement_map
+    lanes = [next(f"b{i}" for i in range(100) if placement.shard_of(f"b{i}") == k) for k in (0, 2)]
+    await queue.enqueue_many(Item(n, lane=lane) for lane in lanes for n in range(2))
+    await queue.concurrency(4)  # split over shards 0 and 2, whose lanes weigh alike
+    async with serve_app(create_app(queue.wire, [queue.name], TOKEN, interval=0.2)) as base:
+        page = await _open(browser, f"{base}/?token={TOKEN}")
+        quota = page.locator('tr[data-shard="0"] td.quota')
+        await expect(quota).to_have_text("c 2", timeout=WAIT_MS)
+        await expect(page.locator('tr[data-shard="1"] td.quota.noquota')).to_have_text("c 0")
+        budget = page.locator(".stat", has=page.locator("span", has_text="concurrency"))
+        await expect(budget.locator("b")).to_have_text("4")  # not shard 0's 2
+        await page.close()

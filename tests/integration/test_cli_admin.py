@@ -325,3 +325,19 @@ async def test_cancel_ends_a_pending_job_and_says_what_it_was(queue: Queue, cli:
     assert "no job JOB0000000000a" in unknown.err
     long = await cli("cancel", queue.name, verdict.id, "--reason", "x" * 257)
     assert long.code == 2
+
+
+async def test_shards_of_a_queue_of_one_slot_is_refused_as_bad_input(
+    queue: Queue, cli: Cli
+) -> None:
+    """``echomq shards`` reads a sharded queue's directory (tests/integration/
+    test_sharded_ops.py); a queue of one slot has none: exit 2, said plainly, nothing moved."""
+    await queue.enqueue("one slot", lane="a")
+    for argv in (["shards", queue.name], ["shards", queue.name, "move", "a", "1"]):
+        refused = await cli(*argv)
+        assert (refused.code, refused.out) == (2, "")
+        assert refused.err.startswith(
+            f"echomq shards: invalid queue {queue.name!r}: not a sharded queue"
+        ), refused.err
+    assert (await cli("shards", f"{queue.name}-none")).code == 1  # unknown: as every verb
+    assert (await queue.counts()).pending == 1

@@ -275,6 +275,7 @@ async def test_a_sharded_queue_shows_as_one_with_a_row_per_shard(queue: ShardedQ
     lanes = [f"d{i}" for i in range(9)]
     await queue.enqueue_many(Item(n, lane=lane) for i, lane in enumerate(lanes) for n in range(i))
     far = next(lane for lane in lanes[1:] if placement.shard_of(lane) == 2)
+    await queue.rate_limit(9, 60.0)  # the queue-wide budget, split into per-shard quotas
     app = create_app(queue.wire, [queue.name], TOKEN, interval=0.05)
     async with serve_app(app) as base, aiohttp.ClientSession() as http:
         board = Board(base, http, queue)
@@ -290,6 +291,12 @@ async def test_a_sharded_queue_shows_as_one_with_a_row_per_shard(queue: ShardedQ
                 len(mine),
                 len(mine),
             )
+        # The limiter shown is the budget (shard 0's meta holds only its quota), the shards'
+        # quotas sum to it.
+        assert (shown["limiter"]["max"], shown["limiter"]["window"]) == (9, 60.0)
+        assert shown["concurrency"] is None
+        assert sum(s["rate_quota"] for s in shards) == 9
+        assert [s["concurrency_quota"] for s in shards] == [None] * 3
         status, _ = await board.post(board.lane(far, "pause"))
         assert status == 200
         [info] = await Queue.lanes(queue.shards[2], [far])

@@ -145,6 +145,7 @@ async def test_a_sharded_queue_has_its_totals_and_a_family_per_shard(queue: Shar
         Item(n, lane=lane) for i, lane in enumerate(lanes) for n in range(i + 2)
     )
     job = await claim_job(queue)
+    await queue.concurrency(5)  # a queue-wide budget: its shards' quotas sum to it
     total = sum(i + 2 for i in range(12))
     samples = await _scrape(Metrics([queue]))
     q = (("queue", queue.name),)
@@ -170,3 +171,8 @@ async def test_a_sharded_queue_has_its_totals_and_a_family_per_shard(queue: Shar
     weights = samples["echomq_shard_active_weight"]
     assert sum(weights.values()) == samples["echomq_ring_lanes"][q]  # every lane at weight 1
     assert sum(samples["echomq_shard_service_rate"].values()) > 0
+    assert samples["echomq_shard_budget"] == {(("gate", "concurrency"), *q): 5}
+    quotas = samples["echomq_shard_quota"]
+    assert {dict(labels)["gate"] for labels in quotas} == {"concurrency"}  # no rate budget
+    assert sorted(dict(labels)["shard"] for labels in quotas) == ["0", "1", "2"]
+    assert sum(quotas.values()) == 5

@@ -243,3 +243,97 @@ async def test_a_handler_worker_serves_every_shard(queue: ShardedQueue, valkey_u
     tally = await serving
     assert sorted(ran) == sorted(lane for lane in lanes for _ in range(2))
     assert tally.completed == 6
+
+
+@SHARDED
+async def test_stats_show_the_queue_wide_budgets_and_each_shards_quota(
+    queue: ShardedQueue, cli: Any
+) -> None:
+    """The queue's ceiling and rate are the directory's budgets, not shard 0's quota; each
+    shard's quotas sum to them, a shard holding none is marked ``noquota``, and the rate's
+    spent claims are every shard's (``shard_stats``, ``echomq stats``)."""
+    (a,), _, (c,) = lanes_on(queue.placement_map, [1, 0, 1], "g")
+    await queue.enqueue_many(Item(n, lane=lane) for lane in (a, c) for n in range(3))
+    assert [s.concurrency_quota for s in await queue.shard_stats()] == [None] * 3
+    await queue.concurrency(4)
+    await queue.rate_limit(6, 30.0)
+    claimed = [await claim_job(queue) for _ in range(2)]
+    stats = await queue.shard_stats()
+    assert sum(s.concurrency_quota or 0 for s in stats) == 4
+    assert sum(s.rate_quota or 0 for s in stats) == 6
+    assert sum(s.rate_spent for s in stats) == 2
+    # Shard 1 has no lane: it holds none of either budget, and its claims are refused.
+    assert (stats[1].concurrency_quota, stats[1].rate_quota, stats[1].noquota) == (0, 0, True)
+    assert [s.noquota for s in stats] == [False, True, False]
+    [meta_ceiling] = await queue.wire.call("HMGET", queue.keys.meta, "concurrency")
+    assert meta_ceiling != b"4"  # shard 0's quota: a part of the budget
+
+    shown = (await cli("--json", "stats", queue.name)).json()
+    assert shown["concurrency"] == 4
+    limiter = shown["limiter"]
+    assert (limiter["max"], limiter["window"], limiter["mode"]) == (6, 30.0, "smooth")
+    assert (limiter["spent"], limiter["wait"]) == (2, 0.0)
+    quotas = [(s["concurrency_quota"], s["rate_quota"]) for s in shown["shards"]]
+    assert quotas == [(s.concurrency_quota, s.rate_quota) for s in stats]
+    table = await cli("stats", queue.name)
+    assert "quota" in table.out
+    assert f"c {stats[0].concurrency_quota}, r {stats[0].rate_quota}" in table.out, table.out
+
+    for job in claimed:
+        await queue.complete(job)
+
+
+@SHARDED
+async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue, cli: Any) -> None:
+    """``echomq shards q``: the count, epoch, budgets, each shard's place, slots, lanes, W_s and
+    quota, and the lanes a move placed; ``echomq shards q move LANE K`` moves one and says
+    what moved; a bad shard or a missing lane is bad input (exit 2), nothing moved."""
+    placement = queue.placement_map
+    (a,), _, _ = lanes_on(placement, [1, 0, 0], "m")
+    await queue.enqueue_many(Item(n, lane=a) for n in range(3))
+    await queue.enqueue_in(60.0, "later", lane=a)
+    await queue.concurrency(2)
+    shown = (await cli("--json", "shards", queue.name)).json()
+    assert (shown["count"], shown["epoch"], shown["placed"]) == (3, placement.epoch, {})
+    assert shown["budgets"] == {"concurrency": 2, "rate": None}
+    assert [s["tag"] for s in shown["shards"]] == list(placement.tags)
+    assert sum(s["slots"] for s in shown["shards"]) == 16384
+    assert [(s["lanes"], s["weight"]) for s in shown["shards"]] == [(1, 1), (0, 0), (0, 0)]
+    assert sum(s["concurrency_quota"] for s in shown["shards"]) == 2
+    table = await cli("shards", queue.name)
+    assert (table.code, table.err) == (0, "")
+    assert f"3 shards, epoch {placement.epoch}; budgets: concurrency 2" in table.out
+    assert "placed: none" in table.out
+    assert placement.tags[2] in table.out
+
+    for bad in (["move", a, "3"], ["move", a, "-1"], ["move", a], ["move", a, "two"], ["go"]):
+        try:
+            code = (await cli("shards", queue.name, *bad)).code
+        except SystemExit as refused:  # argparse's own refusal: exit 2 too
+            code = int(str(refused.code))
+        assert code == 2, bad
+    assert queue.placement_map.shard_of(a) == 0  # nothing moved
+
+    moved = await cli("--json", "shards", queue.name, "move", a, "2")
+    assert moved.code == 0, moved.err
+    assert moved.json() == {
+        "queue": queue.name,
+        "lane": a,
+        "from": 0,
+        "to": 2,
+        "moved": True,
+        "epoch": placement.epoch + 1,
+        "pending": 3,
+        "scheduled": 1,
+        "leased": 0,
+    }
+    [info] = await Queue.lanes(queue.shards[2], [a])
+    assert (info.depth, info.scheduled) == (3, 1)
+    after = (await cli("--json", "shards", queue.name)).json()
+    assert (after["epoch"], after["placed"]) == (placement.epoch + 1, {a: 2})
+    assert [s["pending"] for s in after["shards"]] == [0, 0, 3]
+    again = await cli("shards", queue.name, "move", a, "2")
+    assert (again.code, again.out.strip()) == (0, f"lane {a} is on shard 2 already: nothing moved")
+    back = await cli("shards", queue.name, "move", a, "0")
+    assert back.out.startswith(f"moved lane {a} from shard 2 to shard 0 "), back.out
+    assert "placed: none" in (await cli("shards", queue.name)).out

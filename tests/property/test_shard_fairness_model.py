@@ -201,6 +201,21 @@ def test_shards_returning_after_a_park_start_level() -> None:
     assert abs(picks[0] - picks[1]) <= 2, picks
 
 
+@pytest.mark.parametrize("offset", range(4))
+def test_between_equal_passes_the_shard_served_longest_ago_goes_first(offset: int) -> None:
+    """As one ring: lane b served in band 9 goes behind lane a that waited in band 0, whatever
+    the worker's tie-break offset (a rotation alone picked either, half the time each)."""
+    stride = ShardStride(2, offset=offset)
+    stride.observe(0, ShardLoad(0, 1))  # lane a
+    stride.observe(1, ShardLoad(9, 1))  # lane b, a job of band 9
+    assert stride.pick() == 1
+    stride.charge(1, 1)
+    stride.observe(1, ShardLoad(0, 1))  # b's band-0 job is left: both at pass 1 now
+    assert stride.pick() == 0
+    stride.charge(0, 1)
+    assert stride.pick() == 1
+
+
 def test_no_active_shard_means_park() -> None:
     stride = ShardStride(2)
     assert stride.pick() is None

@@ -84,8 +84,11 @@ class ShardStride:
     would starve the lanes of the shards that stayed busy. It keeps a debt it left with (at
     most one visit's claims), so leaving and rejoining gains nothing either.
 
-    ``offset`` rotates the tie-break (pass equal: the shard after ``offset`` first), so workers
-    started together do not visit the shards in the same order.
+    Between equal passes the shard served longest ago goes first, as a ring puts the lane it
+    just served behind the others (a shard whose lane was served in a more urgent band does not
+    go again before one that waited below it); between shards never served, ``offset`` rotates
+    the tie-break (the shard after ``offset`` first), so workers started together do not visit
+    the shards in the same order.
     """
 
     def __init__(self, shards: int, *, offset: int = 0) -> None:
@@ -100,6 +103,8 @@ class ShardStride:
         self._loads: list[ShardLoad] = [IDLE] * shards
         self._passes: list[float] = [0.0] * shards
         self._eligible: frozenset[int] = frozenset()
+        self._served: list[int] = [0] * shards  # the turn of each shard's last claims
+        self._turn = 0
         # The lowest pass among the eligible shards at the last pick: never goes down.
         self._clock = 0.0
 
@@ -135,7 +140,10 @@ class ShardStride:
                 self._passes[s] = max(self._passes[s], floor)
         self._eligible = eligible
         self._clock = max(self._clock, min(self._passes[s] for s in eligible))
-        return min(eligible, key=lambda s: (self._passes[s], (s - self._offset) % self.shards))
+        return min(
+            eligible,
+            key=lambda s: (self._passes[s], self._served[s], (s - self._offset) % self.shards),
+        )
 
     def charge(self, shard: int, claims: int) -> None:
         """Count ``claims`` jobs leased by a visit to ``shard`` (0 for an empty visit), at the
@@ -146,6 +154,9 @@ class ShardStride:
         weight = self._loads[shard].weight
         if claims and weight:
             self._passes[shard] += claims / weight
+        if claims:
+            self._turn += 1
+            self._served[shard] = self._turn
 
     def _check(self, shard: int) -> None:
         if isinstance(shard, bool) or not isinstance(shard, int) or not 0 <= shard < self.shards:

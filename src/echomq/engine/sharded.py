@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import replace
 from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
-from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
+from echomq.engine.checks import ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
@@ -52,12 +53,13 @@ from echomq.engine.results import (
     RetryOutcome,
     Verdict,
 )
-from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
+from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride
 from echomq.engine.sharded_jobs import JobsAcrossShards
+from echomq.engine.sharded_loads import LoadsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Claimed, Success
-from echomq.errors import InvalidArgument, LaneMoved, Unsupported
+from echomq.errors import InvalidArgument, LaneMoved, Unsupported, WireError
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -68,7 +70,7 @@ REFRESH: Final = 0.1
 _T = TypeVar("_T")
 
 
-class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
+class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
     """One logical queue over ``placement.shards`` shards (docs/concepts/shards.md).
 
     Open one with :meth:`connect` (or :meth:`open` on a wire of yours): the first opens the
@@ -104,6 +106,7 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         self._reading: asyncio.Future[list[ShardLoad]] | None = None  # the read in flight
         #: The queue-wide gates' quotas (docs/concepts/shards.md, "Queue-wide gates").
         self.rebalancer = Rebalancer(self.shards, self.keys)
+        self._shard_reads: dict[int, asyncio.Future[None]] = {}  # each shard's, in flight
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -172,6 +175,8 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         """Stop the quota rebalancer, close every shard's subscriptions, then this queue (its
         minter, its wire)."""
         await self.rebalancer.stop()
+        for read in self._shard_reads.values():
+            read.cancel()  # a load read waiting on a shard's dead primary
         for shard in self.shards[1:]:
             await shard.close()
         await super().close()  # its cancel hub closes every shard's
@@ -249,16 +254,22 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
         """Claim on the shard the stride picks (the one whose lanes are furthest behind their
         weights' share); a shard found empty is marked idle and the next one is tried, so
         ``Empty`` means every shard was (the loads are read again before it is answered, when
-        the last read is older than the call). ``more``: some shard still has a serviceable lane."""
-        lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
-        count(n, "n", maximum=MAX_BATCH)
-        if type(one_lane) is not bool:
-            raise InvalidArgument("one_lane", one_lane, "must be True or False")
+        the last read is older than the call). ``more``: some shard still has a serviceable lane.
+        Each claim's reply carries its shard's load after it, which the stride takes at once."""
+        return await Queue.claim_some(self, n, lease, one_lane=one_lane)  # checks, then _leased
+
+    async def _leased(
+        self, lease_ms: int, n: int, one_lane: bool, load: bool = False
+    ) -> tuple[list[Job], Claimed] | Empty | RateLimited:
+        """:meth:`claim_some`'s visits, its arguments checked: the claim of the shard that
+        leased, its ``more`` true while any shard is known to have work (``load`` is every
+        shard claim's own: each carries its shard's load to the stride)."""
         stride = self._stride
         fresh = asyncio.get_running_loop().time() - self._loads_at >= self.refresh
         if fresh:
             await self._loads_now()
         retry_in: float | None = None
+        lost: WireError | None = None
         visited: set[int] = set()
         for _ in range(2 * len(self.shards) + 2):  # a shard twice at most: before, after a read
             k = stride.pick()
@@ -275,81 +286,28 @@ class ShardedQueue(JobsAcrossShards, AcrossShards, Queue):
                 if k is None:
                     break
             visited.add(k)
-            outcome = await self.shards[k]._leased(lease_ms, n, one_lane, load=True)
+            try:
+                self._check_reachable(k)
+                shard = self.shards[k]  # shard 0 is this queue: its own claim, not these visits
+                outcome = await Queue._leased(shard, lease_ms, n, one_lane, load=True)
+            except WireError as exc:  # its primary unreachable: the other shards are served
+                stride.observe(k, IDLE)
+                lost = exc
+                continue
             if isinstance(outcome, tuple):
                 jobs, claimed = outcome
                 stride.charge(k, len(jobs))  # at the weight it was picked by, then its news
                 self._heard(k, claimed, lease_ms)
                 self._remember(jobs)
-                return jobs, claimed.more or stride.pick() is not None
+                return jobs, replace(claimed, more=claimed.more or stride.pick() is not None)
             stride.observe(k, IDLE)  # empty, or its own budget spent: visit the others
             wait = outcome.retry_in if isinstance(outcome, Empty) else outcome.wait
             if wait is not None:
                 retry_in = wait if retry_in is None else min(retry_in, wait)
+        if lost is not None:
+            raise lost  # not "empty": a shard could not be asked
         hints = [h for h in (retry_in, *self._due_later(visited)) if h is not None]
         return Empty(min(hints) if hints else None)
-
-    def _heard(self, k: int, claimed: Claimed, lease_ms: int) -> None:
-        """Tell the stride shard ``k``'s load as its claim's reply left it (no lane on a ring:
-        idle, whatever the counters say), and keep when its first benched lane returns; the
-        server's clock is the claim's (its deadline less the lease)."""
-        assert claimed.load is not None  # asked for by _leased(load=True)
-        band, weight, due = claimed.load
-        self._stride.observe(k, ShardLoad(band, weight) if claimed.more and weight else IDLE)
-        self._dues[k] = due if due >= 0 else None
-        self._now_ms = max(self._now_ms, claimed.deadline_ms - lease_ms)
-
-    async def read_loads(self) -> list[ShardLoad]:
-        """Read every shard's load (its most urgent band with a ringed lane and the weights on
-        that band's ring) and when its first benched lane returns, one pipelined read per
-        shard, and tell the stride."""
-        clock, *replies = await asyncio.gather(
-            self.wire.call("TIME"),
-            *(
-                shard.wire.call_many(
-                    [
-                        ("HGETALL", shard.keys.ringweight),
-                        ("HGET", shard.keys.meta, "dweight"),
-                        ("ZRANGE", shard.keys.rdue, 0, 0, "WITHSCORES"),
-                    ]
-                )
-                for shard in self.shards
-            ),
-        )
-        self._loads_at = asyncio.get_running_loop().time()
-        self._now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
-        self._dues = [_first_score(due) for _, _, due in replies]
-        loads = [shard_load(counters, dweight) for counters, dweight, _ in replies]
-        for k, load in enumerate(loads):
-            self._stride.observe(k, load)
-        return loads
-
-    async def _loads_now(self) -> None:
-        """:meth:`read_loads`, one read in flight at a time: the claims that find the refresh
-        due together share it, rather than each reading every shard."""
-        reading = self._reading
-        if reading is None:
-            reading = self._reading = asyncio.ensure_future(self.read_loads())
-            reading.add_done_callback(self._read_done)
-        await asyncio.shield(reading)
-
-    def _read_done(self, reading: asyncio.Future[list[ShardLoad]]) -> None:
-        if self._reading is reading:
-            self._reading = None
-        if not reading.cancelled():
-            reading.exception()  # retrieved: the claims awaiting it raise it
-
-    def _due_now(self) -> list[int]:
-        """The shards whose first benched lane was due at the last read."""
-        return [k for k, due in enumerate(self._dues) if due is not None and due <= self._now_ms]
-
-    def _due_later(self, visited: set[int]) -> list[float]:
-        """Seconds until the first benched lane of each shard not visited returns."""
-        return [
-            (due - self._now_ms) / 1000
-            for k, due in enumerate(self._dues)
-            if due is not None and due > self._now_ms and k not in visited
-        ]
 
     # -- settles (the job's shard) -------------------------------------------------------------
 
@@ -552,14 +510,6 @@ def _job_id(item: object) -> str:
         return item.job.id
     assert isinstance(item, Success)
     return item.id
-
-
-def _first_score(reply: Any) -> int | None:
-    """The score of a ``ZRANGE … 0 0 WITHSCORES`` reply (RESP3: ``[[member, score]]``)."""
-    if not reply:
-        return None
-    first = reply[0]
-    return int(float(first[1] if isinstance(first, list) else reply[1]))
 
 
 async def _refuse_a_queue_with_work(wire: Wire, keys: Keyspace) -> None:

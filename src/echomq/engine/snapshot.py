@@ -13,6 +13,7 @@ from echomq.engine.eta import Eta
 from echomq.engine.policies import Policies, Policy, Rate
 from echomq.engine.queue import Queue
 from echomq.engine.reads import queue_rate
+from echomq.engine.rebalancer import Budgets
 from echomq.engine.results import Counts, JobInfo, LaneInfo
 from echomq.engine.shard_stats import ShardStats
 from echomq.engine.sharded import ShardedQueue
@@ -161,8 +162,10 @@ async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
         reads, _shards(queue)
     )
     paused, concurrency, limiter = settings
-    if shards:
+    if isinstance(queue, ShardedQueue):
+        # The queue-wide gates are the directory's budgets: shard 0's meta holds its quota.
         paused = all(shard.paused for shard in shards)  # as is_paused: the whole queue
+        concurrency, limiter = _budget_limiter(await queue.rebalancer.budgets(), shards)
     dead_jobs = await queue.dead(dead) if dead > 0 else []
     return QueueSnapshot(
         queue.name,
@@ -176,6 +179,23 @@ async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
         policies,
         etas,
         shards,
+    )
+
+
+def _budget_limiter(budgets: Budgets, shards: list[ShardStats]) -> tuple[int | None, Limiter]:
+    """A sharded queue's ceiling and rate as an operator reads them: the budgets, the claims
+    every shard spent in its window (summed), and the soonest any shard holding a rate quota
+    admits again (0.0: one admits now, or none holds any yet: the rebalancer hands it out)."""
+    if budgets.rate is None:
+        return budgets.concurrency, Limiter(None, None, 0, 0.0)
+    most, window_ms, mode = budgets.rate
+    waits = [shard.rate_wait for shard in shards if shard.rate_quota]
+    return budgets.concurrency, Limiter(
+        most,
+        window_ms / 1000,
+        sum(shard.rate_spent for shard in shards),
+        min(waits, default=0.0),
+        mode or "fixed",
     )
 
 

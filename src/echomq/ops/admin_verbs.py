@@ -1,7 +1,8 @@
 """The ``echomq`` verbs that read and steer a live queue: stats, lanes, ring, dead, job, pause,
-resume, cool, uncool, weight, limit, fairness, reprocess, remove, cancel, drain. Tables for
-people (rich), ``--json`` for scripts. A sharded queue is opened as one (``open_queue``): every
-verb reads or writes all its shards, and ``stats`` shows each shard besides the sums.
+resume, cool, uncool, weight, limit, fairness, reprocess, remove, cancel, drain (and, in
+``echomq.ops.shard_verbs``, shards). Tables for people (rich), ``--json`` for scripts. A
+sharded queue is opened as one (``open_queue``): every verb reads or writes all its shards,
+and ``stats`` shows each shard besides the sums.
 
 Exit codes: 0 done, 1 refused by the engine or nothing to act on (unknown queue or job),
 2 bad input (argparse's own convention).
@@ -258,8 +259,9 @@ VERBS: dict[str, Verb] = {
 }
 
 
-async def run(url: str, args: argparse.Namespace) -> Any:
-    """Connect, refuse an unknown queue, run the verb, close."""
+async def run(url: str, args: argparse.Namespace, *, verb: Verb | None = None) -> Any:
+    """Connect, refuse an unknown queue, run the verb (``verb``, else the one ``args.command``
+    names), close."""
     # A cancel keeps the cancelled row (``--keep``) as an app's queue keeps results.
     keep = getattr(args, "keep", 0.0)
     queue = await connect_queue(url, args.queue, pool_size=1, events=False, result_ttl=keep)
@@ -270,7 +272,7 @@ async def run(url: str, args: argparse.Namespace) -> Any:
                 f"no queue named {args.queue} on {redact_url(url)} (never used there, or "
                 "deleted; --url or ECHOMQ_URL names the server)"
             )
-        return await VERBS[args.command](queue, args)
+        return await (verb or VERBS[args.command])(queue, args)
     finally:
         await queue.close()
 
@@ -288,9 +290,9 @@ def show(command: str, data: Any, as_json: bool) -> None:
             return
         if command == "lanes":  # one rate column: "5/1.0s smooth"
             data = [_lane_row(lane) for lane in data]
-        _table(
+        table(
             list(data[0].keys()),
-            [["" if v is None else _shown(str(v)) for v in r.values()] for r in data],
+            [["" if v is None else shown_cell(str(v)) for v in r.values()] for r in data],
         )
     elif command == "stats":
         shards = data.get("shards", [])
@@ -299,22 +301,22 @@ def show(command: str, data: Any, as_json: bool) -> None:
             for k, v in data.items()
             if k != "shards"
         ]
-        _table(["state", "value"], rows)
+        table(["state", "value"], rows)
         if shards:
-            _table(list(_SHARD_COLUMNS), [_shard_row(shard) for shard in shards])
+            table(list(_SHARD_COLUMNS), [_shard_row(shard) for shard in shards])
     elif command == "job":
         for key, value in data.items():
             if key == "group":
-                print(f"group: {_shown(value)}")
+                print(f"group: {shown_cell(value)}")
             elif key != "log" and value is not None:
                 print(f"{key}: {json.dumps(value) if key == 'progress' else value}")
         print("log:" if data["log"] else "log: (none)")
         for line in data["log"]:
             print(f"  {line}")
     elif command == "ring":
-        print(" -> ".join(map(_shown, data)) if data else "(the ring is empty)")
+        print(" -> ".join(map(shown_cell, data)) if data else "(the ring is empty)")
     else:
-        fields = {k: _shown(v) if isinstance(v, str) else v for k, v in data.items()}
+        fields = {k: shown_cell(v) if isinstance(v, str) else v for k, v in data.items()}
         print(", ".join(f"{k}: {v}" for k, v in fields.items() if v is not None))
 
 
@@ -331,22 +333,37 @@ _SHARD_COLUMNS = {
     "W_s": "weight",
     "band": "band",
     "claims/s": "claims_per_second",
+    "quota": "quota",
     "paused": "paused",
 }
+
+
+def quota_cell(shard: dict[str, Any]) -> str:
+    """A shard's quotas of the queue-wide gates in one cell: ``c 2, r 5`` (leases at once,
+    claims per the budget's window; 0: it holds none now), ``-`` when the queue has no budget."""
+    parts = [
+        f"{letter} {shard[field]}"
+        for letter, field in (("c", "concurrency_quota"), ("r", "rate_quota"))
+        if shard[field] is not None
+    ]
+    return ", ".join(parts) or "-"
 
 
 def _shard_row(shard: dict[str, Any]) -> list[str]:
     cells = []
     for field in _SHARD_COLUMNS.values():
+        if field == "quota":
+            cells.append(quota_cell(shard))
+            continue
         value = shard[field]
         if field == "claims_per_second":
             cells.append(f"{value:.1f}")
         else:
-            cells.append("-" if value is None else _shown(str(value)))
+            cells.append("-" if value is None else shown_cell(str(value)))
     return cells
 
 
-def _shown(value: str) -> str:
+def shown_cell(value: str) -> str:
     """A cell as a table shows it: as is when printable, else JSON-quoted, so a lane name with a
     newline or a NUL cannot break the table (``--json`` gives every name exactly)."""
     return value if value.isprintable() else json.dumps(value)
@@ -369,7 +386,7 @@ def _lane_row(lane: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def _table(header: list[str], rows: list[list[str]]) -> None:
+def table(header: list[str], rows: list[list[str]]) -> None:
     """A rich table (the ``echomq[cli]`` extra), or aligned plain columns without it."""
     try:
         from rich.console import Console
