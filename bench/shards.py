@@ -42,6 +42,7 @@ from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from echomq import Item, Queue
 from echomq.engine import ShardedQueue
@@ -144,10 +145,13 @@ def spent_between(before: dict[str, Spent], after: dict[str, Spent]) -> dict[str
 # -- one side of one run --------------------------------------------------------------------------
 
 
-async def open_side(router: ClusterRouter, name: str, shards: int) -> Queue:
+async def open_side(
+    router: ClusterRouter, name: str, shards: int, refresh: float | None = None
+) -> Queue:
     if shards == 1:
         return Queue(name, router, events=False)
-    return await ShardedQueue.open(name, router, shards=shards, events=False)
+    every = {} if refresh is None else {"refresh": refresh}
+    return await ShardedQueue.open(name, router, shards=shards, events=False, **every)
 
 
 def name_on(url: str, primary: str) -> str:
@@ -171,14 +175,26 @@ def homes(router: ClusterRouter, queue: Queue) -> list[str]:
 
 
 async def _drain(
-    url: str, name: str, shards: int, loops: int, batch: int, start_at: float
-) -> tuple[Counter[int], float, float, float, float]:
+    url: str, name: str, shards: int, loops: int, batch: int, start_at: float, refresh: float | None
+) -> tuple[Counter[int], float, float, float, float, int, int]:
     router = await ClusterRouter(seeds_from_url(url)).connect()
-    queue = await open_side(router, name, shards)
+    queue = await open_side(router, name, shards, refresh)
     claimed: Counter[int] = Counter()
+    calls = [0, 0]  # claim_batch calls, reads of every shard's load (a sharded queue's)
+    if isinstance(queue, ShardedQueue):
+        read_loads = queue.read_loads
+
+        async def counted() -> list[Any]:
+            calls[1] += 1
+            return await read_loads()
+
+        queue.read_loads = counted  # type: ignore[method-assign]
 
     async def loop() -> None:
-        while isinstance(jobs := await queue.claim_batch(batch), list):
+        while True:
+            calls[0] += 1
+            if not isinstance(jobs := await queue.claim_batch(batch), list):
+                break
             await queue.complete_each(jobs)
             claimed[jobs[0].shard] += len(jobs)  # a batch comes from one shard
 
@@ -189,13 +205,13 @@ async def _drain(
     end, busy_end = time.time(), machine_busy()
     await queue.close()
     await router.close()
-    return claimed, cpu, end, busy, busy_end
+    return claimed, cpu, end, busy, busy_end, calls[0], calls[1]
 
 
 def drain(
-    url: str, name: str, shards: int, loops: int, batch: int, start_at: float
-) -> tuple[Counter[int], float, float, float, float]:
-    return asyncio.run(_drain(url, name, shards, loops, batch, start_at))
+    url: str, name: str, shards: int, loops: int, batch: int, start_at: float, refresh: float | None
+) -> tuple[Counter[int], float, float, float, float, int, int]:
+    return asyncio.run(_drain(url, name, shards, loops, batch, start_at, refresh))
 
 
 @dataclass
@@ -214,6 +230,8 @@ class Side:
     enqueue_spent: dict[str, Spent]  # primary -> its share of the enqueue phase
     drain_spent: dict[str, Spent] = field(default_factory=dict)
     homes: list[str] = field(default_factory=list)
+    claims: int = 0  # claim_batch calls in the drain, every loop's (the last, empty, too)
+    reads: int = 0  # a sharded queue's reads of every shard's load in the drain
 
 
 async def fill(
@@ -280,6 +298,7 @@ def run_side(
             per_proc,
             [args.batch] * args.procs,
             [start_at] * args.procs,
+            [args.refresh] * args.procs,
         )
     )
     claimed: Counter[int] = Counter()
@@ -306,6 +325,8 @@ def run_side(
     side.drain_cpu = sum(r[1] for r in results) / total * 1e6
     side.claimed = dict(claimed)
     side.drain_spent = spent_between(before, after)
+    side.claims = sum(r[5] for r in results)
+    side.reads = sum(r[6] for r in results)
     return side
 
 
@@ -393,6 +414,9 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=50, help="jobs per claim_batch")
     parser.add_argument("--procs", type=int, default=1, help="client processes draining")
     parser.add_argument("--replicas", type=int, default=0, help="replicas per primary")
+    parser.add_argument(
+        "--refresh", type=float, default=None, help="side (b)'s refresh, s (default: the queue's)"
+    )
     args = parser.parse_args()
     if args.shards < 2:
         parser.error("--shards must be at least 2 (side (a) is the queue of one slot)")
@@ -477,6 +501,13 @@ def report(
         print(f"* {label[key]}, {phase}: measured, {bound}")
 
     b = runs["b"]
+    every = "the default" if args.refresh is None else f"{args.refresh} s"
+    print(
+        f"* {label['b']}, drain: refresh {every}; "
+        f"{med([s.reads / s.claims * 10_000 for s in b]):.0f} reads of every shard's load per "
+        f"10k claim_batch calls ({med([s.claims for s in b]):.0f} calls, "
+        f"{med([s.reads for s in b]):.0f} reads)"
+    )
     print(f"\n### {label['b']}: per shard (medians of {n})\n")
     print("| shard | primary | jobs admitted | jobs claimed | share of claims |")
     print("|---:|---|---:|---:|---:|")

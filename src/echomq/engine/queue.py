@@ -58,7 +58,7 @@ from echomq.engine.results import (
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.settles import Settles
 from echomq.engine.shards import ShardMap
-from echomq.engine.transitions import Engine
+from echomq.engine.transitions import Claimed, Engine
 from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument
 from echomq.tracing import Sending, Spans, carriers_of, sending_many
@@ -383,7 +383,15 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         lease_ms = ms(lease, "lease", positive=True, most=MAX_LEASE)
         if type(one_lane) is not bool:
             raise InvalidArgument("one_lane", one_lane, "must be True or False")
-        claimed = await self.engine.claim(lease_ms, count(n, "n", maximum=MAX_BATCH), one_lane)
+        outcome = await self._leased(lease_ms, count(n, "n", maximum=MAX_BATCH), one_lane)
+        return (outcome[0], outcome[1].more) if isinstance(outcome, tuple) else outcome
+
+    async def _leased(
+        self, lease_ms: int, n: int, one_lane: bool, load: bool = False
+    ) -> tuple[list[Job], Claimed] | Empty | RateLimited:
+        """One claim, its arguments checked: the jobs and the reply they came in (``load``: a
+        sharded queue's claim, whose reply carries the shard's load, ``Claimed.load``)."""
+        claimed = await self.engine.claim(lease_ms, n, one_lane, load)
         if claimed is None:
             return Empty()
         if isinstance(claimed, int):
@@ -391,7 +399,7 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         jobs = claimed.jobs(self.codec.decode, self.name, self.shard)
         if self._listened():
             self._emit({"event": "active", "job": j.id, "attempts": j.attempts} for j in jobs)
-        return jobs, claimed.more
+        return jobs, claimed
 
     async def claim(self, lease: float = DEFAULT_LEASE) -> Job | Empty | RateLimited:
         """Lease the next job by fair rotation of the lanes, or say why there is none."""

@@ -10,8 +10,9 @@ A :class:`ShardedQueue` is a :class:`Queue` whose own keyspace is shard 0 (an un
 * **claims** visit the shards by stride scheduling over their active weights
   (:class:`ShardStride`): each shard's ring shares its claims by lane weight, and the stride
   shares the claims among shards by the weights on their rings, so every lane gets what one
-  ring would give; each shard's load is read every ``refresh`` seconds (one pipelined read
-  per shard) and a claim that finds a shard empty marks it idle at once;
+  ring would give; each claim's reply carries its shard's load after it (the visit that
+  changed it reports it), every shard's is read every ``refresh`` seconds (one pipelined read
+  per shard: the shards not visited), and a claim that finds a shard empty marks it idle;
 * **settles** go to the shard that leased the job (``Job.shard``); a job named by id alone is
   found by the shard that leased it here, else by one read of every shard;
 * **reads** are every shard's, summed or merged; **admin** writes every shard;
@@ -36,7 +37,7 @@ from typing import Any, Final, Literal, TypeVar
 
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
-from echomq.engine.checks import MAX_BATCH, MAX_LEASE, count, ms
+from echomq.engine.checks import ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
@@ -60,7 +61,7 @@ from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_loads import LoadsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
-from echomq.engine.transitions import Success
+from echomq.engine.transitions import Claimed, Success
 from echomq.errors import InvalidArgument, LaneMoved, Unsupported, WireError
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -316,11 +317,16 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         """Claim on the shard the stride picks (the one whose lanes are furthest behind their
         weights' share); a shard found empty is marked idle and the next one is tried, so
         ``Empty`` means every shard was (the loads are read again before it is answered, when
-        the last read is older than the call). ``more``: some shard still has a serviceable lane."""
-        ms(lease, "lease", positive=True, most=MAX_LEASE)
-        count(n, "n", maximum=MAX_BATCH)
-        if type(one_lane) is not bool:
-            raise InvalidArgument("one_lane", one_lane, "must be True or False")
+        the last read is older than the call). ``more``: some shard still has a serviceable lane.
+        Each claim's reply carries its shard's load after it, which the stride takes at once."""
+        return await Queue.claim_some(self, n, lease, one_lane=one_lane)  # checks, then _leased
+
+    async def _leased(
+        self, lease_ms: int, n: int, one_lane: bool, load: bool = False
+    ) -> tuple[list[Job], Claimed] | Empty | RateLimited:
+        """:meth:`claim_some`'s visits, its arguments checked: the claim of the shard that
+        leased, its ``more`` true while any shard is known to have work (``load`` is every
+        shard claim's own: each carries its shard's load to the stride)."""
         stride = self._stride
         fresh = asyncio.get_running_loop().time() - self._loads_at >= self.refresh
         if fresh:
@@ -345,18 +351,18 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
             visited.add(k)
             try:
                 self._check_reachable(k)
-                outcome = await Queue.claim_some(self.shards[k], n, lease, one_lane=one_lane)
+                shard = self.shards[k]  # shard 0 is this queue: its own claim, not these visits
+                outcome = await Queue._leased(shard, lease_ms, n, one_lane, load=True)
             except WireError as exc:  # its primary unreachable: the other shards are served
                 stride.observe(k, IDLE)
                 lost = exc
                 continue
             if isinstance(outcome, tuple):
-                jobs, more = outcome
-                stride.charge(k, len(jobs))
-                if not more:
-                    stride.observe(k, IDLE)
+                jobs, claimed = outcome
+                stride.charge(k, len(jobs))  # at the weight it was picked by, then its news
+                self._heard(k, claimed, lease_ms)
                 self._remember(jobs)
-                return jobs, more or stride.pick() is not None
+                return jobs, replace(claimed, more=claimed.more or stride.pick() is not None)
             stride.observe(k, IDLE)  # empty, or its own budget spent: visit the others
             wait = outcome.retry_in if isinstance(outcome, Empty) else outcome.wait
             if wait is not None:

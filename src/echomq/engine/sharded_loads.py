@@ -1,7 +1,8 @@
 """What each shard of a sharded queue holds for a worker's stride: the loads (its most urgent
-band with a ringed lane and that ring's weights) and when its first benched lane returns, read
-every refresh; a shard whose primary is down counts idle, so the others are served meanwhile
-(a mixin of :class:`~echomq.engine.sharded.ShardedQueue`, docs/concepts/shards.md)."""
+band with a ringed lane and that ring's weights) and when its first benched lane returns, heard
+from each claim's reply and read every refresh; a shard whose primary is down counts idle, so
+the others are served meanwhile (a mixin of :class:`~echomq.engine.sharded.ShardedQueue`,
+docs/concepts/shards.md)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Any, Final
 from echomq.engine.keys import slot
 from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride, shard_load
+from echomq.engine.transitions import Claimed
 from echomq.errors import ConnectError
 from echomq.wire.connector import Arg
 from echomq.wire.pool import Wire
@@ -102,6 +104,16 @@ class LoadsAcrossShards:
 
     async def _placement_moved_on(self, epoch: Any) -> bool:
         raise NotImplementedError  # ShardedQueue's (a grow or a move by another process)
+
+    def _heard(self, k: int, claimed: Claimed, lease_ms: int) -> None:
+        """Tell the stride shard ``k``'s load as its claim's reply left it (no lane on a ring:
+        idle, whatever the counters say), and keep when its first benched lane returns; the
+        server's clock is the claim's (its deadline less the lease)."""
+        assert claimed.load is not None  # asked for by Queue._leased(load=True)
+        band, weight, due = claimed.load
+        self._stride.observe(k, ShardLoad(band, weight) if claimed.more and weight else IDLE)
+        self._dues[k] = due if due >= 0 else None
+        self._now_ms = max(self._now_ms, claimed.deadline_ms - lease_ms)
 
     async def _loads_now(self) -> None:
         """:meth:`read_loads`, one read in flight at a time: the claims that find the refresh

@@ -68,6 +68,10 @@ class Claimed:
     deadline_ms: int
     more: bool
     reply: list[Any]
+    #: A sharded queue's claim (``load``): the shard's most urgent band with a ringed lane (-1:
+    #: none), that band's active weight and its first rate-benched lane's return (server ms,
+    #: -1: none), after the claim; None for a plain queue's.
+    load: tuple[int, int, int] | None = None
 
     def jobs(self, decode: Callable[[bytes], Any], queue: str, shard: int = 0) -> list[Job]:
         """The claimed jobs, their payloads decoded with ``decode``: the reply holds each as
@@ -278,15 +282,25 @@ class Engine:
 
     # -- claim and leases ----------------------------------------------------------------------
 
-    async def claim(self, lease_ms: int, want: int, one_lane: bool = False) -> Claimed | int | None:
+    async def claim(
+        self, lease_ms: int, want: int, one_lane: bool = False, load: bool = False
+    ) -> Claimed | int | None:
         """Lease up to ``want`` jobs (``one_lane``: all of the head lane); else None (empty),
         > 0 (queue rate-limited for that many ms) or <= 0 (empty; a benched lane returns in
-        ``-reply`` ms)."""
-        args = (lease_ms, want, 1) if one_lane else (lease_ms, want)
+        ``-reply`` ms). ``load`` (a sharded queue's): the leases come with the shard's load
+        (:attr:`Claimed.load`)."""
+        if load:
+            args: tuple[int, ...] = (lease_ms, want, int(one_lane), 1)
+        else:
+            args = (lease_ms, want, 1) if one_lane else (lease_ms, want)
         reply = await self.registry.run(self.wire, self._claim, self._keys, args)
         if type(reply) is not list:
             return None if reply is None else int(reply)
-        return Claimed(int(reply[0]), reply[1] == 1, reply)
+        if not load:
+            return Claimed(int(reply[0]), reply[1] == 1, reply)
+        band, weight, due = reply[-3:]
+        del reply[-3:]
+        return Claimed(int(reply[0]), reply[1] == 1, reply, (int(band), int(weight), int(due)))
 
     async def delay(self, job_id: str, token: int, delay_ms: int) -> int:
         """Re-schedule a held job without counting a failure: 1 scheduled, 2 cancelled (a

@@ -5,8 +5,12 @@
 -- ARGV[3] one    "1": a batch of one lane (the head lane whose turn it is gives up to `want`
 --                jobs, clamped to its ceiling, rate and the queue's, as one claim of its turn;
 --                the walk stops there); absent or "0": the walk below
+-- ARGV[4] load   "1": a sharded queue's claim, whose reply on success ends with the shard's
+--                load (append_load in _load.lua); absent: a plain queue's, as before
 -- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
+--         with ARGV[4], then band, weight, due: the most urgent band with a ringed lane (-1:
+--         none), its active weight W_s, the first rate-benched lane's return (ms; -1: none);
 --         nil when nothing is claimable (queue paused, at its concurrency ceiling, a shard
 --         holding no quota, no lane);
 --         a positive integer n: the queue's rate window is spent, try again in n ms;
@@ -50,6 +54,7 @@ local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
 local want = int_arg(ARGV[2], 'n', 1, 1000)
 local one_lane = ARGV[3] == '1'
+local with_load = ARGV[4] == '1'
 local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
@@ -409,4 +414,5 @@ end
 if qmax > 0 then rate_spend(limiter, qlog, qmax, qwindow, qsmooth, now, qunits) end
 count_claims(root, now, taken)
 if left and not any_ringed(root, bands) then out[2] = 0 end
+if with_load then append_load(root, out, cfg[9]) end
 return out
