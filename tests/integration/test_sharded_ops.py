@@ -337,3 +337,43 @@ async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue,
     back = await cli("shards", queue.name, "move", a, "0")
     assert back.out.startswith(f"moved lane {a} from shard 2 to shard 0 "), back.out
     assert "placed: none" in (await cli("shards", queue.name)).out
+
+
+@SHARDED
+async def test_shards_grow_grows_the_queue_online_and_loses_nothing(
+    queue: ShardedQueue, cli: Any, valkey_url: str
+) -> None:
+    """``echomq shards q grow N``: the queue grown to N shards with its jobs where their lanes
+    now live, each claimed once; a count that is not a number, or no more than it has, is bad
+    input (exit 2), nothing written."""
+    await queue.enqueue_many(Item(n, lane=f"g{n % 12}") for n in range(48))
+    for bad in (["grow"], ["grow", "five"], ["grow", "5", "1"]):
+        try:
+            code = (await cli("shards", queue.name, *bad)).code
+        except SystemExit as refused:  # argparse's own refusal: exit 2 too
+            code = int(str(refused.code))
+        assert code == 2, bad
+    shrink = await cli("shards", queue.name, "grow", "2")
+    assert shrink.code == 1  # a verb not built: refused by name, as any failing verb
+    assert "shrinking a sharded queue (3 to 2 shards) is not built yet" in shrink.err
+    assert (await cli("--json", "shards", queue.name)).json()["count"] == 3
+    grown = await cli("shards", queue.name, "grow", "5")
+    assert (grown.code, grown.out.strip()) == (0, f"{queue.name} grew from 3 to 5 shards")
+    again = await cli("shards", queue.name, "grow", "5")
+    assert again.out.strip() == f"{queue.name} has 5 shards already: nothing grown"
+    shown = (await cli("--json", "shards", queue.name)).json()
+    assert shown["count"] == 5
+    assert sum(s["pending"] for s in shown["shards"]) == 48
+    wider = await ShardedQueue.connect(valkey_url, queue.name, shards=3)
+    try:  # a process opened with the old count: the directory's is the truth
+        assert len(wider.shards) == 5
+        seen: list[int] = []
+        while isinstance(jobs := await wider.claim_batch(10), list):
+            assert all(job.shard == wider.placement_map.shard_of(job.lane) for job in jobs)
+            seen += [job.payload for job in jobs]
+            await wider.complete_each(jobs)
+        assert sorted(seen) == list(range(48))
+    finally:
+        await wider.close()
+    await queue.read_loads()  # this object takes the new shards on at its next load read
+    assert len(queue.shards) == 5

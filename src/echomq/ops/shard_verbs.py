@@ -2,7 +2,9 @@
 epoch, each shard's tag, primary, lane slots, lanes, active weight W_s and quotas, the
 queue-wide budgets, and the lanes a move placed off their slot's shard), and ``echomq shards
 QUEUE move LANE K``, which moves a lane (``ShardedQueue.move_lane``; docs/concepts/shards.md,
-"Lane placement"). On a queue of one slot both are refused as bad input (exit 2).
+"Lane placement"), and ``echomq shards QUEUE grow N``, which grows the queue to N shards online
+(``ShardedQueue.grow``, "Changing S"). On a queue of one slot all are refused as bad input
+(exit 2).
 """
 
 from __future__ import annotations
@@ -24,12 +26,15 @@ def add_verb(commands: Any) -> None:
     """Register ``shards`` on the ``echomq`` subparsers."""
     verb = commands.add_parser(
         "shards",
-        help="a sharded queue's shards, budgets and placed lanes; 'move LANE K' moves a lane",
+        help="a sharded queue's shards, budgets and placed lanes; 'move LANE K' moves a lane, "
+        "'grow N' grows it to N shards online",
     )
     verb.add_argument("queue")
-    verb.add_argument("action", nargs="?", choices=("move",), help="move a lane to a shard")
-    verb.add_argument("lane", nargs="?", help="the lane to move")
-    verb.add_argument("to", nargs="?", type=int, help="the shard it goes to (0 .. count - 1)")
+    verb.add_argument(
+        "action", nargs="?", choices=("move", "grow"), help="move a lane, or grow the queue"
+    )
+    verb.add_argument("lane", nargs="?", help="move: the lane; grow: the shard count N")
+    verb.add_argument("to", nargs="?", type=int, help="move: the shard it goes to (0 .. count - 1)")
 
 
 async def run(url: str, args: argparse.Namespace) -> Any:
@@ -38,6 +43,10 @@ async def run(url: str, args: argparse.Namespace) -> Any:
         raise InvalidArgument("action", args.lane, "say 'move' before the lane and the shard")
     if args.action == "move" and (args.lane is None or args.to is None):
         raise InvalidArgument("move", args.lane, "needs a lane and the shard it goes to")
+    if args.action == "grow":
+        if args.to is not None or args.lane is None or not args.lane.isdigit():
+            raise InvalidArgument("grow", args.lane, "needs one number: the shard count N")
+        args.count = int(args.lane)
     return await admin_verbs.run(url, args, verb=_shards)
 
 
@@ -50,6 +59,10 @@ async def _shards(queue: Queue, args: argparse.Namespace) -> Any:
         )
     if args.action == "move":
         return await _move(queue, args.lane, args.to)
+    if args.action == "grow":
+        before = len(queue.shards)
+        grown = await queue.grow(args.count)
+        return {"queue": queue.name, "grown": grown, "from": before, "to": args.count}
     return await _directory(queue)
 
 
@@ -96,7 +109,14 @@ async def _move(queue: ShardedQueue, lane: str, to: int) -> dict[str, Any]:
 
 
 def show(data: dict[str, Any]) -> None:
-    """The directory as tables, or a move as one line."""
+    """The directory as tables, or a move or a grow as one line."""
+    if "grown" in data:
+        name = shown_cell(data["queue"])
+        if not data["grown"]:
+            print(f"{name} has {data['to']} shards already: nothing grown")
+        else:
+            print(f"{name} grew from {data['from']} to {data['to']} shards")
+        return
     if "moved" in data:
         lane = shown_cell(data["lane"])
         if not data["moved"]:
