@@ -149,14 +149,31 @@ class AcrossShards:
 
     # -- admin (every shard) -------------------------------------------------------------------
 
+    async def _current(self) -> None:
+        """Take on the shards another process added (a grow this queue has not heard of at a
+        load read yet), so an admin write reaches every shard: one read of the directory's
+        epoch, on admin verbs only (claims hear of it at their load reads)."""
+        epoch = await self.wire.call("HGET", self.keys.directory, "epoch")
+        await self._placement_moved_on(epoch)
+
+    async def _placement_moved_on(self, epoch: Any) -> bool:
+        raise NotImplementedError  # ShardedQueue's
+
+    async def _every_current(
+        self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any
+    ) -> list[_T]:
+        """:meth:`_every` on every shard there is now (:meth:`_current` first)."""
+        await self._current()
+        return await self._every(verb, *args, **kw)
+
     async def pause(self) -> None:
-        await self._every(Queue.pause)
+        await self._every_current(Queue.pause)
 
     async def resume(self) -> None:
-        await self._every(Queue.resume)
+        await self._every_current(Queue.resume)
 
     async def fairness(self, by: FairBy = "count", *, quantum: float | None = None) -> bool:
-        return any(await self._every(Queue.fairness, by, quantum=quantum))
+        return any(await self._every_current(Queue.fairness, by, quantum=quantum))
 
     async def apply_policies(
         self,
@@ -169,6 +186,7 @@ class AcrossShards:
         """Every shard holds the default; each named lane's own policy goes to its shard (and
         a lane named before and not now is cleared there, as on one queue)."""
         named = {**(policies or {}), **lanes}
+        await self._current()
         placement = self.placement_map
         per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
         for lane, policy in named.items():
@@ -195,10 +213,10 @@ class AcrossShards:
         return Policies(each[0].default, dict(sorted(lanes.items())))
 
     async def ordered(self, on: bool) -> None:
-        await self._every(Queue.ordered, on)
+        await self._every_current(Queue.ordered, on)
 
     async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
-        return sum(await self._every(Queue.drain, schedule=schedule, results=results))
+        return sum(await self._every_current(Queue.drain, schedule=schedule, results=results))
 
     async def obliterate(self, *, force: bool = False) -> None:
         """Delete every key of every shard, the shards' fence (``owns``, ``moved``,
