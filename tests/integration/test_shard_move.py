@@ -150,6 +150,8 @@ async def test_a_mover_stopped_between_any_two_steps_is_finished_by_running_it_a
             await move.import_batch(await move.export_batch())
         assert await sharded.move_lane(lane, to=1) is True
         assert await sharded.move_lane(lane, to=1) is False  # done: nothing to do
+        [info] = await Queue.lanes(sharded.shards[1], [lane])
+        assert info.limit == 3, stop  # the lane's ceiling came along, wherever it stopped
     source, target = sharded.shards[0], sharded.shards[1]
     counts = await Queue.counts(source)  # shard 0 alone (the sharded queue sums every shard)
     assert (counts.pending, counts.scheduled) == (0, 0)

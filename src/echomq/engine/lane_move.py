@@ -179,11 +179,11 @@ class LaneMove:
 
     async def copy(self) -> None:
         """Step 4: the lane's state, then its pending and scheduled jobs in batches, written
-        to the target and deleted from the source; then its state deleted from the source."""
+        to the target and deleted from the source (its state is deleted there at the
+        release)."""
         await self.copy_state()
         while await self.copy_batch():
             pass
-        await self._script(self._from, "lane_move_drop", (self.lane, "state"))
 
     async def copy_state(self) -> None:
         """The lane's settings, policy, pause, cooling, holder and rate window, to the target."""
@@ -277,6 +277,10 @@ class LaneMove:
     async def release(self) -> None:
         """Step 5: the target serves the lane (it joins the ring if serviceable)."""
         await self._script(self._to, "lane_adopt", (self.lane, ""))
+        # Only now the source's copy of the lane's state goes: a mover stopped before the
+        # release copies the state again when run again, so it must still be there to copy
+        # (deleted after the copy, a rerun copied nothing and cleared the target's settings).
+        await self._script(self._from, "lane_move_drop", (self.lane, "state"))
 
     async def record(self) -> None:
         """The directory's overrides and epoch (the epoch first: a record stopped between the
