@@ -235,15 +235,16 @@ async def test_an_ordered_lane_moves_with_its_holder_out_of_the_lane(sharded: Sh
     assert await sharded.retry(head, delay=0.05, error="later") == "scheduled"  # still holds
     assert await sharded.move_lane(lane, to=1) is True
     ran = []
-    while len(ran) < 3:  # the holder first, once due (polled), then the rest in order
-        claimed = await sharded.claim()
-        if isinstance(claimed, Empty):
-            await asyncio.sleep(0.01)
-            await sharded.promote()
-            continue
-        assert claimed.shard == 1
-        ran.append(claimed.payload)
-        await sharded.complete(claimed)
+    async with asyncio.timeout(10):
+        while len(ran) < 3:  # the holder first, once due (polled), then the rest in order
+            claimed = await sharded.claim()
+            if isinstance(claimed, Empty):
+                await asyncio.sleep(0.01)
+                await sharded.promote()
+                continue
+            assert claimed.shard == 1
+            ran.append(claimed.payload)
+            await sharded.complete(claimed)
     assert ran == ["j0", "j1", "j2"]
 
 
@@ -307,3 +308,22 @@ async def test_a_lane_with_a_waiting_flow_parent_moves_only_once_it_joined_with_
     assert (parent.id, parent.shard) == (ids.id, 2)
     assert (await sharded.children(ids.id)).results == {ids.children[0].id: {"seen": 7}}
     assert await source.wire.call("EXISTS", source.keys.flow_results(ids.id)) == 0
+
+
+async def test_a_job_reaped_then_moved_is_found_where_it_is_now(sharded: ShardedQueue) -> None:
+    """This process leased the job on shard 0; its lease was reaped and its lane moved to
+    shard 1: reads and a cancel by id find it on shard 1 (not where this process leased it),
+    so the cancel holds and the job does not run."""
+    lane = lane_on(sharded.placement_map, 0, "r")
+    verdict = await sharded.enqueue("doomed", lane=lane)
+    leased = await sharded.claim_batch(1, lease=0.05)
+    assert isinstance(leased, list)
+    assert leased[0].shard == 0
+    async with asyncio.timeout(5):
+        while verdict.id not in (await sharded.reap()).recovered:
+            await asyncio.sleep(0.02)  # the lease's own time passing: no event to wait on
+    assert await sharded.move_lane(lane, to=1)
+    assert await sharded.state(verdict.id) == "pending"
+    assert (await sharded.cancel(verdict.id)).was == "pending"
+    assert await sharded.state(verdict.id) in ("cancelled", "absent")
+    assert isinstance(await sharded.claim(), Empty)

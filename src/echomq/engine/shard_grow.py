@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from echomq.engine.checks import MAX_BATCH, count
 from echomq.engine.keys import SLOTS
 from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import MAX_SHARDS
@@ -115,6 +116,7 @@ async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
     jobs at a time), then the flip. Every step is recorded (the directory's plan, the marks,
     each move's own), so a grow that stopped is finished by calling this again. False when the
     queue had ``shards`` shards already and no grow was in progress."""
+    count(batch, "batch", maximum=MAX_BATCH)  # before add_shards writes anything
     began = await add_shards(queue, shards)
     wire, keys = queue.wire, queue.keys
     plan = await wire.call("HGET", keys.directory, "grow")
@@ -188,7 +190,10 @@ async def _flip(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> None:
 
 async def _clear_marks(queue: ShardedQueue) -> None:
     """Every shard's ``migrating`` and ``importing`` deleted (the sources' first), with its
-    meta ``epoch`` the directory's."""
+    meta ``epoch`` the directory's (read now: this queue's map may be older)."""
+    placement = await read_map(queue.wire, queue.keys)
+    if placement is not None and placement.epoch > queue.placement_map.epoch:
+        queue.install_placement(placement)
     epoch = queue.placement_map.epoch
     for key in ("migrating", "importing"):
         for shard in queue.shards:

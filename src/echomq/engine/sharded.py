@@ -184,6 +184,8 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         await self.rebalancer.stop()
         for read in self._shard_reads.values():
             read.cancel()  # a load read waiting on a shard's dead primary
+        if self._reading is not None:
+            self._reading.cancel()  # the shared read of every load, if one is in flight
         for shard in self.shards[1:]:
             await shard.close()
         await super().close()  # its cancel hub closes every shard's

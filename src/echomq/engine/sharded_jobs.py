@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from echomq.engine import ids as _ids
 from echomq.engine.queue import Queue
@@ -25,6 +25,11 @@ class JobsAcrossShards:
     shards: tuple[Queue, ...]
     _held: dict[str, int]
 
+    if TYPE_CHECKING:  # AcrossShards' (declared only: a definition here would hide it)
+
+        async def _current(self) -> None:
+            """Take on the shards another process added."""
+
     def _remember(self, jobs: Sequence[Job]) -> None:
         held = self._held
         for job in jobs:
@@ -34,15 +39,17 @@ class JobsAcrossShards:
                 del held[old]
 
     async def _shard_of_id(self, job_id: str) -> Queue:
-        """The shard holding job ``job_id``: the one that leased it here, else the one whose
-        row exists (one read of every shard), else shard 0 (which answers "no such job")."""
+        """The shard for a settle of job ``job_id`` by id: the one that leased it here (its
+        lease is there, or lost), else the one that holds its row."""
         k = self._held.get(job_id)
         if k is not None:
             return self.shards[k]
-        found = await asyncio.gather(
-            *(shard.wire.call("EXISTS", shard.keys.job(job_id)) for shard in self.shards)
-        )
-        return next((s for s, hit in zip(self.shards, found, strict=True) if hit), self.shards[0])
+        return (await self._holding(job_id))[0]
+
+    async def _found(self, id: str) -> Queue:
+        """The shard that holds job ``id`` now (a read of every shard: a job this process
+        leased may have been reaped and its lane moved since), else shard 0 ("no such job")."""
+        return (await self._holding(_ids.validate(id, "JOB", "job id")))[0]
 
     async def _shard_of(self, job: Job | str) -> Queue:
         if isinstance(job, Job):
@@ -55,13 +62,13 @@ class JobsAcrossShards:
             held.pop(job_id, None)
 
     async def wait(self, id: str, timeout: float | None = None) -> JobInfo | None:
-        return await Queue.wait(await self._shard_of(id), id, timeout)
+        return await Queue.wait(await self._found(id), id, timeout)
 
     async def job(self, id: str) -> JobInfo | None:
-        return await Queue.job(await self._shard_of(id), id)
+        return await Queue.job(await self._found(id), id)
 
     async def state(self, id: str) -> JobState:
-        return await Queue.state(await self._shard_of(id), id)
+        return await Queue.state(await self._found(id), id)
 
     async def cancel(self, id: str, reason: str = "") -> Any:
         """Cancel job ``id`` on its shard; while its lane moves, on both shards that hold it
@@ -74,24 +81,24 @@ class JobsAcrossShards:
         return any([await Queue.remove(shard, id) for shard in await self._holding(id)])
 
     async def _holding(self, id: str) -> list[Queue]:
-        """The shards that hold job ``id``: the one that leased it here (a leased job is never
-        copied), else those whose row exists (two while its lane moves), else shard 0."""
-        k = self._held.get(_ids.validate(id, "JOB", "job id"))
-        if k is not None:
-            return [self.shards[k]]
+        """The shards whose row of job ``id`` exists (two while its lane moves; every shard
+        there is now, a grow by another process included), else shard 0. Not the shard that
+        leased it here: its lease may have been reaped and its lane moved since."""
+        _ids.validate(id, "JOB", "job id")
+        await self._current()
         found = await asyncio.gather(
             *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
         )
         return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self.shards[0]]
 
     async def reprocess(self, id: str) -> bool:
-        return await Queue.reprocess(await self._shard_of(id), id)
+        return await Queue.reprocess(await self._found(id), id)
 
     async def position(self, id: str) -> Any:
-        return await Queue.position(await self._shard_of(id), id)
+        return await Queue.position(await self._found(id), id)
 
     async def logs(self, id: str, limit: int = 100) -> list[str]:
-        return await Queue.logs(await self._shard_of(id), id, limit)
+        return await Queue.logs(await self._found(id), id, limit)
 
     async def progress(self, job: Job | str, *args: Any, **kwargs: Any) -> Any:
         return await Queue.progress(await self._shard_of(job), job, *args, **kwargs)
@@ -100,5 +107,5 @@ class JobsAcrossShards:
         """Move a pending job to another lane of the same shard; a lane on another shard is
         refused (:class:`LaneMoved`, from the shard's fence): moving jobs between shards is
         a lane move's work."""
-        shard = await self._shard_of(id)
+        shard = await self._found(id)
         return await Queue.reassign(shard, id, lane, group=group)
