@@ -307,3 +307,60 @@ async def change_budgets(sharded: ShardedQueue, setter: ShardedQueue) -> None:
         await asyncio.sleep(0.05)  # let a round or none run between two calls
         quotas = [(await s.engine.quota("read"))[0] for s in sharded.shards]
         assert sum(quotas) <= budget
+
+
+async def concurrency_quotas(queue: ShardedQueue) -> list[int]:
+    """Each shard's concurrency quota (-1: unlimited there), read without a fence."""
+    return [int((await s.engine.quota("read"))[0]) for s in queue.shards]
+
+
+async def test_a_process_that_missed_a_grow_tops_up_no_shard_past_the_budget(
+    sharded: ShardedQueue,
+) -> None:
+    """Another process grew the queue and its rounds gave the new shard a share: a round by
+    a process that knew three shards counts the fourth's quota too (it takes the grow on)."""
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)
+    assert await sharded.concurrency(4)
+    await sharded.add_shards(4)
+    for _ in range(3):
+        assert await sharded.rebalancer.round()
+    assert sum(quotas := await concurrency_quotas(sharded)) == 4
+    assert quotas[3] > 0
+    await sharded.shards[0].engine.quota("release", sharded.rebalancer.owner)
+    for _ in range(3):
+        assert await stale.rebalancer.round()
+        assert sum(await concurrency_quotas(sharded)) <= 4
+    assert len(stale.shards) == 4
+    await stale.close()
+
+
+async def test_a_budget_set_by_a_process_that_missed_a_grow_limits_the_new_shards(
+    sharded: ShardedQueue,
+) -> None:
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)
+    await sharded.add_shards(4)  # no budget yet: the new shard is unlimited
+    assert await stale.concurrency(4)
+    quotas = await concurrency_quotas(sharded)
+    assert min(quotas) >= 0
+    assert sum(quotas) == 4
+    await stale.close()
+
+
+async def test_a_budget_whose_split_stopped_midway_is_finished_by_the_next_round(
+    sharded: ShardedQueue,
+) -> None:
+    """The setter's steps in order, stopped after the directory and two of the three shards
+    (as a shard's primary down would stop it): a retry finds the value written and does
+    nothing, and the next round starts the unlimited shard at 0 and hands the budget out."""
+    first = sharded.shards[0]
+    await sharded.wire.call("HSET", sharded.keys.directory, "concurrency", "5")
+    token = await first.engine.quota("hold", "setter", 2000, "1")
+    for shard in sharded.shards[:2]:
+        await shard.engine.quota("set", token, "concurrency", "0", 1, "")
+    await first.engine.quota("release", "setter")
+    assert await concurrency_quotas(sharded) == [0, 0, -1]
+    assert not await sharded.concurrency(5)
+    assert await sharded.rebalancer.round()
+    quotas = await concurrency_quotas(sharded)
+    assert min(quotas) >= 0
+    assert sum(quotas) == 5

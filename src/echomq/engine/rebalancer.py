@@ -16,7 +16,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any, Final
@@ -44,6 +44,9 @@ class Budgets:
 
     concurrency: int | None = None
     rate: tuple[int, int, str] | None = None
+    #: The directory's shard count and epoch (0: not read), so a round acts on every shard.
+    count: int = 0
+    epoch: int = 0
 
     def of(self, gate: str) -> int | None:
         if gate == "concurrency":
@@ -55,13 +58,19 @@ class Budgets:
         return self.concurrency is not None or self.rate is not None
 
     @classmethod
-    def parse(cls, concurrency: Any, rate: Any) -> Budgets:
-        """From the directory's ``concurrency`` and ``rate`` (``max:window_ms[:smooth]``)."""
+    def parse(cls, concurrency: Any, rate: Any, count: Any = None, epoch: Any = None) -> Budgets:
+        """From the directory's ``concurrency``, ``rate`` (``max:window_ms[:smooth]``),
+        ``count`` and ``epoch``."""
         parsed: tuple[int, int, str] | None = None
         if rate is not None:
             most, window, *mode = _text(rate).split(":")
             parsed = (int(most), int(window), mode[0] if mode else "")
-        return cls(None if concurrency is None else int(concurrency), parsed)
+        return cls(
+            None if concurrency is None else int(concurrency),
+            parsed,
+            0 if count is None else int(count),
+            0 if epoch is None else int(epoch),
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,11 +84,20 @@ class ShardQuota:
 
 
 class Rebalancer:
-    """The quota rebalancer of one sharded queue (its ``shards``, shard 0 first)."""
+    """The quota rebalancer of one sharded queue (its ``shards``, shard 0 first).
+    ``catch_up`` (given the directory's epoch) installs a grown map in the owning queue, which
+    extends :attr:`shards`: a round or a split acts on every shard the directory names, never
+    on the ones this process knew alone (their quotas would top up past the budget)."""
 
-    def __init__(self, shards: Sequence[Queue], directory: Keyspace) -> None:
+    def __init__(
+        self,
+        shards: Sequence[Queue],
+        directory: Keyspace,
+        catch_up: Callable[[Any], Awaitable[object]] | None = None,
+    ) -> None:
         self.shards = tuple(shards)
         self.keys = directory
+        self._catch_up = catch_up
         #: This process's name on the lease.
         self.owner = uuid.uuid4().hex
         self.rounds = 0  # rounds run while holding the lease
@@ -93,10 +111,17 @@ class Rebalancer:
     # -- the budgets ----------------------------------------------------------------------------
 
     async def budgets(self) -> Budgets:
-        concurrency, rate = await self.shards[0].wire.call(
-            "HMGET", self.keys.directory, "concurrency", "rate"
+        fields = await self.shards[0].wire.call(
+            "HMGET", self.keys.directory, "concurrency", "rate", "count", "epoch"
         )
-        return Budgets.parse(concurrency, rate)
+        return Budgets.parse(*fields)
+
+    async def _whole(self, budgets: Budgets) -> bool:
+        """Whether :attr:`shards` are every shard the directory names, after asking the queue
+        to catch up with a grow it has not heard of yet."""
+        if budgets.count > len(self.shards) and self._catch_up is not None:
+            await self._catch_up(budgets.epoch)
+        return budgets.count <= len(self.shards)
 
     async def set_budget(self, gate: str, value: str | None) -> bool:
         """Write one budget (``value`` as the directory holds it, None: removed) and split it
@@ -117,8 +142,13 @@ class Rebalancer:
     async def _split(self, gate: str, value: str | None, before: Any) -> bool:
         token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, "1"))
         try:
-            reads = await self._read(token)
             budgets = await self.budgets()
+            if not await self._whole(budgets):
+                raise EchoMQError(
+                    f"{self.keys.queue} has {budgets.count} shards, this process knows "
+                    f"{len(self.shards)}: the budget is split by the next round"
+                )
+            reads = await self._read(token)
             window = (budgets.rate[1], budgets.rate[2]) if budgets.rate else (0, "")
             starts = value is None or (gate == "rate" and _shape(before) != _shape(value))
             if starts or any(r.quotas[gate] < 0 for r in reads):
@@ -150,10 +180,36 @@ class Rebalancer:
             token = int(await self.shards[0].engine.quota("hold", self.owner, LEASE_MS, ""))
             if not token:
                 return False
-            reads = await self._read(token)
             # Read again once the shards are fenced: a setter that took the lease before this
             # hold wrote its budget before its own, so this round moves toward the new one.
-            await self._move(token, await self.budgets(), reads)
+            # A grow this process has not heard of is taken on first (or the round skipped):
+            # the budget's room is what every shard the directory names leaves.
+            budgets = await self.budgets()
+            if not await self._whole(budgets):
+                return False
+            reads = await self._read(token)
+            # A budget whose split stopped midway (a shard down), or set by a process that did
+            # not know every shard, leaves a shard unlimited (-1): it starts at 0 and this round
+            # hands it its share, so no shard stays unlimited under a budget.
+            unset = [
+                (k, gate)
+                for gate in GATES
+                if budgets.of(gate) is not None
+                for k, r in enumerate(reads)
+                if r.quotas[gate] < 0
+            ]
+            if unset:
+                window = (budgets.rate[1], budgets.rate[2]) if budgets.rate else (0, "")
+                await asyncio.gather(
+                    *(
+                        self.shards[k].engine.quota(
+                            "set", token, gate, "0", window[0] or 1, window[1]
+                        )
+                        for k, gate in unset
+                    )
+                )
+                reads = await self._read(token)
+            await self._move(token, budgets, reads)
         self.rounds += 1
         return True
 

@@ -108,8 +108,9 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         self._dues: list[int | None] = [None] * placement.shards  # first benched lane's return
         self._now_ms = 0  # server ms of the last read of the loads
         self._reading: asyncio.Future[list[ShardLoad]] | None = None  # the read in flight
-        #: The queue-wide gates' quotas (docs/concepts/shards.md, "Queue-wide gates").
-        self.rebalancer = Rebalancer(self.shards, self.keys)
+        #: The queue-wide gates' quotas (docs/concepts/shards.md, "Queue-wide gates"); a
+        #: round that finds more shards in the directory installs the grown map first.
+        self.rebalancer = Rebalancer(self.shards, self.keys, self._placement_moved_on)
         self._shard_reads: dict[int, asyncio.Future[None]] = {}  # each shard's, in flight
 
     # -- opening -------------------------------------------------------------------------------

@@ -266,6 +266,7 @@ class AcrossShards:
         the shards whose lanes wait by the rebalancer the workers' upkeep runs. False: it held
         that value already (nothing written)."""
         value = None if ceiling is None else str(count(ceiling, "ceiling", maximum=MAX_CEILING))
+        await self._current()  # every shard there is now takes its share
         return await self.rebalancer.set_budget("concurrency", value)
 
     async def rate_limit(
@@ -277,6 +278,7 @@ class AcrossShards:
         aligned (any window holds at most 2 x ``max``). A new window or mode starts every
         shard's quota at 0 and hands the budget out again in the same call."""
         value = None if max is None else rate_value(max, window, mode)
+        await self._current()  # every shard there is now takes its share
         return await self.rebalancer.set_budget("rate", value)
 
     def subscribe(self) -> Subscriptions:
