@@ -23,7 +23,7 @@ from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue, send_admissions
-from echomq.errors import InvalidArgument, LaneMoved, ServerError
+from echomq.errors import InvalidArgument, LaneMoved
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -239,14 +239,16 @@ class ShardedSyncQueue(SyncQueue):
     # -- by id (the shard that holds the job) --------------------------------------------------
 
     def _shard_of_id(self, id: str) -> SyncQueue:
-        """The shard whose row of job ``id`` exists (one ``EXISTS`` per shard, in turn), else
-        shard 0, which answers as for no such job."""
+        """The shard whose row of job ``id`` exists (one ``EXISTS`` per shard, all sent at
+        once: one round trip per server), else shard 0, which answers as for no such job."""
         job_id = _ids.validate(id, "JOB", "job id")
-        router = self._here().router
-        for shard in self.shards:
-            exists = pack(("EXISTS", shard.keys.job(job_id)))
-            found = error_of(router.call(slot(shard.keys.root), exists))
-            if isinstance(found, ServerError):
+        calls = [
+            (slot(shard.keys.root), pack(("EXISTS", shard.keys.job(job_id))))
+            for shard in self.shards
+        ]
+        for shard, reply in zip(self.shards, self._here().router.call_spread(calls), strict=True):
+            found = error_of(reply)
+            if isinstance(found, BaseException):
                 raise found
             if found:
                 return shard
