@@ -149,6 +149,8 @@ async def test_settles_by_id_find_the_shard_from_another_process(
     assert {job.shard for job in jobs} == {2}
     other = await ShardedQueue.connect(valkey_url, sharded.name, shards=3)
     try:  # another object knows none of these leases: it reads every shard to find them
+        leases = [(job.id, job.attempts) for job in jobs]
+        assert await other.extend_many([*leases, (jobs[0].id, 999)], lease=30.0) == [jobs[0].id]
         assert await other.complete(jobs[0].id, jobs[0].attempts, result="done")
         assert await other.retry(jobs[1].id, jobs[1].attempts, delay=60.0) == "scheduled"
         assert await other.state(first.id) == "absent"  # completed, no result kept

@@ -409,11 +409,7 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         return await self._each(successes, shards, Queue.complete_encoded)
 
     async def complete_encoded(self, successes: list[Success]) -> list[CompleteOutcome]:
-        held = self._held
-        shards = []
-        for success in successes:
-            k = held.get(success.id)
-            shards.append(k if k is not None else (await self._shard_of_id(success.id)).shard)
+        shards = await self._shards_of_ids([success.id for success in successes])
         return await self._each(successes, shards, Queue.complete_encoded)
 
     async def retry(
@@ -471,10 +467,12 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         self, jobs: Iterable[Job | tuple[str, int]], *, lease: float
     ) -> list[str]:
         items = list(jobs)
-        shards = [
-            item.shard if isinstance(item, Job) else (await self._shard_of(item[0])).shard
-            for item in items
-        ]
+        by_id = iter(
+            await self._shards_of_ids(
+                [_ids.validate(i[0], "JOB", "job id") for i in items if not isinstance(i, Job)]
+            )
+        )
+        shards = [item.shard if isinstance(item, Job) else next(by_id) for item in items]
         by_shard: dict[int, list[Job | tuple[str, int]]] = {}
         for item, k in zip(items, shards, strict=True):
             by_shard.setdefault(k, []).append(item)

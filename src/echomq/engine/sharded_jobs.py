@@ -41,10 +41,33 @@ class JobsAcrossShards:
     async def _shard_of_id(self, job_id: str) -> Queue:
         """The shard for a settle of job ``job_id`` by id: the one that leased it here (its
         lease is there, or lost), else the one that holds its row."""
-        k = self._held.get(job_id)
-        if k is not None:
-            return self.shards[k]
-        return (await self._holding(job_id))[0]
+        return self.shards[(await self._shards_of_ids([job_id]))[0]]
+
+    async def _shards_of_ids(self, job_ids: Sequence[str]) -> list[int]:
+        """:meth:`_shard_of_id` of each id, the ones not leased here found together: one read
+        of the directory's epoch, then one pipelined ``EXISTS`` per shard for them all."""
+        held = self._held
+        found = [held.get(job_id) for job_id in job_ids]
+        unknown = [job_ids[i] for i, k in enumerate(found) if k is None]
+        if unknown:
+            rows = iter(await self._rows_of(unknown))
+            found = [k if k is not None else next(rows)[0] for k in found]
+        return [k for k in found if k is not None]
+
+    async def _rows_of(self, job_ids: Sequence[str]) -> list[list[int]]:
+        """For each of ``job_ids``, the shards whose row of it exists (two while its lane
+        moves; every shard there is now, a grow by another process included), else [0]."""
+        await self._current()
+        hits = await asyncio.gather(
+            *(
+                shard.wire.call_many([("EXISTS", shard.keys.job(i)) for i in job_ids])
+                for shard in self.shards
+            )
+        )
+        return [
+            [k for k, per_shard in enumerate(hits) if per_shard[i]] or [0]
+            for i in range(len(job_ids))
+        ]
 
     async def _found(self, id: str) -> Queue:
         """The shard that holds job ``id`` now (a read of every shard: a job this process
@@ -85,11 +108,7 @@ class JobsAcrossShards:
         there is now, a grow by another process included), else shard 0. Not the shard that
         leased it here: its lease may have been reaped and its lane moved since."""
         _ids.validate(id, "JOB", "job id")
-        await self._current()
-        found = await asyncio.gather(
-            *(shard.wire.call("EXISTS", shard.keys.job(id)) for shard in self.shards)
-        )
-        return [s for s, hit in zip(self.shards, found, strict=True) if hit] or [self.shards[0]]
+        return [self.shards[k] for k in (await self._rows_of([id]))[0]]
 
     async def reprocess(self, id: str) -> bool:
         return await Queue.reprocess(await self._found(id), id)
