@@ -15,6 +15,7 @@ import pytest
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
 from echomq.server import EmbeddedCluster
+from echomq.testing import lanes_on
 
 LEASE_MS = 30_000
 
@@ -32,16 +33,9 @@ async def sharded(valkey_cluster: EmbeddedCluster) -> AsyncIterator[ShardedQueue
 
 async def skewed(queue: ShardedQueue) -> None:
     """Six lanes on shard 0 (300 jobs), one lane on each other shard (40 jobs each)."""
-    placement, per_shard, lanes = queue.placement_map, [6, 1, 1, 1, 1, 1], []
-    for i in range(10_000):
-        lane = f"s{i}"
-        k = placement.shard_of(lane)
-        if per_shard[k] > 0:
-            per_shard[k] -= 1
-            lanes.append((k, lane))
-    heavy = [lane for k, lane in lanes if k == 0]
+    heavy, *others = lanes_on(queue.placement_map, [6, 1, 1, 1, 1, 1], "s")
     items = [Item(i, lane=heavy[i % 6]) for i in range(300)]
-    items += [Item(i, lane=lane) for k, lane in lanes if k for i in range(40)]
+    items += [Item(i, lane=lane) for (lane,) in others for i in range(40)]
     await queue.enqueue_many(items)
 
 

@@ -16,10 +16,11 @@ from test_failover import until
 
 from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Durability, ShardedQueue, ShardMap, Verdict
+from echomq.engine import Durability, ShardedQueue, Verdict
 from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
 from echomq.server.cluster import admin
+from echomq.testing import lanes_on
 from echomq.wire.cluster import ClusterRouter
 
 SHARDS = 6
@@ -28,19 +29,6 @@ SHARDS = 6
 PER_SHARD, VIP = 3, 100
 #: Claimers (each its own queue, so its own stride: K workers) and their claim batch b.
 WORKERS, BATCH = 3, 2
-
-
-def lanes_on(placement: ShardMap, per_shard: int, prefix: str) -> list[list[str]]:
-    """``per_shard`` lane names that live on each shard."""
-    found: list[list[str]] = [[] for _ in range(placement.shards)]
-    i = 0
-    while any(len(part) < per_shard for part in found):
-        lane = f"{prefix}{i}"
-        part = found[placement.shard_of(lane)]
-        if len(part) < per_shard:
-            part.append(lane)
-        i += 1
-    return found
 
 
 def jain(xs: list[float]) -> float:
@@ -57,8 +45,10 @@ async def test_a_100_to_1_flood_keeps_every_lane_within_5_percent_of_its_weight(
     queue = await ShardedQueue.connect(valkey_cluster.url, name, shards=SHARDS)
     workers = [await ShardedQueue.open(name, queue.wire, shards=SHARDS) for _ in range(WORKERS)]
     try:
-        tenants = [lane for part in lanes_on(queue.placement_map, PER_SHARD, "t") for lane in part]
-        vip = next(lane for part in lanes_on(queue.placement_map, 1, "vip") for lane in part)
+        tenants = [
+            lane for part in lanes_on(queue.placement_map, [PER_SHARD] * 6, "t") for lane in part
+        ]
+        vip = next(lane for part in lanes_on(queue.placement_map, [1] * 6, "vip") for lane in part)
         flood = tenants[PER_SHARD]  # shard 1
         weights = {lane: 1 for lane in tenants} | {vip: VIP}
         total = sum(weights.values())  # W = 118
@@ -125,7 +115,7 @@ async def test_a_killed_primary_loses_no_acknowledged_job_of_a_sharded_queue(
     router = producer.wire
     assert isinstance(router, ClusterRouter)
     placement = producer.placement_map
-    lanes = [lane for part in lanes_on(placement, 2, "t") for lane in part]
+    lanes = [lane for part in lanes_on(placement, [2] * SHARDS, "t") for lane in part]
     per_round = [lane for lane in lanes for _ in range(10)]  # 20 jobs on each shard
     on_victim = {
         k

@@ -17,7 +17,7 @@ from echomq.engine.checks import text
 from echomq.engine.queue import DEFAULT_LEASE
 from echomq.engine.shard_schedule import IDLE, ShardLoad
 from echomq.engine.transitions import Claimed
-from integration.test_sharded_queue import lanes_on
+from echomq.testing import lanes_on
 
 
 @pytest.fixture

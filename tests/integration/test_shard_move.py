@@ -11,9 +11,10 @@ from typing import Any
 import pytest
 
 from echomq import Item, Job, Queue
-from echomq.engine import Empty, Flow, ShardedQueue, ShardMap
+from echomq.engine import Empty, Flow, ShardedQueue
 from echomq.engine.lane_move import STEPS, LaneMove
 from echomq.errors import InvalidArgument
+from echomq.testing import lane_on
 
 
 @pytest.fixture
@@ -23,13 +24,6 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
-
-
-def lane_on(placement: ShardMap, shard: int, prefix: str = "t") -> str:
-    """The first lane name (``t0``, ``t1`` …) that the map places on ``shard``."""
-    return next(
-        f"{prefix}{i}" for i in range(10_000) if placement.shard_of(f"{prefix}{i}") == shard
-    )
 
 
 async def test_a_lane_frozen_on_its_source_is_not_claimed_there(sharded: ShardedQueue) -> None:

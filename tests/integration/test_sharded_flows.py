@@ -15,7 +15,7 @@ from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, Flow, ShardedQueue, ShardMap
 from echomq.engine.flows import by_shard, plan
 from echomq.errors import Unsupported
-from echomq.testing import discard
+from echomq.testing import discard, lane_on
 from echomq.wire.codec import JsonCodec
 
 
@@ -24,12 +24,6 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
     yield queue
     await discard(queue)
-
-
-def lane_on(placement: ShardMap, shard: int, prefix: str) -> str:
-    return next(
-        f"{prefix}{i}" for i in range(10_000) if placement.shard_of(f"{prefix}{i}") == shard
-    )
 
 
 async def test_a_parent_runs_after_its_children_on_other_shards_with_their_results(

@@ -23,27 +23,13 @@ from echomq.engine import (
     Policy,
     Queue,
     ShardedQueue,
-    ShardMap,
     connect_queue,
     open_queue,
 )
 from echomq.errors import StateError
-from echomq.testing import claim_job, discard
+from echomq.testing import claim_job, discard, lanes_on
 
 SHARDED = pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
-
-
-def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str) -> list[list[str]]:
-    """``per_shard[k]`` lane names that live on shard k, for each shard."""
-    found: list[list[str]] = [[] for _ in per_shard]
-    i = 0
-    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
-        lane = f"{prefix}{i}"
-        k = placement.shard_of(lane)
-        if len(found[k]) < per_shard[k]:
-            found[k].append(lane)
-        i += 1
-    return found
 
 
 @dataclass(frozen=True)

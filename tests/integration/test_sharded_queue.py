@@ -14,9 +14,9 @@ import pytest
 
 from echomq import App, AppWorker, Item, Job, Policy, Queue
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, ShardedQueue, ShardMap
+from echomq.engine import Empty, ShardedQueue
 from echomq.errors import Closed, InvalidArgument
-from echomq.testing import discard
+from echomq.testing import discard, lanes_on
 
 
 @pytest.fixture
@@ -26,19 +26,6 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
-
-
-def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str = "t") -> list[list[str]]:
-    """``per_shard[k]`` lane names that live on shard k, for each shard."""
-    found: list[list[str]] = [[] for _ in per_shard]
-    i = 0
-    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
-        lane = f"{prefix}{i}"
-        k = placement.shard_of(lane)
-        if len(found[k]) < per_shard[k]:
-            found[k].append(lane)
-        i += 1
-    return found
 
 
 async def test_the_first_open_makes_the_directory_and_later_opens_read_it(

@@ -15,8 +15,9 @@ import pytest
 
 from echomq import Item, Job
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, RateLimited, ShardedQueue, ShardMap
+from echomq.engine import Empty, RateLimited, ShardedQueue
 from echomq.errors import InvalidArgument, StaleTokenError
+from echomq.testing import lanes_on
 
 
 @pytest.fixture
@@ -27,18 +28,6 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
-
-
-def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str = "q") -> list[list[str]]:
-    """``per_shard[k]`` lane names that live on shard k, for each shard."""
-    found: list[list[str]] = [[] for _ in per_shard]
-    i = 0
-    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
-        lane = f"{prefix}{i}"
-        if len(found[k := placement.shard_of(lane)]) < per_shard[k]:
-            found[k].append(lane)
-        i += 1
-    return found
 
 
 async def meta(queue: ShardedQueue, k: int, *names: str) -> list[bytes | None]:

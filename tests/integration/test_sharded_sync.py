@@ -15,7 +15,13 @@ from echomq import App, AppWorker, Item
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap, SyncQueue, connect_sync_queue
 from echomq.errors import InvalidArgument, LaneMoved
+from echomq.testing import lanes_on
 from echomq.wire.blocking import Link
+
+
+def flat_lanes(placement: ShardMap, per_shard: list[int], prefix: str) -> list[str]:
+    """``per_shard[k]`` lane names that live on shard k, shard 0's first."""
+    return [lane for part in lanes_on(placement, per_shard, prefix) for lane in part]
 
 
 @pytest.fixture
@@ -27,19 +33,6 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     await queue.close()
 
 
-def lanes_on(placement: ShardMap, per_shard: list[int], prefix: str) -> list[str]:
-    """``per_shard[k]`` lane names that live on shard k, shard 0's first."""
-    found: list[list[str]] = [[] for _ in per_shard]
-    i = 0
-    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
-        lane = f"{prefix}{i}"
-        k = placement.shard_of(lane)
-        if len(found[k]) < per_shard[k]:
-            found[k].append(lane)
-        i += 1
-    return [lane for part in found for lane in part]
-
-
 async def on_shard(queue: ShardedQueue, k: int, job_id: str) -> bool:
     shard = queue.shards[k]
     return bool(await shard.wire.call("EXISTS", shard.keys.job(job_id)))
@@ -49,7 +42,7 @@ async def test_a_blocking_producer_sends_each_lane_to_its_shard_in_order(
     sharded: ShardedQueue, valkey_url: str
 ) -> None:
     placement = sharded.placement_map
-    lanes = lanes_on(placement, [2, 2, 2], "b")
+    lanes = flat_lanes(placement, [2, 2, 2], "b")
     with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
         solo = sync.enqueue("solo", lane=lanes[5])
         items = [Item(i, lane=lanes[i % 6]) for i in range(12)]
@@ -89,7 +82,7 @@ async def test_a_batch_over_shards_on_one_server_is_one_write_and_one_round_trip
 ) -> None:
     """The shards share the server's socket: every shard's calls go out in one write before
     any reply is read (``Router.call_spread``), not one round trip per shard."""
-    lanes = lanes_on(sharded.placement_map, [2, 2, 2], "p")
+    lanes = flat_lanes(sharded.placement_map, [2, 2, 2], "p")
     writes: list[int] = []
     send = Link.send
 
@@ -115,7 +108,7 @@ async def test_a_lane_moved_since_the_open_is_followed_by_one_read_of_the_direct
     overrides and epoch in the directory and the shards' fences). Shard 1 refuses the lane's
     items; the producer reads the directory again and sends them to shard 2."""
     created = sharded.placement_map
-    lane, other = lanes_on(created, [0, 2, 0], "m")
+    lane, other = flat_lanes(created, [0, 2, 0], "m")
     with ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync:
         moved = ShardMap(created.tags, created.table, ((lane, 2),), epoch=2)
         for k in range(3):
@@ -154,7 +147,7 @@ async def test_enqueue_sync_from_blocking_code_on_a_sharded_app(
     async with app:
         queue = app.queue()
         assert isinstance(queue, ShardedQueue)
-        tenants = lanes_on(queue.placement_map, [1, 1, 1], "a")
+        tenants = flat_lanes(queue.placement_map, [1, 1, 1], "a")
         sync = app.sync_queue()
         assert isinstance(sync, ShardedSyncQueue)
         handles = [greet.enqueue_sync(tenant) for tenant in tenants]
@@ -179,7 +172,7 @@ async def test_enqueue_sync_on_an_app_not_told_of_the_shards_finds_them_by_the_d
     async def greet(tenant: str) -> str:
         return f"hello {tenant}"
 
-    tenants = lanes_on(sharded.placement_map, [1, 1, 1], "t")
+    tenants = flat_lanes(sharded.placement_map, [1, 1, 1], "t")
     handles = [greet.enqueue_sync(tenant) for tenant in tenants]
     assert isinstance(app.sync_queue(), ShardedSyncQueue)
     assert [h.verdict.kind for h in handles] == ["enqueued"] * 3

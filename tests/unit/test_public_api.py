@@ -54,7 +54,10 @@ PINNED = {
     "echomq.server": {
         "ClusterOptions", "EmbeddedCluster", "EmbeddedValkey", "ServerOptions", "ServerStartError",
     },
-    "echomq.testing": {"claim_job", "discard", "serve_app", "server_ms", "wait_for_server_ms"},
+    "echomq.testing": {
+        "claim_job", "discard", "lane_on", "lanes_on", "serve_app", "server_ms",
+        "wait_for_server_ms",
+    },
     "echomq.metrics": {
         "CONTENT_TYPE", "OTHER_LANE", "WAIT_BUCKETS", "Metrics", "Observer", "Outcome",
         "lane_label", "lane_of_label",

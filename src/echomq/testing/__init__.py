@@ -3,19 +3,29 @@
 Waiting on the engine's clock (the one leases, delays and windows use) instead of the host's
 makes time-based tests exact: ``await wait_for_server_ms(queue, job.deadline_ms)``.
 ``serve_app`` runs an ASGI app (the dashboard) on a free local port for the length of a test.
+``lanes_on`` / ``lane_on`` name lanes that a sharded queue's map places on given shards.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job
+from echomq.engine.shards import ShardMap
 
-__all__ = ["claim_job", "discard", "serve_app", "server_ms", "wait_for_server_ms"]
+__all__ = [
+    "claim_job",
+    "discard",
+    "lane_on",
+    "lanes_on",
+    "serve_app",
+    "server_ms",
+    "wait_for_server_ms",
+]
 
 
 async def server_ms(queue: Queue) -> int:
@@ -43,6 +53,27 @@ async def discard(queue: Queue) -> None:
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
+
+
+def lanes_on(placement: ShardMap, per_shard: Sequence[int], prefix: str = "t") -> list[list[str]]:
+    """Lane names (``prefix`` + 0, 1, …) that ``placement`` puts on each shard:
+    ``per_shard[k]`` of them on shard k, for a test that needs lanes on chosen shards."""
+    if len(per_shard) > placement.shards:
+        raise ValueError(f"per_shard names {len(per_shard)} shards; the map has {placement.shards}")
+    found: list[list[str]] = [[] for _ in per_shard]
+    i = 0
+    while any(len(found[k]) < want for k, want in enumerate(per_shard)):
+        lane = f"{prefix}{i}"
+        k = placement.shard_of(lane)
+        if k < len(found) and len(found[k]) < per_shard[k]:
+            found[k].append(lane)
+        i += 1
+    return found
+
+
+def lane_on(placement: ShardMap, shard: int, prefix: str = "t") -> str:
+    """The first lane name (``prefix`` + 0, 1, …) that ``placement`` puts on ``shard``."""
+    return lanes_on(placement, [int(k == shard) for k in range(shard + 1)], prefix)[shard][0]
 
 
 @contextlib.asynccontextmanager
