@@ -24,6 +24,7 @@ import uuid
 from _harness import serve
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
+from echomq.testing import most_in_window
 
 LEASE_MS = 30_000
 
@@ -86,15 +87,6 @@ def most(budget: int, span_ms: int, window_ms: int) -> int:
     return budget * (span_ms // window_ms + 1)
 
 
-def worst_window(times: list[int], window_ms: int) -> int:
-    every, worst, start = sorted(times), 0, 0
-    for end, t in enumerate(every):
-        while every[start] <= t - window_ms:
-            start += 1
-        worst = max(worst, end - start + 1)
-    return worst
-
-
 async def run(url: str, args: argparse.Namespace) -> None:
     window_ms = round(args.window * 1000)
     for gate in ("rate", "ceiling"):
@@ -120,7 +112,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
             late = "none" if landed is None else f"{landed - moved} ms"
             print(
                 f"smooth rate {args.budget}/{window_ms} ms over {args.shards} shards: "
-                f"{len(claims)} claims, worst window {worst_window(times, window_ms)}, budget "
+                f"{len(claims)} claims, worst window {most_in_window(times, window_ms)}, budget "
                 f"used {before:.0%} before the move, {after:.0%} after; the new shard's first "
                 f"claim {late} after the move"
             )

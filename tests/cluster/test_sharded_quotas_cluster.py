@@ -15,7 +15,7 @@ import pytest
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
 from echomq.server import EmbeddedCluster
-from echomq.testing import lanes_on
+from echomq.testing import lanes_on, most_in_window
 
 LEASE_MS = 30_000
 
@@ -64,15 +64,6 @@ async def drive(queue: ShardedQueue, seconds: float, hold: float) -> tuple[list[
     return claims, leased_at_claim
 
 
-def worst_window(claims: list[int], window_ms: int) -> int:
-    every, worst, start = sorted(claims), 0, 0
-    for end, t in enumerate(every):
-        while every[start] <= t - window_ms:
-            start += 1
-        worst = max(worst, end - start + 1)
-    return worst
-
-
 async def test_a_queue_wide_smooth_rate_holds_over_six_shards_on_three_primaries(
     sharded: ShardedQueue,
 ) -> None:
@@ -81,7 +72,7 @@ async def test_a_queue_wide_smooth_rate_holds_over_six_shards_on_three_primaries
     assert await sharded.rate_limit(budget, window_ms / 1000, mode="smooth")
     await sharded.upkeep()  # what a worker's upkeep does: starts the rebalancer's rounds
     claims, _ = await drive(sharded, seconds=2.5, hold=0.001)
-    worst = worst_window(claims, window_ms)
+    worst = most_in_window(claims, window_ms)
     span = max(claims) - min(claims)
     used = len(claims) / (budget * (span // window_ms + 1))
     print(f"\nsmooth {budget}/{window_ms} ms over 6 shards on 3 primaries: {len(claims)} claims")

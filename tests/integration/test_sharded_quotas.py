@@ -17,7 +17,7 @@ from echomq import Item, Job
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, RateLimited, ShardedQueue
 from echomq.errors import InvalidArgument, StaleTokenError
-from echomq.testing import lanes_on
+from echomq.testing import lanes_on, most_in_window
 
 
 @pytest.fixture
@@ -175,17 +175,6 @@ async def drive(queue: ShardedQueue, run: Run, workers: int, hold: float, until:
     await asyncio.gather(sampler(), *(worker() for _ in range(workers)))
 
 
-def worst_window(claims: list[int], window_ms: int) -> int:
-    """The most claims in any window of ``window_ms`` (one ending at each claim)."""
-    every = sorted(claims)
-    worst, start = 0, 0
-    for end, t in enumerate(every):
-        while every[start] <= t - window_ms:
-            start += 1
-        worst = max(worst, end - start + 1)
-    return worst
-
-
 async def skewed(queue: ShardedQueue) -> None:
     """Most lanes (and jobs) on shard 0, one lane on each other shard."""
     lanes = lanes_on(queue.placement_map, [6, 1, 1], prefix="s")
@@ -204,7 +193,7 @@ async def test_a_queue_wide_smooth_rate_holds_over_shards_under_skewed_demand(
     run = Run()
     loop = asyncio.get_running_loop()
     await drive(sharded, run, workers=6, hold=0.001, until=loop.time() + seconds)
-    worst = worst_window(run.claims, window_ms)
+    worst = most_in_window(run.claims, window_ms)
     span = max(run.claims) - min(run.claims)
     used = len(run.claims) / (budget * (span // window_ms + 1))  # the most a span admits
     print(f"\nsmooth rate {budget}/{window_ms} ms over 3 shards, skewed: {len(run.claims)} claims")

@@ -55,7 +55,7 @@ PINNED = {
         "ClusterOptions", "EmbeddedCluster", "EmbeddedValkey", "ServerOptions", "ServerStartError",
     },
     "echomq.testing": {
-        "claim_job", "discard", "lane_on", "lanes_on", "serve_app", "server_ms",
+        "claim_job", "discard", "lane_on", "lanes_on", "most_in_window", "serve_app", "server_ms",
         "wait_for_server_ms",
     },
     "echomq.metrics": {

@@ -3,7 +3,8 @@
 Waiting on the engine's clock (the one leases, delays and windows use) instead of the host's
 makes time-based tests exact: ``await wait_for_server_ms(queue, job.deadline_ms)``.
 ``serve_app`` runs an ASGI app (the dashboard) on a free local port for the length of a test.
-``lanes_on`` / ``lane_on`` name lanes that a sharded queue's map places on given shards.
+``lanes_on`` / ``lane_on`` name lanes that a sharded queue's map places on given shards;
+``most_in_window`` checks a rate from what was claimed (the most claims any window held).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "discard",
     "lane_on",
     "lanes_on",
+    "most_in_window",
     "serve_app",
     "server_ms",
     "wait_for_server_ms",
@@ -53,6 +55,18 @@ async def discard(queue: Queue) -> None:
     await queue.pause()
     await queue.obliterate(force=True)
     await queue.close()
+
+
+def most_in_window(times_ms: Sequence[int], window_ms: int) -> int:
+    """The most of ``times_ms`` (claim times, say ``job.deadline_ms - lease_ms``) that any
+    window of ``window_ms`` holds, wherever it starts: a smooth rate of M per window held iff
+    this is at most M."""
+    every, most, start = sorted(times_ms), 0, 0
+    for end, t in enumerate(every):
+        while every[start] <= t - window_ms:
+            start += 1
+        most = max(most, end - start + 1)
+    return most
 
 
 def lanes_on(placement: ShardMap, per_shard: Sequence[int], prefix: str = "t") -> list[list[str]]:
