@@ -134,7 +134,19 @@ def _policy_json(policy: Policy) -> dict[str, Any]:
     }
 
 
-async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
+Settings = tuple[tuple[bool, int | None, Limiter], list[ShardStats]]
+
+
+async def _sharded_settings(queue: ShardedQueue) -> Settings:
+    """A sharded queue's pause (every shard's) and gates: the directory's budgets, not shard
+    0's meta (which holds its quota), read beside each shard's figures."""
+    shards, budgets = await asyncio.gather(queue.shard_stats(), queue.rebalancer.budgets())
+    paused = all(shard.paused for shard in shards)  # as is_paused: the whole queue
+    concurrency, limiter = _budget_limiter(budgets, shards)
+    return (paused, concurrency, limiter), shards
+
+
+async def _settings(queue: Queue) -> Settings:
     meta, rate = await asyncio.gather(
         queue.wire.call("HGETALL", queue.keys.meta), queue_rate(queue.wire, queue.keys)
     )
@@ -144,28 +156,21 @@ async def _settings(queue: Queue) -> tuple[bool, int | None, Limiter]:
         limiter = Limiter(None, None, rate.spent, rate.wait)
     else:
         limiter = Limiter(rate.rate.max, rate.rate.window, rate.spent, rate.wait, rate.rate.mode)
-    return bool(fields.get("paused")), concurrency, limiter
+    return (bool(fields.get("paused")), concurrency, limiter), []
 
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
     """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them); a sharded
     queue's figures are every shard's, summed or merged, with each shard's beside them."""
-    reads = asyncio.gather(
+    counts, lanes, ring, settings, policies, etas = await asyncio.gather(
         queue.counts(),
         queue.lanes(),
         queue.ring(),
-        _settings(queue),
+        _sharded_settings(queue) if isinstance(queue, ShardedQueue) else _settings(queue),
         queue.policies(),
         queue.etas(),
     )
-    (counts, lanes, ring, settings, policies, etas), shards = await asyncio.gather(
-        reads, _shards(queue)
-    )
-    paused, concurrency, limiter = settings
-    if isinstance(queue, ShardedQueue):
-        # The queue-wide gates are the directory's budgets: shard 0's meta holds its quota.
-        paused = all(shard.paused for shard in shards)  # as is_paused: the whole queue
-        concurrency, limiter = _budget_limiter(await queue.rebalancer.budgets(), shards)
+    (paused, concurrency, limiter), shards = settings
     dead_jobs = await queue.dead(dead) if dead > 0 else []
     return QueueSnapshot(
         queue.name,
@@ -197,10 +202,6 @@ def _budget_limiter(budgets: Budgets, shards: list[ShardStats]) -> tuple[int | N
         min(waits, default=0.0),
         mode or "fixed",
     )
-
-
-async def _shards(queue: Queue) -> list[ShardStats]:
-    return await queue.shard_stats() if isinstance(queue, ShardedQueue) else []
 
 
 async def queue_exists(queue: Queue) -> bool:
