@@ -7,7 +7,7 @@ docs/concepts/shards.md)."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from echomq.engine.keys import slot
 from echomq.engine.queue import Queue
@@ -102,8 +102,10 @@ class LoadsAcrossShards:
         if epoch and await self._placement_moved_on(epoch[0]):
             self._grown = True
 
-    async def _placement_moved_on(self, epoch: Any) -> bool:
-        raise NotImplementedError  # ShardedQueue's (a grow or a move by another process)
+    if TYPE_CHECKING:  # ShardedQueue's (declared only: a definition here would hide it)
+
+        async def _placement_moved_on(self, epoch: Any) -> bool:
+            """Install the directory when its epoch is past this queue's; True: shards added."""
 
     def _heard(self, k: int, claimed: Claimed, lease_ms: int) -> None:
         """Tell the stride shard ``k``'s load as its claim's reply left it (no lane on a ring:

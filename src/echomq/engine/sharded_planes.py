@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from echomq.engine.checks import MAX_CEILING, count
 from echomq.engine.events import Subscriptions
@@ -156,8 +156,10 @@ class AcrossShards:
         epoch = await self.wire.call("HGET", self.keys.directory, "epoch")
         await self._placement_moved_on(epoch)
 
-    async def _placement_moved_on(self, epoch: Any) -> bool:
-        raise NotImplementedError  # ShardedQueue's
+    if TYPE_CHECKING:  # ShardedQueue's (declared only: a definition here would hide it)
+
+        async def _placement_moved_on(self, epoch: Any) -> bool:
+            """Install the directory when its epoch is past this queue's; True: shards added."""
 
     async def _every_current(
         self, verb: Callable[..., Awaitable[_T]], *args: Any, **kw: Any
