@@ -279,6 +279,44 @@ async def test_a_loop_stopped_while_its_wake_connection_is_made_ends_cleanly(
         await server.wait_closed()
 
 
+class SlowUpkeep(Queue):
+    """A queue whose upkeep waits until told: a stop can land inside it, deterministically."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.in_upkeep = asyncio.Event()
+        self.go_on = asyncio.Event()
+        self.upkept = asyncio.Event()
+
+    async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Any:
+        self.in_upkeep.set()
+        await self.go_on.wait()
+        try:
+            return await super().upkeep(limit, max_stalled)
+        finally:
+            self.upkept.set()
+
+
+@pytest.mark.parametrize("when", ["during its upkeep", "while nobody is idle"])
+async def test_a_metronome_with_nobody_idle_stops_at_once(queue: Queue, when: str) -> None:
+    """A metronome no consumer has registered with waits for a registration, up to its beat
+    (30 s here): a stop, during the upkeep before that wait or during the wait, ends it now."""
+    slow = SlowUpkeep(queue.name, queue.wire)
+    metronome = Metronome(slow, beat=30, idle_upkeep=600)
+    running = asyncio.ensure_future(metronome.run())
+    await asyncio.wait_for(slow.in_upkeep.wait(), 5)
+    if when == "during its upkeep":
+        metronome.stop()
+        slow.go_on.set()
+    else:
+        slow.go_on.set()
+        await slow.upkept.wait()
+        await asyncio.sleep(0)  # the metronome's turn: from its upkeep into that wait
+        metronome.stop()
+    await asyncio.wait_for(running, 2)
+    await slow.close()
+
+
 async def test_stop_lets_the_job_in_hand_finish(queue: Queue) -> None:
     started = asyncio.Event()
 

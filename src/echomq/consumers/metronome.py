@@ -74,6 +74,7 @@ class Metronome:
         for consumer in self._idle:
             consumer.poke()
         self._idle.clear()
+        self._registered.set()  # a run waiting for a registration (nobody idle) ends now
         if self._wake is not None:
             self._wake.stop()
 
@@ -104,6 +105,8 @@ class Metronome:
                 if not self._idle:
                     # Nobody to poke: a wake token would be wasted, so wait for a registration.
                     self._registered.clear()
+                    if self._stopping:  # a stop during the upkeep above: its set is cleared
+                        break
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(self._registered.wait(), timeout)
                     continue
