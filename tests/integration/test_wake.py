@@ -17,6 +17,7 @@ from echomq.consumers.wake import Wake
 from echomq.engine.keys import Keyspace, slot
 from echomq.errors import Closed
 from echomq.server import EmbeddedCluster
+from echomq.wire import cluster as cluster_wire
 from echomq.wire.cluster import ClusterRouter
 from echomq.wire.connector import Connector
 from echomq.wire.pool import Pool, Wire
@@ -94,19 +95,23 @@ async def test_a_token_on_any_list_wakes_the_wait_and_none_is_lost(
 
 
 async def test_stop_aborts_a_parked_wait_at_once_and_close_leaves_nothing(
-    lists: tuple[Wire, list[str]],
+    lists: tuple[Wire, list[str]], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     wire, keys = lists
+    # Unthrottled: a map read the stop started would be counted, or still running at the end.
+    monkeypatch.setattr(cluster_wire, "REFRESH_INTERVAL", 0.0)
     tasks = asyncio.all_tasks()
     wake = Wake(wire, keys)
     ids = await opened(wake)
     waiting = asyncio.ensure_future(wake.wait(30))
     await parked(wake, ids)
+    refreshes = getattr(wire, "refreshes", 0)
     wake.stop()
     with pytest.raises(Closed):
         await asyncio.wait_for(waiting, 2)
     await wake.close()
     assert asyncio.all_tasks() == tasks
+    assert getattr(wire, "refreshes", 0) == refreshes  # reads our own stop ended: map unchanged
     assert all(blocker._proto is None for blocker in wake.blockers)  # every socket closed
 
 

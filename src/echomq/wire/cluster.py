@@ -496,7 +496,8 @@ class KeyedConnector(Connector):
                 await self.retarget()
             raise
         except WireError:
-            self.router._refresh_soon()
+            if not self._closed:  # a read ended by our own close says nothing of the map
+                self.router._refresh_soon()
             raise
 
     async def retarget(self, *, moved: bool = False) -> None:
