@@ -7,11 +7,11 @@ normal outcomes (duplicate, empty, rate-limited) are values. Durations are secon
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.admin import Admin
+from echomq.engine.admissions import Admissions
 from echomq.engine.cancels import CancelHub, Cancels
 from echomq.engine.checks import (
     MAX_ATTEMPTS,
@@ -24,44 +24,24 @@ from echomq.engine.checks import (
 )
 from echomq.engine.durability import Durability
 from echomq.engine.durability import validate as validate_durability
-from echomq.engine.eta import Eta
 from echomq.engine.events import Subscription
 from echomq.engine.flow_verbs import FlowVerbs
 from echomq.engine.keys import Keyspace
-from echomq.engine.lanes import Lane
-from echomq.engine.options import (
-    DEFAULT_OPTIONS,
-    Admission,
-    JobOptions,
-    admission,
-    lane_alias,
-    options_of,
-    when_run_at,
-)
-from echomq.engine.policies import DEFAULT_MODE, FairBy, Fairness, Policies, Policy, RateMode
-from echomq.engine.producer import Batch, Item, admission_verdict
+from echomq.engine.planes import Planes
+
+# Named here too: callers import the batch item from the queue that admits it.
+from echomq.engine.producer import Item as Item
 from echomq.engine.progress import Reports
 from echomq.engine.publisher import Publisher
 from echomq.engine.reads import Reads
-from echomq.engine.results import (
-    Counts,
-    Empty,
-    Job,
-    JobInfo,
-    JobState,
-    LaneInfo,
-    RateLimited,
-    Reaped,
-    Upkeep,
-    Verdict,
-)
+from echomq.engine.results import Empty, Job, RateLimited, Reaped, Upkeep
 from echomq.engine.scripts import ScriptRegistry
 from echomq.engine.settles import Settles
 from echomq.engine.shards import ShardMap
 from echomq.engine.transitions import Claimed, Engine
 from echomq.engine.waiters import WaiterHub
 from echomq.errors import EchoMQError, InvalidArgument
-from echomq.tracing import Sending, Spans, carriers_of, sending_many
+from echomq.tracing import Spans
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -71,15 +51,15 @@ DEFAULT_LEASE = 30.0
 log = logging.getLogger("echomq.flows")
 
 
-class Queue(Settles, Reports, Cancels, FlowVerbs):
+class Queue(Admissions, Settles, Reports, Cancels, FlowVerbs, Planes):
     """One named queue on a wire (a connector, a pool, or a cluster router).
 
     ``Queue.connect(url, name)`` opens and owns a pool; ``Queue(name, wire)`` shares yours.
-    Admission and claims live here, the settles and waits in :class:`Settles` (settles.py),
-    progress and logs in :class:`Reports` (progress.py), cancels in :class:`Cancels`
-    (cancels.py), flows in :class:`FlowVerbs` (flow_verbs.py);
-    the admin verbs and reads are those of the admin and read planes the queue holds, on the
-    same typed engine.
+    Claims and time live here, admission in :class:`Admissions` (admissions.py), the settles
+    and waits in :class:`Settles` (settles.py), progress and logs in :class:`Reports`
+    (progress.py), cancels in :class:`Cancels` (cancels.py), flows in :class:`FlowVerbs`
+    (flow_verbs.py); the admin verbs and reads in :class:`Planes` (planes.py) are those of the
+    admin and read planes the queue holds, on the same typed engine.
 
     ``result_ttl`` (seconds, 0 … 30 days): how long a completed job's row is kept, with its
     result, for :meth:`job` and :meth:`wait`; 0 (the default) deletes it at completion.
@@ -232,147 +212,6 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
         """A subscriber of this queue's lifecycle events, on a connection of its own."""
         return self._events.subscribe()
 
-    # -- admission -----------------------------------------------------------------------------
-
-    def _mint(self) -> str:
-        return self.minter.mint("JOB")
-
-    async def admit(
-        self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
-    ) -> Verdict:
-        """Admit one job with its :class:`JobOptions` (the one path every enqueue takes:
-        ``enqueue``, ``enqueue_in``, ``enqueue_at`` and the task layer). Idempotent by id and
-        dedup key; a refused option raises :class:`InvalidArgument` naming it, before any write.
-
-        Traced (a producer span) when the application set an OpenTelemetry tracer provider;
-        ``carries_context``: ``payload`` is a dict of the caller's own making (the task layer's)
-        and takes the span's W3C context, so the worker's span is its child."""
-        tracer = self.spans.tracer()
-        if tracer is None:
-            return await self._admit(payload, options)
-        carriers = (payload,) if carries_context else ()
-        with Sending(tracer, self.name, options.lane, carriers) as sending:
-            return sending.sent(await self._admit(payload, options))
-
-    async def _admit(self, payload: Any, options: JobOptions) -> Verdict:
-        if options.id is None and not self.minter.is_ready:
-            await self.minter.ready()
-        item = admission(self.codec, self._mint, payload, options)
-        fence = None if self.placement is None else self.placement.fence((item.group,))
-        code, job_id, state = await self.engine.enqueue_one(item, fence)
-        verdict = admission_verdict(code, job_id, state)
-        if code and self._listened():
-            self._emit([{"event": verdict.kind, "job": job_id, "group": item.group}])
-        return verdict
-
-    async def enqueue(
-        self,
-        payload: Any,
-        *,
-        lane: str | None = None,
-        id: str | None = None,
-        dedup_key: str | None = None,
-        dedup_ttl: float | None = None,
-        dedup_from: str = "enqueue",
-        result_ttl: float | None = None,
-        priority: int | None = None,
-        cost: int | None = None,
-        group: str | None = None,
-    ) -> Verdict:
-        """Admit a job to its ``lane`` (default lane ``_``). Idempotent by id and dedup key.
-
-        ``id`` must be a ``JOB`` branded id (minted when omitted). A ``dedup_key`` maps to the
-        job for ``dedup_ttl`` seconds from now, whatever becomes of the job (completed, removed,
-        drained); without ``dedup_ttl``, for as long as the job's row lives (a kept result too)
-        and not past its death. ``dedup_from="finish"`` counts ``dedup_ttl`` from the job's end
-        instead (completed, dead, cancelled or removed): "once per user for an hour after it
-        ran". ``result_ttl`` (seconds, 0 … 30 days) keeps this job's completed row that long
-        instead of the completing queue's ``result_ttl`` (docs/guides/results.md).
-        ``priority`` (0..9, default 5) is the job's band: a more urgent band is served first
-        (docs/guides/priorities-costs-cooling.md); ``cost`` (1..1000, default 1) the units it
-        spends of its lane's and queue's budgets. ``group=`` is the deprecated name of
-        ``lane=``. The same as :meth:`admit` with these options.
-        """
-        if group is not None:
-            lane = lane_alias(lane, group)
-        options = JobOptions(
-            lane,
-            id,
-            dedup_key,
-            dedup_ttl,
-            dedup_from,
-            None,
-            None,
-            result_ttl,
-            priority=priority,
-            cost=cost,
-        )
-        return await self.admit(payload, options)
-
-    async def enqueue_in(self, delay: float, payload: Any, **options: Any) -> Verdict:
-        """Admit a job that becomes claimable ``delay`` seconds from now (server clock);
-        ``options`` are :meth:`enqueue`'s."""
-        return await self.admit(payload, options_of(options, delay=delay))
-
-    async def enqueue_at(self, when: float, payload: Any, **options: Any) -> Verdict:
-        """Admit a job that becomes claimable at ``when`` (Unix seconds; a past ``when`` runs
-        now). At most 10 years ahead; a millisecond timestamp is refused, not read as seconds."""
-        when_run_at(when)  # refused as ``when``, the argument's name here
-        return await self.admit(payload, options_of(options, at=when))
-
-    async def enqueue_many(self, items: Iterable[Item | Any]) -> list[Verdict]:
-        """Admit many jobs, one script call per chunk of 100, the chunks pipelined; one verdict
-        per item, in input order.
-
-        Each item is atomic and idempotent; the batch is not a transaction. An item that fails
-        validation gets an ``error`` verdict and is not sent; the others are. When the
-        connection drops mid-batch, the answered chunks keep their verdicts and the rest answer
-        ``unknown`` (nothing is raised): send those again with their verdict's ``id``.
-        """
-        if not self.minter.is_ready:
-            await self.minter.ready()
-        tracer = self.spans.tracer()
-        if tracer is None:
-            return await self._send(Batch.plan(items, self.codec, self._mint))
-        items = carriers_of(items)
-        with sending_many(tracer, self.name, items, False) as sending:
-            return sending.sent_many(await self._send(Batch.plan(items, self.codec, self._mint)))
-
-    async def admit_many(
-        self, jobs: Iterable[tuple[Any, JobOptions]], *, carries_context: bool = False
-    ) -> list[Verdict]:
-        """:meth:`enqueue_many` for ``(payload, options)`` pairs: the batch form of
-        :meth:`admit` (the task layer's path), with the same verdicts; one producer span for
-        the batch (``carries_context`` as :meth:`admit`'s, for every payload)."""
-        if not self.minter.is_ready:
-            await self.minter.ready()
-        tracer = self.spans.tracer()
-        if tracer is None:
-            return await self._send(Batch.pairs(jobs, self.codec, self._mint))
-        jobs = carriers_of(jobs)
-        with sending_many(tracer, self.name, jobs, carries_context) as sending:
-            return sending.sent_many(await self._send(Batch.pairs(jobs, self.codec, self._mint)))
-
-    async def _send(self, batch: Batch) -> list[Verdict]:
-        """A planned batch sent: its verdicts in input order."""
-        admissions = batch.admissions
-        replies = await self._enqueue_admissions(admissions) if admissions else []
-        verdicts = batch.settle(replies)
-        if self._listened():
-            self._emit(
-                {"event": v.kind, "job": v.id}
-                for v in verdicts
-                if v.kind in ("enqueued", "scheduled")
-            )
-        return verdicts
-
-    async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
-        """The script's reply per item (a shard's call fenced by its placement)."""
-        fence = None
-        if self.placement is not None:
-            fence = self.placement.fence(item.group for item in admissions)
-        return await self.engine.enqueue(admissions, fence)
-
     # -- claim ---------------------------------------------------------------------------------
 
     async def claim_some(
@@ -467,180 +306,6 @@ class Queue(Settles, Reports, Cancels, FlowVerbs):
                 [{"event": "stalled", "job": i} for i in reaped.recovered]
                 + [{"event": "dead", "job": i, "error": "stalled"} for i in reaped.dead]
             )
-
-    # -- lanes, settings and cleanup (the admin plane) -----------------------------------------
-
-    def lane(self, name: str) -> Lane:
-        """The control handle of one lane (validates its name)."""
-        return self._admin.lane(name)
-
-    async def pause(self) -> None:
-        """Pause the whole queue: claims answer empty, admission continues."""
-        await self._admin.pause()
-
-    async def resume(self) -> None:
-        """Resume a paused queue."""
-        await self._admin.resume()
-
-    async def concurrency(self, ceiling: int | None) -> bool:
-        """At most ``ceiling`` jobs of the queue leased at once; ``None`` removes the ceiling.
-        False: it held that value already (nothing written)."""
-        return await self._admin.concurrency(ceiling)
-
-    async def rate_limit(
-        self, max: int | None, window: float | None = None, *, mode: RateMode = DEFAULT_MODE
-    ) -> bool:
-        """At most ``max`` claims per ``window`` seconds across every worker; ``None`` removes it.
-
-        ``mode="smooth"`` (the default): no ``window`` seconds ever hold more than ``max``
-        claims; ``"fixed"``: back-to-back windows of ``max`` each (docs/concepts/gates.md). The
-        check and the spend happen inside the claim script, so every worker on every host shares
-        the one budget. Takes effect at once, without restarting workers. Idempotent: the rate
-        in force set again changes nothing (False); a change carries the window in flight on.
-        """
-        return await self._admin.rate_limit(max, window, mode)
-
-    async def fairness(self, by: FairBy = "count", *, quantum: float | None = None) -> bool:
-        """How a lane's turn on the ring is measured, for every worker at once.
-
-        ``"count"`` (the default): a lane of weight w is served w claims per visit, whatever
-        its jobs cost. ``"cost"``: fairness by work in units, deficit round robin: a visit
-        grants ``quantum`` x weight units (default: the dearest ``cost`` the queue admitted)
-        and the lane is served while its credit lasts, each job charged its ``cost``.
-        ``"time"``: the same in run time: each job is charged its lane's average run time
-        when claimed and set right when the job ends: by the time its handler ran (the
-        consumer's measure, carried by the complete), else by the time it held its lease on
-        the server clock; ``quantum`` in seconds (default 0.1). Lanes with 10x heavier jobs then
-        get the same worker time as the others, not 10x more
-        (docs/guides/priorities-costs-cooling.md, "Fairness by work"). A change starts every
-        lane's share afresh. False: it held that setting already (nothing written).
-        """
-        return await self._admin.fairness(by, quantum)
-
-    async def apply_policies(
-        self,
-        policies: Mapping[str, Policy] | None = None,
-        /,
-        *,
-        default: Policy | None = None,
-        **lanes: Policy,
-    ) -> int:
-        """State the lanes' settings at once: ``default`` for every lane not named, and each
-        named lane's own (by keyword, or in the ``policies`` mapping for any lane name).
-
-        Stored in the engine and read by the claim itself: a lane with no own setting follows
-        the default, with no write per lane. Idempotent, so every process applies them at start:
-        the policies in force applied again change nothing (0) and grant no fresh budget. Lanes
-        named before and not now follow the default again. The number of settings changed.
-        """
-        return await self._admin.apply_policies(policies, default, lanes)
-
-    async def policies(self) -> Policies:
-        """The lane policies in force: the default and the named lanes'."""
-        return await self._reads.policies()
-
-    async def ordered(self, on: bool) -> None:
-        """Serve each lane one job at a time, in mint order (``on=True``), or not (``False``).
-
-        Queue-wide and stored in the engine, so every producer and consumer of the queue, in
-        any process, agrees. While on, a claimed job holds its lane until it completes, goes
-        dead or is removed: retried, deferred or reaped, it keeps the lane's head, and no later
-        job of the lane is claimed meanwhile. Other lanes are served as before. Switch it on
-        before the queue carries work: jobs leased before hold nothing. Switching it off
-        releases every held lane at once (docs/guides/ordered-lanes.md).
-        """
-        await self._admin.ordered(on)
-
-    async def drain(self, *, schedule: bool = False, results: bool = False) -> int:
-        """Delete every pending job (and scheduled ones with ``schedule``, kept results of
-        completed jobs with ``results``); leased and dead jobs survive."""
-        return await self._admin.drain(schedule, results)
-
-    async def obliterate(self, *, force: bool = False) -> None:
-        """Delete every key of the queue. Refuses unless paused, and with leased jobs unless
-        ``force``. Runs in bounded steps so the server never blocks for long."""
-        await self._admin.obliterate(force)
-
-    async def remove(self, id: str) -> bool:
-        """Delete a job that is not leased; False when it does not exist. Raises
-        :class:`LockedError` for a leased job."""
-        return await self._admin.remove(id)
-
-    async def reassign(self, id: str, lane: str | None = None, *, group: str | None = None) -> bool:
-        """Move a pending job to another ``lane`` (``group=``: its deprecated name). False when
-        the job does not exist."""
-        lane = lane_alias(lane, group)
-        if lane is None:
-            raise InvalidArgument("lane", lane, "name the lane to move the job to")
-        return await self._admin.reassign(id, lane)
-
-    async def reprocess(self, id: str) -> bool:
-        """Return a dead job to its lane with a fresh failure budget. False when it is gone;
-        :class:`StateError` when it is not dead."""
-        return await self._admin.reprocess(id)
-
-    # -- reads (the read plane) ----------------------------------------------------------------
-
-    async def counts(self) -> Counts:
-        """Jobs per state, the terminal counters, and the lanes that exist / are on the ring."""
-        return await self._reads.counts()
-
-    async def lanes(self, names: Sequence[str] = ()) -> list[LaneInfo]:
-        """State of the lanes ``names``, or of every lane that holds work or settings."""
-        return await self._reads.lanes(names)
-
-    async def ring(self) -> list[str]:
-        """The rota: serviceable lanes in the order they will be served."""
-        return await self._reads.ring()
-
-    async def is_paused(self) -> bool:
-        """Whether the whole queue is paused."""
-        return await self._reads.is_paused()
-
-    async def has_work(self, scheduled_within: float = 0.0) -> bool:
-        """Whether a worker still has something to get to here, read in one atomic step: a
-        leased job, a flow entry to relay, a job pending in a lane that is not paused (on a
-        queue that is not paused), or a job scheduled to fall due within ``scheduled_within``
-        seconds (server clock). What a ``--burst`` worker waits for before it exits."""
-        return await self._reads.has_work(scheduled_within)
-
-    async def is_ordered(self) -> bool:
-        """Whether the queue serves each lane one job at a time, in mint order (:meth:`ordered`)."""
-        return await self._reads.is_ordered()
-
-    async def fairness_in_force(self) -> Fairness:
-        """How the queue measures a lane's turn now (:meth:`fairness` sets it)."""
-        return await self._reads.fairness()
-
-    async def rate_limit_ttl(self) -> float:
-        """Seconds until the queue's rate window admits claims again (0 = it admits now)."""
-        return await self._reads.rate_limit_ttl()
-
-    async def job(self, id: str) -> JobInfo | None:
-        """A job's row, or None when no such job exists (a completed job's row exists only
-        while the queue's ``result_ttl`` keeps it)."""
-        return await self._reads.job(id)
-
-    async def position(self, id: str) -> Eta | None:
-        """Where pending job ``id`` stands: its place in its lane (``position`` jobs ahead)
-        and its estimated wait until a claim (:class:`~echomq.engine.eta.Eta`, the model and
-        its measured error in docs/guides/where-a-tenant-stands.md); None when it waits in no
-        lane (unknown, scheduled, leased or finished). One read, O(lanes with work)."""
-        return await self._reads.position(id)
-
-    async def etas(self) -> dict[str, Eta]:
-        """Every lane with pending work: where a job enqueued on it now would stand
-        (``lane.eta()`` for each, from one read and one run of the model)."""
-        return await self._reads.etas()
-
-    async def state(self, id: str) -> JobState:
-        """``pending`` (waiting in its lane), ``active``, ``scheduled``, ``completed`` (a kept
-        result), ``dead``, ``cancelled`` (kept like a result) or ``absent``."""
-        return await self._reads.state(id)
-
-    async def dead(self, limit: int = 100) -> list[JobInfo]:
-        """Dead-lettered jobs, oldest death first."""
-        return await self._reads.dead(limit)
 
 
 def _durability(durability: Any, wire: Wire | ConnectionOptions) -> Durability | None:
