@@ -33,20 +33,29 @@ def _helpers(library: str) -> dict[str, str]:
 
 
 def _link(helpers: dict[str, str], body: str) -> str:
-    """Prepend the helpers ``body`` uses (and theirs), in library order.
+    """Prepend the helpers ``body`` uses (and theirs), each after the helpers it calls.
 
     Only what a script calls is defined: Lua builds every ``local function`` anew on each call,
-    so an unused helper would cost every call a closure and some garbage.
+    so an unused helper would cost every call a closure and some garbage. A ``local function``
+    sees only the locals defined above it, so the order is the calls' order, not the files':
+    a library file may build on any other.
     """
-    needed: set[str] = set()
-    frontier = [body]
-    while frontier:
-        text = frontier.pop()
+    emitted: dict[str, None] = {}  # an ordered set
+    visiting: set[str] = set()
+
+    def visit(text: str, own: str | None) -> None:
         for name, block in helpers.items():
-            if name not in needed and re.search(rf"\b{name}\(", text):
-                needed.add(name)
-                frontier.append(block)
-    return "".join(block for name, block in helpers.items() if name in needed) + body
+            if name == own or name in emitted or not re.search(rf"\b{name}\(", text):
+                continue
+            if name in visiting:
+                raise ValueError(f"Lua helpers call each other in a circle through {name}")
+            visiting.add(name)
+            visit(block, name)
+            visiting.discard(name)
+            emitted[name] = None
+
+    visit(body, None)
+    return "".join(helpers[name] for name in emitted) + body
 
 
 @functools.cache
