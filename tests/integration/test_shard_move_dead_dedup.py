@@ -9,8 +9,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import Job
-from echomq.engine import Empty, ShardedQueue
+from echomq import Item, Job
+from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue
+from echomq.engine.lane_move import LaneMove
 from echomq.engine.shards import grow_plan, lane_slot
 from echomq.testing import lane_on
 
@@ -104,3 +105,51 @@ async def test_a_dead_job_reprocessed_after_a_grow_flipped_its_range_runs_on_the
     ran = await drained(sharded)
     assert sorted((job.payload, job.shard) for job in ran) == [("d", new), ("fresh", new)]
 
+
+async def test_a_duplicate_sent_while_its_lane_is_held_on_the_new_shard_is_answered_as_one(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    away = lane_on(sharded.placement_map, 0)  # held on shard 2, its jobs still on shard 0
+    home = lane_on(sharded.placement_map, 0, prefix="h")  # back to shard 0, its home: held there
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    first, *_ = await sharded.enqueue_many(
+        [
+            Item("a1", lane=away, dedup_key="key-a"),
+            Item("a2", lane=away),
+            Item("h1", lane=home, dedup_key="key-h"),
+            Item("h2", lane=home),
+        ]
+    )
+    assert await sharded.move_lane(home, to=1) is True
+    for lane, to in ((away, 2), (home, 0)):
+        assert await LaneMove(sharded, lane, to).run(("adopt", "freeze")) is True
+
+    # Sent between the freeze and the copy: the source's keys answer, from either producer.
+    single = await sharded.enqueue("dup", lane=away, dedup_key="key-a")
+    assert (single.kind, single.id) == ("duplicate", first.id)
+    batch = await sharded.enqueue_many(
+        [
+            Item("dup", lane=home, dedup_key="key-h"),
+            Item("new-a", lane=away, dedup_key="key-a2"),
+            Item("new-h", lane=home, dedup_key="key-h2"),
+        ]
+    )
+    assert [v.kind for v in batch] == ["duplicate", "enqueued", "enqueued"]
+    assert blocking.enqueue("dup", lane=away, dedup_key="key-a").kind == "duplicate"
+    assert [v.kind for v in blocking.enqueue_many([Item("dup", lane=home, dedup_key="key-h")])] == [
+        "duplicate"
+    ]
+    # A new key is admitted on the held shard, and a duplicate of it is answered there.
+    assert (await sharded.enqueue("dup", lane=away, dedup_key="key-a2")).kind == "duplicate"
+
+    for lane, to in ((away, 2), (home, 0)):
+        assert await LaneMove(sharded, lane, to).run() is True
+    assert sorted(job.payload for job in await drained(sharded)) == [
+        "a1",
+        "a2",
+        "h1",
+        "h2",
+        "new-a",
+        "new-h",
+    ]
+    blocking.close()
