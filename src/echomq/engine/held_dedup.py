@@ -11,6 +11,7 @@ target when the item arrives there, or gone with its job.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
 
 from echomq.engine.checks import text
@@ -46,16 +47,25 @@ async def answer_held(
     queue: ShardedQueue, admissions: list[Admission], replies: list[Any], shards: list[int]
 ) -> None:
     """In ``replies`` (``admissions[i]`` sent to shard ``shards[i]``), each :class:`LaneHeld`
-    refusal replaced as :func:`admit_held` says: the items sent again all at once."""
+    refusal replaced as :func:`admit_held` says: the sources read at once, the items sent
+    again at once."""
+    held = [i for i, reply in enumerate(replies) if isinstance(reply, LaneHeld)]
+    if not held:
+        return
+    founds = await asyncio.gather(
+        *(
+            source_duplicate(
+                queue.shards[replies[i].shard], admissions[i].group, admissions[i].dedup
+            )
+            for i in held
+        )
+    )
     unknown: list[int] = []  # keys the lanes' sources do not hold
-    for i, reply in enumerate(replies):
-        if isinstance(reply, LaneHeld):
-            item = admissions[i]
-            found = await source_duplicate(queue.shards[reply.shard], item.group, item.dedup)
-            if found is None:
-                unknown.append(i)
-            else:
-                replies[i] = found
+    for i, found in zip(held, founds, strict=True):
+        if found is None:
+            unknown.append(i)
+        else:
+            replies[i] = found
     answers = await queue._scatter(
         [admissions[i] for i in unknown],
         [shards[i] for i in unknown],
