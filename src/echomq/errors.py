@@ -30,6 +30,8 @@
             ├── StateError     EMQSTATE (the job or queue is in the wrong state)
             ├── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
             ├── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
+            ├── LaneHeld       EMQHELD  (a keyed item of a lane held for a move: look at the
+            │                           source's dedup keys first; the sharded producers do)
             └── LaneMoved      EMQMOVED (a shard of a sharded queue does not serve the lane)
 
 Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions. A refusal
@@ -56,6 +58,7 @@ __all__ = [
     "InvalidArgument",
     "KindError",
     "LaneFull",
+    "LaneHeld",
     "LaneMoved",
     "LockedError",
     "NodeLeaseError",
@@ -277,6 +280,24 @@ class LaneMoved(Refusal):
         self.lane = found[4] if found else ""
 
 
+class LaneHeld(Refusal):
+    """EMQHELD: a shard of a sharded queue holds the item's lane for a move (it admits the lane,
+    serving it once the move ends) and not the item's dedup key, which may still name a job on
+    the lane's source, not copied yet (docs/concepts/shards.md, "Dedup while a lane is held");
+    nothing of the item was written. ``shard`` is that source, ``lane`` the lane. The sharded
+    producers answer it themselves: the key read on the source, the item answered as that
+    job's duplicate, or sent again to this shard with the key checked."""
+
+    reason = "lane held"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _HELD.match(self.detail)
+        self.shard = int(found[1]) if found else 0
+        self.lane = found[2] if found else ""
+
+
+_HELD = re.compile(r"(\d+): lane (.*)\Z", re.DOTALL)
 _MOVED = re.compile(r"(\d+|\?) epoch (\d+), sent at (\d+): lane (.*)\Z", re.DOTALL)
 
 
@@ -384,6 +405,7 @@ REFUSALS: dict[str, type[Refusal]] = {
     "EMQARG": ArgumentRefused,
     "EMQFULL": LaneFull,
     "EMQMOVED": LaneMoved,
+    "EMQHELD": LaneHeld,
 }
 
 

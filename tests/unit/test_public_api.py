@@ -24,7 +24,8 @@ PINNED = {
     "echomq.errors": {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError", "Disconnected",
         "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument", "KindError",
-        "LaneFull", "LaneMoved", "LockedError", "NodeLeaseError", "NotDurable", "Overloaded",
+        "LaneFull", "LaneHeld", "LaneMoved", "LockedError", "NodeLeaseError", "NotDurable",
+        "Overloaded",
         "RateError", "Refusal", "ResultMissing", "ResultTimeout", "ScriptLoadError",
         "ServerError", "StaleTokenError", "StateError", "TaskCancelled", "TaskFailed",
         "Unsupported", "VersionFenceError", "WireError", "WireTimeout",

@@ -61,11 +61,15 @@ class Admissions:
         with Sending(tracer, self.name, options.lane, carriers) as sending:
             return sending.sent(await self._admit(payload, options))
 
-    async def _admit(self, payload: Any, options: JobOptions) -> Verdict:
+    async def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
+        """``checked``: on a shard, the fence says the item's dedup key was looked for on the
+        source of its lane, held here for a move (docs/concepts/shards.md)."""
         if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
         item = admission(self.codec, self._mint, payload, options)
         fence = None if self.placement is None else self.placement.fence((item.group,))
+        if fence is not None and checked:
+            fence = fence._replace(checked=True)
         code, job_id, state = await self.engine.enqueue_one(item, fence)
         verdict = admission_verdict(code, job_id, state)
         if code and self._listened():
@@ -173,9 +177,14 @@ class Admissions:
             )
         return verdicts
 
-    async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
-        """The script's reply per item (a shard's call fenced by its placement)."""
+    async def _enqueue_admissions(
+        self, admissions: list[Admission], checked: bool = False
+    ) -> list[Any]:
+        """The script's reply per item (a shard's call fenced by its placement; ``checked``:
+        as :meth:`_admit`'s)."""
         fence = None
         if self.placement is not None:
-            fence = self.placement.fence(item.group for item in admissions)
+            fence = self.placement.fence(item.group for item in admissions)._replace(
+                checked=checked
+            )
         return await self.engine.enqueue(admissions, fence)

@@ -128,6 +128,9 @@ ADMISSION_WIDTH = len(Admission._fields)
 #: placement epoch follows it, and each item carries its lane slot after its own words. An
 #: unsharded queue's call carries none of it (the scripts pay one comparison for it).
 FENCE_MARK: Final = "fence"
+#: :data:`FENCE_MARK` of a call whose items' dedup keys were looked for on the source of a lane
+#: held for a move (docs/concepts/shards.md, "Dedup while a lane is held").
+FENCE_CHECKED: Final = "fence checked"
 #: The largest placement epoch a fence carries (the scripts' numbers are exact to 2^53).
 MAX_EPOCH: Final = 2**53 - 1
 
@@ -139,10 +142,14 @@ class Fence(NamedTuple):
 
     epoch: int
     slots: tuple[int, ...]
+    #: The items' dedup keys were looked for on the source of a lane held for a move (a
+    #: :class:`~echomq.errors.LaneHeld` refusal's): the held shard admits them
+    #: (:data:`FENCE_CHECKED`).
+    checked: bool = False
 
     def part(self, start: int, stop: int) -> Fence:
         """The fence of items ``start`` to ``stop`` (a chunk of a batch)."""
-        return Fence(self.epoch, self.slots[start:stop])
+        return Fence(self.epoch, self.slots[start:stop], self.checked)
 
 
 def fence(epoch: int, slots: Iterable[int]) -> Fence:
@@ -167,7 +174,7 @@ def admission_argv(items: Sequence[Sequence[Arg]], fence: Fence | None = None) -
         return [arg for item in items for arg in item]
     if len(fence.slots) != len(items):
         raise InvalidArgument("slots", fence.slots, f"must be one per item ({len(items)})")
-    argv: list[Arg] = [FENCE_MARK, fence.epoch]
+    argv: list[Arg] = [FENCE_CHECKED if fence.checked else FENCE_MARK, fence.epoch]
     for item, slot in zip(items, fence.slots, strict=True):
         argv += item
         argv.append(slot)

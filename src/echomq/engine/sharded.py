@@ -39,6 +39,7 @@ from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
+from echomq.engine.held_dedup import admit_held, answer_held
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
@@ -53,7 +54,7 @@ from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.sharded_settles import SettlesAcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Claimed
-from echomq.errors import InvalidArgument, LaneMoved, Unsupported, WireError
+from echomq.errors import InvalidArgument, LaneHeld, LaneMoved, Unsupported, WireError
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -197,15 +198,29 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         shard = self._shard_of_lane(lane)
         try:
-            return await Queue.admit(shard, payload, options, carries_context=carries_context)
+            return await self._admit_held(shard, payload, options, carries_context)
         except LaneMoved as moved:
             k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
             shard = self.shards[k]
-        return await Queue.admit(shard, payload, options, carries_context=carries_context)
+        return await self._admit_held(shard, payload, options, carries_context)
 
-    async def _enqueue_admissions(self, admissions: list[Admission]) -> list[Any]:
+    async def _admit_held(
+        self, shard: Queue, payload: Any, options: JobOptions, carries_context: bool
+    ) -> Verdict:
+        """:meth:`Queue.admit` on ``shard``; a keyed item of a lane held there for a move
+        (:class:`LaneHeld`) as ``echomq.engine.held_dedup.admit_held`` says."""
+        try:
+            return await Queue.admit(shard, payload, options, carries_context=carries_context)
+        except LaneHeld as held:
+            return await admit_held(self, shard, held, payload, options)
+
+    async def _enqueue_admissions(
+        self, admissions: list[Admission], checked: bool = False
+    ) -> list[Any]:
         """Each shard its items, fenced, at once; the replies in input order. Items refused
-        because their lane moved (:class:`LaneMoved`) are sent once more, where it went."""
+        because their lane moved (:class:`LaneMoved`) are sent once more, where it went; keyed
+        items of a lane held for a move (:class:`LaneHeld`), as :meth:`_admit_held` says.
+        (``checked`` is the shards' word, not this queue's.)"""
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
         replies = await self._scatter(admissions, shards, Queue._enqueue_admissions)
@@ -214,8 +229,9 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
             again = [admissions[i] for i in moved]
             targets = [await self._moved_to(replies[i], admissions[i].group) for i in moved]
             answers = await self._scatter(again, targets, Queue._enqueue_admissions)
-            for i, answer in zip(moved, answers, strict=True):
-                replies[i] = answer
+            for i, answer, k in zip(moved, answers, targets, strict=True):
+                replies[i], shards[i] = answer, k
+        await answer_held(self, admissions, replies, shards)
         return replies
 
     async def _moved_to(self, moved: LaneMoved, lane: str) -> int:

@@ -8,11 +8,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, cast
 
+from echomq.engine import dead_move
 from echomq.engine import ids as _ids
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job, JobInfo, JobState
+
+if TYPE_CHECKING:
+    from echomq.engine.sharded import ShardedQueue
 
 #: Leased job ids remembered with their shard, for settles by id (beyond it, the oldest go:
 #: a settle by an id forgotten reads every shard once to find it).
@@ -111,7 +115,10 @@ class JobsAcrossShards:
         return [self.shards[k] for k in (await self._rows_of([id]))[0]]
 
     async def reprocess(self, id: str) -> bool:
-        return await Queue.reprocess(await self._found(id), id)
+        """Reprocess dead job ``id`` on the shard that serves its lane now: a job that died
+        on a shard its lane has left since is copied there, then deleted where it died
+        (:func:`echomq.engine.dead_move.reprocess`)."""
+        return await dead_move.reprocess(cast("ShardedQueue", self), id)
 
     async def position(self, id: str) -> Any:
         return await Queue.position(await self._found(id), id)

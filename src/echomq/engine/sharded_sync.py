@@ -16,14 +16,16 @@ from typing import Any
 from echomq.engine import ids as _ids
 from echomq.engine.durability import Durability
 from echomq.engine.eta import Eta
+from echomq.engine.held_dedup import sync_source_duplicate
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, slot, validate_group
 from echomq.engine.options import Admission, JobOptions
 from echomq.engine.policies import Policy, Rate
+from echomq.engine.producer import admission_verdict
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import ShardMap, check_shards
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue, send_admissions
-from echomq.errors import InvalidArgument, LaneMoved
+from echomq.errors import InvalidArgument, LaneHeld, LaneMoved
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -146,17 +148,31 @@ class ShardedSyncQueue(SyncQueue):
 
     # -- admission (the lane's shard) ----------------------------------------------------------
 
-    def _admit(self, payload: Any, options: JobOptions) -> Verdict:
+    def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         k = self.placement_map.shard_of(lane)
         try:
-            return SyncQueue._admit(self.shards[k], payload, options)
+            return self._admit_held(k, payload, options)
         except LaneMoved as refused:
             self._reread()
             again = self._retarget(lane, refused, k)
             if again is None:
                 raise
-            return SyncQueue._admit(self.shards[again], payload, options)
+            return self._admit_held(again, payload, options)
+
+    def _admit_held(self, k: int, payload: Any, options: JobOptions) -> Verdict:
+        """The item admitted on shard ``k``; a keyed item of a lane held there for a move
+        (:class:`LaneHeld`): the duplicate of the job its key names on the lane's source, else
+        sent again with the key checked (``echomq.engine.held_dedup``)."""
+        try:
+            return SyncQueue._admit(self.shards[k], payload, options)
+        except LaneHeld as held:
+            assert options.dedup_key is not None  # only a keyed item is refused held
+            source = self.shards[held.shard]
+            found = sync_source_duplicate(source, held.lane, options.dedup_key)
+            if found is not None:
+                return admission_verdict(*found)
+        return SyncQueue._admit(self.shards[k], payload, options, checked=True)
 
     def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """Each shard its items (one pipelined call per shard); the items a shard refused as
@@ -166,7 +182,7 @@ class ShardedSyncQueue(SyncQueue):
         replies = self._scatter(process, admissions, shards)
         moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
         if not moved:
-            return replies
+            return self._answer_held(process, admissions, replies, shards)
         self._reread()
         again: list[int] = []
         targets: list[int] = []
@@ -176,15 +192,45 @@ class ShardedSyncQueue(SyncQueue):
                 again.append(i)
                 targets.append(k)
         answers = self._scatter(process, [admissions[i] for i in again], targets)
-        for i, answer in zip(again, answers, strict=True):
+        for i, answer, k in zip(again, answers, targets, strict=True):
+            replies[i], shards[i] = answer, k
+        return self._answer_held(process, admissions, replies, shards)
+
+    def _answer_held(
+        self,
+        process: SyncProcess,
+        admissions: list[Admission],
+        replies: list[Any],
+        shards: list[int],
+    ) -> list[Any]:
+        """``replies`` with each :class:`LaneHeld` refusal answered as :meth:`_admit_held`
+        answers one: the items sent again in one pipeline."""
+        unknown: list[int] = []
+        for i, reply in enumerate(replies):
+            if isinstance(reply, LaneHeld):
+                item = admissions[i]
+                found = sync_source_duplicate(self.shards[reply.shard], item.group, item.dedup)
+                if found is None:
+                    unknown.append(i)
+                else:
+                    replies[i] = found
+        answers = self._scatter(
+            process, [admissions[i] for i in unknown], [shards[i] for i in unknown], checked=True
+        )
+        for i, answer in zip(unknown, answers, strict=True):
             replies[i] = answer
         return replies
 
     def _scatter(
-        self, process: SyncProcess, admissions: list[Admission], shards: list[int]
+        self,
+        process: SyncProcess,
+        admissions: list[Admission],
+        shards: list[int],
+        checked: bool = False,
     ) -> list[Any]:
         """``admissions[i]`` sent to shard ``shards[i]``: every shard's calls in one pipeline
-        per server (one round trip where the shards share one); replies in order."""
+        per server (one round trip where the shards share one); replies in order (``checked``:
+        :meth:`SyncQueue._admit`'s)."""
         parts: dict[int, list[int]] = {}
         for i, k in enumerate(shards):
             parts.setdefault(k, []).append(i)
@@ -194,6 +240,7 @@ class ShardedSyncQueue(SyncQueue):
                 (self.shards[k], [admissions[i] for i in positions])
                 for k, positions in parts.items()
             ],
+            checked,
         )
         replies: list[Any] = [None] * len(admissions)
         for positions, part in zip(parts.values(), answers, strict=True):

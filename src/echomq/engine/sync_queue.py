@@ -230,7 +230,9 @@ class SyncQueue(SyncReads):
         with Sending(tracer, self.name, options.lane, carriers) as sending:
             return sending.sent(self._admit(payload, options))
 
-    def _admit(self, payload: Any, options: JobOptions) -> Verdict:
+    def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
+        """``checked``: on a shard, the fence says the item's dedup key was looked for on the
+        source of its lane, held here for a move (docs/concepts/shards.md)."""
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
@@ -239,7 +241,7 @@ class SyncQueue(SyncReads):
         if self.placement is None:
             command = self._prefix + pack(item)[self._item_cut :]
         else:  # a shard's: the item fenced by the placement (docs/concepts/shards.md)
-            fence = self.placement.fence((item.group,))
+            fence = self.placement.fence((item.group,))._replace(checked=checked)
             command = pack((*self._head, *admission_argv([item], fence)))
         reply = process.router.call(self._slot, command, self._enqueue)
         if type(reply) is not list:
@@ -341,8 +343,9 @@ class SyncQueue(SyncReads):
         (replies,) = send_admissions(process, [(self, admissions)])
         return replies
 
-    def _calls(self, admissions: list[Admission]) -> list[tuple[int, bytes]]:
-        """The packed enqueue calls of ``admissions`` on this queue's slot, a chunk each."""
+    def _calls(self, admissions: list[Admission], checked: bool = False) -> list[tuple[int, bytes]]:
+        """The packed enqueue calls of ``admissions`` on this queue's slot, a chunk each
+        (``checked``: as :meth:`_admit`'s)."""
         placement = self.placement
         return [
             (
@@ -352,7 +355,9 @@ class SyncQueue(SyncReads):
                         *self._head,
                         *admission_argv(
                             chunk,
-                            None if placement is None else placement.fence(a.group for a in chunk),
+                            None
+                            if placement is None
+                            else placement.fence(a.group for a in chunk)._replace(checked=checked),
                         ),
                     )
                 ),
@@ -502,13 +507,16 @@ _event_json = json.JSONEncoder(separators=(",", ":")).encode
 
 
 def send_admissions(
-    process: SyncProcess, parts: Sequence[tuple[SyncQueue, list[Admission]]]
+    process: SyncProcess,
+    parts: Sequence[tuple[SyncQueue, list[Admission]]],
+    checked: bool = False,
 ) -> list[list[Any]]:
     """Each ``(queue, admissions)`` part's replies (:meth:`SyncQueue._replies`): the parts'
     calls in one pipeline per server (``Router.call_spread``), so the shards of a sharded
     queue that share a server cost one round trip, those on several primaries overlap theirs;
-    then each part's durability wait, as its own send would have."""
-    calls = [call for queue, admissions in parts for call in queue._calls(admissions)]
+    then each part's durability wait, as its own send would have (``checked``: as
+    :meth:`SyncQueue._admit`'s)."""
+    calls = [call for queue, admissions in parts for call in queue._calls(admissions, checked)]
     if not calls:
         return [[] for _ in parts]
     router = process.router

@@ -465,6 +465,12 @@ class Engine:
     async def reprocess(self, job_id: str) -> bool:
         return bool(await self._run(self._reprocess, (job_id,)))
 
+    async def reprocess_fenced(self, job_id: str, fence: Fence) -> Any:
+        """:meth:`reprocess` on a shard, ``fence`` carrying the slot of the row's lane: 1 or 0
+        as unfenced, or, when the shard no longer serves that lane, reprocess.lua's refusal
+        (``[refusal, row pairs, log lines, dedup ttl]``, nothing written)."""
+        return await self._run(self._reprocess, admission_argv([(job_id,)], fence))
+
     async def _run_durable(self, script: Script, args: Sequence[Arg], ids: Sequence[str]) -> Any:
         """One script call followed by its durability's wait; its refusal or the wait's
         shortfall (after the write) raised."""

@@ -8,13 +8,16 @@
 -- serve is refused, and nothing of it written. Libraries load in name order: this one builds
 -- on _lib.lua.
 
--- The fence of one call: nil when ARGV does not open with "fence" (an unsharded queue); else
--- a function (lane, slot word) answering nil when this shard serves the lane, or the item's
--- refusal: EMQARG for a slot out of 0..16383, else "EMQMOVED <to> epoch <e>, sent at <p>:
--- lane <lane>" (to: the shard `moved` names, "?" when none does; e: this shard's placement
--- epoch, meta `epoch`; p: the producer's). A lane's fence is read once per call: two reads
--- (GETBIT owns, HEXISTS moved) for a lane the shard owns. The epoch is checked before any
--- write (EMQARG epoch fails the call).
+-- The fence of one call: nil when ARGV does not open with "fence" or "fence checked" (an
+-- unsharded queue); else a function (lane, slot word) answering nil when this shard serves the
+-- lane, or the item's refusal: EMQARG for a slot out of 0..16383, else "EMQMOVED <to> epoch
+-- <e>, sent at <p>: lane <lane>" (to: the shard `moved` names, "?" when none does; e: this
+-- shard's placement epoch, meta `epoch`; p: the producer's). A second value names the source
+-- of a lane held here for a move (`adopted`: lane_adopt.lua marks it in `moved` too, so the
+-- owned path below sends it here), unless the call opens "fence checked" (the producer
+-- looked at that source's dedup keys: enqueue.lua). A lane's fence is read once per call: two
+-- reads (GETBIT owns, HEXISTS moved) for a lane the shard owns. The epoch is checked before
+-- any write (EMQARG epoch fails the call).
 -- While the shard count grows (docs/concepts/shards.md, "Changing S"), a lane this shard's
 -- `owns` does not name and no `moved` or `adopted` entry fences: nil when this shard serves it
 -- (a migrating slot's lane it still holds: jobs pending, leased or scheduled here; an
@@ -36,26 +39,30 @@ local function handing(root, g, slot)
 end
 
 local function fence_reader(root, argv)
-  if argv[1] ~= 'fence' then return nil end
+  if argv[1] ~= 'fence' and argv[1] ~= 'fence checked' then return nil end
   local sent = int_arg(argv[2], 'epoch', 0, 9007199254740991)
-  local seen = {} -- lane -> {its slot word, its refusal or false}
+  local checked = argv[1] == 'fence checked'
+  local seen = {} -- lane -> {its slot word, its refusal or false, its held source or false}
   return function(g, slot_arg)
     local known = seen[g]
-    if known and known[1] == slot_arg then return known[2] or nil end
+    if known and known[1] == slot_arg then return known[2] or nil, known[3] or nil end
     local slot, refused = int_or_refusal(slot_arg, 'slot', 0, 16383)
     if refused then return refused end
-    local verdict = false
+    local verdict, held = false, false
     if redis.call('GETBIT', root .. 'owns', slot) == 0
         or redis.call('HEXISTS', root .. 'moved', g) == 1 then
-      if redis.call('HEXISTS', root .. 'adopted', g) == 0 then
+      local from = redis.call('HGET', root .. 'adopted', g)
+      if not from then
         local to = redis.call('HGET', root .. 'moved', g) or handing(root, g, slot)
         if to then
           verdict = string.format('EMQMOVED %s epoch %s, sent at %.0f: lane ', to,
             redis.call('HGET', root .. 'meta', 'epoch') or '0', sent) .. g
         end
+      elseif from ~= '' and not checked then
+        held = from
       end
     end
-    seen[g] = {slot_arg, verdict}
-    return verdict or nil
+    seen[g] = {slot_arg, verdict, held}
+    return verdict or nil, held or nil
   end
 end

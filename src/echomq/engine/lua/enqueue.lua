@@ -27,15 +27,18 @@
 --             is marked `costed` with the dearest cost yet: the claim reads costs only then)
 -- On a shard of a sharded queue ARGV opens with "fence" and the producer's placement epoch,
 -- and each item has a twelfth word, its lane's slot (0..16383): an item of a lane this shard
--- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua).
+-- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua); a keyed
+-- item of a lane held here for a move whose key this shard does not hold is refused EMQHELD
+-- (its producer looks for the key on the source the refusal names, then sends the item again
+-- in a call opening "fence checked", or answers the duplicate it found there).
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
 -- pending, scheduled, active, waiting, completed, dead, cancelled, or "absent" when a dedup
 -- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …" | "EMQMOVED …",
--- ""} refused (nothing of that item written). EMQFULL: the item's lane holds as many unfinished jobs as
--- its backlog cap (the lane's `gcap`, else meta `dcap`): pending, leased and scheduled
--- (lane_backlog in _lib.lua). Duplicates answer before the cap: they write nothing.
+-- ""} refused (nothing of that item written; EMQHELD <source>: lane <lane>, above). EMQFULL:
+-- the item's lane holds as many unfinished jobs as its backlog cap (the lane's `gcap`, else
+-- meta `dcap`): pending, leased and scheduled (lane_backlog in _lib.lua). Duplicates answer before the cap: they write nothing.
 local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
@@ -139,8 +142,10 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
     end
   end
   -- The fence before existence: a lane this shard does not serve reads nothing more.
+  local source
   if fence then
-    local moved = fence(g, slot_arg)
+    local moved
+    moved, source = fence(g, slot_arg)
     if moved then return -1, moved end
   end
   local row = root .. 'job:' .. id
@@ -154,6 +159,8 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
     if seen then
       return 0, seen, redis.call('HGET', root .. 'job:' .. seen, 'state') or 'absent'
     end
+    -- A lane held here for a move: the key may name a job still on its source, not copied yet.
+    if source then return -1, 'EMQHELD ' .. source .. ': lane ' .. g end
   end
   local held = redis.call('HGET', row, 'state')
   if held then return 0, id, held end

@@ -28,7 +28,8 @@
 -- Each call reads at most SCAN schedule entries, so a large schedule costs a move many calls,
 -- none of them long.
 --           (dedup ttl: ms, -1 none, -3 when the job has no dedup key that still names it)
--- Dead jobs stay here (reprocess on this shard), as do kept results.
+-- Dead jobs stay here (reprocessed, one goes to the lane's shard: dead_move.lua), as do kept
+-- results.
 local root, g = KEYS[1], ARGV[1]
 local to = int_arg(ARGV[2], 'to', 0, 4095)
 local batch = int_arg(ARGV[3], 'batch', 0, 1000)

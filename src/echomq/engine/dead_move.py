@@ -1,0 +1,77 @@
+"""A dead job reprocessed on a sharded queue where its lane is served now (docs/concepts/shards.md,
+"Dead jobs after a move"): dead jobs stay on the shard they died on when their lane moves (or is
+handed on by a grow), so a reprocess there would ring the lane on a shard that no longer serves
+it. The shard's fence refuses it instead (reprocess.lua) and the job is copied to the lane's
+shard as pending, then deleted where it died (dead_move.lua): copy before delete, the copy
+idempotent, so a stop between the two loses nothing, and the next reprocess finishes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from echomq.engine import ids as _ids
+from echomq.engine.checks import text
+from echomq.engine.queue import Queue
+from echomq.engine.shards import lane_slot
+from echomq.errors import LaneMoved, server_error
+
+if TYPE_CHECKING:
+    from echomq.engine.sharded import ShardedQueue
+
+
+async def reprocess(queue: ShardedQueue, id: str) -> bool:
+    """Reprocess dead job ``id`` of ``queue`` on the shard that serves its lane: where it
+    died when that shard still does, else copied there and deleted where it died. A job dead on
+    no shard is answered by the shard that holds it (``StateError`` for a live job, False for
+    none)."""
+    _ids.validate(id, "JOB", "job id")
+    await queue._current()
+    rows = await asyncio.gather(
+        *(s.wire.call("HMGET", s.keys.job(id), "state", "group") for s in queue.shards)
+    )
+    dead = [k for k, (state, _) in enumerate(rows) if state is not None and text(state) == "dead"]
+    if not dead:
+        return await Queue.reprocess(await queue._found(id), id)
+    k = dead[0]
+    lane = text(rows[k][1] or "_")
+    source = queue.shards[k]
+    reply = await source.engine.reprocess_fenced(id, queue.placement_map.fence((lane,)))
+    if not isinstance(reply, list):
+        return bool(reply)
+    refusal, row, log, ttl = reply
+    moved = server_error(text(refusal))
+    assert isinstance(moved, LaneMoved), moved
+    to = await queue._moved_to(moved, lane)
+    try:
+        await _copy(queue, to, id, lane, row, log, ttl)
+    except LaneMoved as again:  # moved once more meanwhile: where the refusal says
+        to = await queue._moved_to(again, lane)
+        await _copy(queue, to, id, lane, row, log, ttl)
+    attempts = _field(row, "attempts")
+    await _run(queue, source, ("drop", id, attempts))
+    return True
+
+
+async def _copy(
+    queue: ShardedQueue, to: int, id: str, lane: str, row: list[Any], log: list[Any], ttl: Any
+) -> None:
+    """The dead row written on shard ``to`` as reprocessed (a copy there already: nothing)."""
+    epoch = queue.placement_map.epoch
+    args = ("in", epoch, id, lane_slot(lane), ttl, len(row), *row, *log)
+    await _run(queue, queue.shards[to], args)
+
+
+def _run(queue: ShardedQueue, shard: Queue, args: tuple[Any, ...]) -> Any:
+    registry = queue.scripts
+    keys = (shard.keys.root, shard.keys.gate)
+    return registry.run(shard.wire, registry.scripts["dead_move"], keys, args)
+
+
+def _field(row: list[Any], name: str) -> Any:
+    """Field ``name`` of a row read as ``HGETALL`` pairs (None when absent)."""
+    for field, value in zip(row[::2], row[1::2], strict=True):
+        if text(field) == name:
+            return value
+    return None
