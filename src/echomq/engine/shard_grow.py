@@ -22,11 +22,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from echomq.engine.checks import MAX_BATCH, count, text
+from echomq.engine.checks import MAX_BATCH, count
 from echomq.engine.keys import SLOTS
 from echomq.engine.lane_move import LaneMove
 from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import MAX_SHARDS
+from echomq.engine.sharded_lanes import copy_settings
 from echomq.engine.shards import (
     Handoff,
     ShardMap,
@@ -52,16 +53,6 @@ WAKES: Final = 16
 #: Looks at the sources' lanes (each followed by the moves it found) before a grow gives up:
 #: a source admits no new lane of a range it hands on, so a second look finds none.
 MOVE_PASSES: Final = 3
-
-#: The hashes of a lane's own settings on a shard (its pause is the ``paused`` set), in the
-#: order ``lane_settings.lua`` takes them (cooling last, after the pause).
-SETTING_KEYS: Final = ("glimit", "gweight", "grate", "gcap", "policies", "cooling")
-
-#: Lanes whose settings one ``lane_settings.lua`` call writes.
-SETTINGS_BATCH: Final = 100
-
-#: Reads of a batch's settings after its write before the copy lets a setter finish it.
-COPY_ROUNDS: Final = 3
 
 #: Meta fields of shard 0 a new shard does not copy: its own identity and fencing, and the
 #: quota of a queue-wide budget (a new shard starts at 0: the rebalancer gives it its share).
@@ -93,7 +84,7 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
                 "shards", shards, f"a grow to {placement.shards} shards is in progress"
             )
         queue.install_placement(placement)
-        await _copy_settings(queue, handoffs)
+        await copy_settings(queue, handoffs)
         await _mark(queue, handoffs, placement.epoch)
         return True
     if shards < placement.shards:
@@ -129,7 +120,7 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
     fields = {**grown.to_directory(), "grow": handoffs_text(handoffs), "state": "growing"}
     await wire.call("HSET", keys.directory, *[part for pair in fields.items() for part in pair])
     queue.install_placement(grown)
-    await _copy_settings(queue, handoffs)
+    await copy_settings(queue, handoffs)
     await _mark(queue, handoffs, grown.epoch)
     await _wake_parked(queue, old)
     return True
@@ -252,77 +243,6 @@ def _copied(meta: Any, *, budgeted: str) -> list[Arg]:
     if budgeted:
         copied += ("noquota", budgeted)
     return copied
-
-
-async def _copy_settings(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> None:
-    """Each source's lanes of the ranges it hands on that have settings there, theirs written
-    on their target (``lane_settings.lua``), ``SETTINGS_BATCH`` lanes a call. A lane the source
-    froze or gave away already (its ``moved``) is the move's: skipped. A setter writes the source
-    first, then the target, so each batch is read again after its write and written again
-    until the read matches: a setter's write between the read and the write is not undone."""
-    for source in sorted({h[2] for h in handoffs}):
-        shard = queue.shards[source]
-        mine = [h for h in handoffs if h[2] == source]
-        gone = {text(lane) for lane in await shard.wire.call("HKEYS", shard.keys.moved)}
-        by_target: dict[int, list[str]] = {}
-        for lane in sorted(await _lanes_with_settings(shard) - gone):
-            slot = lane_slot(lane)
-            target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
-            if target is not None:
-                by_target.setdefault(target, []).append(lane)
-        for target, lanes in sorted(by_target.items()):
-            for i in range(0, len(lanes), SETTINGS_BATCH):
-                await _copy_lanes(queue, shard, queue.shards[target], lanes[i : i + SETTINGS_BATCH])
-
-
-async def _lanes_with_settings(shard: Queue) -> set[str]:
-    """The lanes that have a setting of their own on ``shard``: an ``HSCAN`` of each settings
-    hash and an ``SSCAN`` of its paused lanes, 1,000 at a time."""
-    keys = shard.keys
-    found: set[str] = set()
-    for key in (*(getattr(keys, name) for name in SETTING_KEYS), keys.paused):
-        scan = "SSCAN" if key == keys.paused else "HSCAN"
-        cursor = "0"
-        while True:
-            cursor, part = await shard.wire.call(scan, key, cursor, "COUNT", 1000)
-            found.update(text(name) for name in (part if scan == "SSCAN" else part[::2]))
-            if text(cursor) == "0":
-                break
-    return found
-
-
-async def _copy_lanes(queue: ShardedQueue, source: Queue, target: Queue, lanes: list[str]) -> None:
-    """``lanes``' settings read on ``source`` and written on ``target``, until a read after the
-    write finds them as written (``COPY_ROUNDS`` at most: a setter outpacing it still writes the
-    target itself)."""
-    registry = queue.scripts
-    keys = source.keys
-    read = [
-        command
-        for lane in lanes
-        for command in (
-            *(("HGET", getattr(keys, name), lane) for name in SETTING_KEYS),
-            ("SISMEMBER", keys.paused, lane),
-        )
-    ]
-    width = len(SETTING_KEYS) + 1
-    written: list[Any] = []
-    for _ in range(COPY_ROUNDS):
-        values = await source.wire.call_many(read)
-        if values == written:
-            return
-        args: list[Arg] = []
-        for i, lane in enumerate(lanes):
-            limit, weight, rate, cap, policy, cooling, paused = values[i * width : (i + 1) * width]
-            args += [lane, *(text(v or b"") for v in (limit, weight, rate, cap, policy))]
-            args += ["1" if int(paused) else "", text(cooling or b"")]
-        await registry.run(
-            target.wire,
-            registry.scripts["lane_settings"],
-            (target.keys.root, target.keys.gate),
-            args,
-        )
-        written = values
 
 
 async def _mark(queue: ShardedQueue, handoffs: Sequence[Handoff], epoch: int) -> None:
