@@ -12,7 +12,7 @@ import pytest
 
 from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
+from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
 from echomq.engine.shards import Handoff, grow_plan, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
 
@@ -249,8 +249,9 @@ async def test_grow_moves_the_lanes_a_source_holds_then_flips_the_ranges(
 
 
 async def test_a_handed_lanes_settings_reach_its_target_before_the_marks(
-    sharded: ShardedQueue,
+    sharded: ShardedQueue, valkey_url: str
 ) -> None:
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)  # of 3 shards
     handoffs = handed(sharded.placement_map, 5)
     (capped, (_, _, _, to)), (paused, _) = lanes_handed(handoffs, 2, "s")
     await sharded.lane(capped).limit(1)
@@ -270,6 +271,9 @@ async def test_a_handed_lanes_settings_reach_its_target_before_the_marks(
     await sharded.apply_policies({capped: Policy(limit=2)})
     claimed = [await sharded.claim(), await sharded.claim()]
     assert sorted(j.payload for j in claimed if isinstance(j, Job)) == ["c1", "p0"]
+    blocking.configure_lane(capped, cap=7)  # the blocking producer's setter, as stale as it is
+    assert [info.cap for info in await Queue.lanes(sharded.shards[to], [capped])] == [7]
+    blocking.close()
     assert await sharded.grow(5) is True
     assert (await sharded.lanes([capped]))[0].limit == 2
     assert (await sharded.lanes([paused]))[0].paused is False

@@ -32,12 +32,6 @@ SETTINGS_BATCH: Final = 100
 COPY_ROUNDS: Final = 3
 
 
-def handed_to(handoffs: tuple[Handoff, ...], source: int, lane: str) -> int | None:
-    """The shard a grow hands ``lane`` to, when ``source`` serves it and hands its slot on."""
-    slot = lane_slot(lane)
-    return next((h[3] for h in handoffs if h[2] == source and h[0] <= slot < h[1]), None)
-
-
 class ShardedLane(Lane):
     """:class:`Lane` of a sharded queue: the reads on the lane's shard (as the handle was made),
     each setter on every shard ``ShardedQueue.lane_shards`` names, the lane's own first (a

@@ -19,8 +19,8 @@ from echomq.engine.queue import Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
 from echomq.engine.shard_stats import ShardStats, read_shard_stats
-from echomq.engine.sharded_lanes import ShardedLane, handed_to
-from echomq.engine.shards import Handoff, ShardMap, handoffs_from_text, read_map
+from echomq.engine.sharded_lanes import ShardedLane
+from echomq.engine.shards import Handoff, ShardMap, handed_to, handoffs_from_text, read_map
 from echomq.errors import StateError
 
 _T = TypeVar("_T")
