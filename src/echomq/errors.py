@@ -28,6 +28,7 @@
             ├── RateError      EMQRATE  (a ceiling or rate budget refused)
             ├── LockedError    EMQLOCK  (the job is held by a worker)
             ├── StateError     EMQSTATE (the job or queue is in the wrong state)
+            │   └── PlacementBusy  another lane move or grow of the sharded queue runs
             ├── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
             ├── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
             ├── LaneHeld       EMQHELD  (a keyed item of a lane held for a move: look at the
@@ -64,6 +65,7 @@ __all__ = [
     "NodeLeaseError",
     "NotDurable",
     "Overloaded",
+    "PlacementBusy",
     "RateError",
     "Refusal",
     "ResultMissing",
@@ -222,6 +224,23 @@ class LockedError(Refusal):
 
 class StateError(Refusal):
     """EMQSTATE: the job or queue is in the wrong state for this call."""
+
+
+class PlacementBusy(StateError):
+    """EMQSTATE: another lane move or grow of the sharded queue ``queue`` holds its placement
+    lease (docs/concepts/shards.md, "Changing S"); nothing was written. ``holder`` names it (what
+    it does, its host and process), ``expires_in`` the seconds its lease lasts unless extended:
+    a holder that died lets it expire, and the next move or grow resumes its work. Call again
+    once it is done (a grow called again finds nothing left, or finishes what it left)."""
+
+    def __init__(self, queue: str, holder: str, expires_in: float) -> None:
+        self.queue = queue
+        self.holder = holder
+        self.expires_in = expires_in
+        super().__init__(
+            f"EMQSTATE placement of {queue!r} is leased by {holder} ({expires_in:.1f} s left "
+            "unless extended): one lane move or grow at a time, call again once it is done"
+        )
 
 
 class ArgumentRefused(Refusal):

@@ -10,11 +10,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import Item, Job
+from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue, ShardMap
+from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
 from echomq.engine.shards import Handoff, grow_plan, lane_slot
-from echomq.errors import InvalidArgument, Unsupported
+from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
 
 
 @pytest.fixture
@@ -246,3 +246,103 @@ async def test_grow_moves_the_lanes_a_source_holds_then_flips_the_ranges(
     assert sorted(claimed) == ["delayed", "fresh", "held0", "held1", "held2"]
     assert claimed.index("held0") < claimed.index("held1") < claimed.index("held2")
     await stale.close()
+
+
+async def test_a_handed_lanes_settings_reach_its_target_before_the_marks(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)  # of 3 shards
+    handoffs = handed(sharded.placement_map, 5)
+    (capped, (_, _, _, to)), (paused, _) = lanes_handed(handoffs, 2, "s")
+    await sharded.lane(capped).limit(1)
+    await sharded.lane(paused).pause()
+    await sharded.add_shards(5)  # no job of either on its source: both start on their target
+    await sharded.enqueue_many(Item(f"c{i}", lane=capped) for i in range(2))
+    await sharded.enqueue("p0", lane=paused)
+    assert await lane_jobs(sharded, to, capped) == 2
+    first = await sharded.claim()
+    assert isinstance(first, Job)
+    assert first.payload == "c0"
+    assert isinstance(await sharded.claim(), Empty)  # ceiling 1 and the pause hold there
+
+    # Until the flip a setter writes both shards: its source (whose copy the move carries)
+    # and the target that serves the lane's new jobs meanwhile.
+    await sharded.lane(paused).resume()
+    await sharded.apply_policies({capped: Policy(limit=2)})
+    claimed = [await sharded.claim(), await sharded.claim()]
+    assert sorted(j.payload for j in claimed if isinstance(j, Job)) == ["c1", "p0"]
+    blocking.configure_lane(capped, cap=7)  # the blocking producer's setter, as stale as it is
+    assert [info.cap for info in await Queue.lanes(sharded.shards[to], [capped])] == [7]
+    blocking.close()
+    assert await sharded.grow(5) is True
+    assert (await sharded.lanes([capped]))[0].limit == 2
+    assert (await sharded.lanes([paused]))[0].paused is False
+
+
+async def test_two_growers_and_a_mover_are_kept_apart_by_the_placement_lease(
+    sharded: ShardedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(placement_lease, "LEASE_MS", 300)  # extended every 100 ms
+    other = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)  # another process
+    (lane, (_, _, source, target)) = lanes_handed(handed(sharded.placement_map, 5), 1, "m")[0]
+    await sharded.enqueue_many(Item(f"m{i}", lane=lane) for i in range(2))
+    leased = await sharded.claim()  # its move drains this lease: the grow waits meanwhile
+    assert isinstance(leased, Job)
+    growing = asyncio.create_task(sharded.grow(5))
+    async with asyncio.timeout(5):  # the grow's move froze the lane: it holds the lease
+        while not await sharded.wire.call("HEXISTS", sharded.shards[source].keys.moved, lane):
+            await asyncio.sleep(0.01)
+    await asyncio.sleep(0.4)  # past the lease's time to live: the holder extends it
+    with pytest.raises(PlacementBusy) as busy:
+        await other.grow(5)
+    assert busy.value.holder.startswith("growth to 5 shards (host ")
+    with pytest.raises(PlacementBusy):
+        await other.move_lane(lane, to=(source + 1) % 3)
+    await sharded.complete(leased)
+    assert await growing is True
+    assert await other.grow(5) is False  # nothing left to do
+    held = [await lane_jobs(sharded, k, lane) for k in range(5)]
+    assert held == [1 if k == target else 0 for k in range(5)]
+    await other.close()
+
+
+async def test_a_dead_holders_lease_blocks_only_until_it_expires(sharded: ShardedQueue) -> None:
+    await sharded.wire.call("SET", sharded.keys.placing, "t0 a dead grower", "PX", 200)
+    with pytest.raises(PlacementBusy) as busy:
+        await sharded.move_lane("x", to=1)
+    assert busy.value.holder == "a dead grower"
+    assert 0 < busy.value.expires_in <= 0.2
+    async with asyncio.timeout(2):
+        while True:
+            try:
+                assert await sharded.grow(4) is True
+                break
+            except PlacementBusy:
+                await asyncio.sleep(0.02)
+    assert not await sharded.wire.call("EXISTS", sharded.keys.placing)  # released at the end
+
+
+async def test_a_grow_whose_lease_was_taken_over_stops_and_is_resumed(
+    sharded: ShardedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(placement_lease, "LEASE_MS", 300)
+    (lane, (_, _, source, target)) = lanes_handed(handed(sharded.placement_map, 5), 1, "t")[0]
+    await sharded.enqueue("t0", lane=lane)
+    leased = await sharded.claim()
+    assert isinstance(leased, Job)
+    growing = asyncio.create_task(sharded.grow(5))
+    async with asyncio.timeout(5):
+        while not await sharded.wire.call("HEXISTS", sharded.shards[source].keys.moved, lane):
+            await asyncio.sleep(0.01)
+    await sharded.wire.call("SET", sharded.keys.placing, "t1 a newer holder", "PX", 5000)
+    await asyncio.wait([growing], timeout=2)  # stopped at its next extension, mid-drain
+    lost = growing.exception() if growing.done() else None
+    assert isinstance(lost, PlacementBusy)
+    assert lost.holder == "a newer holder"
+    assert await sharded.wire.call("GET", sharded.keys.placing) == b"t1 a newer holder"
+    await sharded.wire.call("DEL", sharded.keys.placing)  # that holder is done
+    await sharded.complete(leased)
+    assert await sharded.grow(5) is True
+    assert sharded.keys_of(lane) == sharded.shards[target].keys
+    counts = await sharded.counts()
+    assert (counts.pending, counts.active, counts.completed) == (0, 0, 1)

@@ -118,6 +118,7 @@ class Keyspace:
     migrating: str = field(init=False, repr=False)
     ringweight: str = field(init=False, repr=False)
     rebalancer: str = field(init=False, repr=False)
+    placing: str = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         validate_queue(self.queue)

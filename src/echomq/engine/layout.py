@@ -444,6 +444,14 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "fencing token, one more at each new holder; quota.lua refuses an older one)",
     ),
     KeyShape(
+        QUEUE_ROOT + "placing",
+        "STRING",
+        "Keyspace.placing",
+        'the placement lease of a sharded queue, on shard 0: "<token> <holder>" of the one lane '
+        "move or grow running, PX its time to live (extended while it works; "
+        "lua/placement_lease.lua)",
+    ),
+    KeyShape(
         "{emq}:version",
         "STRING",
         "VERSION_KEY",

@@ -1,11 +1,16 @@
-"""Growing a sharded queue, its first part: new shards made empty, and the lane-slot ranges
-they will take marked on both sides (docs/concepts/shards.md, "Changing S", steps 1 and 2).
+"""Growing a sharded queue, its first part: new shards made empty, the settings of the lanes of
+the lane-slot ranges they will take copied to them, and those ranges marked on both sides
+(docs/concepts/shards.md, "Changing S", steps 1 and 2).
 
 :func:`add_shards` makes shards S..S'-1 (tags as the first open chooses them, meta copied from
 shard 0, no lane slot owned, no quota of a queue-wide budget), records them in the directory
 (``count``, ``tags``, ``epoch`` + 1, and the plan: field ``grow``, each range an old shard hands
 to a new one) and marks the ranges: ``importing`` on each target, ``migrating`` on each source
-(the target's index per slot), whose ``owns`` bits for them go off. From then on the source's
+(the target's index per slot), whose ``owns`` bits for them go off. Before the marks, each
+source's lanes of a range it hands on that have settings there (ceiling, weight, rate, cap,
+policy, pause, cooling) are written to the target as the source holds them, so a new lane the
+target admits before its move obeys them; from then until the flip a lane setter writes such a
+lane's settings on both (``ShardedQueue.lane``, ``apply_policies``). From then on the source's
 fence admits a lane of a handed range only while it holds jobs of it there, and refuses any
 other toward the target, which admits it: a new lane starts on its new shard, a lane that has
 jobs stays served where it is. The directory's slot table is the old one until the ranges
@@ -19,8 +24,10 @@ from typing import TYPE_CHECKING, Any, Final
 
 from echomq.engine.checks import MAX_BATCH, count
 from echomq.engine.keys import SLOTS
+from echomq.engine.lane_move import LaneMove
 from echomq.engine.queue import Queue
 from echomq.engine.shard_schedule import MAX_SHARDS
+from echomq.engine.sharded_lanes import copy_settings
 from echomq.engine.shards import (
     Handoff,
     ShardMap,
@@ -52,14 +59,19 @@ MOVE_PASSES: Final = 3
 NOT_COPIED: Final = frozenset({"shard", "epoch", "qtoken", "noquota", "concurrency", "max"})
 
 
+def check_count(shards: int) -> None:
+    """``shards`` an int from 1 to ``MAX_SHARDS`` (checked before the placement lease)."""
+    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
+        raise InvalidArgument("shards", shards, f"must be an int from 1 to {MAX_SHARDS}")
+
+
 async def add_shards(queue: ShardedQueue, shards: int) -> bool:
     """Grow ``queue`` to ``shards`` shards, their lanes still to come (see the module). Checked
     before any write: ``shards`` an int above the count there is, at most ``MAX_SHARDS``; a
     grow to another count in progress is refused. Idempotent: called again for the grow in
     progress (a caller that stopped half way), it writes the marks again. False when the queue
     has ``shards`` shards already and no grow is in progress."""
-    if isinstance(shards, bool) or not isinstance(shards, int) or not 1 <= shards <= MAX_SHARDS:
-        raise InvalidArgument("shards", shards, f"must be an int from 1 to {MAX_SHARDS}")
+    check_count(shards)
     wire, keys = queue.wire, queue.keys
     placement = await read_map(wire, keys)
     if placement is None:
@@ -72,6 +84,7 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
                 "shards", shards, f"a grow to {placement.shards} shards is in progress"
             )
         queue.install_placement(placement)
+        await copy_settings(queue, handoffs)
         await _mark(queue, handoffs, placement.epoch)
         return True
     if shards < placement.shards:
@@ -101,10 +114,13 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
             made.append(("HSET", grown.keyspace(k).meta, *copied))
         await wire.call_many(made)
     # The directory last, as the first open writes it: a reader that finds the count finds
-    # every shard made. The marks follow; a caller stopped between finds the plan and ends it.
+    # every shard made (and a lane setter, the plan: it writes a handed lane's settings on both
+    # shards from now on). The settings' copy and the marks follow; a caller stopped between
+    # finds the plan and ends it.
     fields = {**grown.to_directory(), "grow": handoffs_text(handoffs), "state": "growing"}
     await wire.call("HSET", keys.directory, *[part for pair in fields.items() for part in pair])
     queue.install_placement(grown)
+    await copy_settings(queue, handoffs)
     await _mark(queue, handoffs, grown.epoch)
     await _wake_parked(queue, old)
     return True
@@ -112,7 +128,7 @@ async def add_shards(queue: ShardedQueue, shards: int) -> bool:
 
 async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
     """Grow ``queue`` to ``shards`` shards online: :func:`add_shards`, then each lane a source
-    still holds in a range it hands on moved to the range's target (``move_lane``, ``batch``
+    still holds in a range it hands on moved to the range's target (``LaneMove``, ``batch``
     jobs at a time), then the flip. Every step is recorded (the directory's plan, the marks,
     each move's own), so a grow that stopped is finished by calling this again. False when the
     queue had ``shards`` shards already and no grow was in progress."""
@@ -128,8 +144,8 @@ async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
         held = await _held_lanes(queue, handoffs)
         if not held:
             break
-        for lane, target in held:
-            await queue.move_lane(lane, to=target, batch=batch)
+        for lane, target in held:  # under the grow's placement lease: not move_lane's own
+            await LaneMove(queue, lane, target, batch=batch).run()
     else:
         raise StateError(
             f"EMQSTATE grow of {keys.queue!r}: its sources still hold lanes of the ranges they "

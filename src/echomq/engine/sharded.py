@@ -37,16 +37,17 @@ from typing import Any, Final, TypeVar
 
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
-from echomq.engine.checks import ms
+from echomq.engine.checks import MAX_BATCH, count, ms
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.held_dedup import admit_held, answer_held
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
 from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
+from echomq.engine.placement_lease import PlacementLease
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Empty, Job, RateLimited, Upkeep, Verdict
-from echomq.engine.shard_grow import add_shards, grow
+from echomq.engine.shard_grow import add_shards, check_count, grow
 from echomq.engine.shard_schedule import IDLE, ShardLoad, ShardStride
 from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_loads import LoadsAcrossShards
@@ -288,11 +289,16 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
         ranges marked ``migrating`` on their source and ``importing`` on their target. From
         then on a lane of a handed range with jobs on its source is served there, and any other
         starts on its new shard; other processes take the new shards on at their next load
-        read. ``shards`` (more than the count there is, at most 256) is checked before any
-        write; calling it again for a grow in progress writes the marks again. False when the
-        queue has that many shards already. Moving the lanes still on their source and the
-        flip of the ranges are the next part."""
-        return await add_shards(self, shards)
+        read. The settings of the handed ranges' lanes are copied to their targets before the
+        marks, and until the flip a lane setter writes such a lane's on both. ``shards`` (more
+        than the count there is, at most 256) is checked before any write; calling it again for
+        a grow in progress writes the settings and the marks again. False when the queue has
+        that many shards already. Moving the lanes still on their source and the flip of the
+        ranges are the next part. Runs under the queue's placement lease (one move or grow at
+        a time: :class:`~echomq.errors.PlacementBusy` names the holder)."""
+        check_count(shards)
+        async with PlacementLease(self, f"growth to {shards} shards"):
+            return await add_shards(self, shards)
 
     async def grow(self, shards: int, *, batch: int = MOVE_BATCH) -> bool:
         """Grow this queue to ``shards`` shards online (docs/concepts/shards.md, "Changing
@@ -300,8 +306,13 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
         moved to its new shard (:meth:`move_lane`: that lane pauses for its move alone), then
         the ranges flip (the targets own them, the directory's table and epoch follow, the
         marks go). Resumable: a grow that stopped is finished by calling this again. False
-        when the queue had ``shards`` shards already."""
-        return await grow(self, shards, batch=batch)
+        when the queue had ``shards`` shards already. Runs under the queue's placement lease:
+        a second grow, or a lane move, meanwhile is refused (:class:`~echomq.errors.PlacementBusy`,
+        naming the holder); a holder that died leaves it to expire, then a grow resumes."""
+        check_count(shards)
+        count(batch, "batch", maximum=MAX_BATCH)
+        async with PlacementLease(self, f"growth to {shards} shards"):
+            return await grow(self, shards, batch=batch)
 
     # -- moving a lane -------------------------------------------------------------------------
 
@@ -316,8 +327,11 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
 
         ``lane`` and ``to`` (0 .. shards - 1) are checked before any write; a move of the
         lane to another shard, begun and not finished, is refused (``to``). Returns False
-        when the lane is on ``to`` already."""
-        return await LaneMove(self, lane, to, batch=batch).run()
+        when the lane is on ``to`` already. Runs under the queue's placement lease: another
+        move or a grow meanwhile is refused (:class:`~echomq.errors.PlacementBusy`)."""
+        move = LaneMove(self, lane, to, batch=batch)  # its arguments checked: no write yet
+        async with PlacementLease(self, f"move of lane {move.lane!r} to shard {move.to}"):
+            return await move.run()
 
     # -- claims --------------------------------------------------------------------------------
 

@@ -19,7 +19,8 @@ from echomq.engine.queue import Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
 from echomq.engine.shard_stats import ShardStats, read_shard_stats
-from echomq.engine.shards import ShardMap, read_map
+from echomq.engine.sharded_lanes import ShardedLane
+from echomq.engine.shards import Handoff, ShardMap, handed_to, handoffs_from_text, read_map
 from echomq.errors import StateError
 
 _T = TypeVar("_T")
@@ -54,9 +55,26 @@ class AcrossShards:
         return list(await asyncio.gather(*(verb(shard, *args, **kw) for shard in self.shards)))
 
     def lane(self, name: str) -> Lane:
-        """The control handle of lane ``name``, on its shard."""
+        """The control handle of lane ``name``: its reads on its shard, its setters there and,
+        while a grow hands its range on, on the range's target too (:class:`ShardedLane`)."""
         shard = self._shard_of_lane(validate_group(name))
-        return Queue.lane(shard, name)
+        return ShardedLane(self, shard, name)  # type: ignore[arg-type]
+
+    async def grow_handoffs(self) -> tuple[Handoff, ...]:
+        """The lane-slot ranges a grow in progress hands on (none: no grow), from one read of
+        the directory's epoch and plan; a newer epoch is installed first, as every admin verb
+        does."""
+        epoch, plan = await self.wire.call("HMGET", self.keys.directory, "epoch", "grow")
+        await self._placement_moved_on(epoch)
+        return handoffs_from_text(plan.decode()) if plan else ()
+
+    async def lane_shards(self, lane: str) -> list[Queue]:
+        """The shards ``lane``'s settings are written to: its own, then, while a grow hands its
+        range on, the range's target (:meth:`grow_handoffs`)."""
+        handoffs = await self.grow_handoffs()
+        k = self.placement_map.shard_of(validate_group(lane))
+        target = handed_to(handoffs, k, lane)
+        return [self.shards[k]] if target is None else [self.shards[k], self.shards[target]]
 
     async def upkeep(self, limit: int = 1000, max_stalled: int = 3) -> Upkeep:
         """Every shard's upkeep at once, summed; ``next_due`` the soonest. The first starts
@@ -186,20 +204,27 @@ class AcrossShards:
         **lanes: Policy,
     ) -> int:
         """Every shard holds the default; each named lane's own policy goes to its shard (and
-        a lane named before and not now is cleared there, as on one queue)."""
+        a lane named before and not now is cleared there, as on one queue). While a grow hands
+        a named lane's range on, its policy goes to the range's target too, after its shard's
+        (the settings' copy reads the source after writing the target): the answer then counts
+        that lane's changes on both."""
         named = {**(policies or {}), **lanes}
-        await self._current()
+        handoffs = await self.grow_handoffs()
         placement = self.placement_map
         per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
         for lane, policy in named.items():
-            per_shard[placement.shard_of(validate_group(lane))][lane] = policy
+            k = placement.shard_of(validate_group(lane))
+            per_shard[k][lane] = policy
+            target = handed_to(handoffs, k, lane)
+            if target is not None:
+                per_shard[target][lane] = policy
         before = await Queue.policies(self.shards[0])
-        changed = await asyncio.gather(
-            *(
-                Queue.apply_policies(shard, per_shard[k], default=default)
-                for k, shard in enumerate(self.shards)
+        targets = {h[3] for h in handoffs}
+        changed: list[int] = []
+        for part in ([k for k in range(len(self.shards)) if k not in targets], sorted(targets)):
+            changed += await asyncio.gather(
+                *(Queue.apply_policies(self.shards[k], per_shard[k], default=default) for k in part)
             )
-        )
         # Every shard holds the same default, so each of its settings that changed was counted
         # once per shard: the queue's answer counts it once, as one queue's does.
         after = (await Queue.policies(self.shards[0])).default
@@ -259,7 +284,9 @@ class AcrossShards:
             )
         )
         # The directory last: a reader that finds it finds every shard it names.
-        await self.wire.call("DEL", self.keys.rebalancer, self.keys.placed, self.keys.directory)
+        await self.wire.call(
+            "DEL", self.keys.rebalancer, self.keys.placing, self.keys.placed, self.keys.directory
+        )
 
     async def concurrency(self, ceiling: int | None) -> bool:
         """At most ``ceiling`` jobs of the queue leased at once, over every shard (None removes

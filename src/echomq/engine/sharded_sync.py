@@ -22,7 +22,14 @@ from echomq.engine.options import Admission, JobOptions
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.producer import admission_verdict
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
-from echomq.engine.shards import ShardMap, check_shards
+from echomq.engine.shards import (
+    Handoff,
+    ShardMap,
+    check_shards,
+    handed_to,
+    stored_handoffs,
+    stored_map,
+)
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue, send_admissions
 from echomq.errors import InvalidArgument, LaneHeld, LaneMoved
@@ -258,8 +265,8 @@ class ShardedSyncQueue(SyncQueue):
         rate: Rate | tuple[int, float] | None = None,
         cap: int | None = None,
     ) -> None:
-        shard = self.shards[self._lane_shard(group)]
-        SyncQueue.configure_lane(shard, group, limit=limit, rate=rate, cap=cap)
+        for k in self._setting_shards(group):
+            SyncQueue.configure_lane(self.shards[k], group, limit=limit, rate=rate, cap=cap)
 
     def apply_policies(
         self,
@@ -269,16 +276,41 @@ class ShardedSyncQueue(SyncQueue):
         default: Policy | None = None,
         **lanes: Policy,
     ) -> int:
-        """Every shard holds the default; each named lane's own policy goes to its shard. The
-        settings changed on every shard, summed (a default changed counts once per shard)."""
+        """Every shard holds the default; each named lane's own policy goes to its shard (and,
+        while a grow hands its range on, to the range's target too, after the other shards).
+        The settings changed on every shard, summed (a default changed counts once per
+        shard)."""
         named = {**(policies or {}), **lanes}
+        handoffs = self._read_handoffs()
         per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
         for lane, policy in named.items():
-            per_shard[self._lane_shard(lane)][lane] = policy
+            k = self._lane_shard(lane)
+            per_shard[k][lane] = policy
+            target = handed_to(handoffs, k, lane)
+            if target is not None:
+                per_shard[target][lane] = policy
+        targets = sorted({h[3] for h in handoffs})
+        order = [k for k in range(len(self.shards)) if k not in targets] + targets
         return sum(
-            SyncQueue.apply_policies(shard, per_shard[k], default=default)
-            for k, shard in enumerate(self.shards)
+            SyncQueue.apply_policies(self.shards[k], per_shard[k], default=default) for k in order
         )
+
+    def _read_handoffs(self) -> tuple[Handoff, ...]:
+        """The directory read again (one round trip) and taken: a lane setter writes where the
+        lanes are now, on every shard there is; the ranges a grow in progress hands on."""
+        directory, placed = self.read_directory()
+        current = stored_map(directory, placed)
+        if current is not None:
+            self._place(current)
+        return stored_handoffs(directory)
+
+    def _setting_shards(self, lane: str) -> list[int]:
+        """The shards a setting of ``lane`` is written to: its own, then, while a grow hands
+        its range on, the range's target (docs/concepts/shards.md, "Changing S", step 2)."""
+        handoffs = self._read_handoffs()
+        k = self._lane_shard(lane)
+        target = handed_to(handoffs, k, lane)
+        return [k] if target is None else [k, target]
 
     def lane_eta(self, group: str) -> Eta:
         return SyncQueue.lane_eta(self.shards[self._lane_shard(group)], group)

@@ -445,6 +445,19 @@ def stored_map(directory: Any, placed: Any) -> ShardMap | None:
     return ShardMap.from_stored(_fields(directory), _fields(placed))
 
 
+def handed_to(handoffs: Sequence[Handoff], source: int, lane: str) -> int | None:
+    """The shard a grow hands ``lane`` to, when ``source`` serves it and hands its slot on."""
+    slot = lane_slot(lane)
+    return next((h[3] for h in handoffs if h[2] == source and h[0] <= slot < h[1]), None)
+
+
+def stored_handoffs(directory: Any) -> tuple[Handoff, ...]:
+    """The ranges a grow in progress hands on, from the directory's ``HGETALL`` reply (none:
+    no grow)."""
+    plan = _fields(directory).get(b"grow") if directory else None
+    return handoffs_from_text(plan.decode()) if plan else ()
+
+
 def _fields(reply: Any) -> dict[bytes, bytes]:
     if isinstance(reply, dict):
         return reply

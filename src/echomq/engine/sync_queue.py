@@ -192,6 +192,11 @@ class SyncQueue(SyncReads):
     def read_placement(self) -> ShardMap | None:
         """The map the shard directory of this queue's name holds (one round trip), None when
         it has none: a plain queue (docs/concepts/shards.md, "Lane placement")."""
+        return stored_map(*self.read_directory())
+
+    def read_directory(self) -> tuple[Any, Any]:
+        """The ``HGETALL`` replies of the shard directory of this queue's name and of its
+        overrides (one round trip; empty when it has none)."""
         router = self._here().router
         keys = Keyspace(self.name)  # the directory is the name's, whichever shard this is
         commands = [pack(("HGETALL", keys.directory)), pack(("HGETALL", keys.placed))]
@@ -199,7 +204,7 @@ class SyncQueue(SyncReads):
         for reply in replies:
             if isinstance(reply, EchoMQError):
                 raise reply
-        return stored_map(*replies)
+        return replies[0], replies[1]
 
     def _here(self) -> SyncProcess:
         """This process's state; made anew in a forked child (the parent's is let go)."""
