@@ -172,7 +172,7 @@ def test_every_public_verb_of_a_queue_is_sharded_or_shard_agnostic() -> None:
     listed here because the base's body reaches the shards through the overridden ones."""
     through_overrides = {
         "claim", "claim_batch",  # claim_some
-        "enqueue", "enqueue_in", "enqueue_at",  # admit
+        "admit", "enqueue", "enqueue_in", "enqueue_at",  # _admit
         "enqueue_many", "admit_many",  # _send
         "complete_many",  # complete_each
         "encode_result", "publish", "relay", "relay_due",  # shard 0's own, by design

@@ -11,11 +11,11 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from echomq import App, AppWorker, Item
+from echomq import App, AppWorker, Item, Queue
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap, SyncQueue, connect_sync_queue
 from echomq.errors import InvalidArgument, LaneMoved
-from echomq.testing import lanes_on
+from echomq.testing import discard, lanes_on
 from echomq.wire.blocking import Link
 
 
@@ -182,3 +182,33 @@ async def test_enqueue_sync_on_an_app_not_told_of_the_shards_finds_them_by_the_d
     await app.close()
     with connect_sync_queue(valkey_url, sharded.name + "-plain") as plain:
         assert type(plain) is SyncQueue  # no directory: the queue of one slot
+
+
+async def test_dedup_job_names_the_job_a_key_maps_to_on_every_kind_of_queue(
+    sharded: ShardedQueue, valkey_url: str, queue_name: str
+) -> None:
+    """``dedup_job``: the job a dedup key maps to now, on a plain queue and on a sharded one
+    (the key lives on its lane's shard: every shard is read), async and blocking; None for a
+    key that maps to none; a bad key refused naming the argument."""
+    lanes = flat_lanes(sharded.placement_map, [0, 0, 1], "dj")  # a lane on shard 2
+    verdict = await sharded.enqueue("x", lane=lanes[0], dedup_key="once-u1")
+    assert await sharded.dedup_job("once-u1") == verdict.id
+    assert await sharded.dedup_job("never") is None
+    plain = await Queue.connect(valkey_url, f"{queue_name}-plain")
+    try:
+        mine = await plain.enqueue("y", dedup_key="once-u1")
+        assert await plain.dedup_job("once-u1") == mine.id
+        with pytest.raises(InvalidArgument, match="dedup key"):
+            await plain.dedup_job("")
+        with (
+            ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3) as sync,
+            SyncQueue.connect(valkey_url, plain.name) as plain_sync,
+        ):
+            assert sync.dedup_job("once-u1") == verdict.id
+            assert sync.dedup_job("never") is None
+            assert plain_sync.dedup_job("once-u1") == mine.id
+            with pytest.raises(InvalidArgument, match="dedup key"):
+                sync.dedup_job("")
+    finally:
+        await discard(plain)
+        await plain.close()

@@ -18,55 +18,71 @@ from echomq.engine.shards import lane_slot
 from echomq.errors import LaneMoved, server_error
 
 if TYPE_CHECKING:
-    from echomq.engine.sharded import ShardedQueue
+    from echomq.engine.scripts import ScriptRegistry
+    from echomq.engine.shards import ShardMap
 
 
-async def reprocess(queue: ShardedQueue, id: str) -> bool:
-    """Reprocess dead job ``id`` of ``queue`` on the shard that serves its lane: where it
-    died when that shard still does, else copied there and deleted where it died. A job dead on
-    no shard is answered by the shard that holds it (``StateError`` for a live job, False for
-    none)."""
-    _ids.validate(id, "JOB", "job id")
-    await queue._current()
-    rows = await asyncio.gather(
-        *(s.wire.call("HMGET", s.keys.job(id), "state", "group") for s in queue.shards)
-    )
-    dead = [k for k, (state, _) in enumerate(rows) if state is not None and text(state) == "dead"]
-    if not dead:
-        return await Queue.reprocess(await queue._found(id), id)
-    k = dead[0]
-    lane = text(rows[k][1] or "_")
-    source = queue.shards[k]
-    reply = await source.engine.reprocess_fenced(id, queue.placement_map.fence((lane,)))
-    if not isinstance(reply, list):
-        return bool(reply)
-    refusal, row, log, ttl = reply
-    moved = server_error(text(refusal))
-    assert isinstance(moved, LaneMoved), moved
-    to = await queue._moved_to(moved, lane)
-    try:
-        await _copy(queue, to, id, lane, row, log, ttl)
-    except LaneMoved as again:  # moved once more meanwhile: where the refusal says
-        to = await queue._moved_to(again, lane)
-        await _copy(queue, to, id, lane, row, log, ttl)
-    attempts = _field(row, "attempts")
-    await _run(queue, source, ("drop", id, attempts))
-    return True
+class DeadMoves:
+    """A sharded queue's reprocess, on the shard that serves the dead job's lane."""
 
+    shards: tuple[Queue, ...]
+    placement_map: ShardMap
+    scripts: ScriptRegistry
 
-async def _copy(
-    queue: ShardedQueue, to: int, id: str, lane: str, row: list[Any], log: list[Any], ttl: Any
-) -> None:
-    """The dead row written on shard ``to`` as reprocessed (a copy there already: nothing)."""
-    epoch = queue.placement_map.epoch
-    args = ("in", epoch, id, lane_slot(lane), ttl, len(row), *row, *log)
-    await _run(queue, queue.shards[to], args)
+    if TYPE_CHECKING:  # the sharded queue's own (declared only: a definition would hide them)
 
+        async def _current(self) -> None: ...
 
-def _run(queue: ShardedQueue, shard: Queue, args: tuple[Any, ...]) -> Any:
-    registry = queue.scripts
-    keys = (shard.keys.root, shard.keys.gate)
-    return registry.run(shard.wire, registry.scripts["dead_move"], keys, args)
+        async def _found(self, id: str) -> Queue: ...
+
+        async def _moved_to(self, moved: LaneMoved, lane: str) -> int: ...
+
+    async def reprocess(self, id: str) -> bool:
+        """Reprocess dead job ``id`` on the shard that serves its lane: where it died when
+        that shard still does, else copied there and deleted where it died (docs/concepts/
+        shards.md, "Dead jobs after a move"). A job dead on no shard is answered by the shard
+        that holds it (``StateError`` for a live job, False for none)."""
+        _ids.validate(id, "JOB", "job id")
+        await self._current()
+        rows = await asyncio.gather(
+            *(s.wire.call("HMGET", s.keys.job(id), "state", "group") for s in self.shards)
+        )
+        dead = [
+            k for k, (state, _) in enumerate(rows) if state is not None and text(state) == "dead"
+        ]
+        if not dead:
+            return await Queue.reprocess(await self._found(id), id)
+        k = dead[0]
+        lane = text(rows[k][1] or "_")
+        source = self.shards[k]
+        reply = await source.engine.reprocess_fenced(id, self.placement_map.fence((lane,)))
+        if not isinstance(reply, list):
+            return bool(reply)
+        refusal, row, log, ttl = reply
+        moved = server_error(text(refusal))
+        assert isinstance(moved, LaneMoved), moved
+        to = await self._moved_to(moved, lane)
+        try:
+            await self._copy_dead(to, id, lane, row, log, ttl)
+        except LaneMoved as again:  # moved once more meanwhile: where the refusal says
+            to = await self._moved_to(again, lane)
+            await self._copy_dead(to, id, lane, row, log, ttl)
+        attempts = _field(row, "attempts")
+        await self._dead_move(source, ("drop", id, attempts))
+        return True
+
+    async def _copy_dead(
+        self, to: int, id: str, lane: str, row: list[Any], log: list[Any], ttl: Any
+    ) -> None:
+        """The dead row written on shard ``to`` as reprocessed (a copy there already: nothing)."""
+        epoch = self.placement_map.epoch
+        args = ("in", epoch, id, lane_slot(lane), ttl, len(row), *row, *log)
+        await self._dead_move(self.shards[to], args)
+
+    def _dead_move(self, shard: Queue, args: tuple[Any, ...]) -> Any:
+        registry = self.scripts
+        keys = (shard.keys.root, shard.keys.gate)
+        return registry.run(shard.wire, registry.scripts["dead_move"], keys, args)
 
 
 def _field(row: list[Any], name: str) -> Any:

@@ -176,6 +176,11 @@ class Planes:
         while the queue's ``result_ttl`` keeps it)."""
         return await self._reads.job(id)
 
+    async def dedup_job(self, key: str) -> str | None:
+        """The id of the job dedup key ``key`` maps to now (an ``enqueue(..., dedup_key=)``
+        while it lasts answers that job as a duplicate), or None when it maps to none."""
+        return await self._reads.dedup_job(key)
+
     async def position(self, id: str) -> Eta | None:
         """Where pending job ``id`` stands: its place in its lane (``position`` jobs ahead)
         and its estimated wait until a claim (:class:`~echomq.engine.eta.Eta`, the model and

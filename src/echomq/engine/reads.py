@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_LIMIT, count, ms, text
 from echomq.engine.eta import Eta, estimate, estimate_all
-from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.keys import Keyspace, validate_dedup, validate_group
 from echomq.engine.lanes import lane_info
 from echomq.engine.options import PRIORITY_DEFAULT
 from echomq.engine.policies import Fairness, Policies, Policy, Rate, parse_rate
@@ -83,6 +83,10 @@ class Reads:
     async def job(self, id: str) -> JobInfo | None:
         key = self._keys.job(_ids.validate(id, "JOB", "job id"))
         return self._job_info(id, await self._engine.wire.call("HGETALL", key))
+
+    async def dedup_job(self, key: str) -> str | None:
+        seen = await self._engine.wire.call("GET", self._keys.dedup(validate_dedup(key)))
+        return None if seen is None else text(seen)
 
     async def position(self, id: str) -> Eta | None:
         reply = await self._engine.eta(_ids.validate(id, "JOB", "job id"), "")

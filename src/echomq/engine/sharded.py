@@ -38,12 +38,14 @@ from typing import Any, Final, TypeVar
 from echomq.engine import ids as _ids
 from echomq.engine.cancels import CancelHubs
 from echomq.engine.checks import MAX_BATCH, count, ms
+from echomq.engine.dead_move import DeadMoves
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
-from echomq.engine.held_dedup import admit_held, answer_held
+from echomq.engine.held_dedup import source_duplicate
 from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
-from echomq.engine.options import DEFAULT_OPTIONS, Admission, JobOptions
+from echomq.engine.options import Admission, JobOptions
 from echomq.engine.placement_lease import PlacementLease
+from echomq.engine.producer import admission_verdict
 from echomq.engine.queue import DEFAULT_LEASE, Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Empty, Job, RateLimited, Upkeep, Verdict
@@ -66,7 +68,9 @@ REFRESH: Final = 0.1
 _T = TypeVar("_T")
 
 
-class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, AcrossShards, Queue):
+class ShardedQueue(
+    LoadsAcrossShards, JobsAcrossShards, DeadMoves, SettlesAcrossShards, AcrossShards, Queue
+):
     """One logical queue over ``placement.shards`` shards (docs/concepts/shards.md).
 
     Open one with :meth:`connect` (or :meth:`open` on a wire of yours): the first opens the
@@ -191,29 +195,32 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
 
     # -- admission -----------------------------------------------------------------------------
 
-    async def admit(
-        self, payload: Any, options: JobOptions = DEFAULT_OPTIONS, *, carries_context: bool = False
-    ) -> Verdict:
-        """:meth:`Queue.admit` on the shard of the job's lane; a lane moved since this queue
-        read the directory is sent once more, where the refusing shard says it went."""
+    async def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
+        """The item admitted on the shard of its lane (:meth:`Queue.admit` traces it as this
+        queue's); a lane moved since this queue read the directory is sent once more, where the
+        refusing shard says it went. (``checked`` is the shards' word, not this queue's.)"""
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         shard = self._shard_of_lane(lane)
         try:
-            return await self._admit_held(shard, payload, options, carries_context)
+            return await self._admit_held(shard, payload, options)
         except LaneMoved as moved:
             k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
             shard = self.shards[k]
-        return await self._admit_held(shard, payload, options, carries_context)
+        return await self._admit_held(shard, payload, options)
 
-    async def _admit_held(
-        self, shard: Queue, payload: Any, options: JobOptions, carries_context: bool
-    ) -> Verdict:
-        """:meth:`Queue.admit` on ``shard``; a keyed item of a lane held there for a move
-        (:class:`LaneHeld`) as ``echomq.engine.held_dedup.admit_held`` says."""
+    async def _admit_held(self, shard: Queue, payload: Any, options: JobOptions) -> Verdict:
+        """The item admitted on ``shard``. A keyed item of a lane held there for a move
+        (:class:`LaneHeld`, docs/concepts/shards.md, "Dedup while a lane is held"): the
+        duplicate of the job its key names on the lane's source, else sent again with the key
+        checked (``echomq.engine.held_dedup``)."""
         try:
-            return await Queue.admit(shard, payload, options, carries_context=carries_context)
+            return await Queue._admit(shard, payload, options)
         except LaneHeld as held:
-            return await admit_held(self, shard, held, payload, options)
+            assert options.dedup_key is not None  # only a keyed item is refused held
+            found = await source_duplicate(self.shards[held.shard], held.lane, options.dedup_key)
+            if found is not None:
+                return admission_verdict(*found)
+        return await Queue._admit(shard, payload, options, checked=True)
 
     async def _enqueue_admissions(
         self, admissions: list[Admission], checked: bool = False
@@ -232,8 +239,39 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, SettlesAcrossShards, Acr
             answers = await self._scatter(again, targets, Queue._enqueue_admissions)
             for i, answer, k in zip(moved, answers, targets, strict=True):
                 replies[i], shards[i] = answer, k
-        await answer_held(self, admissions, replies, shards)
+        await self._answer_held(admissions, replies, shards)
         return replies
+
+    async def _answer_held(
+        self, admissions: list[Admission], replies: list[Any], shards: list[int]
+    ) -> None:
+        """In ``replies`` (``admissions[i]`` sent to shard ``shards[i]``), each :class:`LaneHeld`
+        refusal replaced as :meth:`_admit_held` replaces one: the sources read at once, the
+        items sent again at once."""
+        held = [i for i, reply in enumerate(replies) if isinstance(reply, LaneHeld)]
+        if not held:
+            return
+        founds = await asyncio.gather(
+            *(
+                source_duplicate(
+                    self.shards[replies[i].shard], admissions[i].group, admissions[i].dedup
+                )
+                for i in held
+            )
+        )
+        unknown: list[int] = []  # keys the lanes' sources do not hold
+        for i, found in zip(held, founds, strict=True):
+            if found is None:
+                unknown.append(i)
+            else:
+                replies[i] = found
+        answers = await self._scatter(
+            [admissions[i] for i in unknown],
+            [shards[i] for i in unknown],
+            lambda shard, items: Queue._enqueue_admissions(shard, items, checked=True),
+        )
+        for i, answer in zip(unknown, answers, strict=True):
+            replies[i] = answer
 
     async def _moved_to(self, moved: LaneMoved, lane: str) -> int:
         """The shard to send ``lane`` to after ``moved``: the directory is read again (the

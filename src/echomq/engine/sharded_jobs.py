@@ -8,15 +8,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Final, cast
+from typing import TYPE_CHECKING, Any, Final
 
-from echomq.engine import dead_move
 from echomq.engine import ids as _ids
+from echomq.engine.keys import validate_dedup
 from echomq.engine.queue import Queue
 from echomq.engine.results import Job, JobInfo, JobState
 
 if TYPE_CHECKING:
-    from echomq.engine.sharded import ShardedQueue
+    pass
 
 #: Leased job ids remembered with their shard, for settles by id (beyond it, the oldest go:
 #: a settle by an id forgotten reads every shard once to find it).
@@ -94,6 +94,14 @@ class JobsAcrossShards:
     async def job(self, id: str) -> JobInfo | None:
         return await Queue.job(await self._found(id), id)
 
+    async def dedup_job(self, key: str) -> str | None:
+        """The job ``key`` maps to on any shard (a lane's keys live on its shard; while the
+        lane moves, on both, naming the same job)."""
+        validate_dedup(key)
+        await self._current()
+        found = await asyncio.gather(*(Queue.dedup_job(s, key) for s in self.shards))
+        return next((job_id for job_id in found if job_id is not None), None)
+
     async def state(self, id: str) -> JobState:
         return await Queue.state(await self._found(id), id)
 
@@ -113,12 +121,6 @@ class JobsAcrossShards:
         leased it here: its lease may have been reaped and its lane moved since."""
         _ids.validate(id, "JOB", "job id")
         return [self.shards[k] for k in (await self._rows_of([id]))[0]]
-
-    async def reprocess(self, id: str) -> bool:
-        """Reprocess dead job ``id`` on the shard that serves its lane now: a job that died
-        on a shard its lane has left since is copied there, then deleted where it died
-        (:func:`echomq.engine.dead_move.reprocess`)."""
-        return await dead_move.reprocess(cast("ShardedQueue", self), id)
 
     async def position(self, id: str) -> Any:
         return await Queue.position(await self._found(id), id)

@@ -17,7 +17,7 @@ from echomq.engine import ids as _ids
 from echomq.engine.durability import Durability
 from echomq.engine.eta import Eta
 from echomq.engine.held_dedup import sync_source_duplicate
-from echomq.engine.keys import DEFAULT_GROUP, Keyspace, slot, validate_group
+from echomq.engine.keys import DEFAULT_GROUP, Keyspace, slot, validate_dedup, validate_group
 from echomq.engine.options import Admission, JobOptions
 from echomq.engine.policies import Policy, Rate
 from echomq.engine.producer import admission_verdict
@@ -335,6 +335,11 @@ class ShardedSyncQueue(SyncQueue):
 
     def job(self, id: str) -> JobInfo | None:
         return SyncQueue.job(self._shard_of_id(id), id)
+
+    def dedup_job(self, key: str) -> str | None:
+        validate_dedup(key)
+        found = (SyncQueue.dedup_job(s, key) for s in self.shards)
+        return next((job_id for job_id in found if job_id is not None), None)
 
     def state(self, id: str) -> JobState:
         return SyncQueue.state(self._shard_of_id(id), id)

@@ -12,7 +12,7 @@ from typing import Any
 from echomq.engine import ids as _ids
 from echomq.engine.checks import MAX_DURATION, MAX_LIMIT, count, ms, text
 from echomq.engine.eta import Eta, estimate
-from echomq.engine.keys import Keyspace, validate_group
+from echomq.engine.keys import Keyspace, validate_dedup, validate_group
 from echomq.engine.producer import job_info, job_state
 from echomq.engine.progress import LOG_KEEP
 from echomq.engine.results import JobInfo, JobState
@@ -44,6 +44,11 @@ class SyncReads:
         """A job's row, or None when no such job exists."""
         job_id = _ids.validate(id, "JOB", "job id")
         return job_info(job_id, self._read(("HGETALL", self.keys.job(job_id))), self.codec)
+
+    def dedup_job(self, key: str) -> str | None:
+        """The id of the job dedup key ``key`` maps to now, or None (:meth:`Queue.dedup_job`)."""
+        seen = self._read(("GET", self.keys.dedup(validate_dedup(key))))
+        return None if seen is None else text(seen)
 
     def logs(self, id: str, limit: int = LOG_KEEP) -> list[str]:
         """The newest ``limit`` lines of a job's log, oldest first (:meth:`Queue.logs`)."""
