@@ -2,7 +2,7 @@
 
 ``eta.lua`` reads, in one pure step, the job's rank in its lane, every lane with pending work
 (depth, weight, ceiling, rate, paused, cooling, measured claim rate) and the queue's measured
-service rate (``served`` and ``rates``, kept by the claim: ``count_claims`` in _lib.lua).
+service rate (``served`` and ``rates``, kept by the claim: ``count_claims`` in _served.lua).
 :func:`estimate` turns that into an :class:`Eta` with a fluid model of the ring: the lanes
 share the service rate by weight, each capped by its rate budget and by its ceiling, a lane
 that empties hands its share to the others unless it was served lately
@@ -20,7 +20,7 @@ from echomq.engine.checks import text
 from echomq.engine.policies import parse_rate
 
 #: Seconds: the time constant of the claim rates the engine measures (``count_claims``,
-#: _lib.lua).
+#: _served.lua).
 SERVED_TAU: Final = 5.0
 #: A measurement younger than this is scaled up as if this old: one claim is no rate.
 SERVED_WARMUP: Final = 1.0
@@ -92,7 +92,7 @@ class LaneLoad:
 
 def measured_rate(raw: Any, pending: int, last_ms: int, now_ms: int) -> float:
     """Claims per second now, from a rate the claim folded (``rate:at:since``, "" for none;
-    ``count_claims`` in _lib.lua) and the ``pending`` claims counted since ``last_ms``, when
+    ``count_claims`` in _served.lua) and the ``pending`` claims counted since ``last_ms``, when
     the counting began (spread evenly over the time since); while the measurement is younger
     than the time constant, scaled up for the time it has run. 0.0 for none."""
     value = "" if raw is None else text(raw)

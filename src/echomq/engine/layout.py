@@ -434,7 +434,7 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "Keyspace.ringweight",
         "the ring-weight counters, per band 0..9: own:<band> (the own weights of its ringed "
         "lanes that have one, summed) and count:<band> (its ringed lanes on the default weight); "
-        "W_s = own + count * dweight; a field at 0 is deleted (ring_count in lua/_lib.lua)",
+        "W_s = own + count * dweight; a field at 0 is deleted (ring_count in lua/_ring.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "rebalancer",

@@ -1,6 +1,6 @@
 -- _fair.lua: fairness by work (meta `fair`): deficit round robin over the ring, a lane's turn
--- measured in units (`cost`) or in run time (`time`) instead of claims. Self-contained (it
--- loads before _lib.lua, whose detach charges run time at every settle).
+-- measured in units (`cost`) or in run time (`time`) instead of claims. Self-contained
+-- (_settle.lua's detach charges run time at every settle).
 -- Keys: `gdeficit` lane -> its credit (units, or ms of run time; may be negative: a debt);
 -- `grun` lane -> its jobs' run time in ms, a moving average (by time only). Both hold only
 -- lanes with work: the claim forgets a lane that empties (forget_share).

@@ -1,6 +1,6 @@
 -- _load.lua: a shard's load, carried by a sharded queue's claim reply (docs/concepts/shards.md,
 -- "Visiting the shards"): the visit that changed it reports it, so a worker's stride hears of
--- it at once. Libraries load in name order: this one builds on nothing but the server.
+-- it at once. It builds on nothing but the server.
 
 -- Append to the claim's reply `out` the shard's load after the claim and when its first
 -- rate-benched lane returns: its most urgent band with a ringed lane (-1: none), that band's

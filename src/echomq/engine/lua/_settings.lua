@@ -1,7 +1,48 @@
 -- _settings.lua: lane and queue settings as every setter applies them (lane_limit, configure,
 -- policy). Idempotent: a process applying its settings at start changes nothing when they are
 -- in force already; a change carries the rate state on (rate_moved) instead of granting a
--- fresh budget. Libraries load in name order: this one builds on _lib.lua.
+-- fresh budget. A library: each transition gets the helpers it calls (engine/scripts.py).
+
+-- A rate was set to (max, window, smooth) (max nil: removed): the claims already made carry on
+-- and count against it, so applying a rate again, or changing it, grants no fresh budget. A
+-- fixed window in flight keeps its count and ends when it would have, or one new window from
+-- now if that is sooner. Changing mode converts: a fixed window's count becomes that many claims
+-- leaving the sliding window when the fixed one would have ended; a sliding log's claims become
+-- the count of a fixed window that ends when the oldest of them leaves the new window.
+local function rate_moved(counter, log, max, window, smooth, now, expire)
+  if not max then return end -- the state expires by itself; a rate set again finds it
+  if smooth then
+    local used, ttl = tonumber(redis.call('GET', counter) or '0'), redis.call('PTTL', counter)
+    redis.call('DEL', counter)
+    if used > 0 and ttl > 0 then
+      -- Log entries are in time order: the converted ones sort in among any kept.
+      local all, t = redis.call('LRANGE', log, 0, -1), now + math.min(ttl, window) - window
+      for _ = 1, math.min(used, max) do all[#all + 1] = t end
+      table.sort(all, function(a, b) return tonumber(a) < tonumber(b) end)
+      redis.call('DEL', log)
+      for i = 1, #all, 1000 do -- unpack takes a bounded number of values
+        redis.call('RPUSH', log, unpack(all, i, math.min(i + 999, #all)))
+      end
+    end
+    if redis.call('EXISTS', log) == 1 then
+      redis.call('LTRIM', log, -max, -1)
+      if expire then redis.call('PEXPIRE', log, window) end
+    end
+    return
+  end
+  local entries, kept, first = redis.call('LRANGE', log, 0, -1), 0, nil
+  redis.call('DEL', log)
+  for _, at in ipairs(entries) do
+    if tonumber(at) > now - window then
+      kept, first = kept + 1, first or tonumber(at)
+    end
+  end
+  if kept > 0 and tonumber(redis.call('GET', counter) or '0') < kept then
+    redis.call('SET', counter, math.min(kept, max), 'PX', first + window - now)
+  end
+  local ttl = redis.call('PTTL', counter)
+  if ttl > window then redis.call('PEXPIRE', counter, window) end
+end
 
 -- Check one lane setting's value ("" = clear) before any write; EMQARG names it.
 local function setting_arg(field, value)
@@ -37,7 +78,7 @@ end
 local function set_lane(root, g, field, value, now)
   local hash = root .. field
   if (redis.call('HGET', hash, g) or '') == value then return 0 end
-  -- A ringed lane's weight moves between the ring-weight counters (ring_count in _lib.lua).
+  -- A ringed lane's weight moves between the ring-weight counters (ring_count in _ring.lua).
   local at = field == 'gweight' and ring_band(root, g)
   if at then ring_count(root, g, at, -1) end
   if value == '' then

@@ -5,8 +5,7 @@
 -- carries none of it and pays nothing. The shard serves a lane when `adopted` holds it, or when
 -- `owns` has its slot's bit set and `moved` does not hold it, or (while S grows) when its slot
 -- is migrating and the lane still has jobs here, or importing; an item of a lane it does not
--- serve is refused, and nothing of it written. Libraries load in name order: this one builds
--- on _lib.lua.
+-- serve is refused, and nothing of it written.
 
 -- The fence of one call: nil when ARGV does not open with "fence" or "fence checked" (an
 -- unsharded queue); else a function (lane, slot word) answering nil when this shard serves the

@@ -9,11 +9,11 @@
 -- ARGV[4] token   "" = a cancel by anyone; else the holder's fencing token (the attempts value
 --                 its claim returned): it ends its own job as cancelled ("" reason: the mark's)
 -- A cancelled row reads state=cancelled, cancel (the reason), finished (server ms); it is kept
--- like a completed row (keep_row in _lib.lua: expires after ttl ms, its id in `done` until
+-- like a completed row (keep_row in _ends.lua: expires after ttl ms, its id in `done` until
 -- then, its log with it) or deleted at ttl 0, and announced on the shard channel `done`.
 -- A marked row (active, with `cancel` and `cancel_ttl`) ends cancelled by its holder's token
 -- form, or when its attempt fails or defers (retry.lua, delay.lua) or its lease expires
--- (reap_expired): end_marked in _lib.lua. complete.lua completes it all the same (the
+-- (reap_expired): end_marked in _ends.lua. complete.lua completes it all the same (the
 -- handler finished before the cancel reached it). A later cancel overwrites the reason.
 -- Returns, without a token, the state the job was in: 'pending', 'scheduled' or 'waiting' (a
 -- flow parent; its children run on) (cancelled

@@ -17,7 +17,7 @@
 --         a negative integer -n: nothing claimable now, a rate-limited lane returns in n ms.
 -- Gates, in order: queue paused or a shard with no quota (meta `noquota`: a quota of 0 is
 -- not "no limit", see quota.lua), queue concurrency, queue rate (its fixed window or sliding
--- log: rate_room in _lib.lua), then the ring. Before the
+-- log: rate_room in _rates.lua), then the ring. Before the
 -- ring is read, benched lanes whose rate window has ended rejoin it (as promote does): a
 -- consumer kept busy by other lanes runs no upkeep, and would otherwise serve them late.
 -- The ring holds exactly the serviceable lanes, so its head can serve at once. The head is
@@ -28,12 +28,12 @@
 -- pushes gactive past glimit and leases exactly the jobs a run of single claims would. A lane
 -- alone on the ring starts its next turn at once: it serves the rest of the batch.
 -- An ordered queue (meta `ordered`) serves one job per lane visit, its holder or its oldest
--- (pop_ordered in _lib.lua), and the lane leaves the ring until that job finishes.
--- Priority bands (a banded queue, see _lib.lua): each band has its own ring and turn; the walk
+-- (pop_ordered in _lane_jobs.lua), and the lane leaves the ring until that job finishes.
+-- Priority bands (a banded queue, see _ring.lua): each band has its own ring and turn; the walk
 -- serves the most urgent band's ring first, then the next band's, on the same lease. A lane
 -- serves only the jobs of its ring's band; when its next head is in another band, it moves to
 -- the tail of that band's ring (which this walk visits in turn).
--- Costs (a costed queue, see _lib.lua): rates and lane ceilings count units. Before a lane
+-- Costs (a costed queue, see _lanes.lua): rates and lane ceilings count units. Before a lane
 -- with a budget (its ceiling or rate, or the queue's rate) pops, its next heads' costs are
 -- peeked; it takes those that fit every budget left. A head that does not fit waits: for the
 -- queue's rate the walk ends (the queue's wait is answered when nothing was claimed); for the
@@ -48,7 +48,7 @@
 -- tail (a dry visit when it had nothing to serve with). A lane new to the ring starts with
 -- quantum x weight; one that empties forgets its credit. At most DRY dry visits per call:
 -- after them the head serves in debt, so a call always ends.
--- Each call counts its claims for the measured rates ETAs read (count_claims in _lib.lua):
+-- Each call counts its claims for the measured rates ETAs read (count_claims in _served.lua):
 -- the queue's and each served lane's.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)
@@ -272,7 +272,7 @@ local function walk(ring, turn, band)
             local wait = rate_wait_for(lane_limiter_of(root, g), lane_claims_of(root, g), l.rmax,
               l.rwindow, l.smooth, now, first)
             redis.call('ZADD', rdue, now + math.max(1, wait), g)
-          end -- the ceiling: a release rings it again (detach in _lib.lua)
+          end -- the ceiling: a release rings it again (detach in _settle.lua)
         end
         return 0
       end

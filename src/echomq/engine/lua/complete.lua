@@ -6,7 +6,7 @@
 --                task's) is kept that long instead.
 -- ARGV[4i-2] .. ARGV[4i+1]  id, token (the attempts value the claim returned), result (the
 --                codec's bytes: kept on the row when ttl > 0, handed to the job's flow parent
---                when it has one, tell_parent in _lib.lua, else unused) and ran (ms its handler
+--                when it has one, tell_parent in _parents.lua, else unused) and ran (ms its handler
 --                ran, as its consumer measured it; 0 = unmeasured: fairness by time then
 --                charges the time the lease was held, charge_time in _fair.lua) of job i
 -- A kept row reads state=completed, result, finished (server ms); it expires after ttl ms and
@@ -15,15 +15,15 @@
 -- a bounded number of members whose rows expired (score < now). A dedup key pointing at the
 -- job lives as long as the row (deleted with it at ttl 0, else given the row's ttl), unless it
 -- has a TTL of its own: then it lives for that, counted from enqueue or, when the row counts
--- it from the end (`dedup_after`), from now (dedup_window in _lib.lua).
+-- it from the end (`dedup_after`), from now (dedup_window in _ends.lua).
 -- The job's log (`log:<id>`) is deleted with the row, or given the kept row's expiry
--- (keep_row in _lib.lua). A job a cancel marked while it ran completes all the same: its
+-- (keep_row in _ends.lua). A job a cancel marked while it ran completes all the same: its
 -- handler finished before the holder heard the cancel (cancel.lua).
--- Each completed id is announced on the shard channel `done` (announce in _lib.lua).
+-- Each completed id is announced on the shard channel `done` (announce in _ends.lua).
 -- Returns one code per job, in order: 1 completed (3: and its flow parent, on another queue,
 -- has an entry in this queue's outbox: a relay is due), 0 gone (no such row), -1 stale (the row
 -- moved on: another claim holds it), -2 settled (this claim settled the job already: retried,
--- delayed or dead). The settle rule is `holding` in _lib.lua. The ttl, every token and every
+-- delayed or dead). The settle rule is `holding` in _settle.lua. The ttl, every token and every
 -- result's size (16 MiB) are checked (EMQARG) before the first write.
 local root = KEYS[1]
 local ttl = int_arg(ARGV[1], 'ttl', 0, 2592000000)

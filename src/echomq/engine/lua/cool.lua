@@ -3,7 +3,7 @@
 -- so (the handler's Cool): back at its place in its lane, no attempt spent. A cool never
 -- shortens one in force (uncool.lua ends it); pause and cool are separate states, so a lane
 -- paused and cooled stays paused when its cool ends. The lane sits in `rdue` until then: the
--- claim and promote ring it again at that time, with no call needed (see bench in _lib.lua).
+-- claim and promote ring it again at that time, with no call needed (see bench in _lanes.lua).
 -- KEYS[1] root   `emq:{q}:`
 -- ARGV[1] group  the lane (with a job: the job's own lane, read from its row, wins)
 -- ARGV[2] at     when the cool ends: ms from now (mode "in") or server epoch ms (mode "at")

@@ -6,7 +6,7 @@
 -- Returns 1 scheduled, 2 cancelled (a cancel marked it while it ran: it is not run again, see
 -- cancel.lua; announced on `done`), 0 gone.
 -- Errors  EMQSTALE token mismatch; EMQSTATE this claim settled the job already (the settle
---         rule is `held` in _lib.lua: leased, or reaped and not claimed since).
+--         rule is `held` in _settle.lua: leased, or reaped and not claimed since).
 local root = KEYS[1]
 local id, token = ARGV[1], ARGV[2]
 token_arg(token)

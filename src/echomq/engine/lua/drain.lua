@@ -9,7 +9,7 @@
 -- ARGV[4] results   1 = also delete kept results (whole-queue drain only)
 -- Returns {deleted, more (1 = call again)}.
 -- The deleted ids are announced on the shard channel `done`, so their waits answer None: one
--- message each, or past 100 the one wildcard `*` (announce_deleted in _lib.lua). A dedup key
+-- message each, or past 100 the one wildcard `*` (announce_deleted in _ends.lua). A dedup key
 -- with a TTL of its own outlives its row (delete_row).
 local root, only, with_schedule = KEYS[1], ARGV[1], ARGV[2] == '1'
 local budget = int_arg(ARGV[3], 'budget', 1, 10000)

@@ -10,10 +10,10 @@
 --   dedup     producer dedup key, or "" for none
 --   dedup_ttl ms the dedup key lives, counted from now, whatever happens to the job (the row
 --             records it as `dedup_ttl`, the `dedups` index by its expiry); 0 = as long as the
---             job's row (a kept result too; released when the job dies, see bury in _lib.lua)
+--             job's row (a kept result too; released when the job dies, see bury in _ends.lua)
 --   dedup_from "enqueue" (dedup_ttl counts from now) or "finish": the key lives as long as the
 --             job is not finished, then dedup_ttl (> 0) from its end (completed, dead, cancelled
---             or removed); the row records it as `dedup_after` (dedup_window in _lib.lua)
+--             or removed); the row records it as `dedup_after` (dedup_window in _ends.lua)
 --   result_ttl ms this job's row is kept once completed, -1 = the completer's (complete.lua)
 --   debounce  "" = none; else "wait_ms:max_ms:keep": the item is its dedup key's debounced job
 --             (run_at is -wait_ms). While the job the key maps to waits in the schedule and never
@@ -22,7 +22,7 @@
 --             replaces its payload: {3, that id, "scheduled"}. Otherwise (no such job, or it
 --             is due, running or done) the item is a new job and the key moves to it.
 --   priority  0..9, higher = more urgent; 5 = the default band (the row records `prio` only
---             for another; the lane scores the job 5 - priority: see push_lane in _lib.lua)
+--             for another; the lane scores the job 5 - priority: see push_lane in _lane_jobs.lua)
 --   cost      1..1000, the job's units (the row records `cost` only when not 1, and the queue
 --             is marked `costed` with the dearest cost yet: the claim reads costs only then)
 -- On a shard of a sharded queue ARGV opens with "fence" and the producer's placement epoch,
@@ -38,7 +38,7 @@
 -- key outlived its job's row), {-1, "EMQKIND …" | "EMQARG …" | "EMQFULL …" | "EMQMOVED …",
 -- ""} refused (nothing of that item written; EMQHELD <source>: lane <lane>, above). EMQFULL:
 -- the item's lane holds as many unfinished jobs as its backlog cap (the lane's `gcap`, else
--- meta `dcap`): pending, leased and scheduled (lane_backlog in _lib.lua). Duplicates answer before the cap: they write nothing.
+-- meta `dcap`): pending, leased and scheduled (lane_backlog in _lane_jobs.lua). Duplicates answer before the cap: they write nothing.
 local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock

@@ -8,7 +8,7 @@
 --   then 10 fields per lane with pending work (the job's lane first): lane, depth, weight,
 --   ceiling (0 = none), leased, rate ("max:window[:smooth]" or ""), paused (0/1), cooling left
 --   ms (0 = not cooling), measured rate ("" = none), claims counted since the fold}.
---   (count_claims in _lib.lua keeps the measured rates.)
+--   (count_claims in _served.lua keeps the measured rates.)
 -- `ahead` is the job's rank in its lane (ZRANK: right for any score order), or the lane's depth
 -- for a new job. The lanes come from `lanes` (non-empty lanes): O(lanes) fields, O(log n) per
 -- lane, never a scan of a lane's jobs.

@@ -3,7 +3,7 @@
 -- ARGV[1] lease     ms from now; > 0
 -- ARGV[2k], ARGV[2k+1]  id, token pairs
 -- Returns one code per pair, in order: 1 extended, 0 gone (no row, or this claim settled it
--- already), -1 stale token (another claim holds it). The settle rule is `held` in _lib.lua: a
+-- already), -1 stale token (another claim holds it). The settle rule is `held` in _settle.lua: a
 -- job reaped but not claimed since is leased back to its holder, which is alive after all.
 local root = KEYS[1]
 local lease = int_arg(ARGV[1], 'lease', 1, 86400000)

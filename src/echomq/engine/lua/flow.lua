@@ -1,7 +1,7 @@
 -- flow.lua: admit the nodes of a flow that live on this queue, all or nothing: parents wait
 -- for their children (state `waiting`, in the `waiting` index, out of every lane), leaves
 -- join their lanes. The host sends the parent's queue first; a node whose parent lives on
--- another queue tells it through the outbox (outbox_push in _lib.lua).
+-- another queue tells it through the outbox (outbox_push in _parents.lua).
 -- KEYS[1] root      `emq:{q}:`
 -- ARGV, seven per node, node i at 7(i-1)+1 ..:
 --   id        branded JOB id (minted host-side)

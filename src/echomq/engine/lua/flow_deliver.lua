@@ -1,7 +1,7 @@
 -- flow_deliver.lua: tell waiting parents of this queue that children on other queues settled;
--- the relay's delivery of outbox entries (outbox_push in _lib.lua), run on the parent's slot.
+-- the relay's delivery of outbox entries (outbox_push in _parents.lua), run on the parent's slot.
 -- At least once: an entry delivered again (a relay that crashed before removing it from its
--- outbox, two relays at once) is counted once, by the guard of tell_parent in _lib.lua.
+-- outbox, two relays at once) is counted once, by the guard of tell_parent in _parents.lua.
 -- KEYS[1] root      `emq:{q}:` of the parents' queue
 -- ARGV, six per entry, entry i at 6(i-1)+1 ..:
 --   parent    the parent's JOB id

@@ -8,7 +8,7 @@
 -- ARGV[3] value   the new value, or "" to clear it (the lane follows the queue's default)
 -- Returns 1 changed, 0 it held that value already (nothing written: applying a setting again
 -- grants no fresh budget). A changed rate carries the window in flight on (rate_moved in
--- _lib.lua); the lane joins or leaves the ring at once if its serviceability changed.
+-- _settings.lua); the lane joins or leaves the ring at once if its serviceability changed.
 -- Errors  EMQARG an unknown field or a value out of bounds (checked before any write).
 local root, g, field, value = KEYS[1], ARGV[1], ARGV[2], ARGV[3]
 if field ~= 'glimit' and field ~= 'gweight' and field ~= 'grate' and field ~= 'gcap' then

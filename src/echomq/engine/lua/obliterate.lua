@@ -9,7 +9,7 @@
 -- Kept results (completed rows, found by the `done` index) go too, and so do flow parents
 -- waiting for their children (the `waiting` index), their children's results and the outbox
 -- of entries for parents on other queues (those parents wait on). Each call that deleted rows
--- publishes the wildcard `*` on the shard channel `done` (announce_all in _lib.lua): every
+-- publishes the wildcard `*` on the shard channel `done` (announce_all in _ends.lua): every
 -- wait re-reads its row and answers None for a deleted one.
 local root, force = KEYS[1], ARGV[1] == '1'
 local budget = int_arg(ARGV[2], 'budget', 1, 10000)

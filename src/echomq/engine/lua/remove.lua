@@ -4,7 +4,7 @@
 -- Returns 1 removed, 0 gone.
 -- Errors  EMQLOCK the job is leased by a worker (untouched).
 -- The id is announced on the shard channel `done` (a wait on it answers None); a dedup key
--- with a TTL of its own outlives the row (delete_row in _lib.lua).
+-- with a TTL of its own outlives the row (delete_row in _ends.lua).
 local root, id = KEYS[1], ARGV[1]
 local row = root .. 'job:' .. id
 local fields = read_row(row)

@@ -12,10 +12,10 @@
 -- Returns one code per job, in order: 1 scheduled (or back in its lane), 2 dead, 3 cancelled
 -- (a cancel marked it while it ran: not retried, see cancel.lua), 0 gone, -1 stale (another
 -- claim holds it), -2 settled (this claim settled it already). The settle
--- rule is `holding` in _lib.lua. Every number and every traceback's size is checked (EMQARG)
+-- rule is `holding` in _settle.lua. Every number and every traceback's size is checked (EMQARG)
 -- before the first write. A buried or cancelled job gets `finished` (server ms) and is
--- announced on the shard channel `done` (announce in _lib.lua).
--- A job retried (not dead) goes on holding its lane in an ordered queue (unhold in _lib.lua).
+-- announced on the shard channel `done` (announce in _ends.lua).
+-- A job retried (not dead) goes on holding its lane in an ordered queue (unhold in _lane_jobs.lua).
 -- Failed attempts = attempts - grace: delays and reprocessing add grace, not failures.
 local root = KEYS[1]
 for i = 1, #ARGV, 6 do
