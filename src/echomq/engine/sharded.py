@@ -183,8 +183,10 @@ class ShardedQueue(LoadsAcrossShards, JobsAcrossShards, AcrossShards, Queue):
         """Stop the quota rebalancer, close every shard's subscriptions, then this queue (its
         minter, its wire)."""
         await self.rebalancer.stop()
-        for read in self._shard_reads.values():
-            read.cancel()  # a load read waiting on a shard's dead primary
+        waiting: list[asyncio.Future[Any] | None] = [*self._shard_reads.values(), self._clock_read]
+        for read in waiting:
+            if read is not None:
+                read.cancel()  # a read waiting on a primary that does not answer
         if self._reading is not None:
             self._reading.cancel()  # the shared read of every load, if one is in flight
         for shard in self.shards[1:]:
