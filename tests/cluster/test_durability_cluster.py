@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import asyncio
 import re
+import uuid
 from collections.abc import Callable
+from functools import partial
 
-from echomq import Queue
-from echomq.engine import Durability
+from echomq import Item, Queue
+from echomq.engine import Durability, ShardedQueue, ShardedSyncQueue
 from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
 from echomq.server.cluster import admin
-from echomq.testing import discard
+from echomq.testing import discard, lanes_on
 from echomq.wire.cluster import ClusterRouter
 from echomq.wire.url import seeds_from_url
 
@@ -78,3 +80,27 @@ async def test_each_batch_waits_on_the_node_that_took_it(
         assert router.moved > 0
         assert after[owner] - before[owner] == 1
         await discard(queue)
+
+    # A sharded queue of six shards, two on each primary: a batch over every shard waits once
+    # on each primary (its two shards' writes share the connection), async and blocking.
+    name = f"sharded-{uuid.uuid4().hex[:10]}"
+    sharded = await ShardedQueue.connect(own_cluster.url, name, shards=6, durability=DURABLE)
+    sync = await asyncio.to_thread(
+        ShardedSyncQueue.connect, own_cluster.url, name, shards=6, durability=DURABLE
+    )
+    try:
+        lanes = [lane for part in lanes_on(sharded.placement_map, [1] * 6) for lane in part]
+        items = [Item(i, lane=lanes[i % 6]) for i in range(60)]
+        await sharded.enqueue_many(items)  # loads the script on every primary
+        primaries = {sharded.wire.owner(slot(shard.keys.root)).address for shard in sharded.shards}
+        assert len(primaries) == 3
+        for send in (sharded.enqueue_many, partial(asyncio.to_thread, sync.enqueue_many)):
+            before = waits(own_cluster)
+            verdicts = await send(items)
+            assert {v.kind for v in verdicts} == {"enqueued"}
+            after = waits(own_cluster)
+            grew = {address: after[address] - before[address] for address in after}
+            assert grew == {address: int(address in primaries) for address in grew}
+    finally:
+        sync.close()
+        await discard(sharded)

@@ -206,3 +206,50 @@ async def test_a_killed_primary_loses_no_acknowledged_job_of_a_sharded_queue(
         await asyncio.gather(running, producing, return_exceptions=True)
         await worker.close()
         await producer.close()
+
+
+async def test_a_primary_that_stops_answering_holds_up_no_read_of_the_loads(
+    own_cluster: EmbeddedCluster,
+) -> None:
+    """A primary that stops answering without closing its sockets (a frozen host, a
+    partition; here SIGSTOP, for less than the cluster's node timeout) and that the load
+    reads' keyless TIME goes to: a read of the loads waits ``LOAD_WAIT`` for its shards, not
+    for the TIME, counts them idle, and the claims after it serve the other shards. Before,
+    the read waited out the 5 s call timeout for the TIME and raised from the claim."""
+    name = f"hung-{uuid.uuid4().hex[:8]}"
+    queue = await ShardedQueue.connect(own_cluster.url, name, shards=SHARDS)
+    router = queue.wire
+    assert isinstance(router, ClusterRouter)
+    keyless = next(address for address, node in router.nodes.items() if node.is_connected)
+    victim = next(p for p in own_cluster.primaries if f"{p.host}:{p.port}" == keyless)
+    on_victim = {
+        k
+        for k, shard in enumerate(queue.shards)
+        if router.owner(slot(shard.keys.root)).address == keyless
+    }
+    assert len(on_victim) == 2
+    assert victim.pid is not None
+    lanes = [lane for part in lanes_on(queue.placement_map, [1] * SHARDS, "h") for lane in part]
+    await queue.enqueue_many([Item(i, lane=lanes[i]) for i in range(SHARDS)])
+    # The claim script loaded (a load goes to every primary: the stopped one's would wait)
+    # and the server's clock known.
+    while isinstance(warm := await queue.claim_batch(SHARDS), list):
+        await queue.complete_each(warm)
+    await queue.enqueue_many([Item(i, lane=lanes[i % SHARDS]) for i in range(SHARDS * 10)])
+    await queue.read_loads()
+    os.kill(victim.pid, signal.SIGSTOP)
+    try:
+        loads = await asyncio.wait_for(queue.read_loads(), 2.0)
+        assert not any(loads[k].is_active for k in on_victim)
+        assert all(loads[k].is_active for k in range(SHARDS) if k not in on_victim)
+        claimed: list[Job] = []
+        for _ in range(8):
+            jobs = await asyncio.wait_for(queue.claim_batch(2), 2.0)
+            assert isinstance(jobs, list)
+            claimed += jobs
+        assert {job.shard for job in claimed}.isdisjoint(on_victim)
+    finally:
+        os.kill(victim.pid, signal.SIGCONT)
+        await queue.pause()
+        await queue.obliterate(force=True)
+        await queue.close()

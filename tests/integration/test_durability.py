@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 
 from echomq import App, InvalidArgument, Item, Job, Queue, SyncQueue
-from echomq.engine import Durability, Flow
+from echomq.engine import Durability, Flow, ShardedQueue, ShardedSyncQueue
 from echomq.errors import DurabilityUnavailable, NotDurable
 from echomq.server import EmbeddedValkey
 from echomq.server.embedded import ServerOptions
-from echomq.testing import discard
+from echomq.testing import discard, lanes_on
 from echomq.wire import Connector
 from echomq.wire.url import ConnectionOptions
 
@@ -165,6 +165,50 @@ async def test_sync_queue_waits_once_per_batch(aof_url: str, queue_name: str) ->
     finally:
         queue.close()
         await discard(await Queue.connect(aof_url, queue_name))
+
+
+async def test_a_sharded_batch_waits_once_per_server_not_per_shard(
+    aof_url: str, queue_name: str
+) -> None:
+    """Three shards on one server share its socket: one WAITAOF after every shard's writes
+    covers them all (a wait covers every earlier write on its connection), for the async
+    queue and the blocking producer alike; a duplicate on two shards costs one mark's wait."""
+    sharded = await ShardedQueue.connect(aof_url, queue_name, shards=3, durability=FSYNC)
+    sync = await asyncio.to_thread(
+        ShardedSyncQueue.connect, aof_url, queue_name, shards=3, durability=FSYNC
+    )
+    try:
+        await warm(sharded)  # the shards share the wire and the scripts
+        await sharded.minter.ready()
+        lanes = [lane for part in lanes_on(sharded.placement_map, [2, 2, 2]) for lane in part]
+        before = await waitaof_calls(aof_url)
+        verdicts = await sharded.enqueue_many([Item(i, lane=lanes[i % 6]) for i in range(30)])
+        assert {v.kind for v in verdicts} == {"enqueued"}
+        assert await waitaof_calls(aof_url) - before == 1
+        # Items 1 and 2 live on shards 1 and 2 (lanes[2], lanes[4]): sent again, duplicates.
+        again = [
+            Item(9, lane=lanes[2], id=verdicts[2].id),
+            Item(9, lane=lanes[4], id=verdicts[4].id),
+        ]
+        before = await waitaof_calls(aof_url)
+        kinds = [v.kind for v in await sharded.enqueue_many([Item("new", lane=lanes[0]), *again])]
+        assert kinds == ["enqueued", "duplicate", "duplicate"]
+        assert await waitaof_calls(aof_url) - before == 2  # the batch's, then the marks'
+        before = await waitaof_calls(aof_url)
+        blocking = [Item(i, lane=lanes[i % 6]) for i in range(30)]
+        verdicts = await asyncio.to_thread(sync.enqueue_many, blocking)
+        assert {v.kind for v in verdicts} == {"enqueued"}
+        assert await waitaof_calls(aof_url) - before == 1
+        await sharded.wire.call("DEL", *(shard.keys.fsync for shard in sharded.shards))
+        before = await waitaof_calls(aof_url)
+        verdicts = await asyncio.to_thread(sync.enqueue_many, [Item("new", lane=lanes[0]), *again])
+        assert [v.kind for v in verdicts] == ["enqueued", "duplicate", "duplicate"]
+        assert await waitaof_calls(aof_url) - before == 1  # one mark, then the server's wait
+        marks = [await sharded.wire.call("EXISTS", s.keys.fsync) for s in sharded.shards]
+        assert sum(marks) == 1
+    finally:
+        sync.close()
+        await discard(sharded)
 
 
 async def _wire(url: str) -> Connector:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -212,3 +213,29 @@ async def test_dedup_job_names_the_job_a_key_maps_to_on_every_kind_of_queue(
     finally:
         await discard(plain)
         await plain.close()
+
+
+async def test_a_sharded_queue_opened_by_name_keeps_the_connection_it_was_read_on(
+    sharded: ShardedQueue, valkey_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``connect_sync_queue`` reads the directory on the plain queue's connection, and the
+    sharded producer takes that connection over: one socket, not a second one opened after
+    the first was closed."""
+    lanes = flat_lanes(sharded.placement_map, [1, 1, 1], "o")
+    opened: list[Link] = []
+    init = Link.__init__
+
+    def counted(link: Link, *args: Any, **kwargs: Any) -> None:
+        opened.append(link)
+        init(link, *args, **kwargs)
+
+    monkeypatch.setattr(Link, "__init__", counted)
+    with connect_sync_queue(valkey_url, sharded.name) as sync:
+        assert isinstance(sync, ShardedSyncQueue)
+        verdicts = sync.enqueue_many([Item(i, lane=lane) for i, lane in enumerate(lanes)])
+        assert sync.state(verdicts[2].id) == "pending"
+    monkeypatch.undo()
+    assert len(opened) == 1
+    assert [v.kind for v in verdicts] == ["enqueued"] * 3
+    for k, verdict in enumerate(verdicts):
+        assert await on_shard(sharded, k, verdict.id)

@@ -1,8 +1,8 @@
 """Every key the Lua scripts build, followed from the ``KEYS`` their headers declare through
-assignments and calls into the library helpers (``_*.lua``), held to ``_keys.LAYOUT`` and to the type its
-command needs. A key is a concatenation that starts at a key: literal pieces stay, a variable piece
-is a placeholder or, when bounded to a few literals, each of them; a key used any other way is a
-problem, never a miss.
+assignments and calls into the library helpers (``_*.lua``), held to ``_keys.LAYOUT`` and to the
+type its command needs. A key is a concatenation that starts at a key: literal pieces stay, a
+variable piece is a placeholder or, when bounded to a few literals, each of them; a key used any
+other way is a problem, never a miss.
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ from echomq.engine.checks import MAX_BATCH, count, ms
 from echomq.engine.dead_move import DeadMoves
 from echomq.engine.flows import Children, Flow, FlowIds, by_shard, plan
 from echomq.engine.held_dedup import source_duplicate
-from echomq.engine.keys import DEFAULT_GROUP, Keyspace, validate_group
+from echomq.engine.keys import DEFAULT_GROUP, Keyspace, slot, validate_group
 from echomq.engine.lane_move import MOVE_BATCH, LaneMove
-from echomq.engine.options import Admission, JobOptions
+from echomq.engine.options import Admission, Fence, JobOptions
 from echomq.engine.placement_lease import PlacementLease
 from echomq.engine.producer import admission_verdict
 from echomq.engine.queue import DEFAULT_LEASE, Queue
@@ -56,7 +56,7 @@ from echomq.engine.sharded_loads import LoadsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.sharded_settles import SettlesAcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
-from echomq.engine.transitions import Claimed
+from echomq.engine.transitions import Claimed, Engine, enqueue_together
 from echomq.errors import InvalidArgument, LaneHeld, LaneMoved, Unsupported, WireError
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -180,8 +180,10 @@ class ShardedQueue(
         """Stop the quota rebalancer, close every shard's subscriptions, then this queue (its
         minter, its wire)."""
         await self.rebalancer.stop()
-        for read in self._shard_reads.values():
-            read.cancel()  # a load read waiting on a shard's dead primary
+        waiting: list[asyncio.Future[Any] | None] = [*self._shard_reads.values(), self._clock_read]
+        for read in waiting:
+            if read is not None:
+                read.cancel()  # a read waiting on a primary that does not answer
         if self._reading is not None:
             self._reading.cancel()  # the shared read of every load, if one is in flight
         for shard in self.shards[1:]:
@@ -231,12 +233,12 @@ class ShardedQueue(
         (``checked`` is the shards' word, not this queue's.)"""
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
-        replies = await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        replies = await self._admit_scattered(admissions, shards)
         moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
         if moved:
             again = [admissions[i] for i in moved]
             targets = [await self._moved_to(replies[i], admissions[i].group) for i in moved]
-            answers = await self._scatter(again, targets, Queue._enqueue_admissions)
+            answers = await self._admit_scattered(again, targets)
             for i, answer, k in zip(moved, answers, targets, strict=True):
                 replies[i], shards[i] = answer, k
         await self._answer_held(admissions, replies, shards)
@@ -272,6 +274,35 @@ class ShardedQueue(
         )
         for i, answer in zip(unknown, answers, strict=True):
             replies[i] = answer
+
+    async def _admit_scattered(self, admissions: list[Admission], shards: list[int]) -> list[Any]:
+        """``admissions[i]`` admitted on shard ``shards[i]``, the shards at once. Durable, the
+        shards one connection carries (one server's; on a cluster, one primary's) go in one
+        pipeline with one ``WAITAOF`` after them all (``enqueue_together``), not one each."""
+        if self.durability is None:
+            return await self._scatter(admissions, shards, Queue._enqueue_admissions)
+        placement, owner = self.placement_map, getattr(self.wire, "owner", None)
+        parts: dict[int, list[int]] = {}  # shard -> its items' positions
+        for i, k in enumerate(shards):
+            parts.setdefault(k, []).append(i)
+        servers: dict[str, list[int]] = {}  # server (a router's: the slot's primary) -> shards
+        for k in parts:
+            server = "" if owner is None else owner(slot(self.shards[k].keys.root)).address
+            servers.setdefault(server, []).append(k)
+
+        def part(k: int) -> tuple[Engine, list[Admission], Fence]:
+            items = [admissions[i] for i in parts[k]]
+            return self.shards[k].engine, items, placement.fence(item.group for item in items)
+
+        answers = await asyncio.gather(
+            *(enqueue_together([part(k) for k in on_server]) for on_server in servers.values())
+        )
+        replies: list[Any] = [None] * len(admissions)
+        for on_server, answer in zip(servers.values(), answers, strict=True):
+            for k, part_replies in zip(on_server, answer, strict=True):
+                for i, reply in zip(parts[k], part_replies, strict=True):
+                    replies[i] = reply
+        return replies
 
     async def _moved_to(self, moved: LaneMoved, lane: str) -> int:
         """The shard to send ``lane`` to after ``moved``: the directory is read again (the

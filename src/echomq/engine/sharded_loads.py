@@ -1,8 +1,8 @@
 """What each shard of a sharded queue holds for a worker's stride: the loads (its most urgent
 band with a ringed lane and that ring's weights) and when its first benched lane returns, heard
-from each claim's reply and read every refresh; a shard whose primary is down counts idle, so
-the others are served meanwhile (a mixin of :class:`~echomq.engine.sharded.ShardedQueue`,
-docs/concepts/shards.md)."""
+from each claim's reply and read every refresh; a shard whose primary is down, or stopped
+answering, counts idle, so the others are served meanwhile (a mixin of
+:class:`~echomq.engine.sharded.ShardedQueue`, docs/concepts/shards.md)."""
 
 from __future__ import annotations
 
@@ -34,6 +34,11 @@ class LoadsAcrossShards:
     _reading: asyncio.Future[list[ShardLoad]] | None
     _shard_reads: dict[int, asyncio.Future[None]]
     _grown = False  # a load read installed a directory with more shards
+    #: The server's clock (ms) and this loop's time when it was read; the read in flight. A
+    #: read of the loads waits for none but the first: the one TIME may have gone to a
+    #: primary that stopped answering, and the clock is carried forward by this one's.
+    _clock: tuple[int, float] | None = None
+    _clock_read: asyncio.Future[Any] | None = None
 
     def _check_reachable(self, k: int) -> None:
         """Raise :class:`ConnectError` when shard ``k``'s primary is known down (on a cluster
@@ -54,8 +59,13 @@ class LoadsAcrossShards:
         ``LOAD_WAIT`` (its primary down: the router waits out a failover), counts idle until
         its read, left running, answers: the other shards are served meanwhile. Raises when
         no shard answered and some failed."""
-        clock = asyncio.ensure_future(self.wire.call("TIME"))
-        started: list[asyncio.Future[None]] = []
+        loop = asyncio.get_running_loop()
+        started: list[asyncio.Future[Any]] = []
+        if self._clock_read is None:  # TIME is keyless: on a cluster, any primary answers it
+            self._clock_read = clock = asyncio.ensure_future(self.wire.call("TIME"))
+            clock.add_done_callback(self._clock_answered)
+            if self._clock is None:  # the first read waits for it; later ones go on without
+                started.append(clock)
         for k in range(len(self.shards)):
             if k in self._shard_reads and self._shard_reads[k].done():
                 del self._shard_reads[k]  # failed since the last refresh: read again
@@ -65,9 +75,11 @@ class LoadsAcrossShards:
                 self._shard_reads[k] = started[-1]
         if started:
             await asyncio.wait(started, timeout=LOAD_WAIT)
-        now = await clock
-        self._loads_at = asyncio.get_running_loop().time()
-        self._now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        self._loads_at = loop.time()
+        if self._clock is not None:  # the server's clock, as this one moved since it was read
+            server_ms, read_at = self._clock
+            now_ms = server_ms + int((self._loads_at - read_at) * 1000)
+            self._now_ms = max(self._now_ms, now_ms)
         failed: list[BaseException] = []
         for k, read in list(self._shard_reads.items()):
             self._stride.observe(k, IDLE)  # until it answers
@@ -82,6 +94,14 @@ class LoadsAcrossShards:
             self._grown = False
             return await self.read_loads()
         return [self._stride.load(k) for k in range(len(self.shards))]
+
+    def _clock_answered(self, read: asyncio.Future[Any]) -> None:
+        """Keep the server's clock a TIME answered (a failed one is asked again)."""
+        self._clock_read = None
+        if not read.cancelled() and read.exception() is None:
+            now = read.result()
+            server_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+            self._clock = server_ms, asyncio.get_running_loop().time()
 
     async def _read_shard(self, k: int) -> None:
         """Read shard ``k``'s load and first due and tell the stride, when it answers; shard

@@ -88,6 +88,24 @@ class ShardedSyncQueue(SyncQueue):
             raise
         return queue
 
+    @classmethod
+    def _taking_over(cls, plain: SyncQueue, placement: ShardMap) -> ShardedSyncQueue:
+        """The sharded producer of ``placement`` on ``plain``'s process (its router and
+        sockets, started; its id node, if leased): what :func:`connect_sync_queue` makes of a
+        queue it opened by name once it read the directory there, rather than a second
+        connection. ``plain`` is spent: closed, its process given on, not back."""
+        queue = cls(
+            plain.name,
+            plain.seeds,
+            codec=plain.codec,
+            result_ttl=plain.result_ttl_ms / 1000,
+            durability=plain.durability,
+        )
+        queue._process = plain._process  # before the shards, which run on it
+        queue._place(placement)
+        plain._closed = True
+        return queue
+
     def _open(self, shards: int) -> None:
         """Start the wire, read the directory, and take its placement."""
         self._start()

@@ -370,14 +370,9 @@ class SyncQueue(SyncReads):
             for chunk in _chunks(admissions)
         ]
 
-    def _answered(
-        self,
-        process: SyncProcess,
-        before: tuple[int, int],
-        admissions: list[Admission],
-        answers: list[Any],
-    ) -> list[Any]:
-        """Each item's reply from its chunk's answer, the durability's wait after them."""
+    @staticmethod
+    def _answered(admissions: list[Admission], answers: list[Any]) -> list[Any]:
+        """Each item's reply from its chunk's answer."""
         replies: list[Any] = []
         for chunk, answer in zip(_chunks(admissions), answers, strict=True):
             answer = error_of(answer)
@@ -385,11 +380,6 @@ class SyncQueue(SyncReads):
                 replies += [answer] * len(chunk)
             else:
                 replies += [_admitted(*answer[i : i + 3]) for i in range(0, len(answer), 3)]
-        if self.durability is not None:
-            duplicate = any(not isinstance(r, EchoMQError) and r[0] == 0 for r in replies)
-            short = self._waited(process, before, [a.id for a in admissions], duplicate)
-            if short is not None:  # every item written may not survive a crash: unknown
-                replies = [r if isinstance(r, EchoMQError) else short for r in replies]
         return replies
 
     def _waited(
@@ -519,8 +509,10 @@ def send_admissions(
     """Each ``(queue, admissions)`` part's replies (:meth:`SyncQueue._replies`): the parts'
     calls in one pipeline per server (``Router.call_spread``), so the shards of a sharded
     queue that share a server cost one round trip, those on several primaries overlap theirs;
-    then each part's durability wait, as its own send would have (``checked``: as
-    :meth:`SyncQueue._admit`'s)."""
+    then, with a durability, one ``WAITAOF`` per server after its writes (it covers every
+    write before it on the socket, so the shards sharing a server share it), the servers'
+    waits sent together too (:func:`_waited_together`). ``checked``: as
+    :meth:`SyncQueue._admit`'s."""
     calls = [call for queue, admissions in parts for call in queue._calls(admissions, checked)]
     if not calls:
         return [[] for _ in parts]
@@ -531,9 +523,65 @@ def send_admissions(
     at = 0
     for queue, admissions in parts:
         n = len(_chunks(admissions))
-        replies.append(queue._answered(process, before, admissions, answers[at : at + n]))
+        replies.append(queue._answered(admissions, answers[at : at + n]))
         at += n
-    return replies
+    if parts[0][0].durability is None:
+        return replies
+    shorts = _waited_together(process, before, parts, replies)
+    return [  # an item written whose wait fell short may not survive a crash: unknown
+        part if short is None else [r if isinstance(r, EchoMQError) else short for r in part]
+        for part, short in zip(replies, shorts, strict=True)
+    ]
+
+
+def _waited_together(
+    process: SyncProcess,
+    before: tuple[int, int],
+    parts: Sequence[tuple[SyncQueue, list[Admission]]],
+    replies: list[list[Any]],
+) -> list[EchoMQError | None]:
+    """Each part's durability shortfall (None: confirmed) after one ``WAITAOF`` per server
+    its parts wrote to, every server's sent before any reply is read. A server where some
+    item answered ``duplicate`` gets the durability's mark first (one: any write after the
+    job it points at moves the socket's offset past it; :meth:`Durability.mark`). A socket
+    replaced meanwhile (a reconnect) or a write redirected by ``ASK`` is not covered."""
+    durability = parts[0][0].durability
+    assert durability is not None
+    router = process.router
+    servers: dict[str, list[int]] = {}
+    for j, (queue, _) in enumerate(parts):
+        servers.setdefault(router.address(queue._slot), []).append(j)
+    calls: list[tuple[int, bytes]] = []
+    sent: dict[str, tuple[int | None, int]] = {}  # server -> its mark's and wait's positions
+    for address, members in servers.items():
+        mark = None
+        duplicate = next((j for j in members if _has_duplicate(replies[j])), None)
+        if duplicate is not None:
+            mark, marked = len(calls), parts[duplicate][0]
+            calls.append((marked._slot, pack(durability.mark(marked.keys.fsync))))
+        sent[address] = mark, len(calls)
+        waiter = parts[members[0]][0]
+        calls.append((waiter._slot, waiter._wait))
+    answers = [error_of(answer) for answer in router.call_spread(calls)]
+    changed = (router.reconnects, router.ask) != before
+    shorts: list[EchoMQError | None] = [None] * len(parts)
+    for address, members in servers.items():
+        mark, wait = sent[address]
+        for j in members:
+            ids = tuple(a.id for a in parts[j][1])
+            if mark is not None and isinstance(answers[mark], EchoMQError):
+                shorts[j] = answers[mark]  # the mark did not land: nothing covers the duplicate
+            elif changed:
+                shorts[j] = NotDurable(
+                    ids, durability.asked, (0, 0), durability.timeout, "the socket changed"
+                )
+            else:
+                shorts[j] = durability.shortfall([answers[wait]], ids)
+    return shorts
+
+
+def _has_duplicate(replies: list[Any]) -> bool:
+    return any(not isinstance(r, EchoMQError) and r[0] == 0 for r in replies)
 
 
 def _chunks(admissions: list[Admission]) -> list[list[Admission]]:

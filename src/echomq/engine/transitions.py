@@ -207,43 +207,17 @@ class Engine:
         shard of a sharded queue ``fence`` carries the producer's epoch and each item's lane
         slot: an item of a lane the shard does not serve answers
         :class:`~echomq.errors.LaneMoved`."""
-        ids = [item.id for item in items] if self.durability else ()
-        replies, short = await self._batched(
+        if self.durability is not None:
+            (admitted,) = await enqueue_together([(self, items, fence)])
+            return admitted
+        replies, _ = await self._batched(
             self._enqueue,
             items,
             ADMIT_CHUNK,
             3,
-            (),
-            self.durability,
-            ids,
-            lambda a, b: admission_argv(items[a:b], fence and fence.part(a, b)),
+            argv=lambda a, b: admission_argv(items[a:b], fence and fence.part(a, b)),
         )
-        admitted = [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
-        if self.durability is None:
-            return admitted
-        if short is not None:
-            # The wait fell short: every item written (not refused) may not survive a crash.
-            return [a if isinstance(a, EchoMQError) else short for a in admitted]
-        short = await self._cover_duplicates(admitted)
-        if short is None:
-            return admitted
-        return [short if not isinstance(a, EchoMQError) and a[0] == 0 else a for a in admitted]
-
-    async def _cover_duplicates(self, admitted: Sequence[Admitted]) -> EchoMQError | None:
-        """When some item answered ``duplicate``, the batch's wait did not cover the job it
-        points at: one mark written and waited for covers it (and all before it)."""
-        durability = self.durability
-        assert durability is not None
-        duplicates = [a[1] for a in admitted if not isinstance(a, EchoMQError) and a[0] == 0]
-        if not duplicates:
-            return None
-        try:
-            *_, wait = await call_durable(
-                self.wire, [durability.mark(self.keys.fsync)], durability.command()
-            )
-        except EchoMQError as exc:
-            return exc
-        return durability.shortfall([wait], duplicates)
+        return [r if isinstance(r, EchoMQError) else _admitted(*r) for r in replies]
 
     async def enqueue_one(
         self, item: Admission, fence: Fence | None = None
@@ -489,6 +463,69 @@ class Engine:
 
     def _run(self, script: Script, args: Sequence[Arg] = ()) -> Awaitable[Any]:
         return self.registry.run(self.wire, script, self._keys, args)
+
+
+async def enqueue_together(
+    parts: Sequence[tuple[Engine, Sequence[Admission], Fence | None]],
+) -> list[list[Admitted]]:
+    """Durable admissions of the engines of one connection (the shards of a sharded queue
+    that one server, or one cluster primary, holds): every part's chunks in one pipeline and
+    one ``WAITAOF`` after them all, which covers every write before it on the connection — not
+    a wait per part, each blocking the connection in turn. Each part's answers, in order (as
+    :meth:`Engine.enqueue`'s, which is this with one part).
+
+    The parts share the first's wire and durability. When some item answered ``duplicate``,
+    the batch's wait did not cover the job it points at (another connection wrote it): one
+    mark per engine that met one, written and waited for, covers it (and all before it)."""
+    first = parts[0][0]
+    durability = first.durability
+    assert durability is not None
+    assert all(e.wire is first.wire for e, _, _ in parts)
+    await first.check_persistence()  # one wire: one engine's check is every part's
+    calls: list[tuple[Script, Sequence[Arg], Sequence[Arg]]] = []
+    sizes: list[int] = []
+    for engine, items, fence in parts:
+        engine._persistence_checked = True
+        for a in range(0, len(items), ADMIT_CHUNK):
+            b = min(a + ADMIT_CHUNK, len(items))
+            argv = admission_argv(items[a:b], fence and fence.part(a, b))
+            calls.append((engine._enqueue, engine._keys, argv))
+            sizes.append(b - a)
+    replies, waits = await first.registry.run_durable(first.wire, calls, durability.command())
+    admitted: list[Admitted] = []
+    for size, reply in zip(sizes, replies, strict=True):
+        if isinstance(reply, EchoMQError):
+            admitted += [reply] * size
+        else:
+            admitted += [_admitted(*reply[i : i + 3]) for i in range(0, len(reply), 3)]
+    short = durability.shortfall(waits, [item.id for _, items, _ in parts for item in items])
+    if short is not None:
+        # The wait fell short: every item written (not refused) may not survive a crash.
+        admitted = [a if isinstance(a, EchoMQError) else short for a in admitted]
+    out: list[list[Admitted]] = []
+    for _, items, _ in parts:
+        out.append(admitted[: len(items)])
+        admitted = admitted[len(items) :]
+    if short is not None:
+        return out
+    marked = [(e, part) for (e, _, _), part in zip(parts, out, strict=True) if _duplicates(part)]
+    if not marked:
+        return out
+    try:
+        *_, wait = await call_durable(
+            first.wire, [durability.mark(e.keys.fsync) for e, _ in marked], durability.command()
+        )
+        short = durability.shortfall([wait], [d for _, part in marked for d in _duplicates(part)])
+    except EchoMQError as exc:
+        short = exc
+    if short is None:
+        return out
+    return [[short if not isinstance(a, EchoMQError) and a[0] == 0 else a for a in p] for p in out]
+
+
+def _duplicates(admitted: Sequence[Admitted]) -> list[str]:
+    """The ids the ``duplicate`` answers among ``admitted`` point at."""
+    return [a[1] for a in admitted if not isinstance(a, EchoMQError) and a[0] == 0]
 
 
 def _admitted(code: int, detail: Any, state: Any = b"") -> Admitted:
