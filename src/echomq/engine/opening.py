@@ -61,13 +61,13 @@ def connect_sync_queue(url: str | ConnectionOptions, name: str, **options: Any) 
     What ``App.sync_queue`` (so ``task.enqueue_sync``) opens a queue the app was not told is
     sharded with: a :class:`SyncQueue` on a sharded queue's name would write every lane to its
     shard 0, unfenced. Either costs one read more at open, on the one connection the queue
-    keeps (a sharded one takes the plain one's over: ``ShardedSyncQueue._taking_over``)."""
+    keeps (a sharded one takes the plain one's over: ``ShardedSyncQueue.taking_over``)."""
     queue = SyncQueue.connect(url, name, **options)
     try:
         placement = queue.read_placement()
         if placement is None:
             return queue
-        return ShardedSyncQueue._taking_over(queue, placement)
+        return ShardedSyncQueue.taking_over(queue, placement)
     except BaseException:
         queue.close()
         raise

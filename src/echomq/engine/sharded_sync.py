@@ -89,7 +89,7 @@ class ShardedSyncQueue(SyncQueue):
         return queue
 
     @classmethod
-    def _taking_over(cls, plain: SyncQueue, placement: ShardMap) -> ShardedSyncQueue:
+    def taking_over(cls, plain: SyncQueue, placement: ShardMap) -> ShardedSyncQueue:
         """The sharded producer of ``placement`` on ``plain``'s process (its router and
         sockets, started; its id node, if leased): what :func:`connect_sync_queue` makes of a
         queue it opened by name once it read the directory there, rather than a second
