@@ -145,6 +145,7 @@ ALSO_ON_CLUSTER = frozenset(
         "test_cooling.py",
         "test_debounce.py",
         "test_costs.py",
+        "test_sharded_name.py",
     }
 )
 

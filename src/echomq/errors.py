@@ -33,7 +33,9 @@
             ├── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
             ├── LaneHeld       EMQHELD  (a keyed item of a lane held for a move: look at the
             │                           source's dedup keys first; the sharded producers do)
-            └── LaneMoved      EMQMOVED (a shard of a sharded queue does not serve the lane)
+            ├── LaneMoved      EMQMOVED (a shard of a sharded queue does not serve the lane)
+            └── QueueSharded   EMQSHARDED (a plain queue on a sharded queue's name; also
+                               Unsupported: open it with connect_queue)
 
 Normal outcomes (duplicate, empty, rate-limited) are return values, never exceptions. A refusal
 of one item of a batch is that item's verdict (``error``; ``rejected`` for a full lane or a lane
@@ -66,6 +68,7 @@ __all__ = [
     "NotDurable",
     "Overloaded",
     "PlacementBusy",
+    "QueueSharded",
     "RateError",
     "Refusal",
     "ResultMissing",
@@ -320,6 +323,40 @@ _HELD = re.compile(r"(\d+): lane (.*)\Z", re.DOTALL)
 _MOVED = re.compile(r"(\d+|\?) epoch (\d+), sent at (\d+): lane (.*)\Z", re.DOTALL)
 
 
+class QueueSharded(Refusal, Unsupported):
+    """EMQSHARDED: a plain :class:`~echomq.Queue` (or ``SyncQueue``) on the name of a sharded
+    queue, refused before any write. It would be the queue's shard 0 alone, with no fence: it
+    would admit a lane another shard serves (the lane then runs on two shards) and claim shard
+    0 alone. ``Queue.connect`` refuses at connect (one read of the directory); a
+    ``Queue(name, wire)`` built by hand, one opened before the queue was sharded, or a
+    ``SyncQueue``, is refused by the engine at its first enqueue, ``enqueue_many`` or claim
+    (and a ``Queue`` by one read of the directory at its first ``add_flow`` or ``reassign``).
+    Open the queue by name with ``echomq.engine.connect_queue`` (``open_queue``;
+    ``connect_sync_queue``, blocking), or with ``ShardedQueue.connect(url, name, shards=S)``
+    (docs/concepts/shards.md). ``queue`` is its name, ``shards`` its shard count (None when
+    unknown), ``shard`` the shard refusing (0)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        found = _SHARDED.match(self.detail)
+        self.queue = found[1] if found else ""
+        self.shards = int(found[2]) if found and found[2] != "?" else None
+        self.shard = int(found[3]) if found else 0
+
+    @classmethod
+    def of(cls, queue: str, shards: int | None) -> QueueSharded:
+        """The refusal the engine sends (unfenced in _shard.lua), made host-side: a connect
+        that found the directory."""
+        return cls(
+            f"EMQSHARDED queue {queue} is sharded over {'?' if shards is None else shards} "
+            "shards (this is its shard 0): open it with connect_queue(url, name) or "
+            "ShardedQueue.connect(url, name, shards=S)"
+        )
+
+
+_SHARDED = re.compile(r"queue (\S+) is sharded over (\d+|\?) shards \(this is its shard (\d+)\)")
+
+
 class TaskFailed(EchoMQError):
     """The task's job is dead: ``error`` is its ``last_error``, ``traceback`` the last failed
     attempt's (when one was kept)."""
@@ -425,6 +462,7 @@ REFUSALS: dict[str, type[Refusal]] = {
     "EMQFULL": LaneFull,
     "EMQMOVED": LaneMoved,
     "EMQHELD": LaneHeld,
+    "EMQSHARDED": QueueSharded,
 }
 
 

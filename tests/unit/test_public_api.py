@@ -25,9 +25,10 @@ PINNED = {
         "ArgumentRefused", "AuthError", "Closed", "ConnectError", "CrossSlotError", "Disconnected",
         "DurabilityUnavailable", "EchoMQError", "HookFailed", "InvalidArgument", "KindError",
         "LaneFull", "LaneHeld", "LaneMoved", "LockedError", "NodeLeaseError", "NotDurable",
-        "Overloaded", "PlacementBusy", "RateError", "Refusal", "ResultMissing", "ResultTimeout",
-        "ScriptLoadError", "ServerError", "StaleTokenError", "StateError", "TaskCancelled",
-        "TaskFailed", "Unsupported", "VersionFenceError", "WireError", "WireTimeout",
+        "Overloaded", "PlacementBusy", "QueueSharded", "RateError", "Refusal", "ResultMissing",
+        "ResultTimeout", "ScriptLoadError", "ServerError", "StaleTokenError", "StateError",
+        "TaskCancelled", "TaskFailed", "Unsupported", "VersionFenceError", "WireError",
+        "WireTimeout",
     },
     "echomq.engine": {
         "Backoff", "Bucket", "Buckets", "CancelOutcome", "Cancellation", "Children",

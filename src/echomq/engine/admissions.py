@@ -23,6 +23,7 @@ from echomq.engine.producer import Batch, Item, admission_verdict
 from echomq.engine.results import Verdict
 from echomq.engine.shards import ShardMap
 from echomq.engine.transitions import Engine
+from echomq.errors import QueueSharded
 from echomq.tracing import Sending, Spans, carriers_of, sending_many
 from echomq.wire.codec import Codec
 
@@ -168,6 +169,8 @@ class Admissions:
         """A planned batch sent: its verdicts in input order."""
         admissions = batch.admissions
         replies = await self._enqueue_admissions(admissions) if admissions else []
+        if replies and isinstance(replies[0], QueueSharded):
+            raise replies[0]  # every chunk refused whole: the queue is the wrong one, not an item
         verdicts = batch.settle(replies)
         if self._listened():
             self._emit(

@@ -6,7 +6,7 @@ queue's outbox to parents on other queues (part of every upkeep). Mixed into ``Q
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from echomq.engine import ids as _ids
 from echomq.engine.checks import count
@@ -45,6 +45,11 @@ class FlowVerbs:
     _emit: Callable[[Iterable[dict[str, Any]]], None]
     spans: Spans
 
+    if TYPE_CHECKING:  # the Queue's (declared only: a definition here would hide it)
+
+        async def _refuse_sharded_name(self) -> None:
+            """Refuse a plain queue on a sharded queue's name (once per queue)."""
+
     def _engine_of(self, queue: str) -> Engine:
         """The engine of ``queue``: a queue's name, or a shard's tag (a sharded queue's nodes
         name their parent's shard by its tag, ``q~k…``, so the relay delivers to that shard)."""
@@ -81,6 +86,7 @@ class FlowVerbs:
         if not self.minter.is_ready:
             await self.minter.ready()
         laid = plan(flow, self.name, self.codec, lambda: self.minter.mint("JOB"))
+        await self._refuse_sharded_name()  # its own nodes would land on shard 0, unfenced
         await self._refuse_sharded(laid)
         await self._expect_parents(laid)
         written = False

@@ -380,8 +380,8 @@ LAYOUT: Final[tuple[KeyShape, ...]] = (
         "a sharded queue's directory, on shard 0: count, epoch (of placement), tags (each "
         'shard\'s, space-joined), table (the lane-slot table, "first:shard" runs) '
         "(echomq.engine.shards.ShardMap); the queue-wide budgets concurrency and rate "
-        "(echomq.engine.rebalancer); later the move in progress",
-        host_only=True,
+        "(echomq.engine.rebalancer); later the move in progress; read by a script only to "
+        "name the queue in its EMQSHARDED refusal (unfenced in _shard.lua)",
     ),
     KeyShape(
         QUEUE_ROOT + "placed",

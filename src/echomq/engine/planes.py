@@ -6,10 +6,13 @@ on the queue's typed engine. Mixed into ``Queue``.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
+from echomq.engine import ids as _ids
 from echomq.engine.admin import Admin
 from echomq.engine.eta import Eta
 from echomq.engine.lanes import Lane
+from echomq.engine.names import validate_group
 from echomq.engine.options import lane_alias
 from echomq.engine.policies import DEFAULT_MODE, FairBy, Fairness, Policies, Policy, RateMode
 from echomq.engine.reads import Reads
@@ -22,6 +25,11 @@ class Planes:
 
     _admin: Admin
     _reads: Reads
+
+    if TYPE_CHECKING:  # the Queue's (declared only: a definition here would hide it)
+
+        async def _refuse_sharded_name(self) -> None:
+            """Refuse a plain queue on a sharded queue's name (once per queue)."""
 
     # -- lanes, settings and cleanup (the admin plane) -----------------------------------------
 
@@ -127,6 +135,9 @@ class Planes:
         lane = lane_alias(lane, group)
         if lane is None:
             raise InvalidArgument("lane", lane, "name the lane to move the job to")
+        _ids.validate(id, "JOB", "job id")  # the arguments before the read below
+        validate_group(lane)
+        await self._refuse_sharded_name()  # to a lane of another shard, unfenced, otherwise
         return await self._admin.reassign(id, lane)
 
     async def reprocess(self, id: str) -> bool:

@@ -40,7 +40,7 @@ from echomq.engine.settles import Settles
 from echomq.engine.shards import ShardMap
 from echomq.engine.transitions import Claimed, Engine
 from echomq.engine.waiters import WaiterHub
-from echomq.errors import EchoMQError, InvalidArgument
+from echomq.errors import EchoMQError, InvalidArgument, QueueSharded
 from echomq.tracing import Spans
 from echomq.wire.codec import Codec, JsonCodec
 from echomq.wire.pool import Wire
@@ -86,6 +86,9 @@ class Queue(Admissions, Settles, Reports, Cancels, FlowVerbs, Planes):
         durability: Durability | None = None,
         shard: tuple[ShardMap, int] | None = None,
     ) -> None:
+        #: Whether this queue's name is known not to be a sharded queue's, or this is a shard
+        #: of one (:meth:`_refuse_sharded_name`: read once, at connect or at first need).
+        self._name_checked = shard is not None
         if shard is None:
             self.keys = Keyspace(name)
             self.placement: ShardMap | None = None
@@ -141,8 +144,9 @@ class Queue(Admissions, Settles, Reports, Cancels, FlowVerbs, Planes):
         One connector is the default: it pipelines without bound, and a wider pool measured
         slower within one process (docs/guides/consumers.md, "The pool"). A cluster (several seeds
         in ``url``, or a server with ``cluster_enabled:1``) gets a cluster router instead.
-        A queue sharded over many slots opens with ``ShardedQueue.connect`` instead
-        (docs/concepts/shards.md).
+        A queue sharded over many slots opens with ``ShardedQueue.connect`` instead, or by
+        its name alone with ``echomq.engine.connect_queue`` (docs/concepts/shards.md): on a
+        sharded queue's name this raises :class:`QueueSharded` (one read of its directory).
         """
         from echomq.wire.cluster import open_wire  # the router builds on the pool: imported late
 
@@ -154,12 +158,25 @@ class Queue(Admissions, Settles, Reports, Cancels, FlowVerbs, Planes):
         wire = await open_wire(seeds, pool_size)
         try:
             queue = cls(name, wire, **options)
+            await queue._refuse_sharded_name()
             await queue.engine.check_persistence()  # a durability the server cannot give
         except BaseException:
             await wire.close()
             raise
         queue._owns_wire = True
         return queue
+
+    async def _refuse_sharded_name(self) -> None:
+        """Raise :class:`QueueSharded` when this queue of one slot bears the name of a sharded
+        queue (one read of its directory's ``count``, once: at :meth:`connect`, else at the
+        first flow or reassign; enqueues and claims are refused by the engine itself): it
+        would be that queue's shard 0 alone, unfenced. A shard of a sharded queue passes."""
+        if self._name_checked:
+            return
+        shards = await self.wire.call("HGET", Keyspace(self.name).directory, "count")
+        if shards is not None:
+            raise QueueSharded.of(self.name, int(shards))
+        self._name_checked = True
 
     async def close(self) -> None:
         """Give back the minter's node lease (when the queue made its minter) and close the
@@ -229,7 +246,9 @@ class Queue(Admissions, Settles, Reports, Cancels, FlowVerbs, Planes):
         self, lease_ms: int, n: int, one_lane: bool, load: bool = False
     ) -> tuple[list[Job], Claimed] | Empty | RateLimited:
         """One claim, its arguments checked: the jobs and the reply they came in (``load``: a
-        sharded queue's claim, whose reply carries the shard's load, ``Claimed.load``)."""
+        sharded queue's claim, whose reply carries the shard's load, ``Claimed.load``; a shard
+        always asks it, since a shard refuses a claim that does not: QueueSharded)."""
+        load = load or self.placement is not None
         claimed = await self.engine.claim(lease_ms, n, one_lane, load)
         if claimed is None:
             return Empty()

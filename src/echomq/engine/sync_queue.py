@@ -57,6 +57,7 @@ from echomq.errors import (
     EchoMQError,
     InvalidArgument,
     NotDurable,
+    QueueSharded,
     ServerError,
     WireError,
 )
@@ -148,7 +149,12 @@ class SyncQueue(SyncReads):
     ) -> SyncQueue:
         """Connect to ``url`` (a server, or cluster seeds ``h1:p1,h2:p2``), check the wire
         version fence (and that the server can give the ``durability`` asked), and return the
-        queue; :meth:`close` gives everything back."""
+        queue; :meth:`close` gives everything back.
+
+        On a sharded queue's name its admissions raise :class:`QueueSharded`, nothing written
+        (the engine refuses them): open such a queue by name with
+        ``echomq.engine.connect_sync_queue``, or with ``ShardedSyncQueue.connect``
+        (docs/concepts/shards.md)."""
         Keyspace(name)  # validates before connecting
         seeds = [url] if isinstance(url, ConnectionOptions) else seeds_from_url(url)
         queue = cls(name, seeds, codec=codec, result_ttl=result_ttl, durability=durability)
@@ -330,7 +336,10 @@ class SyncQueue(SyncReads):
         admissions = batch.admissions
         if not admissions:
             return batch.verdicts
-        verdicts = batch.settle(self._replies(process, admissions))
+        replies = self._replies(process, admissions)
+        if replies and isinstance(replies[0], QueueSharded):
+            raise replies[0]  # every chunk refused whole: the queue is the wrong one, not an item
+        verdicts = batch.settle(replies)
         if self._listened(process):
             self._emit(
                 process,

@@ -77,12 +77,12 @@ end
 
 -- A reader of the lanes' backlog caps for one script call: cap_of(g) is lane g's cap (its own
 -- `gcap`, else meta `dcap`) or nil for none, each read once per call; a queue with no cap
--- anywhere costs one HGET and one EXISTS in all (enqueue.lua).
-local function cap_reader(root)
-  local caps, default, any = {}, false, nil
+-- anywhere costs one EXISTS in all besides the caller's read of meta `dcap`, given as `dcap`
+-- (false: none; enqueue.lua reads it with `shard`, at the call's first write).
+local function cap_reader(root, dcap)
+  local caps, default, any = {}, dcap, nil
   return function(g)
     if any == nil then
-      default = redis.call('HGET', root .. 'meta', 'dcap')
       any = default ~= false or redis.call('EXISTS', root .. 'gcap') == 1
     end
     if not any then return nil end

@@ -65,3 +65,18 @@ local function fence_reader(root, argv)
     return verdict or nil, held or nil
   end
 end
+
+-- The refusal of a call that carries no fence (a plain queue's) on a keyspace that is a shard
+-- of a sharded queue (meta `shard` set, by ShardMap.fence_commands at the shard's making), read
+-- by the caller from a meta read it makes anyway: "EMQSHARDED queue <q> is sharded over <S>
+-- shards (this is its shard <k>): ..." (q: the first of the directory's `tags`, shard 0's,
+-- which is the queue's name; S: its `count`; "?" off shard 0, where no directory is; read on
+-- this path alone). Such a call would admit any lane onto this shard, or claim this shard
+-- alone; the caller returns it before any write.
+local function unfenced(root, shard)
+  local directory = redis.call('HMGET', root .. 'shards', 'count', 'tags')
+  local queue = string.match(directory[2] or '', '^%S+') or '?'
+  return string.format('EMQSHARDED queue %s is sharded over %s shards (this is its shard %s): '
+    .. 'open it with connect_queue(url, name) or ShardedQueue.connect(url, name, shards=S)',
+    queue, directory[1] or '?', shard)
+end

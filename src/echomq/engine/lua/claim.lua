@@ -6,7 +6,8 @@
 --                jobs, clamped to its ceiling, rate and the queue's, as one claim of its turn;
 --                the walk stops there); absent or "0": the walk below
 -- ARGV[4] load   "1": a sharded queue's claim, whose reply on success ends with the shard's
---                load (append_load in _load.lua); absent: a plain queue's, as before
+--                load (append_load in _load.lua); absent: a plain queue's, as before (on a
+--                shard, meta `shard` set, refused EMQSHARDED: unfenced in _shard.lua)
 -- Returns {deadline_ms, more, id1, payload1, attempts1, group1, id2, …} on success, where
 --         more = 1 while some lane is still on the ring (0 saves the caller an empty claim);
 --         with ARGV[4], then band, weight, due: the most urgent band with a ringed lane (-1:
@@ -59,7 +60,10 @@ local active = root .. 'active'
 
 local cfg = redis.call('HMGET', root .. 'meta', 'paused', 'concurrency', 'max', 'window',
   'ordered', 'mode', 'drate', 'dlimit', 'dweight', 'banded', 'bands', 'costed', 'fair',
-  'quantum', 'noquota')
+  'quantum', 'noquota', 'shard')
+-- A shard claimed without ARGV[4] (a plain queue on a sharded queue's name) would serve this
+-- shard alone, outside the workers' stride: refused, before any write.
+if cfg[16] and not with_load then return redis.error_reply(unfenced(root, cfg[16])) end
 if cfg[1] or cfg[15] then return nil end
 local ceiling = tonumber(cfg[2] or '0')
 if ceiling > 0 then

@@ -30,7 +30,10 @@
 -- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua); a keyed
 -- item of a lane held here for a move whose key this shard does not hold is refused EMQHELD
 -- (its producer looks for the key on the source the refusal names, then sends the item again
--- in a call opening "fence checked", or answers the duplicate it found there).
+-- in a call opening "fence checked", or answers the duplicate it found there). A call with no
+-- fence on a shard (meta `shard` set: a plain queue on a sharded queue's name) is refused
+-- whole, EMQSHARDED, before its first write (unfenced in _shard.lua; items before it wrote
+-- nothing: their answers, duplicates say, are dropped with the call).
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
@@ -43,11 +46,22 @@ local root = KEYS[1]
 local wake_key = root .. 'wake'
 local now -- read once, when the first item needs the clock
 local wakes, due_changed = 0, false
-local cap_of = cap_reader(root)
+local fence = fence_reader(root, ARGV) -- nil: not a shard (ARGV holds no fence)
+-- Before the call's first write (an item's cap check, which every admitted item passes, or a
+-- debounce that moves a job), meta `dcap` is read once, and `shard` with it: a call with no
+-- fence on a shard is refused there. The cap reader is made with `dcap` from this read, so an
+-- admitted item costs no command more; a call of duplicates alone writes nothing and reads no
+-- meta.
+local cap_of -- the call's cap reader, made at its first write (nil: none yet)
+local function first_write()
+  local marks = redis.call('HMGET', root .. 'meta', 'shard', 'dcap')
+  if marks[1] and not fence then return unfenced(root, marks[1]) end
+  cap_of = cap_reader(root, marks[2])
+  return nil
+end
 local backlogs = {} -- a capped lane's backlog, read once per call, counted on as items join it
 local banded -- meta `banded`, read when an item first needs it (nil: not read yet)
 local costed -- meta `costed`, read with `banded` (nil: not read yet)
-local fence = fence_reader(root, ARGV) -- nil: not a shard (ARGV holds no fence)
 
 -- The row's own fields: the dedup key, and its own TTL when it has one (delete_row leaves such
 -- a key to expire by itself) or the TTL it gets at the job's end (`dedup_after`); the keep
@@ -152,6 +166,10 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   if dedup ~= '' then
     local seen = redis.call('GET', root .. 'de:' .. dedup)
     if seen and debounce ~= '' and seen ~= id then
+      if not cap_of then
+        local unsharded = first_write()
+        if unsharded then return -2, unsharded end
+      end
       local code = debounced(seen, payload, debounce)
       if code then return code, seen, 'scheduled' end
       seen = nil -- its job is due, running or done: this call starts the next one
@@ -164,6 +182,10 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
   end
   local held = redis.call('HGET', row, 'state')
   if held then return 0, id, held end
+  if not cap_of then -- the call's first write: read once (an item after it costs a compare)
+    local unsharded = first_write()
+    if unsharded then return -2, unsharded end
+  end
   local cap = cap_of(g)
   if cap then
     local backlog = backlogs[g] or lane_backlog(root, g)
@@ -244,6 +266,7 @@ for i = first, #ARGV, width do
   local code, value, state = admit(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
     ARGV[i + 4], ARGV[i + 5], ARGV[i + 6], ARGV[i + 7], ARGV[i + 8], ARGV[i + 9], ARGV[i + 10],
     fence and ARGV[i + 11])
+  if code == -2 then return redis.error_reply(value) end -- nothing of the call written yet
   out[#out + 1], out[#out + 2], out[#out + 3] = code, value, state or ''
 end
 
