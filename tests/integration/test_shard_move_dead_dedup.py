@@ -153,3 +153,32 @@ async def test_a_duplicate_sent_while_its_lane_is_held_on_the_new_shard_is_answe
         "new-h",
     ]
     blocking.close()
+
+
+async def test_a_held_lanes_keys_are_looked_for_on_its_source_alone(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """Shard 0, the source here, is the sharded queue itself: its key and row are read as
+    that one shard's. A kept result of the lane left on a third shard by an earlier move
+    answers no duplicate, as neither before the hold nor after it."""
+    lane = lane_on(sharded.placement_map, 2)
+    kept = await ShardedQueue.connect(valkey_url, sharded.name, shards=3, result_ttl=60)
+    blocking: ShardedSyncQueue | None = None
+    try:
+        for key in ("k1", "k2"):
+            await kept.enqueue(key, lane=lane, dedup_key=key)
+            job = await kept.claim()
+            assert isinstance(job, Job)
+            assert await kept.complete(job) is True
+        assert await sharded.move_lane(lane, to=0) is True  # the kept results stay on shard 2
+        blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+        assert await LaneMove(sharded, lane, 1).run(("adopt", "freeze")) is True
+
+        assert (await sharded.enqueue("new", lane=lane, dedup_key="k1")).kind == "enqueued"
+        assert blocking.enqueue("new", lane=lane, dedup_key="k2").kind == "enqueued"
+        assert await LaneMove(sharded, lane, 1).run() is True
+        assert [job.shard for job in await drained(sharded)] == [1, 1]
+    finally:
+        if blocking is not None:
+            blocking.close()
+        await kept.close()

@@ -15,22 +15,39 @@ from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.queue import Queue
 from echomq.engine.results import JobInfo
 from echomq.engine.sync_queue import SyncQueue
+from echomq.errors import EchoMQError
 
 #: An admission's reply, ``(code, id, state)``: here always a duplicate's (code 0).
 Duplicate = tuple[int, str, str]
 
 
-async def source_duplicate(source: Queue, lane: str, dedup: str) -> Duplicate | None:
+async def source_duplicate(source: Queue, lane: str, dedup: str) -> Duplicate | EchoMQError | None:
     """The duplicate verdict's reply when ``source`` holds ``dedup`` for a job of ``lane``
-    (one read, two when it holds the key), else None."""
-    job_id = await source.dedup_job(dedup)
-    return None if job_id is None else _duplicate(job_id, lane, await source.job(job_id))
+    (one read, two when it holds the key), else None. A durable queue covers the job it points
+    at first (another connection wrote it: the mark's wait), its shortfall answered instead.
+    ``source`` is read as the one shard it is (shard 0 of a sharded queue is the queue)."""
+    job_id = await Queue.dedup_job(source, dedup)
+    if job_id is None:
+        return None
+    found = _duplicate(job_id, lane, await Queue.job(source, job_id))
+    if found is None or source.durability is None:
+        return found
+    short = await source.engine.cover((job_id,))
+    return found if short is None else short
 
 
-def sync_source_duplicate(source: SyncQueue, lane: str, dedup: str) -> Duplicate | None:
+def sync_source_duplicate(
+    source: SyncQueue, lane: str, dedup: str
+) -> Duplicate | EchoMQError | None:
     """:func:`source_duplicate` for the blocking producer."""
-    job_id = source.dedup_job(dedup)
-    return None if job_id is None else _duplicate(job_id, lane, source.job(job_id))
+    job_id = SyncQueue.dedup_job(source, dedup)
+    if job_id is None:
+        return None
+    found = _duplicate(job_id, lane, SyncQueue.job(source, job_id))
+    if found is None or source.durability is None:
+        return found
+    short = source.cover((job_id,))
+    return found if short is None else short
 
 
 def _duplicate(job_id: str, lane: str, row: JobInfo | None) -> Duplicate | None:

@@ -57,7 +57,14 @@ from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.sharded_settles import SettlesAcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Claimed, Engine, enqueue_together
-from echomq.errors import InvalidArgument, LaneHeld, LaneMoved, Unsupported, WireError
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    LaneHeld,
+    LaneMoved,
+    Unsupported,
+    WireError,
+)
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -220,6 +227,8 @@ class ShardedQueue(
         except LaneHeld as held:
             assert options.dedup_key is not None  # only a keyed item is refused held
             found = await source_duplicate(self.shards[held.shard], held.lane, options.dedup_key)
+            if isinstance(found, EchoMQError):
+                raise found from None  # the duplicate's cover fell short
             if found is not None:
                 return admission_verdict(*found)
         return await Queue._admit(shard, payload, options, checked=True)

@@ -32,7 +32,7 @@ from echomq.engine.shards import (
 )
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue, send_admissions
-from echomq.errors import InvalidArgument, LaneHeld, LaneMoved
+from echomq.errors import EchoMQError, InvalidArgument, LaneHeld, LaneMoved
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -195,6 +195,8 @@ class ShardedSyncQueue(SyncQueue):
             assert options.dedup_key is not None  # only a keyed item is refused held
             source = self.shards[held.shard]
             found = sync_source_duplicate(source, held.lane, options.dedup_key)
+            if isinstance(found, EchoMQError):
+                raise found from None  # the duplicate's cover fell short
             if found is not None:
                 return admission_verdict(*found)
         return SyncQueue._admit(self.shards[k], payload, options, checked=True)

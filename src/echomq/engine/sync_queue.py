@@ -418,6 +418,14 @@ class SyncQueue(SyncReads):
             )
         return durability.shortfall([reply], ids)
 
+    def cover(self, ids: Sequence[str]) -> EchoMQError | None:
+        """A durable queue's cover of jobs ``ids`` that other connections wrote, when an answer
+        points at them without writing (a duplicate found by a read): :meth:`_waited` after
+        the durability's mark. None when the wait confirmed it, else the shortfall."""
+        process = self._here()
+        before = process.router.reconnects, process.router.ask
+        return self._waited(process, before, ids, duplicate=True)
+
     def _listened(self, process: SyncProcess) -> bool:
         """Whether events should go out now; asks the server at most once a second."""
         now = time.monotonic()
