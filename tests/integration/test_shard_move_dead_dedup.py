@@ -182,3 +182,31 @@ async def test_a_held_lanes_keys_are_looked_for_on_its_source_alone(
         if blocking is not None:
             blocking.close()
         await kept.close()
+
+
+async def test_a_copy_that_died_again_is_reprocessed_where_its_lane_lives(
+    sharded: ShardedQueue,
+) -> None:
+    """A reprocess stopped between its copy and its delete, then the copy died too: the job is
+    dead on both shards. The next reprocess revives it on the lane's shard and deletes the
+    stale row where it first died (not: the stale row taken, the copy found dead and left)."""
+    lane = lane_on(sharded.placement_map, 0)
+    source, target = sharded.shards[0], sharded.shards[2]
+    dead = await dead_job(sharded, lane, "d", "key-d")
+    assert await sharded.move_lane(lane, to=2) is True
+    reply = await source.engine.reprocess_fenced(dead.id, sharded.placement_map.fence((lane,)))
+    assert isinstance(reply, list)
+    _, row, log, ttl = reply
+    args = ("in", sharded.placement_map.epoch, dead.id, lane_slot(lane), ttl, len(row), *row)
+    keys = (target.keys.root, target.keys.gate)
+    script = sharded.scripts.scripts["dead_move"]
+    assert await sharded.scripts.run(target.wire, script, keys, (*args, *log)) == 1
+    copy = await sharded.claim()
+    assert isinstance(copy, Job)
+    assert copy.id == dead.id
+    assert await sharded.retry(copy, max_attempts=1, error="boom again") == "dead"
+
+    assert await sharded.reprocess(dead.id) is True
+    assert await target.wire.call("HGET", target.keys.job(dead.id), "state") == b"pending"
+    assert await source.wire.call("EXISTS", source.keys.job(dead.id)) == 0
+    assert [job.id for job in await drained(sharded)] == [dead.id]
