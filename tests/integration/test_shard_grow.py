@@ -13,6 +13,7 @@ import pytest
 from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
+from echomq.engine.lane_move import LaneMove
 from echomq.engine.shards import Handoff, grow_plan, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
 
@@ -346,3 +347,24 @@ async def test_a_grow_whose_lease_was_taken_over_stops_and_is_resumed(
     assert sharded.keys_of(lane) == sharded.shards[target].keys
     counts = await sharded.counts()
     assert (counts.pending, counts.active, counts.completed) == (0, 0, 1)
+
+
+async def test_a_grow_stopped_in_a_lanes_move_finishes_that_move_when_resumed(
+    sharded: ShardedQueue,
+) -> None:
+    """A grow stopped after one of its moves froze its lane (the source's ``moved`` names the
+    target, which holds the lane adopted) resumes that move before the flip: the lane is
+    released on its target and its jobs run there (not: skipped as gone, flipped, its pending
+    job frozen on the source and the lane held on the target for good)."""
+    (lane, (_, _, _, target)) = lanes_handed(handed(sharded.placement_map, 5), 1, "r")[0]
+    await sharded.enqueue("r0", lane=lane)
+    assert await sharded.add_shards(5) is True
+    assert await LaneMove(sharded, lane, target).run(("adopt", "freeze")) is True
+    assert await sharded.grow(5) is True
+    assert sharded.keys_of(lane) == sharded.shards[target].keys
+    await sharded.enqueue("r1", lane=lane)
+    ran: list[tuple[str, int]] = []
+    while not isinstance(job := await sharded.claim(), Empty):
+        ran.append((job.payload, job.shard))
+        await sharded.complete(job)
+    assert ran == [("r0", target), ("r1", target)]
