@@ -48,8 +48,11 @@ async def test_a_lane_held_on_its_target_is_not_claimed_until_released(
 ) -> None:
     lane = lane_on(sharded.placement_map, 0)
     target = sharded.shards[1]
+    source = sharded.shards[0]
+    await source.wire.call("HSET", source.keys.moved, lane, 1)  # frozen there toward shard 1
     await target.wire.call("HSET", target.keys.adopted, lane, 0)  # arriving from shard 0: held
-    await target.enqueue_many([Item("early", lane=lane), Item("late", lane=lane)])  # admitted
+    # Refused on shard 0, then held on shard 1: looked for on 0, sent to 1 again, admitted.
+    await sharded.enqueue_many([Item("early", lane=lane), Item("late", lane=lane)])
     assert (await target.counts()).pending == 2
     assert isinstance(await sharded.claim(), Empty)
     await target.wire.call("HSET", target.keys.adopted, lane, "")  # released

@@ -210,3 +210,32 @@ async def test_a_copy_that_died_again_is_reprocessed_where_its_lane_lives(
     assert await target.wire.call("HGET", target.keys.job(dead.id), "state") == b"pending"
     assert await source.wire.call("EXISTS", source.keys.job(dead.id)) == 0
     assert [job.id for job in await drained(sharded)] == [dead.id]
+
+
+async def test_an_id_sent_again_while_its_lane_is_held_is_answered_as_a_duplicate(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """Admission is idempotent by id (SPEC): a job's id sent again while its lane is held on
+    its new shard finds the job still on the old one, leased there at the freeze or pending,
+    from either producer (not: admitted anew on the new shard, run a second time)."""
+    lane = lane_on(sharded.placement_map, 0)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    leased, pending = await sharded.enqueue_many([Item("x", lane=lane), Item("y", lane=lane)])
+    job = await sharded.claim()
+    assert isinstance(job, Job)
+    assert job.id == leased.id
+    assert await LaneMove(sharded, lane, 2).run(("adopt", "freeze")) is True
+
+    again = await sharded.enqueue("x again", lane=lane, id=leased.id)
+    assert (again.kind, again.id) == ("duplicate", leased.id)
+    batch = await sharded.enqueue_many([Item("y again", lane=lane, id=pending.id)])
+    assert [v.kind for v in batch] == ["duplicate"]
+    assert blocking.enqueue("x again", lane=lane, id=leased.id).kind == "duplicate"
+    blocking_batch = blocking.enqueue_many([Item("y again", lane=lane, id=pending.id)])
+    assert [v.kind for v in blocking_batch] == ["duplicate"]
+    assert (await sharded.enqueue("new", lane=lane)).kind == "enqueued"  # a minted id: admitted
+
+    await sharded.complete(job)
+    assert await LaneMove(sharded, lane, 2).run() is True
+    assert sorted(j.payload for j in await drained(sharded)) == ["new", "y"]
+    blocking.close()

@@ -225,8 +225,8 @@ class ShardedQueue(
         try:
             return await Queue._admit(shard, payload, options)
         except LaneHeld as held:
-            assert options.dedup_key is not None  # only a keyed item is refused held
-            found = await source_duplicate(self.shards[held.shard], held.lane, options.dedup_key)
+            source = self.shards[held.shard]
+            found = await source_duplicate(source, held.lane, options.dedup_key, options.id)
             if isinstance(found, EchoMQError):
                 raise found from None  # the duplicate's cover fell short
             if found is not None:
@@ -265,7 +265,10 @@ class ShardedQueue(
         founds = await asyncio.gather(
             *(
                 source_duplicate(
-                    self.shards[replies[i].shard], admissions[i].group, admissions[i].dedup
+                    self.shards[replies[i].shard],
+                    admissions[i].group,
+                    admissions[i].dedup,
+                    admissions[i].id,
                 )
                 for i in held
             )

@@ -192,9 +192,8 @@ class ShardedSyncQueue(SyncQueue):
         try:
             return SyncQueue._admit(self.shards[k], payload, options)
         except LaneHeld as held:
-            assert options.dedup_key is not None  # only a keyed item is refused held
             source = self.shards[held.shard]
-            found = sync_source_duplicate(source, held.lane, options.dedup_key)
+            found = sync_source_duplicate(source, held.lane, options.dedup_key, options.id)
             if isinstance(found, EchoMQError):
                 raise found from None  # the duplicate's cover fell short
             if found is not None:
@@ -236,7 +235,8 @@ class ShardedSyncQueue(SyncQueue):
         for i, reply in enumerate(replies):
             if isinstance(reply, LaneHeld):
                 item = admissions[i]
-                found = sync_source_duplicate(self.shards[reply.shard], item.group, item.dedup)
+                source = self.shards[reply.shard]
+                found = sync_source_duplicate(source, item.group, item.dedup, item.id)
                 if found is None:
                     unknown.append(i)
                 else:
