@@ -16,6 +16,8 @@ from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap
 from echomq.engine.lane_move import LaneMove
 from echomq.engine.shards import Handoff, grow_plan, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
+from echomq.wire import Connector
+from echomq.wire.url import ConnectionOptions
 
 
 @pytest.fixture
@@ -368,3 +370,31 @@ async def test_a_grow_stopped_in_a_lanes_move_finishes_that_move_when_resumed(
         ran.append((job.payload, job.shard))
         await sharded.complete(job)
     assert ran == [("r0", target), ("r1", target)]
+
+
+async def test_a_holder_whose_extension_hangs_is_stopped_when_its_lease_may_lapse(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """An extension that does not answer (here: writes paused on the server) leaves the lease
+    to lapse on the server's clock while the holder works on: another move or grow may take it
+    then. The holder is stopped once its lease may have lapsed, not when the extension's call
+    gives up (its call timeout, seconds later) or, answered late, finds it held again."""
+    lease = placement_lease.PlacementLease(sharded, "a hung holder", ttl_ms=200)
+    admin = await Connector(ConnectionOptions.from_url(valkey_url), version_fence=None).connect()
+    loop = asyncio.get_running_loop()
+    held_at = loop.time()
+
+    async def work_while_paused() -> None:
+        nonlocal held_at
+        async with lease:
+            held_at = loop.time()
+            assert await admin.call("CLIENT", "PAUSE", 700, "WRITE") == b"OK"
+            await asyncio.sleep(1.0)
+
+    try:
+        with pytest.raises(PlacementBusy):
+            await work_while_paused()
+        assert loop.time() - held_at < 0.45
+    finally:
+        await admin.call("CLIENT", "UNPAUSE")
+        await admin.close()
