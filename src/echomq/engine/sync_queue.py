@@ -242,8 +242,8 @@ class SyncQueue(SyncReads):
             return sending.sent(self._admit(payload, options))
 
     def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
-        """``checked``: on a shard, the fence says the item's dedup key was looked for on the
-        source of its lane, held here for a move (docs/concepts/shards.md)."""
+        """``checked``: on a shard, the fence says the item's dedup key and id were looked for
+        on the source of its lane, held here for a move (docs/concepts/shards.md)."""
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
