@@ -218,10 +218,10 @@ class ShardedQueue(
         return await self._admit_held(shard, payload, options)
 
     async def _admit_held(self, shard: Queue, payload: Any, options: JobOptions) -> Verdict:
-        """The item admitted on ``shard``. A keyed item of a lane held there for a move
+        """The item admitted on ``shard``. An item of a lane held there for a move
         (:class:`LaneHeld`, docs/concepts/shards.md, "Dedup while a lane is held"): the
-        duplicate of the job its key names on the lane's source, else sent again with the key
-        checked (``echomq.engine.held_dedup``)."""
+        duplicate of the job its key or id names on the lane's source, else sent again with
+        them checked (``echomq.engine.held_dedup``)."""
         try:
             return await Queue._admit(shard, payload, options)
         except LaneHeld as held:

@@ -186,9 +186,9 @@ class ShardedSyncQueue(SyncQueue):
             return self._admit_held(again, payload, options)
 
     def _admit_held(self, k: int, payload: Any, options: JobOptions) -> Verdict:
-        """The item admitted on shard ``k``; a keyed item of a lane held there for a move
-        (:class:`LaneHeld`): the duplicate of the job its key names on the lane's source, else
-        sent again with the key checked (``echomq.engine.held_dedup``)."""
+        """The item admitted on shard ``k``; an item of a lane held there for a move
+        (:class:`LaneHeld`): the duplicate of the job its key or id names on the lane's source,
+        else sent again with them checked (``echomq.engine.held_dedup``)."""
         try:
             return SyncQueue._admit(self.shards[k], payload, options)
         except LaneHeld as held:
