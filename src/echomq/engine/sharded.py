@@ -237,7 +237,7 @@ class ShardedQueue(
         self, admissions: list[Admission], checked: bool = False
     ) -> list[Any]:
         """Each shard its items, fenced, at once; the replies in input order. Items refused
-        because their lane moved (:class:`LaneMoved`) are sent once more, where it went; keyed
+        because their lane moved (:class:`LaneMoved`) are sent once more, where it went; the
         items of a lane held for a move (:class:`LaneHeld`), as :meth:`_admit_held` says.
         (``checked`` is the shards' word, not this queue's.)"""
         placement = self.placement_map
