@@ -14,7 +14,7 @@ from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
 from echomq.engine.lane_move import LaneMove
-from echomq.engine.shards import Handoff, grow_plan, lane_slot
+from echomq.engine.shards import Handoff, grow_plan, handed_to, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
 from echomq.wire import Connector
 from echomq.wire.url import ConnectionOptions
@@ -398,3 +398,32 @@ async def test_a_holder_whose_extension_hangs_is_stopped_when_its_lease_may_laps
     finally:
         await admin.call("CLIENT", "UNPAUSE")
         await admin.close()
+
+
+async def test_a_lane_held_from_a_shard_a_producer_has_not_heard_of_is_admitted(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """A producer that has not heard of a grow sends a lane to its old home, which holds it for
+    a move from a new shard (``EMQHELD 4``): the directory is read again for that shard, whose
+    keys are looked at (not: an ``IndexError`` from the producer's list of 3 shards)."""
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    handoffs = handed(sharded.placement_map, 5)
+    lane = next(
+        f"s{i}"
+        for i in range(10_000)
+        if sharded.placement_map.shard_of(f"s{i}") == 1 and handed_to(handoffs, 1, f"s{i}") is None
+    )
+    try:
+        await sharded.enqueue("first", lane=lane, dedup_key="k")
+        assert await sharded.grow(5) is True
+        assert await sharded.move_lane(lane, to=4) is True
+        assert await LaneMove(sharded, lane, 1).run(("adopt", "freeze")) is True  # held on 1
+
+        assert (await stale.enqueue("dup", lane=lane, dedup_key="k")).kind == "duplicate"
+        assert blocking.enqueue("dup", lane=lane, dedup_key="k").kind == "duplicate"
+        assert [v.kind for v in await stale.enqueue_many([Item("new", lane=lane)])] == ["enqueued"]
+        assert [v.kind for v in blocking.enqueue_many([Item("new", lane=lane)])] == ["enqueued"]
+    finally:
+        blocking.close()
+        await stale.close()

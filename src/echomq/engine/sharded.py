@@ -225,6 +225,8 @@ class ShardedQueue(
         try:
             return await Queue._admit(shard, payload, options)
         except LaneHeld as held:
+            if held.shard >= len(self.shards):
+                await self._current()  # the source is a shard of a grow not heard of yet
             source = self.shards[held.shard]
             found = await source_duplicate(source, held.lane, options.dedup_key, options.id)
             if isinstance(found, EchoMQError):
@@ -262,6 +264,8 @@ class ShardedQueue(
         held = [i for i, reply in enumerate(replies) if isinstance(reply, LaneHeld)]
         if not held:
             return
+        if any(replies[i].shard >= len(self.shards) for i in held):
+            await self._current()  # a source is a shard of a grow not heard of yet
         founds = await asyncio.gather(
             *(
                 source_duplicate(

@@ -192,6 +192,8 @@ class ShardedSyncQueue(SyncQueue):
         try:
             return SyncQueue._admit(self.shards[k], payload, options)
         except LaneHeld as held:
+            if held.shard >= len(self.shards):
+                self._reread()  # the source is a shard of a grow not heard of yet
             source = self.shards[held.shard]
             found = sync_source_duplicate(source, held.lane, options.dedup_key, options.id)
             if isinstance(found, EchoMQError):
@@ -232,6 +234,8 @@ class ShardedSyncQueue(SyncQueue):
         """``replies`` with each :class:`LaneHeld` refusal answered as :meth:`_admit_held`
         answers one: the items sent again in one pipeline."""
         unknown: list[int] = []
+        if any(isinstance(r, LaneHeld) and r.shard >= len(self.shards) for r in replies):
+            self._reread()  # a source is a shard of a grow not heard of yet
         for i, reply in enumerate(replies):
             if isinstance(reply, LaneHeld):
                 item = admissions[i]
