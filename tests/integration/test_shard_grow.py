@@ -427,3 +427,38 @@ async def test_a_lane_held_from_a_shard_a_producer_has_not_heard_of_is_admitted(
     finally:
         blocking.close()
         await stale.close()
+
+
+async def test_a_setter_that_read_the_directory_before_a_grow_writes_the_target_too(
+    sharded: ShardedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane setter reads the directory, then writes: a grow that began between the two
+    copied the lane's settings to its target before the write reached the source. The write
+    is not lost there (here: a resume; the lane, with nothing on its source, is not moved by
+    the grow and would stay paused on its new shard for good)."""
+    (lane, (_, _, _, to)) = lanes_handed(handed(sharded.placement_map, 5), 1, "p")[0]
+    await sharded.lane(lane).pause()
+    read, go = asyncio.Event(), asyncio.Event()
+    lane_shards = sharded.lane_shards
+
+    async def read_then_wait(name: str) -> list[Queue]:
+        shards = await lane_shards(name)
+        if not read.is_set():  # the setter's first read: the grow starts after it
+            read.set()
+            await go.wait()
+        return shards
+
+    monkeypatch.setattr(sharded, "lane_shards", read_then_wait)
+    resuming = asyncio.create_task(sharded.lane(lane).resume())
+    await read.wait()
+    other = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)
+    assert await other.add_shards(5) is True  # the pause copied to the target
+    go.set()
+    assert await resuming is True
+    assert await other.grow(5) is True
+    assert [info.paused for info in await Queue.lanes(other.shards[to], [lane])] == [False]
+    await other.enqueue("p0", lane=lane)
+    job = await other.claim()
+    assert isinstance(job, Job)
+    assert job.shard == to
+    await other.close()

@@ -289,8 +289,15 @@ class ShardedSyncQueue(SyncQueue):
         rate: Rate | tuple[int, float] | None = None,
         cap: int | None = None,
     ) -> None:
-        for k in self._setting_shards(group):
-            SyncQueue.configure_lane(self.shards[k], group, limit=limit, rate=rate, cap=cap)
+        written: list[int] = []
+        shards = self._setting_shards(group)
+        while shards:
+            for k in shards:
+                SyncQueue.configure_lane(self.shards[k], group, limit=limit, rate=rate, cap=cap)
+                written.append(k)
+            # A grow that began after the directory was read copied the lane's settings before
+            # this write reached its source: the target is written too (read after the write).
+            shards = [k for k in self._setting_shards(group) if k not in written]
 
     def apply_policies(
         self,
