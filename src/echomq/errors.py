@@ -31,8 +31,8 @@
             │   └── PlacementBusy  another lane move or grow of the sharded queue runs
             ├── ArgumentRefused EMQARG  (a script refused an argument before writing anything)
             ├── LaneFull       EMQFULL  (the lane holds its backlog cap: nothing written)
-            ├── LaneHeld       EMQHELD  (a keyed item of a lane held for a move: look at the
-            │                           source's dedup keys first; the sharded producers do)
+            ├── LaneHeld       EMQHELD  (an item of a lane held for a move: look at the
+            │                           source's keys and ids first; the sharded producers do)
             ├── LaneMoved      EMQMOVED (a shard of a sharded queue does not serve the lane)
             └── QueueSharded   EMQSHARDED (a plain queue on a sharded queue's name; also
                                Unsupported: open it with connect_queue)
@@ -304,11 +304,12 @@ class LaneMoved(Refusal):
 
 class LaneHeld(Refusal):
     """EMQHELD: a shard of a sharded queue holds the item's lane for a move (it admits the lane,
-    serving it once the move ends) and not the item's dedup key, which may still name a job on
-    the lane's source, not copied yet (docs/concepts/shards.md, "Dedup while a lane is held");
-    nothing of the item was written. ``shard`` is that source, ``lane`` the lane. The sharded
-    producers answer it themselves: the key read on the source, the item answered as that
-    job's duplicate, or sent again to this shard with the key checked."""
+    serving it once the move ends) and neither the item's dedup key nor its id, which may
+    still name a job on the lane's source, not copied yet (docs/concepts/shards.md, "Dedup
+    while a lane is held"); nothing of the item was written. ``shard`` is that source,
+    ``lane`` the lane. The sharded producers answer it themselves: the key and the id read on
+    the source, the item answered as that job's duplicate, or sent again to this shard with
+    them checked."""
 
     reason = "lane held"
 

@@ -15,6 +15,7 @@ import pytest
 
 from echomq import App, InvalidArgument, Item, Job, Queue, SyncQueue
 from echomq.engine import Durability, Flow, ShardedQueue, ShardedSyncQueue
+from echomq.engine.lane_move import LaneMove
 from echomq.errors import DurabilityUnavailable, NotDurable
 from echomq.server import EmbeddedValkey
 from echomq.server.embedded import ServerOptions
@@ -350,3 +351,39 @@ async def test_a_queue_refuses_what_is_not_a_durability_before_connecting(
     with pytest.raises(InvalidArgument) as refused:
         SyncQueue(queue_name, [ConnectionOptions.from_url(unreachable)], durability="always")  # type: ignore[arg-type]
     assert refused.value.argument == "durability"
+
+
+async def test_a_duplicate_found_on_a_held_lanes_source_is_covered_there(
+    aof_url: str, queue_name: str
+) -> None:
+    """While a lane is held for a move, a keyed item's duplicate is read on the lane's source
+    (docs/concepts/shards.md, "Dedup while a lane is held"), not answered by a write: the job
+    it points at came from another connection, so the source's mark must be waited for, as
+    a duplicate answered by the enqueue script is."""
+    plain = await ShardedQueue.connect(aof_url, queue_name, shards=3)
+    sharded = await ShardedQueue.connect(aof_url, queue_name, shards=3, durability=FSYNC)
+    sync = await asyncio.to_thread(
+        ShardedSyncQueue.connect, aof_url, queue_name, shards=3, durability=FSYNC
+    )
+    try:
+        lane = lanes_on(plain.placement_map, [1])[0][0]  # on shard 0, held on shard 2
+        first = await plain.enqueue("a", lane=lane, dedup_key="k")
+        assert await LaneMove(sharded, lane, 2).run(("adopt", "freeze")) is True
+        source = sharded.shards[0]
+        sends = [
+            lambda: sharded.enqueue("dup", lane=lane, dedup_key="k"),
+            lambda: sharded.enqueue_many([Item("dup", lane=lane, dedup_key="k")]),
+            lambda: asyncio.to_thread(sync.enqueue, "dup", lane=lane, dedup_key="k"),
+            lambda: asyncio.to_thread(sync.enqueue_many, [Item("dup", lane=lane, dedup_key="k")]),
+        ]
+        for send in sends:
+            await sharded.wire.call("DEL", *(shard.keys.fsync for shard in sharded.shards))
+            verdict = await send()
+            verdict = verdict[0] if isinstance(verdict, list) else verdict
+            assert (verdict.kind, verdict.id) == ("duplicate", first.id)
+            assert await source.wire.call("EXISTS", source.keys.fsync) == 1
+        assert await LaneMove(sharded, lane, 2).run() is True
+    finally:
+        sync.close()
+        await plain.close()
+        await discard(sharded)

@@ -13,8 +13,11 @@ import pytest
 from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
-from echomq.engine.shards import Handoff, grow_plan, lane_slot
+from echomq.engine.lane_move import LaneMove
+from echomq.engine.shards import Handoff, grow_plan, handed_to, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
+from echomq.wire import Connector
+from echomq.wire.url import ConnectionOptions
 
 
 @pytest.fixture
@@ -346,3 +349,116 @@ async def test_a_grow_whose_lease_was_taken_over_stops_and_is_resumed(
     assert sharded.keys_of(lane) == sharded.shards[target].keys
     counts = await sharded.counts()
     assert (counts.pending, counts.active, counts.completed) == (0, 0, 1)
+
+
+async def test_a_grow_stopped_in_a_lanes_move_finishes_that_move_when_resumed(
+    sharded: ShardedQueue,
+) -> None:
+    """A grow stopped after one of its moves froze its lane (the source's ``moved`` names the
+    target, which holds the lane adopted) resumes that move before the flip: the lane is
+    released on its target and its jobs run there (not: skipped as gone, flipped, its pending
+    job frozen on the source and the lane held on the target for good)."""
+    (lane, (_, _, _, target)) = lanes_handed(handed(sharded.placement_map, 5), 1, "r")[0]
+    await sharded.enqueue("r0", lane=lane)
+    assert await sharded.add_shards(5) is True
+    assert await LaneMove(sharded, lane, target).run(("adopt", "freeze")) is True
+    assert await sharded.grow(5) is True
+    assert sharded.keys_of(lane) == sharded.shards[target].keys
+    await sharded.enqueue("r1", lane=lane)
+    ran: list[tuple[str, int]] = []
+    while not isinstance(job := await sharded.claim(), Empty):
+        ran.append((job.payload, job.shard))
+        await sharded.complete(job)
+    assert ran == [("r0", target), ("r1", target)]
+
+
+async def test_a_holder_whose_extension_hangs_is_stopped_when_its_lease_may_lapse(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """An extension that does not answer (here: writes paused on the server) leaves the lease
+    to lapse on the server's clock while the holder works on: another move or grow may take it
+    then. The holder is stopped once its lease may have lapsed, not when the extension's call
+    gives up (its call timeout, seconds later) or, answered late, finds it held again."""
+    lease = placement_lease.PlacementLease(sharded, "a hung holder", ttl_ms=200)
+    admin = await Connector(ConnectionOptions.from_url(valkey_url), version_fence=None).connect()
+    loop = asyncio.get_running_loop()
+    held_at = loop.time()
+
+    async def work_while_paused() -> None:
+        nonlocal held_at
+        async with lease:
+            held_at = loop.time()
+            assert await admin.call("CLIENT", "PAUSE", 700, "WRITE") == b"OK"
+            await asyncio.sleep(1.0)
+
+    try:
+        with pytest.raises(PlacementBusy):
+            await work_while_paused()
+        assert loop.time() - held_at < 0.45
+    finally:
+        await admin.call("CLIENT", "UNPAUSE")
+        await admin.close()
+
+
+async def test_a_lane_held_from_a_shard_a_producer_has_not_heard_of_is_admitted(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """A producer that has not heard of a grow sends a lane to its old home, which holds it for
+    a move from a new shard (``EMQHELD 4``): the directory is read again for that shard, whose
+    keys are looked at (not: an ``IndexError`` from the producer's list of 3 shards)."""
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    handoffs = handed(sharded.placement_map, 5)
+    lane = next(
+        f"s{i}"
+        for i in range(10_000)
+        if sharded.placement_map.shard_of(f"s{i}") == 1 and handed_to(handoffs, 1, f"s{i}") is None
+    )
+    try:
+        await sharded.enqueue("first", lane=lane, dedup_key="k")
+        assert await sharded.grow(5) is True
+        assert await sharded.move_lane(lane, to=4) is True
+        assert await LaneMove(sharded, lane, 1).run(("adopt", "freeze")) is True  # held on 1
+
+        assert (await stale.enqueue("dup", lane=lane, dedup_key="k")).kind == "duplicate"
+        assert blocking.enqueue("dup", lane=lane, dedup_key="k").kind == "duplicate"
+        assert [v.kind for v in await stale.enqueue_many([Item("new", lane=lane)])] == ["enqueued"]
+        assert [v.kind for v in blocking.enqueue_many([Item("new", lane=lane)])] == ["enqueued"]
+    finally:
+        blocking.close()
+        await stale.close()
+
+
+async def test_a_setter_that_read_the_directory_before_a_grow_writes_the_target_too(
+    sharded: ShardedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lane setter reads the directory, then writes: a grow that began between the two
+    copied the lane's settings to its target before the write reached the source. The write
+    is not lost there (here: a resume; the lane, with nothing on its source, is not moved by
+    the grow and would stay paused on its new shard for good)."""
+    (lane, (_, _, _, to)) = lanes_handed(handed(sharded.placement_map, 5), 1, "p")[0]
+    await sharded.lane(lane).pause()
+    read, go = asyncio.Event(), asyncio.Event()
+    lane_shards = sharded.lane_shards
+
+    async def read_then_wait(name: str) -> list[Queue]:
+        shards = await lane_shards(name)
+        if not read.is_set():  # the setter's first read: the grow starts after it
+            read.set()
+            await go.wait()
+        return shards
+
+    monkeypatch.setattr(sharded, "lane_shards", read_then_wait)
+    resuming = asyncio.create_task(sharded.lane(lane).resume())
+    await read.wait()
+    other = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)
+    assert await other.add_shards(5) is True  # the pause copied to the target
+    go.set()
+    assert await resuming is True
+    assert await other.grow(5) is True
+    assert [info.paused for info in await Queue.lanes(other.shards[to], [lane])] == [False]
+    await other.enqueue("p0", lane=lane)
+    job = await other.claim()
+    assert isinstance(job, Job)
+    assert job.shard == to
+    await other.close()

@@ -14,7 +14,7 @@ from echomq import Item, Job, Queue
 from echomq.engine import Empty, Flow, ShardedQueue
 from echomq.engine.lane_move import STEPS, LaneMove
 from echomq.errors import InvalidArgument
-from echomq.testing import lane_on
+from echomq.testing import lane_on, lanes_on
 
 
 @pytest.fixture
@@ -48,8 +48,11 @@ async def test_a_lane_held_on_its_target_is_not_claimed_until_released(
 ) -> None:
     lane = lane_on(sharded.placement_map, 0)
     target = sharded.shards[1]
+    source = sharded.shards[0]
+    await source.wire.call("HSET", source.keys.moved, lane, 1)  # frozen there toward shard 1
     await target.wire.call("HSET", target.keys.adopted, lane, 0)  # arriving from shard 0: held
-    await target.enqueue_many([Item("early", lane=lane), Item("late", lane=lane)])  # admitted
+    # Refused on shard 0, then held on shard 1: looked for on 0, sent to 1 again, admitted.
+    await sharded.enqueue_many([Item("early", lane=lane), Item("late", lane=lane)])
     assert (await target.counts()).pending == 2
     assert isinstance(await sharded.claim(), Empty)
     await target.wire.call("HSET", target.keys.adopted, lane, "")  # released
@@ -321,3 +324,26 @@ async def test_a_job_reaped_then_moved_is_found_where_it_is_now(sharded: Sharded
     assert (await sharded.cancel(verdict.id)).was == "pending"
     assert await sharded.state(verdict.id) in ("cancelled", "absent")
     assert isinstance(await sharded.claim(), Empty)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: a child of a waiting flow parent is moved with its lane, and its end "
+    "is told to a parent row on the target, which has none: the parent waits for good",
+)
+async def test_a_flow_childs_lane_moved_away_from_its_waiting_parent_still_frees_it(
+    sharded: ShardedQueue,
+) -> None:
+    parent_lane, child_lane = lanes_on(sharded.placement_map, [2])[0]
+    flow = Flow("parent", lane=parent_lane, children=[Flow("child", lane=child_lane)])
+    await sharded.add_flow(flow)
+    assert await sharded.move_lane(child_lane, to=2) is True  # the parent waits on shard 0
+    ran: list[tuple[str, int]] = []
+    for _ in range(4):
+        job = await sharded.claim()
+        if isinstance(job, Empty):
+            await sharded.upkeep()  # an outbox entry to relay, if any
+            continue
+        ran.append((job.payload, job.shard))
+        await sharded.complete(job)
+    assert ran == [("child", 2), ("parent", 0)]

@@ -153,3 +153,89 @@ async def test_a_duplicate_sent_while_its_lane_is_held_on_the_new_shard_is_answe
         "new-h",
     ]
     blocking.close()
+
+
+async def test_a_held_lanes_keys_are_looked_for_on_its_source_alone(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """Shard 0, the source here, is the sharded queue itself: its key and row are read as
+    that one shard's. A kept result of the lane left on a third shard by an earlier move
+    answers no duplicate, as neither before the hold nor after it."""
+    lane = lane_on(sharded.placement_map, 2)
+    kept = await ShardedQueue.connect(valkey_url, sharded.name, shards=3, result_ttl=60)
+    blocking: ShardedSyncQueue | None = None
+    try:
+        for key in ("k1", "k2"):
+            await kept.enqueue(key, lane=lane, dedup_key=key)
+            job = await kept.claim()
+            assert isinstance(job, Job)
+            assert await kept.complete(job) is True
+        assert await sharded.move_lane(lane, to=0) is True  # the kept results stay on shard 2
+        blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+        assert await LaneMove(sharded, lane, 1).run(("adopt", "freeze")) is True
+
+        assert (await sharded.enqueue("new", lane=lane, dedup_key="k1")).kind == "enqueued"
+        assert blocking.enqueue("new", lane=lane, dedup_key="k2").kind == "enqueued"
+        assert await LaneMove(sharded, lane, 1).run() is True
+        assert [job.shard for job in await drained(sharded)] == [1, 1]
+    finally:
+        if blocking is not None:
+            blocking.close()
+        await kept.close()
+
+
+async def test_a_copy_that_died_again_is_reprocessed_where_its_lane_lives(
+    sharded: ShardedQueue,
+) -> None:
+    """A reprocess stopped between its copy and its delete, then the copy died too: the job is
+    dead on both shards. The next reprocess revives it on the lane's shard and deletes the
+    stale row where it first died (not: the stale row taken, the copy found dead and left)."""
+    lane = lane_on(sharded.placement_map, 0)
+    source, target = sharded.shards[0], sharded.shards[2]
+    dead = await dead_job(sharded, lane, "d", "key-d")
+    assert await sharded.move_lane(lane, to=2) is True
+    reply = await source.engine.reprocess_fenced(dead.id, sharded.placement_map.fence((lane,)))
+    assert isinstance(reply, list)
+    _, row, log, ttl = reply
+    args = ("in", sharded.placement_map.epoch, dead.id, lane_slot(lane), ttl, len(row), *row)
+    keys = (target.keys.root, target.keys.gate)
+    script = sharded.scripts.scripts["dead_move"]
+    assert await sharded.scripts.run(target.wire, script, keys, (*args, *log)) == 1
+    copy = await sharded.claim()
+    assert isinstance(copy, Job)
+    assert copy.id == dead.id
+    assert await sharded.retry(copy, max_attempts=1, error="boom again") == "dead"
+
+    assert await sharded.reprocess(dead.id) is True
+    assert await target.wire.call("HGET", target.keys.job(dead.id), "state") == b"pending"
+    assert await source.wire.call("EXISTS", source.keys.job(dead.id)) == 0
+    assert [job.id for job in await drained(sharded)] == [dead.id]
+
+
+async def test_an_id_sent_again_while_its_lane_is_held_is_answered_as_a_duplicate(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """Admission is idempotent by id (SPEC): a job's id sent again while its lane is held on
+    its new shard finds the job still on the old one, leased there at the freeze or pending,
+    from either producer (not: admitted anew on the new shard, run a second time)."""
+    lane = lane_on(sharded.placement_map, 0)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    leased, pending = await sharded.enqueue_many([Item("x", lane=lane), Item("y", lane=lane)])
+    job = await sharded.claim()
+    assert isinstance(job, Job)
+    assert job.id == leased.id
+    assert await LaneMove(sharded, lane, 2).run(("adopt", "freeze")) is True
+
+    again = await sharded.enqueue("x again", lane=lane, id=leased.id)
+    assert (again.kind, again.id) == ("duplicate", leased.id)
+    batch = await sharded.enqueue_many([Item("y again", lane=lane, id=pending.id)])
+    assert [v.kind for v in batch] == ["duplicate"]
+    assert blocking.enqueue("x again", lane=lane, id=leased.id).kind == "duplicate"
+    blocking_batch = blocking.enqueue_many([Item("y again", lane=lane, id=pending.id)])
+    assert [v.kind for v in blocking_batch] == ["duplicate"]
+    assert (await sharded.enqueue("new", lane=lane)).kind == "enqueued"  # a minted id: admitted
+
+    await sharded.complete(job)
+    assert await LaneMove(sharded, lane, 2).run() is True
+    assert sorted(j.payload for j in await drained(sharded)) == ["new", "y"]
+    blocking.close()

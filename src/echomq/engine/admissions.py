@@ -63,8 +63,8 @@ class Admissions:
             return sending.sent(await self._admit(payload, options))
 
     async def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
-        """``checked``: on a shard, the fence says the item's dedup key was looked for on the
-        source of its lane, held here for a move (docs/concepts/shards.md)."""
+        """``checked``: on a shard, the fence says the item's dedup key and id were looked for
+        on the source of its lane, held here for a move (docs/concepts/shards.md)."""
         if options.id is None and not self.minter.is_ready:
             await self.minter.ready()
         item = admission(self.codec, self._mint, payload, options)

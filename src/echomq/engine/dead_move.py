@@ -52,11 +52,22 @@ class DeadMoves:
         ]
         if not dead:
             return await Queue.reprocess(await self._found(id), id)
+        lane = text(rows[dead[0]][1] or "_")
+        # Dead on two shards (a reprocess stopped between its copy and its delete, then the
+        # copy died too): the lane's shard first, where the job is revived; the other row
+        # is the stale one, deleted as a copy's source is. Else the stale row was taken, its
+        # copy found the dead row on the lane's shard and wrote nothing: True, still dead.
+        home = self.placement_map.shard_of(lane)
+        dead.sort(key=lambda k: k != home)
         k = dead[0]
-        lane = text(rows[k][1] or "_")
         source = self.shards[k]
         reply = await source.engine.reprocess_fenced(id, self.placement_map.fence((lane,)))
         if not isinstance(reply, list):
+            for stale in dead[1:] if reply else ():
+                attempts = await self.shards[stale].wire.call(
+                    "HGET", self.shards[stale].keys.job(id), "attempts"
+                )
+                await self._dead_move(self.shards[stale], ("drop", id, attempts))
             return bool(reply)
         refusal, row, log, ttl = reply
         moved = server_error(text(refusal))

@@ -1,12 +1,13 @@
-"""Keyed admissions to a lane held for a move (docs/concepts/shards.md, "Dedup while a lane is
-held"). From the freeze on, the lane's target admits it, but until the copy ends the lane's
-dedup keys may still be on its source. So the target refuses a keyed item whose key it does not
-hold (:class:`~echomq.errors.LaneHeld`, naming the source); the producer reads the key there and
-answers the item as the duplicate of the lane's job it names, else sends it to the target again
-with the key checked. Exact: from the freeze on the source admits no job of the lane, and each
-of the lane's keys is on the source or on the target at every instant (a batch is written on the
-target before it is deleted on the source), so a key the source lacks when read is on the
-target when the item arrives there, or gone with its job.
+"""Admissions to a lane held for a move (docs/concepts/shards.md, "Dedup while a lane is held").
+From the freeze on, the lane's target admits it, but until the copy ends the lane's jobs and
+their dedup keys may still be on its source. So the target refuses an item whose key and id it
+does not hold (:class:`~echomq.errors.LaneHeld`, naming the source); the producer reads the key,
+and an id its caller gave, there and answers the item as the duplicate of the lane's job it
+names, else sends it to the target again with them checked. Exact: from the freeze on the
+source admits no job of the lane, and each of the lane's jobs and keys is on the source or on the
+target at every instant (a batch is written on the target before it is deleted on the source),
+so a key or id the source lacks when read is on the target when the item arrives there, or gone
+with its job.
 """
 
 from __future__ import annotations
@@ -15,22 +16,49 @@ from echomq.engine.keys import DEFAULT_GROUP
 from echomq.engine.queue import Queue
 from echomq.engine.results import JobInfo
 from echomq.engine.sync_queue import SyncQueue
+from echomq.errors import EchoMQError
 
 #: An admission's reply, ``(code, id, state)``: here always a duplicate's (code 0).
 Duplicate = tuple[int, str, str]
 
 
-async def source_duplicate(source: Queue, lane: str, dedup: str) -> Duplicate | None:
-    """The duplicate verdict's reply when ``source`` holds ``dedup`` for a job of ``lane``
-    (one read, two when it holds the key), else None."""
-    job_id = await source.dedup_job(dedup)
-    return None if job_id is None else _duplicate(job_id, lane, await source.job(job_id))
+async def source_duplicate(
+    source: Queue, lane: str, dedup: str | None, id: str | None
+) -> Duplicate | EchoMQError | None:
+    """The duplicate verdict's reply when ``source`` holds, for a job of ``lane``, the item's
+    dedup key ``dedup`` or its id ``id`` (one its caller gave; a minted id is never there),
+    looked for in that order, as the enqueue script does; else None. A durable queue covers
+    the job it points at first (another connection wrote it: the mark's wait), its shortfall
+    answered instead. ``source`` is read as the one shard it is (shard 0 of a sharded queue
+    is the queue)."""
+    found = None
+    if dedup:
+        job_id = await Queue.dedup_job(source, dedup)
+        if job_id is not None:
+            found = _duplicate(job_id, lane, await Queue.job(source, job_id))
+    if found is None and id is not None:
+        found = _duplicate(id, lane, await Queue.job(source, id))
+    if found is None or source.durability is None:
+        return found
+    short = await source.engine.cover((found[1],))
+    return found if short is None else short
 
 
-def sync_source_duplicate(source: SyncQueue, lane: str, dedup: str) -> Duplicate | None:
+def sync_source_duplicate(
+    source: SyncQueue, lane: str, dedup: str | None, id: str | None
+) -> Duplicate | EchoMQError | None:
     """:func:`source_duplicate` for the blocking producer."""
-    job_id = source.dedup_job(dedup)
-    return None if job_id is None else _duplicate(job_id, lane, source.job(job_id))
+    found = None
+    if dedup:
+        job_id = SyncQueue.dedup_job(source, dedup)
+        if job_id is not None:
+            found = _duplicate(job_id, lane, SyncQueue.job(source, job_id))
+    if found is None and id is not None:
+        found = _duplicate(id, lane, SyncQueue.job(source, id))
+    if found is None or source.durability is None:
+        return found
+    short = source.cover((found[1],))
+    return found if short is None else short
 
 
 def _duplicate(job_id: str, lane: str, row: JobInfo | None) -> Duplicate | None:

@@ -5,9 +5,10 @@ second is refused with :class:`~echomq.errors.PlacementBusy` naming the holder.
 
 The holder extends its lease while it works (every third of its time to live) and releases it
 at the end. A holder that died leaves it to expire: the next move or grow takes it and resumes
-the work from what the shards and the directory record. A holder that finds its lease lost (out
-of reach past its time to live, or taken over) is stopped at once, its work left as a stopped
-mover leaves it, and raises ``PlacementBusy``.
+the work from what the shards and the directory record. A holder that finds its lease lost
+(taken over), or whose extensions have not answered by the time it may have lapsed (its time to
+live after the last answered one was sent), is stopped then, its work left as a stopped mover
+leaves it, and raises ``PlacementBusy``.
 """
 
 from __future__ import annotations
@@ -56,26 +57,34 @@ class PlacementLease:
         return PlacementBusy(self.queue.name, holder, max(int(reply[2]), 0) / 1000)
 
     async def __aenter__(self) -> PlacementLease:
+        sent = asyncio.get_running_loop().time()
         reply = await self._hold()
         if not int(reply[0]):
             raise self._busy(reply)
-        self._keeper = asyncio.create_task(self._keep(asyncio.current_task()))
+        self._keeper = asyncio.create_task(self._keep(asyncio.current_task(), sent))
         return self
 
-    async def _keep(self, worker: asyncio.Task[Any] | None) -> None:
-        """Extend the lease every third of its time to live; when it is lost, stop ``worker``."""
+    async def _keep(self, worker: asyncio.Task[Any] | None, sent: float) -> None:
+        """Extend the lease every third of its time to live; when it is lost, stop ``worker``.
+        The lease may lapse on the server ``ttl`` after the last extension that answered was
+        sent (not after its answer came): an extension that has not answered by then, or
+        failed until then, stops ``worker`` at that instant, since another move or grow may
+        hold the lease from then on."""
         loop = asyncio.get_running_loop()
-        held_at = loop.time()
+        ttl = self.ttl_ms / 1000
+        lapses = sent + ttl
         while True:
-            await asyncio.sleep(self.ttl_ms / 3000)
+            await asyncio.sleep(max(0.0, min(ttl / 3, lapses - loop.time())))
+            sent = loop.time()
             try:
-                reply = await self._hold()
-            except EchoMQError:  # out of reach: try again until the lease may have lapsed
-                if loop.time() - held_at < self.ttl_ms / 1000:
+                async with asyncio.timeout_at(lapses):
+                    reply = await self._hold()
+            except (EchoMQError, TimeoutError):  # out of reach: again until it may have lapsed
+                if loop.time() < lapses:
                     continue
-                reply = [0, self.holder, 0]
+                reply = [0, f"no one known: {self.holder} could not extend it in time", 0]
             if int(reply[0]):
-                held_at = loop.time()
+                lapses = sent + ttl
                 continue
             self._lost = self._busy(reply)
             if worker is not None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from echomq.engine.checks import MAX_BATCH, count
+from echomq.engine.checks import MAX_BATCH, count, text
 from echomq.engine.keys import SLOTS
 from echomq.engine.lane_move import LaneMove
 from echomq.engine.queue import Queue
@@ -157,17 +157,20 @@ async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
 
 async def _held_lanes(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> list[tuple[str, int]]:
     """The lanes of the handed ranges their sources still hold (jobs pending, leased or
-    scheduled there, or settings: the move carries those too), each with its target."""
+    scheduled there, or settings: the move carries those too), each with its target. A lane
+    the source froze toward another shard is that move's; one frozen toward its target is a
+    move of this grow's that stopped: found, so it is finished before the flip (skipped, it
+    stayed frozen on the source and held on the target for good)."""
     found: list[tuple[str, int]] = []
     for source in sorted({h[2] for h in handoffs}):
         mine = [h for h in handoffs if h[2] == source]
         shard = queue.shards[source]
-        moved = await shard.wire.call("HKEYS", shard.keys.moved)
-        gone = {m.decode() if isinstance(m, bytes) else str(m) for m in moved}
+        moved = await shard.wire.call("HGETALL", shard.keys.moved)
+        gone = {text(lane): int(text(to)) for lane, to in moved.items()}
         for info in await Queue.lanes(shard):
             slot = lane_slot(info.lane)
             target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
-            if target is not None and info.lane not in gone:
+            if target is not None and gone.get(info.lane, target) == target:
                 found.append((info.lane, target))
     return found
 

@@ -57,7 +57,14 @@ from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.sharded_settles import SettlesAcrossShards
 from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Claimed, Engine, enqueue_together
-from echomq.errors import InvalidArgument, LaneHeld, LaneMoved, Unsupported, WireError
+from echomq.errors import (
+    EchoMQError,
+    InvalidArgument,
+    LaneHeld,
+    LaneMoved,
+    Unsupported,
+    WireError,
+)
 from echomq.wire.pool import Wire
 from echomq.wire.url import ConnectionOptions, seeds_from_url
 
@@ -211,15 +218,19 @@ class ShardedQueue(
         return await self._admit_held(shard, payload, options)
 
     async def _admit_held(self, shard: Queue, payload: Any, options: JobOptions) -> Verdict:
-        """The item admitted on ``shard``. A keyed item of a lane held there for a move
+        """The item admitted on ``shard``. An item of a lane held there for a move
         (:class:`LaneHeld`, docs/concepts/shards.md, "Dedup while a lane is held"): the
-        duplicate of the job its key names on the lane's source, else sent again with the key
-        checked (``echomq.engine.held_dedup``)."""
+        duplicate of the job its key or id names on the lane's source, else sent again with
+        them checked (``echomq.engine.held_dedup``)."""
         try:
             return await Queue._admit(shard, payload, options)
         except LaneHeld as held:
-            assert options.dedup_key is not None  # only a keyed item is refused held
-            found = await source_duplicate(self.shards[held.shard], held.lane, options.dedup_key)
+            if held.shard >= len(self.shards):
+                await self._current()  # the source is a shard of a grow not heard of yet
+            source = self.shards[held.shard]
+            found = await source_duplicate(source, held.lane, options.dedup_key, options.id)
+            if isinstance(found, EchoMQError):
+                raise found from None  # the duplicate's cover fell short
             if found is not None:
                 return admission_verdict(*found)
         return await Queue._admit(shard, payload, options, checked=True)
@@ -228,7 +239,7 @@ class ShardedQueue(
         self, admissions: list[Admission], checked: bool = False
     ) -> list[Any]:
         """Each shard its items, fenced, at once; the replies in input order. Items refused
-        because their lane moved (:class:`LaneMoved`) are sent once more, where it went; keyed
+        because their lane moved (:class:`LaneMoved`) are sent once more, where it went; the
         items of a lane held for a move (:class:`LaneHeld`), as :meth:`_admit_held` says.
         (``checked`` is the shards' word, not this queue's.)"""
         placement = self.placement_map
@@ -253,10 +264,15 @@ class ShardedQueue(
         held = [i for i, reply in enumerate(replies) if isinstance(reply, LaneHeld)]
         if not held:
             return
+        if any(replies[i].shard >= len(self.shards) for i in held):
+            await self._current()  # a source is a shard of a grow not heard of yet
         founds = await asyncio.gather(
             *(
                 source_duplicate(
-                    self.shards[replies[i].shard], admissions[i].group, admissions[i].dedup
+                    self.shards[replies[i].shard],
+                    admissions[i].group,
+                    admissions[i].dedup,
+                    admissions[i].id,
                 )
                 for i in held
             )

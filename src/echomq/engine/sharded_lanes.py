@@ -44,12 +44,19 @@ class ShardedLane(Lane):
 
     async def _each(self, verb: Callable[[Lane], Awaitable[bool]]) -> bool:
         changed = False
-        for i, shard in enumerate(await self._queue.lane_shards(self.lane)):
-            # The target's handle publishes nothing: the lane's events are its own shard's.
-            # (Queue's lane: shard 0 is the sharded queue itself.)
-            own = Queue.lane(shard, self.lane)
-            handle = Lane(shard.engine, shard.keys, self.lane) if i else own
-            changed = await verb(handle) or changed
+        written: list[Queue] = []
+        shards = await self._queue.lane_shards(self.lane)
+        while shards:
+            for shard in shards:
+                # The target's handle publishes nothing: the lane's events are its own shard's.
+                # (Queue's lane: shard 0 is the sharded queue itself.)
+                own = Queue.lane(shard, self.lane)
+                handle = Lane(shard.engine, shard.keys, self.lane) if written else own
+                changed = await verb(handle) or changed
+                written.append(shard)
+            # A grow that began after the directory was read copied the lane's settings before
+            # this write reached its source: the target is written too (read after the write).
+            shards = [s for s in await self._queue.lane_shards(self.lane) if s not in written]
         return changed
 
     async def pause(self) -> bool:

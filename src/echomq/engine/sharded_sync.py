@@ -32,7 +32,7 @@ from echomq.engine.shards import (
 )
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_queue import SyncQueue, send_admissions
-from echomq.errors import InvalidArgument, LaneHeld, LaneMoved
+from echomq.errors import EchoMQError, InvalidArgument, LaneHeld, LaneMoved
 from echomq.wire.blocking import error_of, pack
 from echomq.wire.codec import Codec
 from echomq.wire.url import ConnectionOptions, seeds_from_url
@@ -186,15 +186,18 @@ class ShardedSyncQueue(SyncQueue):
             return self._admit_held(again, payload, options)
 
     def _admit_held(self, k: int, payload: Any, options: JobOptions) -> Verdict:
-        """The item admitted on shard ``k``; a keyed item of a lane held there for a move
-        (:class:`LaneHeld`): the duplicate of the job its key names on the lane's source, else
-        sent again with the key checked (``echomq.engine.held_dedup``)."""
+        """The item admitted on shard ``k``; an item of a lane held there for a move
+        (:class:`LaneHeld`): the duplicate of the job its key or id names on the lane's source,
+        else sent again with them checked (``echomq.engine.held_dedup``)."""
         try:
             return SyncQueue._admit(self.shards[k], payload, options)
         except LaneHeld as held:
-            assert options.dedup_key is not None  # only a keyed item is refused held
+            if held.shard >= len(self.shards):
+                self._reread()  # the source is a shard of a grow not heard of yet
             source = self.shards[held.shard]
-            found = sync_source_duplicate(source, held.lane, options.dedup_key)
+            found = sync_source_duplicate(source, held.lane, options.dedup_key, options.id)
+            if isinstance(found, EchoMQError):
+                raise found from None  # the duplicate's cover fell short
             if found is not None:
                 return admission_verdict(*found)
         return SyncQueue._admit(self.shards[k], payload, options, checked=True)
@@ -231,10 +234,13 @@ class ShardedSyncQueue(SyncQueue):
         """``replies`` with each :class:`LaneHeld` refusal answered as :meth:`_admit_held`
         answers one: the items sent again in one pipeline."""
         unknown: list[int] = []
+        if any(isinstance(r, LaneHeld) and r.shard >= len(self.shards) for r in replies):
+            self._reread()  # a source is a shard of a grow not heard of yet
         for i, reply in enumerate(replies):
             if isinstance(reply, LaneHeld):
                 item = admissions[i]
-                found = sync_source_duplicate(self.shards[reply.shard], item.group, item.dedup)
+                source = self.shards[reply.shard]
+                found = sync_source_duplicate(source, item.group, item.dedup, item.id)
                 if found is None:
                     unknown.append(i)
                 else:
@@ -283,8 +289,15 @@ class ShardedSyncQueue(SyncQueue):
         rate: Rate | tuple[int, float] | None = None,
         cap: int | None = None,
     ) -> None:
-        for k in self._setting_shards(group):
-            SyncQueue.configure_lane(self.shards[k], group, limit=limit, rate=rate, cap=cap)
+        written: list[int] = []
+        shards = self._setting_shards(group)
+        while shards:
+            for k in shards:
+                SyncQueue.configure_lane(self.shards[k], group, limit=limit, rate=rate, cap=cap)
+                written.append(k)
+            # A grow that began after the directory was read copied the lane's settings before
+            # this write reached its source: the target is written too (read after the write).
+            shards = [k for k in self._setting_shards(group) if k not in written]
 
     def apply_policies(
         self,

@@ -242,8 +242,8 @@ class SyncQueue(SyncReads):
             return sending.sent(self._admit(payload, options))
 
     def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
-        """``checked``: on a shard, the fence says the item's dedup key was looked for on the
-        source of its lane, held here for a move (docs/concepts/shards.md)."""
+        """``checked``: on a shard, the fence says the item's dedup key and id were looked for
+        on the source of its lane, held here for a move (docs/concepts/shards.md)."""
         process = self._process
         if process.pid != os.getpid() or self._closed:
             process = self._here()
@@ -417,6 +417,14 @@ class SyncQueue(SyncReads):
                 tuple(ids), durability.asked, (0, 0), durability.timeout, "the socket changed"
             )
         return durability.shortfall([reply], ids)
+
+    def cover(self, ids: Sequence[str]) -> EchoMQError | None:
+        """A durable queue's cover of jobs ``ids`` that other connections wrote, when an answer
+        points at them without writing (a duplicate found by a read): :meth:`_waited` after
+        the durability's mark. None when the wait confirmed it, else the shortfall."""
+        process = self._here()
+        before = process.router.reconnects, process.router.ask
+        return self._waited(process, before, ids, duplicate=True)
 
     def _listened(self, process: SyncProcess) -> bool:
         """Whether events should go out now; asks the server at most once a second."""

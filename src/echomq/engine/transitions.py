@@ -439,6 +439,21 @@ class Engine:
     async def reprocess(self, job_id: str) -> bool:
         return bool(await self._run(self._reprocess, (job_id,)))
 
+    async def cover(self, ids: Sequence[str]) -> EchoMQError | None:
+        """A durable queue's cover of jobs ``ids`` that other connections wrote, when an answer
+        points at them without writing (a duplicate found by a read): the durability's mark
+        written and waited for, which covers every earlier write on its server. None when
+        the wait confirmed it, else the shortfall."""
+        durability = self.durability
+        assert durability is not None
+        try:
+            *_, wait = await call_durable(
+                self.wire, [durability.mark(self.keys.fsync)], durability.command()
+            )
+        except EchoMQError as exc:
+            return exc
+        return durability.shortfall([wait], ids)
+
     async def reprocess_fenced(self, job_id: str, fence: Fence) -> Any:
         """:meth:`reprocess` on a shard, ``fence`` carrying the slot of the row's lane: 1 or 0
         as unfenced, or, when the shard no longer serves that lane, reprocess.lua's refusal

@@ -14,8 +14,8 @@
 -- shard's placement epoch, meta `epoch`; p: the producer's). A second value names the source
 -- of a lane held here for a move (`adopted`: lane_adopt.lua marks it in `moved` too, so the
 -- owned path below sends it here), unless the call opens "fence checked" (the producer
--- looked at that source's dedup keys: enqueue.lua). A lane's fence is read once per call: two
--- reads (GETBIT owns, HEXISTS moved) for a lane the shard owns. The epoch is checked before
+-- looked at that source's dedup keys and ids: enqueue.lua). A lane's fence is read once per
+-- call: two reads (GETBIT owns, HEXISTS moved) for a lane the shard owns. The epoch is checked before
 -- any write (EMQARG epoch fails the call).
 -- While the shard count grows (docs/concepts/shards.md, "Changing S"), a lane this shard's
 -- `owns` does not name and no `moved` or `adopted` entry fences: nil when this shard serves it

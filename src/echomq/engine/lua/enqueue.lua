@@ -27,13 +27,14 @@
 --             is marked `costed` with the dearest cost yet: the claim reads costs only then)
 -- On a shard of a sharded queue ARGV opens with "fence" and the producer's placement epoch,
 -- and each item has a twelfth word, its lane's slot (0..16383): an item of a lane this shard
--- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua); a keyed
--- item of a lane held here for a move whose key this shard does not hold is refused EMQHELD
--- (its producer looks for the key on the source the refusal names, then sends the item again
--- in a call opening "fence checked", or answers the duplicate it found there). A call with no
--- fence on a shard (meta `shard` set: a plain queue on a sharded queue's name) is refused
--- whole, EMQSHARDED, before its first write (unfenced in _shard.lua; items before it wrote
--- nothing: their answers, duplicates say, are dropped with the call).
+-- does not serve is refused EMQMOVED before its dedup key or id is read (_shard.lua); an item
+-- of a lane held here for a move whose key and id this shard does not hold is refused EMQHELD
+-- (its producer looks for the key, and for an id its caller gave, on the source the refusal
+-- names, then sends the item again in a call opening "fence checked", or answers the
+-- duplicate it found there). A call with no fence on a shard (meta `shard` set: a plain queue
+-- on a sharded queue's name) is refused whole, EMQSHARDED, before its first write (unfenced in
+-- _shard.lua; items before it wrote nothing: their answers, duplicates say, are dropped with
+-- the call).
 -- Returns three values per item, in order: {1, id, ""} enqueued, {2, id, ""} scheduled,
 -- {3, id, "scheduled"} debounced (an earlier call's job moved, see debounce),
 -- {0, existing_id, state} duplicate (state: the existing job's row state, read in this call:
@@ -177,11 +178,12 @@ local function admit(id, payload, g, run_at_arg, dedup, ttl_arg, from_arg, keep_
     if seen then
       return 0, seen, redis.call('HGET', root .. 'job:' .. seen, 'state') or 'absent'
     end
-    -- A lane held here for a move: the key may name a job still on its source, not copied yet.
-    if source then return -1, 'EMQHELD ' .. source .. ': lane ' .. g end
   end
   local held = redis.call('HGET', row, 'state')
   if held then return 0, id, held end
+  -- A lane held here for a move: its key, or its id (sent again by its caller), may name a job
+  -- still on its source, not copied yet (a minted id never does: its producer reads nothing).
+  if source then return -1, 'EMQHELD ' .. source .. ': lane ' .. g end
   if not cap_of then -- the call's first write: read once (an item after it costs a compare)
     local unsharded = first_write()
     if unsharded then return -2, unsharded end

@@ -6,8 +6,8 @@
 -- Adopting: `adopted[lane] = from`, so the fence admits the lane's enqueues here while
 -- serviceable() keeps it off the ring; `moved[lane] = from` too (replacing what an earlier move
 -- off this shard left there), so the fence reads `adopted` even where this shard owns the
--- lane's slot, and refuses a keyed item of the held lane until its producer has looked at the
--- source's dedup keys (_shard.lua, enqueue.lua). Releasing: `moved` forgets it, `adopted[lane]
+-- lane's slot, and refuses an item of the held lane until its producer has looked at the
+-- source's dedup keys and ids (_shard.lua, enqueue.lua). Releasing: `moved` forgets it, `adopted[lane]
 -- = ""`, and the lane joins the ring if serviceable (with a wake token), or is benched for its
 -- rate window or cool.
 -- Returns 1 done, 0 (adopt) the lane was released here already: the move is over.
