@@ -462,3 +462,24 @@ async def test_a_setter_that_read_the_directory_before_a_grow_writes_the_target_
     assert isinstance(job, Job)
     assert job.shard == to
     await other.close()
+
+
+async def test_a_grow_finishes_a_stopped_move_of_a_handed_lane_toward_another_shard(
+    sharded: ShardedQueue,
+) -> None:
+    """A ``move_lane`` of a lane of a handed range, toward a shard that is not the range's
+    target, stopped after its freeze (its lease lapsed): the grow finishes it where it was
+    going before the flip (not: skipped, flipped, its job frozen on the source for good)."""
+    (lane, (_, _, source, _)) = lanes_handed(handed(sharded.placement_map, 5), 1, "m")[0]
+    other = next(k for k in range(3) if k != source)
+    await sharded.enqueue("m0", lane=lane)
+    assert await sharded.add_shards(5) is True
+    assert await LaneMove(sharded, lane, other).run(("adopt", "freeze")) is True
+    assert await sharded.grow(5) is True
+    assert sharded.keys_of(lane) == sharded.shards[other].keys
+    await sharded.enqueue("m1", lane=lane)
+    ran: list[tuple[str, int]] = []
+    while not isinstance(job := await sharded.claim(), Empty):
+        ran.append((job.payload, job.shard))
+        await sharded.complete(job)
+    assert ran == [("m0", other), ("m1", other)]  # other is an old shard: never the target

@@ -157,10 +157,11 @@ async def grow(queue: ShardedQueue, shards: int, *, batch: int) -> bool:
 
 async def _held_lanes(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> list[tuple[str, int]]:
     """The lanes of the handed ranges their sources still hold (jobs pending, leased or
-    scheduled there, or settings: the move carries those too), each with its target. A lane
-    the source froze toward another shard is that move's; one frozen toward its target is a
-    move of this grow's that stopped: found, so it is finished before the flip (skipped, it
-    stayed frozen on the source and held on the target for good)."""
+    scheduled there, or settings: the move carries those too), each with the shard to move it
+    to: its target, or, for a lane the source froze toward a shard (``moved``), that shard — a
+    move that stopped (this grow's, or a ``move_lane`` whose lease lapsed: the grow holds it
+    now) is finished where it was going before the flip (skipped, it stayed frozen on the
+    source and held on its target for good)."""
     found: list[tuple[str, int]] = []
     for source in sorted({h[2] for h in handoffs}):
         mine = [h for h in handoffs if h[2] == source]
@@ -170,8 +171,8 @@ async def _held_lanes(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> list[
         for info in await Queue.lanes(shard):
             slot = lane_slot(info.lane)
             target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
-            if target is not None and gone.get(info.lane, target) == target:
-                found.append((info.lane, target))
+            if target is not None:
+                found.append((info.lane, gone.get(info.lane, target)))
     return found
 
 
