@@ -483,3 +483,35 @@ async def test_a_grow_finishes_a_stopped_move_of_a_handed_lane_toward_another_sh
         ran.append((job.payload, job.shard))
         await sharded.complete(job)
     assert ran == [("m0", other), ("m1", other)]  # other is an old shard: never the target
+
+
+async def test_policies_applied_across_the_start_of_a_grow_reach_its_target(
+    sharded: ShardedQueue, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``apply_policies`` reads the directory, then writes: a grow that began between the two
+    copied the lane's old policy to its target before the write reached the source. The
+    directory is read again after the writes and the target written too (here: the lane's
+    policy cleared, so nothing of it stays on its source for the grow to move; not: the lane
+    runs under its old ceiling on its new shard for good)."""
+    (lane, (_, _, _, to)) = lanes_handed(handed(sharded.placement_map, 5), 1, "q")[0]
+    await sharded.apply_policies({lane: Policy(limit=1)})
+    read, go = asyncio.Event(), asyncio.Event()
+    grow_handoffs = sharded.grow_handoffs
+
+    async def read_then_wait() -> tuple[Handoff, ...]:
+        handoffs = await grow_handoffs()
+        if not read.is_set():  # the first read: the grow starts after it
+            read.set()
+            await go.wait()
+        return handoffs
+
+    monkeypatch.setattr(sharded, "grow_handoffs", read_then_wait)
+    applying = asyncio.create_task(sharded.apply_policies({}))  # the lane's cleared
+    await read.wait()
+    other = await ShardedQueue.open(sharded.name, sharded.wire, shards=3)
+    assert await other.add_shards(5) is True  # the old policy copied to the target
+    go.set()
+    await applying
+    assert await other.grow(5) is True
+    assert lane not in (await Queue.policies(other.shards[to])).lanes
+    await other.close()

@@ -95,8 +95,9 @@ class JobsAcrossShards:
         return await Queue.job(await self._found(id), id)
 
     async def dedup_job(self, key: str) -> str | None:
-        """The job ``key`` maps to on any shard (a lane's keys live on its shard; while the
-        lane moves, on both, naming the same job)."""
+        """The job ``key`` maps to, every shard read: a lane's keys live on its shard (while the
+        lane moves, on both, naming the same job). Dedup is per shard, so one key sent with
+        lanes on two shards may name a job on each: the first shard's, in shard order."""
         validate_dedup(key)
         await self._current()
         found = await asyncio.gather(*(Queue.dedup_job(s, key) for s in self.shards))

@@ -207,24 +207,37 @@ class AcrossShards:
         a lane named before and not now is cleared there, as on one queue). While a grow hands
         a named lane's range on, its policy goes to the range's target too, after its shard's
         (the settings' copy reads the source after writing the target): the answer then counts
-        that lane's changes on both."""
+        that lane's changes on both. The directory is read again after the writes: a grow
+        that began meanwhile (its settings' copy may have read a source before this write) has
+        its targets, and any shard it added, written too."""
         named = {**(policies or {}), **lanes}
-        handoffs = await self.grow_handoffs()
-        placement = self.placement_map
-        per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
-        for lane, policy in named.items():
-            k = placement.shard_of(validate_group(lane))
-            per_shard[k][lane] = policy
-            target = handed_to(handoffs, k, lane)
-            if target is not None:
-                per_shard[target][lane] = policy
+        for lane in named:
+            validate_group(lane)
         before = await Queue.policies(self.shards[0])
-        targets = {h[3] for h in handoffs}
+        written: dict[int, dict[str, Policy]] = {}  # shard -> the lanes written there
         changed: list[int] = []
-        for part in ([k for k in range(len(self.shards)) if k not in targets], sorted(targets)):
-            changed += await asyncio.gather(
-                *(Queue.apply_policies(self.shards[k], per_shard[k], default=default) for k in part)
-            )
+        while True:
+            handoffs = await self.grow_handoffs()  # takes on the shards a grow added
+            placement = self.placement_map
+            per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
+            for lane, policy in named.items():
+                k = placement.shard_of(lane)
+                per_shard[k][lane] = policy
+                target = handed_to(handoffs, k, lane)
+                if target is not None:
+                    per_shard[target][lane] = policy
+            todo = [k for k, part in enumerate(per_shard) if written.get(k) != part]
+            if not todo:
+                break
+            targets = {h[3] for h in handoffs}
+            for part in ([k for k in todo if k not in targets], [k for k in todo if k in targets]):
+                changed += await asyncio.gather(
+                    *(
+                        Queue.apply_policies(self.shards[k], per_shard[k], default=default)
+                        for k in part
+                    )
+                )
+            written.update((k, per_shard[k]) for k in todo)
         # Every shard holds the same default, so each of its settings that changed was counted
         # once per shard: the queue's answer counts it once, as one queue's does.
         after = (await Queue.policies(self.shards[0])).default

@@ -310,21 +310,29 @@ class ShardedSyncQueue(SyncQueue):
         """Every shard holds the default; each named lane's own policy goes to its shard (and,
         while a grow hands its range on, to the range's target too, after the other shards).
         The settings changed on every shard, summed (a default changed counts once per
-        shard)."""
+        shard). The directory is read again after the writes: a grow that began meanwhile has
+        its targets, and any shard it added, written too."""
         named = {**(policies or {}), **lanes}
-        handoffs = self._read_handoffs()
-        per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
-        for lane, policy in named.items():
-            k = self._lane_shard(lane)
-            per_shard[k][lane] = policy
-            target = handed_to(handoffs, k, lane)
-            if target is not None:
-                per_shard[target][lane] = policy
-        targets = sorted({h[3] for h in handoffs})
-        order = [k for k in range(len(self.shards)) if k not in targets] + targets
-        return sum(
-            SyncQueue.apply_policies(self.shards[k], per_shard[k], default=default) for k in order
-        )
+        for lane in named:
+            validate_group(lane)
+        written: dict[int, dict[str, Policy]] = {}  # shard -> the lanes written there
+        changed = 0
+        while True:
+            handoffs = self._read_handoffs()  # takes on the shards a grow added
+            per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
+            for lane, policy in named.items():
+                k = self._lane_shard(lane)
+                per_shard[k][lane] = policy
+                target = handed_to(handoffs, k, lane)
+                if target is not None:
+                    per_shard[target][lane] = policy
+            todo = [k for k, part in enumerate(per_shard) if written.get(k) != part]
+            if not todo:
+                return changed
+            targets = {h[3] for h in handoffs}
+            for k in [k for k in todo if k not in targets] + [k for k in todo if k in targets]:
+                changed += SyncQueue.apply_policies(self.shards[k], per_shard[k], default=default)
+                written[k] = per_shard[k]
 
     def _read_handoffs(self) -> tuple[Handoff, ...]:
         """The directory read again (one round trip) and taken: a lane setter writes where the
