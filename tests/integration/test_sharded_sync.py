@@ -15,6 +15,7 @@ import pytest
 from echomq import App, AppWorker, Item, Queue
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import ShardedQueue, ShardedSyncQueue, ShardMap, SyncQueue, connect_sync_queue
+from echomq.engine.lane_move import LaneMove
 from echomq.errors import InvalidArgument, LaneMoved
 from echomq.testing import discard, lanes_on
 from echomq.wire.blocking import Link
@@ -239,3 +240,26 @@ async def test_a_sharded_queue_opened_by_name_keeps_the_connection_it_was_read_o
     assert [v.kind for v in verdicts] == ["enqueued"] * 3
     for k, verdict in enumerate(verdicts):
         assert await on_shard(sharded, k, verdict.id)
+
+
+async def test_a_producer_two_moves_behind_follows_the_lane_into_a_move_in_progress(
+    sharded: ShardedQueue, valkey_url: str
+) -> None:
+    """A lane moved 0 → 1, then frozen on 1 for a move to 2: producers opened before either
+    move send it to 0 (moved: the directory says 1), then to 1 (moved: 1 says 2), then to 2,
+    which holds it (not: the second refusal raised to the caller)."""
+    stale = await ShardedQueue.open(sharded.name, sharded.wire, shards=3, refresh=60)
+    blocking = ShardedSyncQueue.connect(valkey_url, sharded.name, shards=3)
+    try:
+        (lane,) = flat_lanes(sharded.placement_map, [1, 0, 0], "h")
+        assert await sharded.move_lane(lane, to=1) is True
+        assert await LaneMove(sharded, lane, 2).run(("adopt", "freeze")) is True
+        one = await stale.enqueue("one", lane=lane)
+        many = await stale.enqueue_many([Item("a", lane=lane), Item("b", lane=lane)])
+        sync_one = blocking.enqueue("sync", lane=lane)
+        sync_many = blocking.enqueue_many([Item("c", lane=lane)])
+        ids = [one.id, *(v.id for v in many), sync_one.id, *(v.id for v in sync_many)]
+        assert [await on_shard(sharded, 2, job_id) for job_id in ids] == [True] * 5
+    finally:
+        blocking.close()
+        await stale.close()

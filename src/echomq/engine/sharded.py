@@ -55,7 +55,7 @@ from echomq.engine.sharded_jobs import JobsAcrossShards
 from echomq.engine.sharded_loads import LoadsAcrossShards
 from echomq.engine.sharded_planes import AcrossShards
 from echomq.engine.sharded_settles import SettlesAcrossShards
-from echomq.engine.shards import ShardMap, check_shards, read_map, slot_owners
+from echomq.engine.shards import MOVE_HOPS, ShardMap, check_shards, read_map, slot_owners
 from echomq.engine.transitions import Claimed, Engine, enqueue_together
 from echomq.errors import (
     EchoMQError,
@@ -206,15 +206,17 @@ class ShardedQueue(
 
     async def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
         """The item admitted on the shard of its lane (:meth:`Queue.admit` traces it as this
-        queue's); a lane moved since this queue read the directory is sent once more, where the
-        refusing shard says it went. (``checked`` is the shards' word, not this queue's.)"""
+        queue's); a lane moved since this queue read the directory is sent again, where the
+        refusing shard says it went (``MOVE_HOPS`` times at most). (``checked`` is the shards'
+        word, not this queue's.)"""
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         shard = self._shard_of_lane(lane)
-        try:
-            return await self._admit_held(shard, payload, options)
-        except LaneMoved as moved:
-            k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
-            shard = self.shards[k]
+        for _ in range(MOVE_HOPS):
+            try:
+                return await self._admit_held(shard, payload, options)
+            except LaneMoved as moved:
+                k = await self._moved_to(moved, lane)  # may add shards: self.shards read after
+                shard = self.shards[k]
         return await self._admit_held(shard, payload, options)
 
     async def _admit_held(self, shard: Queue, payload: Any, options: JobOptions) -> Verdict:
@@ -245,8 +247,10 @@ class ShardedQueue(
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
         replies = await self._admit_scattered(admissions, shards)
-        moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
-        if moved:
+        for _ in range(MOVE_HOPS):
+            moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
+            if not moved:
+                break
             again = [admissions[i] for i in moved]
             targets = [await self._moved_to(replies[i], admissions[i].group) for i in moved]
             answers = await self._admit_scattered(again, targets)

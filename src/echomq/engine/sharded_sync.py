@@ -23,6 +23,7 @@ from echomq.engine.policies import Policy, Rate
 from echomq.engine.producer import admission_verdict
 from echomq.engine.results import Cancellation, JobInfo, JobState, Verdict
 from echomq.engine.shards import (
+    MOVE_HOPS,
     Handoff,
     ShardMap,
     check_shards,
@@ -176,14 +177,16 @@ class ShardedSyncQueue(SyncQueue):
     def _admit(self, payload: Any, options: JobOptions, checked: bool = False) -> Verdict:
         lane = DEFAULT_GROUP if options.lane is None else validate_group(options.lane)
         k = self.placement_map.shard_of(lane)
-        try:
-            return self._admit_held(k, payload, options)
-        except LaneMoved as refused:
-            self._reread()
-            again = self._retarget(lane, refused, k)
-            if again is None:
-                raise
-            return self._admit_held(again, payload, options)
+        for _ in range(MOVE_HOPS):
+            try:
+                return self._admit_held(k, payload, options)
+            except LaneMoved as refused:
+                self._reread()
+                again = self._retarget(lane, refused, k)
+                if again is None:
+                    raise
+                k = again
+        return self._admit_held(k, payload, options)
 
     def _admit_held(self, k: int, payload: Any, options: JobOptions) -> Verdict:
         """The item admitted on shard ``k``; an item of a lane held there for a move
@@ -204,24 +207,28 @@ class ShardedSyncQueue(SyncQueue):
 
     def _replies(self, process: SyncProcess, admissions: list[Admission]) -> list[Any]:
         """Each shard its items (one pipelined call per shard); the items a shard refused as
-        moved sent once more where the directory read again places them."""
+        moved sent again where the directory read again places them (``MOVE_HOPS`` times at
+        most)."""
         placement = self.placement_map
         shards = [placement.shard_of(item.group) for item in admissions]
         replies = self._scatter(process, admissions, shards)
-        moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
-        if not moved:
-            return self._answer_held(process, admissions, replies, shards)
-        self._reread()
-        again: list[int] = []
-        targets: list[int] = []
-        for i in moved:
-            k = self._retarget(admissions[i].group, replies[i], shards[i])
-            if k is not None:
-                again.append(i)
-                targets.append(k)
-        answers = self._scatter(process, [admissions[i] for i in again], targets)
-        for i, answer, k in zip(again, answers, targets, strict=True):
-            replies[i], shards[i] = answer, k
+        for _ in range(MOVE_HOPS):
+            moved = [i for i, reply in enumerate(replies) if isinstance(reply, LaneMoved)]
+            if not moved:
+                break
+            self._reread()
+            again: list[int] = []
+            targets: list[int] = []
+            for i in moved:
+                k = self._retarget(admissions[i].group, replies[i], shards[i])
+                if k is not None:
+                    again.append(i)
+                    targets.append(k)
+            if not again:
+                break
+            answers = self._scatter(process, [admissions[i] for i in again], targets)
+            for i, answer, k in zip(again, answers, targets, strict=True):
+                replies[i], shards[i] = answer, k
         return self._answer_held(process, admissions, replies, shards)
 
     def _answer_held(

@@ -34,6 +34,11 @@ from echomq.wire.pool import Wire
 
 #: A run of the slot table: (its first lane slot, its shard); it ends where the next begins.
 Run = tuple[int, int]
+#: Sends of an item after a shard refused it as moved (``EMQMOVED``), each where the directory,
+#: read again, or the refusal says the lane went: a producer a move or two behind follows the
+#: lane through a move in progress (moves run one at a time, under the placement lease).
+MOVE_HOPS: Final = 3
+
 _FIRST: Final = itemgetter(0)  # a run's first slot, an override's lane: what bisect compares
 
 
