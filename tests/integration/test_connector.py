@@ -216,3 +216,61 @@ async def test_a_stalled_server_fails_calls_with_a_timeout_then_recovers(valkey_
             await asyncio.sleep(0.02)
         assert await conn.call("PING") == b"PONG"  # on a fresh socket
         assert conn.reconnects >= 1
+
+
+#: A wait for one replica's fsync: the session's server has none, so it answers [0, 0] at once
+#: the 10 ms are up (what it answers is not the point here: where it goes is).
+REPLICA_WAIT = ("WAITAOF", 0, 1, 10)
+
+
+async def test_a_replica_wait_goes_after_the_replies_of_its_writes_on_their_socket(
+    conn: Connector, valkey_url: str, queue_name: str
+) -> None:
+    """A replica sent the wait with the writes answers with the offset it fsynced before them
+    (one second late); so the wait goes out once their replies are in: still one wait for
+    the pipelines of one write, on their socket, run after all of them."""
+    key = f"{queue_name}:durable"
+    address = next(
+        field.split(b"=")[1] for field in (await conn.call("CLIENT", "INFO")).split()
+        if field.startswith(b"addr=")
+    )  # fmt: skip
+    seen: list[bytes] = []
+    options = ConnectionOptions.from_url(valkey_url)
+    async with Connector(options, version_fence=None, on_push=lambda f: seen.append(f[1])) as tap:
+        assert await tap.call("MONITOR") == b"OK"
+        before = conn.writes
+        uncork = conn.cork()
+        first = conn.call_durable([("SET", key, 1), ("INCR", key)], REPLICA_WAIT)
+        second = conn.call_durable([("INCR", key)], REPLICA_WAIT)
+        uncork()
+        assert await first == [b"OK", 2, [0, 0]]
+        assert await second == [3, [0, 0]]
+        assert conn.writes - before == 2  # the writes, then (their replies in) the wait
+        deadline = time.monotonic() + 5
+        while not any(b'"WAITAOF"' in line for line in seen):
+            assert time.monotonic() < deadline, "the monitor never saw the wait"
+            await asyncio.sleep(0.01)
+    ran = [line.split(b"] ", 1)[1].split()[0] for line in seen if b" " + address + b"]" in line]
+    assert ran == [b'"SET"', b'"INCR"', b'"INCR"', b'"WAITAOF"']
+    await conn.call("DEL", key)
+
+
+async def test_a_socket_lost_before_a_replica_wait_fails_every_pipeline_it_was_to_cover(
+    conn: Connector, queue_name: str
+) -> None:
+    """The first pipeline's replies are in, the second's are not when the socket goes: the
+    wait never went out, and neither pipeline is answered as if it had been confirmed."""
+    key = f"{queue_name}:lost"
+    own = await conn.call("CLIENT", "ID")
+    uncork = conn.cork()
+    first = conn.call_durable([("SET", key, 1)], REPLICA_WAIT)
+    # The server answers its own kill, then closes the socket: the INCR never runs.
+    second = conn.call_durable(
+        [("CLIENT", "KILL", "ID", own, "SKIPME", "no"), ("INCR", key)], REPLICA_WAIT
+    )
+    uncork()
+    for pending in (first, second):
+        with pytest.raises(Disconnected):
+            await asyncio.wait_for(pending, 5)
+    assert await conn.call("GET", key) == b"1"  # after the reconnect
+    await conn.call("DEL", key)

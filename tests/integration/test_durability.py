@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -32,6 +33,30 @@ def aof_url() -> Iterator[str]:
     options = ServerOptions(appendonly=True, extra=(("appendfsync", "always"),))
     with EmbeddedValkey(options) as server:
         yield server.url
+
+
+@pytest.fixture(scope="module")
+def replicated_url() -> Iterator[str]:
+    """A primary and one replica, both fsyncing every write to their AOF."""
+    fsync = (("appendfsync", "always"),)
+    at_once = (("repl-diskless-sync-delay", "0"),)  # not the default 5 s for more replicas
+    with EmbeddedValkey(ServerOptions(appendonly=True, extra=fsync + at_once)) as primary:
+        replica_of = (("replicaof", f"{primary.host} {primary.port}"),)
+        with EmbeddedValkey(ServerOptions(appendonly=True, extra=fsync + replica_of)):
+            yield primary.url
+
+
+async def replica_fsyncs(url: str, key: str) -> None:
+    """Wait until the replica confirms the fsync of a write (its AOF on, its first rewrite
+    over: till then it acks no fsync). A wait after no write of its connection is answered
+    at once, so a write first, on the probe's own socket."""
+    async with Connector(ConnectionOptions.from_url(url), version_fence=None) as probe:
+        deadline = time.monotonic() + 30
+        while True:
+            await probe.call("SET", key, 1, "PX", 1000)
+            if (await probe.call("WAITAOF", 0, 1, 100))[1] >= 1:
+                return
+            assert time.monotonic() < deadline, "the replica never confirmed an fsync"
 
 
 async def waitaof_calls(url: str) -> int:
@@ -229,6 +254,39 @@ async def test_app_tasks_admit_durably(aof_url: str, queue_name: str) -> None:
         await app.enqueue_many([add.call(i, i) for i in range(120)])
         assert await waitaof_calls(aof_url) - before == 2
         await discard(app.queue())
+
+
+async def test_a_replica_fsync_is_confirmed_without_waiting_for_its_next_ack(
+    replicated_url: str, queue_name: str
+) -> None:
+    """A replica asked for its fsynced offset in the same read as the writes answers with the
+    offset before them, and is heard from again a second later: the wait goes out after the
+    writes' replies, so a call costs the replica's fsync, not that second (the blocking
+    producer's cost), for one item, a batch, and a batch over a sharded queue's shards."""
+    durable = Durability(replicas=1, timeout=3.0)
+    queue = await Queue.connect(replicated_url, queue_name, durability=durable)
+    sharded = await ShardedQueue.connect(
+        replicated_url, queue_name + "-sharded", shards=3, durability=durable
+    )
+    try:
+        await replica_fsyncs(replicated_url, queue.keys.fsync)
+        lanes = [lane for part in lanes_on(sharded.placement_map, [1, 1, 1]) for lane in part]
+        spread = [Item(i, lane=lanes[i % 3]) for i in range(60)]
+        for send in (
+            lambda: queue.enqueue(0),
+            lambda: queue.enqueue_many(range(60)),
+            lambda: sharded.enqueue_many(spread),
+        ):
+            await send()  # the scripts loaded (a NOSCRIPT resend is a call of its own)
+            started = time.monotonic()
+            for _ in range(3):
+                await send()  # NotDurable if the wait fell short
+            # It took a second a call. Not a second for each call still: on a loaded host the
+            # replica may read a wait's ask in the same read as the writes (its next ack then).
+            assert time.monotonic() - started < 2.0
+    finally:
+        await discard(queue)
+        await discard(sharded)
 
 
 # -- refusals ----------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Acknowledged means on disk, when asked: the :class:`Durability` a queue may hold, and how a
 ``WAITAOF`` reply is judged against it.
 
-With a durability, every admission (and, with ``settles``, every complete and retry) is sent in
-one pipeline with ``WAITAOF numlocal numreplicas timeout`` last, on the same connection, so one
-wait covers a whole batch (docs/concepts/delivery.md, "Durability").
+With a durability, every admission (and, with ``settles``, every complete and retry) is followed
+by ``WAITAOF numlocal numreplicas timeout`` on the same connection, so one wait covers a whole
+batch: in the same write when local-only, once the writes' replies are in when it counts
+replicas (``Connector.call_durable``; docs/concepts/delivery.md, "Durability").
 """
 
 from __future__ import annotations

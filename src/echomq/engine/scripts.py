@@ -184,11 +184,12 @@ class ScriptRegistry:
         wait: Command,
     ) -> tuple[list[Any], list[Any]]:
         """Run scripts in ONE pipeline followed by ``wait`` (a ``WAITAOF``) on the same
-        connection, so the wait covers every write before it: one round trip, one wait for the
-        whole batch (and for every other batch of the same flush, see
-        :meth:`Connector.call_durable`). Returns each call's reply in place (as
-        :meth:`run_many`) and the wait's replies, one per pipeline sent (a ``NOSCRIPT`` resend
-        carries its own wait, as it may go out on another connection of a pool).
+        connection, so the wait covers every write before it: one wait for the whole batch (and
+        for every other batch of the same flush), in the same round trip or, when it counts
+        replicas, once the replies are in (see :meth:`Connector.call_durable`). Returns each
+        call's reply in place (as :meth:`run_many`) and the wait's replies, one per pipeline
+        sent (a ``NOSCRIPT`` resend carries its own wait, as it may go out on another
+        connection of a pool).
 
         A lost connection fails the whole pipeline: every call and the wait hold the error.
         """

@@ -62,15 +62,17 @@ _BACKOFF_MAX = 2.0
 
 class _Gather:
     """The pending entry of a pipeline: collects ``n`` replies, then resolves one future (a
-    ``held`` one only once the shared wait of its flush answered, see :class:`_SharedWait`)."""
+    ``held`` one only once the shared wait of its flush answered, see :class:`_SharedWait`).
+    ``then``: the waits to write once this (a flush's last held) pipeline's replies are in."""
 
-    __slots__ = ("future", "held", "left", "replies")
+    __slots__ = ("future", "held", "left", "replies", "then")
 
     def __init__(self, future: asyncio.Future[list[Any]], n: int, held: bool = False) -> None:
         self.future = future
         self.left = n
         self.held = held
         self.replies: list[Any] = []
+        self.then: list[_SharedWait] | None = None
 
     def add(self, reply: Any) -> bool:
         """Take the next reply; True once the last one arrived."""
@@ -93,17 +95,26 @@ class _Gather:
     def fail(self, exc: BaseException) -> None:
         if not self.future.done():
             self.future.set_exception(exc)
+        then, self.then = self.then, None  # a wait fails its pipelines, this one among them
+        if then is not None:  # the pipelines before this one have no entry left to fail
+            for shared in then:
+                shared.fail(exc)
 
 
 class _SharedWait(_Gather):
-    """One ``WAITAOF`` (or ``WAIT``) written at the end of a flush, after every pipeline of that
-    flush that asked for it: its one reply ends each of those pipelines (:meth:`call_durable`).
-    A wait blocks its connection until answered, so one per flush, not one per caller."""
+    """One ``WAITAOF`` (or ``WAIT``) for every pipeline of a flush that asked for it, written
+    after them on the same socket: its one reply ends each of those pipelines
+    (:meth:`Connector.call_durable`). A wait blocks its connection until answered, so one per
+    flush, not one per caller. One that counts replicas' fsyncs goes out only once the
+    replies of those pipelines are in (``is_after_replies``, see :func:`_is_after_replies`);
+    any other at the end of the flush itself."""
 
-    __slots__ = ("gathers",)
+    __slots__ = ("command", "gathers", "is_after_replies")
 
-    def __init__(self, future: asyncio.Future[list[Any]]) -> None:
+    def __init__(self, future: asyncio.Future[list[Any]], command: tuple[Arg, ...]) -> None:
         super().__init__(future, 1)
+        self.command = _pack(command)
+        self.is_after_replies = _is_after_replies(command)
         self.gathers: list[_Gather] = []
 
     def add(self, reply: Any) -> bool:
@@ -116,6 +127,22 @@ class _SharedWait(_Gather):
     def fail(self, exc: BaseException) -> None:
         for gather in self.gathers:
             gather.fail(exc)
+
+
+def _is_after_replies(wait: tuple[Arg, ...]) -> bool:
+    """Whether ``wait`` must go out after the replies of the writes it covers, not with them.
+
+    A ``WAITAOF`` that counts replicas (``numreplicas`` > 0) makes the primary ask its replicas
+    for their fsynced offset (``REPLCONF GETACK``) right away, in the same write to them as the
+    writes it waits for: a replica reads both at once and answers with the offset it fsynced
+    *before* those writes (it fsyncs only after the read), so the wait is confirmed only by the
+    replica's next unsolicited ack, up to a second later. Sent after the write replies, the
+    replica has read and fsynced them (``appendfsync always``) when the ask comes, unless it
+    was too busy to read them till then: one more round trip, not a second
+    (bench/durable_enqueue.py). A local-only ``WAITAOF``, or a ``WAIT``, is answered as soon
+    as the server fsynced (or the replicas read the writes): no need."""
+    name = wait[0].decode() if isinstance(wait[0], bytes) else str(wait[0])
+    return name.upper() == "WAITAOF" and int(wait[2]) > 0
 
 
 class _Protocol(asyncio.Protocol):
@@ -163,6 +190,8 @@ class _Protocol(asyncio.Protocol):
             if isinstance(entry, _Gather):
                 if entry.add(reply):
                     pending.popleft()
+                    if entry.then is not None:
+                        connector._send_waits(self, entry.then)
                 continue
             pending.popleft()
             if not entry.done():
@@ -310,7 +339,9 @@ class Connector:
         """:meth:`call_many`, then ``wait`` (``WAITAOF``/``WAIT``), on this socket: resolves to
         the commands' replies and, last, the wait's. The pipelines of one flush share one wait,
         written after all of them: it covers every write before it on the connection, and a
-        wait blocks the connection until it is answered (one per caller would queue them)."""
+        wait blocks the connection until it is answered (one per caller would queue them). A
+        ``WAITAOF`` that counts replicas goes out once their replies are in, on this socket
+        (:func:`_is_after_replies`); a socket lost before fails them all, wait or not."""
         if self._proto is None:
             return self._call_durable_later(commands, wait)
         return self._pipeline(commands, wait)
@@ -336,7 +367,7 @@ class Connector:
             key = tuple(wait)
             shared = self._waits.get(key)
             if shared is None:
-                shared = self._waits[key] = _SharedWait(future)
+                shared = self._waits[key] = _SharedWait(future, key)
             shared.gathers.append(gather)
         proto.pending.append(gather)
         if len(wbuf) >= FLUSH_AT or (is_idle and not self._flush_scheduled):
@@ -435,9 +466,13 @@ class Connector:
             self._waits.clear()  # their pipelines failed with the socket
             return
         if self._waits:
-            for command, shared in self._waits.items():
-                self._wbuf += _pack(command)
-                proto.pending.append(shared)
+            for shared in self._waits.values():
+                if shared.is_after_replies:
+                    last = shared.gathers[-1]  # replies arrive in order: the others' are in too
+                    last.then = [shared] if last.then is None else [*last.then, shared]
+                else:
+                    self._wbuf += shared.command
+                    proto.pending.append(shared)
             self._waits.clear()
         data = bytes(self._wbuf)
         self._wbuf.clear()
@@ -445,6 +480,21 @@ class Connector:
         proto.transport.write(data)
         if self._watchdog is None:
             self._arm_watchdog()
+
+    def _send_waits(self, proto: _Protocol, waits: list[_SharedWait]) -> None:
+        """Write ``waits`` after the replies of the pipelines they cover arrived on ``proto``:
+        on that socket, or on none (a socket replaced meanwhile fails them, never carries
+        them). Behind whatever is buffered, as that is already pending before them."""
+        if proto is not self._proto or proto.transport is None:
+            lost = Disconnected("connection lost before the wait was sent", address=self.address)
+            for shared in waits:
+                shared.fail(lost)
+            return
+        for shared in waits:
+            self._wbuf += shared.command
+            proto.pending.append(shared)
+        if not self._flush_scheduled:
+            self._flush()
 
     # -- watchdog: one timer per connector instead of a timeout per call ---------------------
 
