@@ -12,7 +12,15 @@ import pytest
 
 from echomq import Item, Job, Policy
 from echomq.consumers.consumer import Consumer, ConsumerOptions
-from echomq.engine import Empty, Queue, ShardedQueue, ShardedSyncQueue, ShardMap, placement_lease
+from echomq.engine import (
+    Empty,
+    Flow,
+    Queue,
+    ShardedQueue,
+    ShardedSyncQueue,
+    ShardMap,
+    placement_lease,
+)
 from echomq.engine.lane_move import LaneMove
 from echomq.engine.shards import Handoff, grow_plan, handed_to, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
@@ -249,6 +257,34 @@ async def test_grow_moves_the_lanes_a_source_holds_then_flips_the_ranges(
     assert sorted(claimed) == ["delayed", "fresh", "held0", "held1", "held2"]
     assert claimed.index("held0") < claimed.index("held1") < claimed.index("held2")
     await stale.close()
+
+
+async def test_a_flow_child_handed_on_by_a_grow_still_frees_its_parent_left_on_the_source(
+    sharded: ShardedQueue,
+) -> None:
+    """The grow moves the child's lane and keeps the parent's: the child's end is relayed to
+    the parent's shard."""
+    handoffs = handed(sharded.placement_map, 5)
+    [(child_lane, (_, _, source, target))] = lanes_handed(handoffs, 1, "c")
+    parent_lane = next(
+        lane
+        for lane in (f"p{i}" for i in range(100_000))
+        if sharded.placement_map.shard_of(lane) == source
+        and not any(h[0] <= lane_slot(lane) < h[1] for h in handoffs)
+    )
+    flow = Flow("parent", lane=parent_lane, children=[Flow("child", lane=child_lane)])
+    await sharded.add_flow(flow)
+    assert await sharded.grow(5) is True
+    ran: list[tuple[str, int]] = []
+    async with asyncio.timeout(5):
+        while len(ran) < 2:
+            job = await sharded.claim()
+            if isinstance(job, Job):
+                ran.append((job.payload, job.shard))
+                await sharded.complete(job)
+            else:
+                await sharded.upkeep()  # the child's end, relayed to the parent's shard
+    assert ran == [("child", target), ("parent", source)]
 
 
 async def test_a_handed_lanes_settings_reach_its_target_before_the_marks(

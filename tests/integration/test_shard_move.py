@@ -326,24 +326,65 @@ async def test_a_job_reaped_then_moved_is_found_where_it_is_now(sharded: Sharded
     assert isinstance(await sharded.claim(), Empty)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: a child of a waiting flow parent is moved with its lane, and its end "
-    "is told to a parent row on the target, which has none: the parent waits for good",
-)
 async def test_a_flow_childs_lane_moved_away_from_its_waiting_parent_still_frees_it(
     sharded: ShardedQueue,
 ) -> None:
+    """The child's copy names the parent's shard: its end is relayed there, with its result."""
     parent_lane, child_lane = lanes_on(sharded.placement_map, [2])[0]
     flow = Flow("parent", lane=parent_lane, children=[Flow("child", lane=child_lane)])
-    await sharded.add_flow(flow)
+    ids = await sharded.add_flow(flow)
     assert await sharded.move_lane(child_lane, to=2) is True  # the parent waits on shard 0
-    ran: list[tuple[str, int]] = []
-    for _ in range(4):
-        job = await sharded.claim()
-        if isinstance(job, Empty):
-            await sharded.upkeep()  # an outbox entry to relay, if any
-            continue
-        ran.append((job.payload, job.shard))
-        await sharded.complete(job)
-    assert ran == [("child", 2), ("parent", 0)]
+    child = await next_job(sharded)
+    assert (child.payload, child.shard) == ("child", 2)
+    await sharded.complete(child, result={"seen": 7})
+    parent = await next_job(sharded)  # shard 2 relays the child's end to shard 0
+    assert (parent.payload, parent.shard) == ("parent", 0)
+    assert (await sharded.children(ids.id)).results == {child.id: {"seen": 7}}
+
+
+async def test_a_joined_flow_parent_moved_away_from_its_own_waiting_parent_frees_it(
+    sharded: ShardedQueue,
+) -> None:
+    """A chain on shard 0: the middle node, joined, moves with its child's result, and its
+    own end is relayed to the top node left on shard 0."""
+    top_lane, mid_lane = lanes_on(sharded.placement_map, [2])[0]
+    leaf = Flow("leaf", lane=top_lane)
+    ids = await sharded.add_flow(
+        Flow("top", lane=top_lane, children=[Flow("mid", lane=mid_lane, children=[leaf])])
+    )
+    first = await next_job(sharded)
+    assert first.payload == "leaf"
+    await sharded.complete(first, result="from leaf")  # the middle node joins its lane
+    assert await sharded.move_lane(mid_lane, to=2) is True
+    mid = await next_job(sharded)
+    assert (mid.payload, mid.shard) == ("mid", 2)
+    assert (await sharded.children(mid.id)).results == {first.id: "from leaf"}
+    await sharded.complete(mid, result="from mid")
+    top = await next_job(sharded)
+    assert (top.payload, top.shard) == ("top", 0)
+    assert (await sharded.children(ids.id)).results == {mid.id: "from mid"}
+
+
+async def test_a_flow_childs_lane_moved_to_its_parents_shard_tells_it_there_directly(
+    sharded: ShardedQueue,
+) -> None:
+    """Its parent's shard named in its row no more, the child's end frees the parent at once
+    (no outbox entry to relay: no upkeep runs)."""
+    (child_lane,), (parent_lane,) = lanes_on(sharded.placement_map, [1, 1])
+    await sharded.add_flow(Flow("parent", lane=parent_lane, children=[Flow("c", lane=child_lane)]))
+    assert await sharded.move_lane(child_lane, to=1) is True
+    child = await sharded.claim()
+    assert isinstance(child, Job)
+    assert (child.payload, child.shard) == ("c", 1)
+    await sharded.complete(child)
+    parent = await sharded.claim()
+    assert isinstance(parent, Job)
+    assert (parent.payload, parent.shard) == ("parent", 1)
+
+
+async def next_job(sharded: ShardedQueue) -> Job:
+    """The next job claimed, the shards' outboxes relayed (an upkeep) while none is found."""
+    async with asyncio.timeout(5):
+        while isinstance(job := await sharded.claim(), Empty):
+            await sharded.upkeep()
+    return job

@@ -6,7 +6,9 @@ The shards' keys have different hash tags, so the copy is host-side: read on the
 (lane_move_out.lua), written on the target (lane_move_in.lua), deleted on the source
 (lane_move_drop.lua) only where a row is still as it was copied. Every step is idempotent and
 recorded on the shards (``moved``, ``adopted``), so a mover that stops anywhere is finished by
-running it again. Dead jobs and kept results stay on the source.
+running it again. Dead jobs and kept results stay on the source. A flow node whose parent
+stays on the source is copied naming the source's shard as its parent's queue (the outbox
+relay carries its end there).
 """
 
 from __future__ import annotations
@@ -239,8 +241,11 @@ class LaneMove:
         return jobs
 
     async def import_batch(self, jobs: Sequence[Any]) -> None:
-        """``jobs`` (as exported) written to the target, the lane held there."""
-        await self._script(self._to, "lane_move_in", (self.lane, "jobs", *_flat(jobs)))
+        """``jobs`` (as exported) written to the target, the lane held there, each flow
+        child's parent named where it is from the target (:func:`_rehomed`)."""
+        source, target = self._from.keys.tag, self._to.keys.tag
+        rows = [(*job[:3], _rehomed(job[3], source, target), *job[4:]) for job in jobs]
+        await self._script(self._to, "lane_move_in", (self.lane, "jobs", *_flat(rows)))
 
     async def drop_batch(self, jobs: Sequence[Any]) -> None:
         """``jobs`` (as exported and imported) deleted from the source where still as copied."""
@@ -310,6 +315,23 @@ class LaneMove:
 def _fields(row: Sequence[Any]) -> dict[str, Any]:
     """A row read as ``HGETALL`` pairs, by field name."""
     return {text(name): value for name, value in zip(row[::2], row[1::2], strict=True)}
+
+
+def _rehomed(row: Sequence[Any], source: str, target: str) -> list[Any]:
+    """A flow child's row (``HGETALL`` pairs) as the target holds it: a parent on the source
+    (no ``parent_q``) is named by the source's tag, so the child's end reaches it through the
+    target's outbox relay (a failure policy rides on each entry); one on the target (its tag
+    in ``parent_q``: the child was admitted or moved away from it) is told there directly. A parent on another shard or queue,
+    and a row that is no flow child, are copied as they are."""
+    fields = _fields(row)
+    if "parent" not in fields:
+        return list(row)
+    where = text(fields.pop("parent_q", b""))
+    if where in ("", source):
+        fields["parent_q"] = source
+    elif where != target:
+        fields["parent_q"] = where
+    return [part for pair in fields.items() for part in pair]
 
 
 def _attempts(row: Sequence[Any]) -> Any:
