@@ -321,8 +321,9 @@ def _rehomed(row: Sequence[Any], source: str, target: str) -> list[Any]:
     """A flow child's row (``HGETALL`` pairs) as the target holds it: a parent on the source
     (no ``parent_q``) is named by the source's tag, so the child's end reaches it through the
     target's outbox relay (a failure policy rides on each entry); one on the target (its tag
-    in ``parent_q``: the child was admitted or moved away from it) is told there directly. A parent on another shard or queue,
-    and a row that is no flow child, are copied as they are."""
+    in ``parent_q``: the child was admitted or moved away from it) is told there directly. A
+    parent on another shard or queue, and a row that is no flow child, are copied as they
+    are."""
     fields = _fields(row)
     if "parent" not in fields:
         return list(row)
