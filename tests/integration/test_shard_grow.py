@@ -551,3 +551,19 @@ async def test_policies_applied_across_the_start_of_a_grow_reach_its_target(
     assert await other.grow(5) is True
     assert lane not in (await Queue.policies(other.shards[to])).lanes
     await other.close()
+
+
+async def test_a_grow_finishes_a_move_of_a_handed_lane_stopped_after_its_adopt(
+    sharded: ShardedQueue,
+) -> None:
+    """A ``move_lane`` toward another shard stopped after its first step (the lane held
+    there, not yet frozen on the source): the grow finishes it, as one stopped later."""
+    (lane, (_, _, source, _)) = lanes_handed(handed(sharded.placement_map, 5), 1, "a")[0]
+    other = next(k for k in range(3) if k != source)
+    await sharded.enqueue("a0", lane=lane)
+    assert await sharded.add_shards(5) is True
+    assert await LaneMove(sharded, lane, other).run(("adopt",)) is True
+    assert await sharded.grow(5) is True
+    job = await sharded.claim()
+    assert isinstance(job, Job)
+    assert job.payload == "a0"

@@ -388,3 +388,20 @@ async def next_job(sharded: ShardedQueue) -> Job:
         while isinstance(job := await sharded.claim(), Empty):
             await sharded.upkeep()
     return job
+
+
+@pytest.mark.xfail(
+    strict=True, raises=TimeoutError, reason="found by review-2, not fixed: the drain waits"
+)
+async def test_a_flow_admitted_into_the_lane_before_its_freeze_does_not_hang_the_drain(
+    sharded: ShardedQueue,
+) -> None:
+    """The parent waits for a child of its own lane: frozen on the source, the child never
+    runs, so a drain that waits for the parent to join waits for good."""
+    lane = lane_on(sharded.placement_map, 0, "w")
+    move = LaneMove(sharded, lane, 2)
+    assert await move.plan()
+    await move.adopt()
+    await sharded.add_flow(Flow("parent", [Flow("child", lane=lane)], lane=lane))
+    await move.freeze()
+    await asyncio.wait_for(move.drain(), 1)

@@ -19,6 +19,7 @@ flip (the next part), so every producer asks the source first.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
@@ -161,18 +162,32 @@ async def _held_lanes(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> list[
     to: its target, or, for a lane the source froze toward a shard (``moved``), that shard — a
     move that stopped (this grow's, or a ``move_lane`` whose lease lapsed: the grow holds it
     now) is finished where it was going before the flip (skipped, it stayed frozen on the
-    source and held on its target for good)."""
+    source and held on its target for good). A move stopped after its first step (the lane
+    held on a shard, ``adopted`` naming this source, not yet frozen here) is found there: the
+    mover refuses any other target for it while it is begun."""
     found: list[tuple[str, int]] = []
     for source in sorted({h[2] for h in handoffs}):
         mine = [h for h in handoffs if h[2] == source]
         shard = queue.shards[source]
         moved = await shard.wire.call("HGETALL", shard.keys.moved)
         gone = {text(lane): int(text(to)) for lane, to in moved.items()}
+        lanes: list[tuple[str, int]] = []
         for info in await Queue.lanes(shard):
             slot = lane_slot(info.lane)
             target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
             if target is not None:
-                found.append((info.lane, gone.get(info.lane, target)))
+                lanes.append((info.lane, target))
+        if not lanes:
+            continue
+        held = await asyncio.gather(
+            *(
+                other.wire.call_many([("HGET", other.keys.adopted, lane) for lane, _ in lanes])
+                for other in queue.shards
+            )
+        )
+        for i, (lane, target) in enumerate(lanes):
+            begun = [k for k, marks in enumerate(held) if text(marks[i] or b"") == str(source)]
+            found.append((lane, gone.get(lane, begun[0] if begun else target)))
     return found
 
 
