@@ -390,18 +390,29 @@ async def next_job(sharded: ShardedQueue) -> Job:
     return job
 
 
-@pytest.mark.xfail(
-    strict=True, raises=TimeoutError, reason="found by review-2, not fixed: the drain waits"
-)
-async def test_a_flow_admitted_into_the_lane_before_its_freeze_does_not_hang_the_drain(
+async def test_a_flow_admitted_into_the_lane_before_its_freeze_is_carried_once_it_joined(
     sharded: ShardedQueue,
 ) -> None:
-    """The parent waits for a child of its own lane: frozen on the source, the child never
-    runs, so a drain that waits for the parent to join waits for good."""
+    """The parent waits for a child of its own lane: the drain does not wait for it (frozen on
+    the source, the child would never run); the child runs on the target once it serves the
+    lane, and the parent, joined on the source, is carried there with its child's result."""
     lane = lane_on(sharded.placement_map, 0, "w")
     move = LaneMove(sharded, lane, 2)
     assert await move.plan()
     await move.adopt()
-    await sharded.add_flow(Flow("parent", [Flow("child", lane=lane)], lane=lane))
+    ids = await sharded.add_flow(Flow("parent", [Flow("child", lane=lane)], lane=lane))
     await move.freeze()
-    await asyncio.wait_for(move.drain(), 1)
+    await asyncio.wait_for(move.drain(), 5)
+    await move.copy()
+    await move.release()  # stopped here: a mover run again follows the parent, then records
+    follow = asyncio.create_task(sharded.move_lane(lane, to=2))
+    child = await next_job(sharded)
+    assert (child.payload, child.shard) == ("child", 2)
+    await sharded.complete(child, result="from child")
+    parent = await next_job(sharded)  # relayed to shard 0, joined there, carried to shard 2
+    assert (parent.payload, parent.shard) == ("parent", 2)
+    assert parent.id == ids.id
+    assert await asyncio.wait_for(follow, 5) is True
+    assert (await sharded.children(ids.id)).results == {child.id: "from child"}
+    assert sharded.placement_map.shard_of(lane) == 2
+    assert await sharded.move_lane(lane, to=2) is False

@@ -8,7 +8,8 @@ The shards' keys have different hash tags, so the copy is host-side: read on the
 recorded on the shards (``moved``, ``adopted``), so a mover that stops anywhere is finished by
 running it again. Dead jobs and kept results stay on the source. A flow node whose parent
 stays on the source is copied naming the source's shard as its parent's queue (the outbox
-relay carries its end there).
+relay carries its end there); a parent of the lane still waiting on the source after the
+release joins the lane there, and the mover carries it over then (the follow step).
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ MOVE_BATCH: Final = 100
 DRAIN_POLL: Final = 0.05
 
 #: The mover's steps, in order (a mover stopped after any of them is finished by a new run).
-STEPS: Final = ("adopt", "freeze", "drain", "copy", "release", "record")
+STEPS: Final = ("adopt", "freeze", "drain", "copy", "release", "follow", "record")
 
 
 class LaneMove:
@@ -141,20 +142,11 @@ class LaneMove:
 
     async def drain(self) -> None:
         """Step 3: wait until the source holds no lease of the lane (its settles and reaps
-        go on as usual), so the target's count starts where the source's ends."""
+        go on as usual), so the target's count starts where the source's ends. A flow parent
+        of the lane waiting on the source is not waited for here: its children may be jobs of
+        this very lane, which run only once the target serves it (:meth:`follow`)."""
         while int((await self._out(0))[0]) > 0:
             await asyncio.sleep(self.poll)
-        # A flow admitted between the plan's look and the freeze may have left a parent of
-        # the lane waiting on the source (the freeze fences any later one): it joins the lane
-        # there when its children end, and the copy carries it. Nothing else can bring it.
-        waiting = await self.waiting_parents()
-        while waiting:
-            states = await self._from.wire.call_many(
-                [("HGET", self._from.keys.job(i), "state") for i in waiting]
-            )
-            waiting = [i for i, st in zip(waiting, states, strict=True) if text(st) == "waiting"]
-            if waiting:
-                await asyncio.sleep(self.poll)
 
     async def waiting_parents(self) -> list[str]:
         """The source's flow parents of the lane still waiting for their children (a scan of
@@ -285,6 +277,25 @@ class LaneMove:
         # Only now the source's copy of the lane's state goes: a mover stopped before the
         # release copies the state again when run again, so it must still be there to copy
         # (deleted after the copy, a rerun copied nothing and cleared the target's settings).
+        await self._script(self._from, "lane_move_drop", (self.lane, "state"))
+
+    async def follow(self) -> None:
+        """Step 6: the lane's flow parents still waiting on the source (admitted between the
+        plan's look and the freeze, which fences any later one) join the lane there once
+        their children end (a child of the lane runs on the target, its end relayed back):
+        wait for each to leave ``waiting``, then carry those that joined to the target, as
+        the copy does, the lane served there meanwhile. Nothing when none waits."""
+        waiting = await self.waiting_parents()
+        while waiting:
+            await asyncio.sleep(self.poll)
+            states = await self._from.wire.call_many(
+                [("HGET", self._from.keys.job(i), "state") for i in waiting]
+            )
+            waiting = [i for i, st in zip(waiting, states, strict=True) if text(st) == "waiting"]
+        while await self.copy_batch():
+            pass
+        # A parent that joined after the copy and before the release kept the lane's state
+        # there (the release deletes it only from a source holding none of the lane's jobs).
         await self._script(self._from, "lane_move_drop", (self.lane, "state"))
 
     async def record(self) -> None:

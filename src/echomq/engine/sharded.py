@@ -411,7 +411,9 @@ class ShardedQueue(
         other lane is served throughout. Its pending and scheduled jobs, dedup keys, logs,
         settings, pause, cooling and rate window go with it, ``batch`` jobs at a time; its dead
         jobs and kept results stay on its old shard. Producers learn the move from the
-        fences (this queue's at once). Every step is recorded on the shards, so a move that
+        fences (this queue's at once). A flow parent of the lane admitted while the move
+        began is waited for after the lane is served on ``to`` (its children may be jobs of
+        the lane), then carried there. Every step is recorded on the shards, so a move that
         stopped (a crash, a cancel) is finished by calling this again.
 
         ``lane`` and ``to`` (0 .. shards - 1) are checked before any write; a move of the

@@ -1,7 +1,10 @@
 -- lane_move_in.lua: on a lane's target shard, import what lane_move_out.lua exported from its
 -- source (a lane move, docs/concepts/shards.md "Moving a lane", step 4). The lane is held here
 -- (`adopted` names its source) until the release, so nothing imported is served before it.
--- Idempotent: a row imported again replaces its first import, in the lane or the schedule.
+-- After the release (`adopted[lane] = ""`) jobs alone are imported: flow parents that joined
+-- the lane on the source since (the mover's follow step); the lane joins the ring if
+-- serviceable. Idempotent: a row imported again replaces its first import, in the lane or the
+-- schedule.
 -- KEYS[1] root   `emq:{q~k}:` (the target shard)
 -- ARGV[1] group  the lane
 -- ARGV[2] kind   "state" or "jobs"
@@ -10,10 +13,11 @@
 -- jobs:   per job: id, "lane" | "schedule", score, n, n/2 row field, value pairs, m, m log
 --         lines, dedup ttl (ms; -1 no expiry; -3 no key to write)
 -- Returns the jobs (or state fields) imported.
--- Errors  EMQSTATE the lane is not held here (adopt it first: lane_adopt.lua).
+-- Errors  EMQSTATE the lane is neither held here (adopt it first: lane_adopt.lua) nor, for
+--         jobs, released here by a move.
 local root, g, kind = KEYS[1], ARGV[1], ARGV[2]
 local from = redis.call('HGET', root .. 'adopted', g)
-if not from or from == '' then
+if not from or (from == '' and kind ~= 'jobs') then
   return redis.error_reply('EMQSTATE lane ' .. g .. ' is not held here for a move')
 end
 
@@ -94,6 +98,8 @@ end
 if costmax > tonumber(redis.call('HGET', root .. 'meta', 'costed') or '0') then
   redis.call('HSET', root .. 'meta', 'costed', costmax)
 end
+-- Released here already: the lane is served, so it joins the ring if serviceable.
+if from == '' then rering(root, g, now_ms()) end
 -- Token "s": an idle consumer learns the schedule's new due time from an upkeep.
 redis.call('LPUSH', root .. 'wake', 's')
 redis.call('LTRIM', root .. 'wake', 0, 63)
