@@ -222,6 +222,17 @@ def queue_kind(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
+async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
+    """A queue of three shards on the session's server, its shards' loads read again at every
+    claim (``refresh=0``), paused and obliterated afterwards (every shard and the directory)."""
+    q = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
+    yield q
+    await q.pause()
+    await q.obliterate(force=True)
+    await q.close()
+
+
+@pytest.fixture
 async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncIterator[Queue]:
     """A queue of its own on the session's server, discarded (every key) afterwards."""
     sharded = {"shards": 3, "refresh": 0.0} if queue_kind == "sharded" else {}

@@ -6,10 +6,7 @@ A plain queue's claim asks for none of it and gets the reply it always had."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
-
-import pytest
 
 from echomq import Item, Job, Policy, Queue
 from echomq.engine import Empty, ShardedQueue
@@ -18,15 +15,6 @@ from echomq.engine.queue import DEFAULT_LEASE
 from echomq.engine.shard_schedule import IDLE, ShardLoad
 from echomq.engine.transitions import Claimed
 from echomq.testing import lanes_on
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 def count_reads(sharded: ShardedQueue) -> list[int]:

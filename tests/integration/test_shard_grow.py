@@ -6,7 +6,6 @@ grown to five on one server."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
 import pytest
 
@@ -26,15 +25,6 @@ from echomq.engine.shards import Handoff, grow_plan, handed_to, lane_slot
 from echomq.errors import InvalidArgument, PlacementBusy, Unsupported
 from echomq.wire import Connector
 from echomq.wire.url import ConnectionOptions
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 def handed(placement: ShardMap, grown: int) -> tuple[Handoff, ...]:

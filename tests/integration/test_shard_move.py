@@ -5,7 +5,7 @@ its target (``adopted`` naming its source) is served by neither, as a paused lan
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -15,15 +15,6 @@ from echomq.engine import Empty, Flow, ShardedQueue
 from echomq.engine.lane_move import STEPS, LaneMove
 from echomq.errors import InvalidArgument
 from echomq.testing import lane_on, lanes_on
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 async def test_a_lane_frozen_on_its_source_is_not_claimed_there(sharded: ShardedQueue) -> None:

@@ -5,24 +5,11 @@ lane is held on its new shard finds the job still on the old one. Three shards o
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from echomq import Item, Job
 from echomq.engine import Empty, ShardedQueue, ShardedSyncQueue
 from echomq.engine.lane_move import LaneMove
 from echomq.engine.shards import grow_plan, lane_slot
 from echomq.testing import lane_on
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 async def dead_job(queue: ShardedQueue, lane: str, payload: str, dedup: str) -> Job:

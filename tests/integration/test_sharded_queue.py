@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -17,15 +16,6 @@ from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, ShardedQueue
 from echomq.errors import Closed, InvalidArgument
 from echomq.testing import discard, lanes_on
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 async def test_the_first_open_makes_the_directory_and_later_opens_read_it(

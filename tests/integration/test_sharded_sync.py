@@ -7,7 +7,6 @@ of the shards (``connect_sync_queue`` finds them by the directory)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -24,15 +23,6 @@ from echomq.wire.blocking import Link
 def flat_lanes(placement: ShardMap, per_shard: list[int], prefix: str) -> list[str]:
     """``per_shard[k]`` lane names that live on shard k, shard 0's first."""
     return [lane for part in lanes_on(placement, per_shard, prefix) for lane in part]
-
-
-@pytest.fixture
-async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueue]:
-    queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3)
-    yield queue
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
 
 
 async def on_shard(queue: ShardedQueue, k: int, job_id: str) -> bool:

@@ -20,7 +20,14 @@ from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
 from echomq.engine.shard_stats import ShardStats, read_shard_stats
 from echomq.engine.sharded_lanes import ShardedLane
-from echomq.engine.shards import Handoff, ShardMap, handed_to, handoffs_from_text, read_map
+from echomq.engine.shards import (
+    Handoff,
+    ShardMap,
+    handed_to,
+    handoffs_from_text,
+    lanes_by_shard,
+    read_map,
+)
 from echomq.errors import StateError
 
 _T = TypeVar("_T")
@@ -218,14 +225,7 @@ class AcrossShards:
         changed: list[int] = []
         while True:
             handoffs = await self.grow_handoffs()  # takes on the shards a grow added
-            placement = self.placement_map
-            per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
-            for lane, policy in named.items():
-                k = placement.shard_of(lane)
-                per_shard[k][lane] = policy
-                target = handed_to(handoffs, k, lane)
-                if target is not None:
-                    per_shard[target][lane] = policy
+            per_shard = lanes_by_shard(named, self.placement_map, handoffs)
             todo = [k for k, part in enumerate(per_shard) if written.get(k) != part]
             if not todo:
                 break

@@ -28,6 +28,7 @@ from echomq.engine.shards import (
     ShardMap,
     check_shards,
     handed_to,
+    lanes_by_shard,
     stored_handoffs,
     stored_map,
 )
@@ -326,13 +327,7 @@ class ShardedSyncQueue(SyncQueue):
         changed = 0
         while True:
             handoffs = self._read_handoffs()  # takes on the shards a grow added
-            per_shard: list[dict[str, Policy]] = [{} for _ in self.shards]
-            for lane, policy in named.items():
-                k = self._lane_shard(lane)
-                per_shard[k][lane] = policy
-                target = handed_to(handoffs, k, lane)
-                if target is not None:
-                    per_shard[target][lane] = policy
+            per_shard = lanes_by_shard(named, self.placement_map, handoffs)
             todo = [k for k, part in enumerate(per_shard) if written.get(k) != part]
             if not todo:
                 return changed

@@ -13,7 +13,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any, Final, TypeGuard
+from typing import Any, Final, TypeGuard, TypeVar
 
 from echomq.engine.keys import (
     MAX_NONCE,
@@ -38,6 +38,8 @@ Run = tuple[int, int]
 #: read again, or the refusal says the lane went: a producer a move or two behind follows the
 #: lane through a move in progress (moves run one at a time, under the placement lease).
 MOVE_HOPS: Final = 3
+
+_V = TypeVar("_V")
 
 _FIRST: Final = itemgetter(0)  # a run's first slot, an override's lane: what bisect compares
 
@@ -454,6 +456,22 @@ def handed_to(handoffs: Sequence[Handoff], source: int, lane: str) -> int | None
     """The shard a grow hands ``lane`` to, when ``source`` serves it and hands its slot on."""
     slot = lane_slot(lane)
     return next((h[3] for h in handoffs if h[2] == source and h[0] <= slot < h[1]), None)
+
+
+def lanes_by_shard(
+    named: Mapping[str, _V], placement: ShardMap, handoffs: Sequence[Handoff]
+) -> list[dict[str, _V]]:
+    """``named`` (a value per lane: a lane setting) split by the shards it is written to: each
+    lane's own, then, while a grow hands its range on, the range's target too; every shard of
+    ``placement`` has its part (empty for none), in shard order."""
+    parts: list[dict[str, _V]] = [{} for _ in placement.tags]
+    for lane, value in named.items():
+        k = placement.shard_of(lane)
+        parts[k][lane] = value
+        target = handed_to(handoffs, k, lane)
+        if target is not None:
+            parts[target][lane] = value
+    return parts
 
 
 def stored_handoffs(directory: Any) -> tuple[Handoff, ...]:
