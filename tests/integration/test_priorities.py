@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 from echomq import App, InvalidArgument, Queue
+from echomq.engine import connect_sync_queue
 from echomq.engine.queue import Item
 from echomq.engine.results import Job
 from echomq.engine.sharded import ShardedQueue
-from echomq.engine.sync_queue import SyncQueue
 
 
 @pytest.fixture
@@ -206,7 +206,7 @@ async def test_the_task_option_and_using_set_the_band(valkey_url: str, queue_nam
 
 
 async def test_the_blocking_producer_carries_priority(queue: Queue, valkey_url: str) -> None:
-    with SyncQueue.connect(valkey_url, queue.name) as sync:
+    with connect_sync_queue(valkey_url, queue.name) as sync:  # sharded: its shards
         sync.enqueue("low", priority=1)
         sync.enqueue("high", priority=9)
         with pytest.raises(InvalidArgument):
