@@ -78,7 +78,8 @@ end
 -- A reader of the lanes' backlog caps for one script call: cap_of(g) is lane g's cap (its own
 -- `gcap`, else meta `dcap`) or nil for none, each read once per call; a queue with no cap
 -- anywhere costs one EXISTS in all besides the caller's read of meta `dcap`, given as `dcap`
--- (false: none; enqueue.lua reads it with `shard`, at the call's first write).
+-- (false: none; enqueue.lua reads it with `shard`, at the call's first write: first_write in
+-- _admit_writes.lua).
 local function cap_reader(root, dcap)
   local caps, default, any = {}, dcap, nil
   return function(g)
