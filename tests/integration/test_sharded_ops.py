@@ -123,6 +123,18 @@ async def test_shard_stats_count_each_lanes_jobs_on_its_shard_and_sum_to_the_que
 
 
 @SHARDED
+async def test_reprocess_of_a_live_job_is_refused_by_the_shard_that_holds_it(
+    queue: ShardedQueue,
+) -> None:
+    ((lane,),) = lanes_on(queue.placement_map, [0, 0, 1], "r")[2:]
+    verdict = await queue.enqueue("x", lane=lane)
+    with pytest.raises(StateError, match="EMQSTATE reprocess refused"):
+        await queue.reprocess(verdict.id)
+    assert await queue.remove(verdict.id)
+    assert await queue.reprocess(verdict.id) is False
+
+
+@SHARDED
 async def test_the_cli_reads_and_steers_every_shard(queue: ShardedQueue, cli: Any) -> None:
     placement = queue.placement_map
     (a,), (b,), (c,) = lanes_on(placement, [1, 1, 1], "c")

@@ -33,8 +33,6 @@ class DeadMoves:
 
         async def _current(self) -> None: ...
 
-        async def _found(self, id: str) -> Queue: ...
-
         async def _moved_to(self, moved: LaneMoved, lane: str) -> int: ...
 
     async def reprocess(self, id: str) -> bool:
@@ -50,8 +48,9 @@ class DeadMoves:
         dead = [
             k for k, (state, _) in enumerate(rows) if state is not None and text(state) == "dead"
         ]
-        if not dead:
-            return await Queue.reprocess(await self._found(id), id)
+        if not dead:  # the shard whose row it is (the rows just read say), else shard 0
+            held = next((k for k, (state, _) in enumerate(rows) if state is not None), 0)
+            return await Queue.reprocess(self.shards[held], id)
         lane = text(rows[dead[0]][1] or "_")
         # Dead on two shards (a reprocess stopped between its copy and its delete, then the
         # copy died too): the lane's shard first, where the job is revived; the other row

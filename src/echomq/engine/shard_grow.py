@@ -220,16 +220,20 @@ async def _flip(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> None:
         ]
     )
     queue.install_placement(flipped)
-    await _clear_marks(queue)
+    await _drop_marks(queue, flipped.epoch)  # the directory's epoch: just written, under the lease
 
 
 async def _clear_marks(queue: ShardedQueue) -> None:
-    """Every shard's ``migrating`` and ``importing`` deleted (the sources' first), with its
-    meta ``epoch`` the directory's (read now: this queue's map may be older)."""
+    """:func:`_drop_marks` at the directory's epoch (read now: this queue's map may be older)."""
     placement = await read_map(queue.wire, queue.keys)
     if placement is not None and placement.epoch > queue.placement_map.epoch:
         queue.install_placement(placement)
-    epoch = queue.placement_map.epoch
+    await _drop_marks(queue, queue.placement_map.epoch)
+
+
+async def _drop_marks(queue: ShardedQueue, epoch: int) -> None:
+    """Every shard's ``migrating`` and ``importing`` deleted (the sources' first), with its
+    meta ``epoch`` set to ``epoch`` (the directory's)."""
     for key in ("migrating", "importing"):
         for shard in queue.shards:
             await shard.wire.call_many(

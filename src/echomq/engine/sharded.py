@@ -327,10 +327,7 @@ class ShardedQueue(
     async def _moved_to(self, moved: LaneMoved, lane: str) -> int:
         """The shard to send ``lane`` to after ``moved``: the directory is read again (the
         move may be over), and the refusing shard's word wins while it is not."""
-        placement = await read_map(self.wire, self.keys)
-        if placement is not None and placement.epoch > self.placement_map.epoch:
-            self.install_placement(placement)
-            await self._hubs.catch_up()  # a grow's new shards
+        await self._install_newer()
         return moved.shard if moved.shard is not None else self.placement_map.shard_of(lane)
 
     def install_placement(self, placement: ShardMap) -> None:
@@ -493,6 +490,11 @@ class ShardedQueue(
         gained shards (their cancel hubs opened here)."""
         if epoch is None or int(epoch) <= self.placement_map.epoch:
             return False
+        return await self._install_newer()
+
+    async def _install_newer(self) -> bool:
+        """Read the directory and install it when its epoch is past this queue's (a move's
+        overrides, a grow's shards, their cancel hubs opened here). True: shards added."""
         placement = await read_map(self.wire, self.keys)
         if placement is None or placement.epoch <= self.placement_map.epoch:
             return False

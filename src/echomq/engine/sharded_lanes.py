@@ -14,7 +14,7 @@ from echomq.engine.checks import text
 from echomq.engine.lanes import Lane
 from echomq.engine.policies import DEFAULT_MODE, RateMode
 from echomq.engine.queue import Queue
-from echomq.engine.shards import Handoff, lane_slot
+from echomq.engine.shards import Handoff, handed_to
 from echomq.wire.connector import Arg
 
 if TYPE_CHECKING:
@@ -94,12 +94,10 @@ async def copy_settings(queue: ShardedQueue, handoffs: Sequence[Handoff]) -> Non
     until the read matches: a setter's write between the read and the write is not undone."""
     for source in sorted({h[2] for h in handoffs}):
         shard = queue.shards[source]
-        mine = [h for h in handoffs if h[2] == source]
         gone = {text(lane) for lane in await shard.wire.call("HKEYS", shard.keys.moved)}
         by_target: dict[int, list[str]] = {}
         for lane in sorted(await _lanes_with_settings(shard) - gone):
-            slot = lane_slot(lane)
-            target = next((h[3] for h in mine if h[0] <= slot < h[1]), None)
+            target = handed_to(handoffs, source, lane)
             if target is not None:
                 by_target.setdefault(target, []).append(lane)
         for target, lanes in sorted(by_target.items()):

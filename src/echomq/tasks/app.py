@@ -411,8 +411,9 @@ class App:
             # A queue made sharded elsewhere (another app, the operator) is found by its
             # directory: one read at the first open, so no process serves its shard 0 alone.
             placement = await read_map(wire, Keyspace(name))
-            if placement is not None:
+            if placement is not None:  # opened on the map just read, not read again by open
                 self.shards[name] = placement.shards
+                self._queues[name] = ShardedQueue(placement, wire, **self._queue_options())
         if name in self.shards and name not in self._queues:
             self._queues[name] = await ShardedQueue.open(
                 name, wire, shards=self.shards[name], **self._queue_options()
