@@ -41,12 +41,15 @@ async def test_a_lane_held_on_its_target_is_not_claimed_until_released(
     target = sharded.shards[1]
     source = sharded.shards[0]
     await source.wire.call("HSET", source.keys.moved, lane, 1)  # frozen there toward shard 1
-    await target.wire.call("HSET", target.keys.adopted, lane, 0)  # arriving from shard 0: held
+    # Arriving from shard 0: held (as lane_adopt.lua writes it, in ``moved`` too).
+    await target.wire.call("HSET", target.keys.adopted, lane, 0)
+    await target.wire.call("HSET", target.keys.moved, lane, 0)
     # Refused on shard 0, then held on shard 1: looked for on 0, sent to 1 again, admitted.
     await sharded.enqueue_many([Item("early", lane=lane), Item("late", lane=lane)])
     assert (await target.counts()).pending == 2
     assert isinstance(await sharded.claim(), Empty)
-    await target.wire.call("HSET", target.keys.adopted, lane, "")  # released
+    await target.wire.call("HSET", target.keys.adopted, lane, "")  # released (lane_adopt.lua)
+    await target.wire.call("HDEL", target.keys.moved, lane)
     await target.lane(lane).resume()
     claimed = await sharded.claim()
     assert not isinstance(claimed, Empty)

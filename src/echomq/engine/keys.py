@@ -19,11 +19,9 @@ from echomq.engine import ids as _ids
 from echomq.engine.layout import LAYOUT as LAYOUT
 from echomq.engine.layout import QUEUE_ROOT as QUEUE_ROOT
 from echomq.engine.layout import KeyShape as KeyShape
-from echomq.engine.layout import KeyType as KeyType
 from echomq.engine.names import DEFAULT_GROUP as DEFAULT_GROUP
 from echomq.engine.names import MAX_NAME_BYTES as MAX_NAME_BYTES
 from echomq.engine.names import MAX_NONCE as MAX_NONCE
-from echomq.engine.names import RESERVED_QUEUE as RESERVED_QUEUE
 from echomq.engine.names import SHARD_MARK as SHARD_MARK
 from echomq.engine.names import parse_shard_tag as parse_shard_tag
 from echomq.engine.names import shard_tag as shard_tag
@@ -31,7 +29,6 @@ from echomq.engine.names import validate_bucket as validate_bucket
 from echomq.engine.names import validate_dedup as validate_dedup
 from echomq.engine.names import validate_group as validate_group
 from echomq.engine.names import validate_queue as validate_queue
-from echomq.engine.names import validate_text_name as validate_text_name
 from echomq.errors import InvalidArgument
 
 # The wire routes keys and fences connections with these; the keyspace names them too.

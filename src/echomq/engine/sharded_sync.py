@@ -10,10 +10,11 @@ by one ``EXISTS`` per shard.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from echomq.engine import ids as _ids
+from echomq.engine.checks import text
 from echomq.engine.durability import Durability
 from echomq.engine.eta import Eta
 from echomq.engine.held_dedup import sync_source_duplicate
@@ -358,29 +359,34 @@ class ShardedSyncQueue(SyncQueue):
 
     # -- by id (the shard that holds the job) --------------------------------------------------
 
-    def _shard_of_id(self, id: str) -> SyncQueue:
-        """The shard whose row of job ``id`` exists (one ``EXISTS`` per shard, all sent at
-        once: one round trip per server), else shard 0, which answers as for no such job."""
-        job_id = _ids.validate(id, "JOB", "job id")
-        calls = [
-            (slot(shard.keys.root), pack(("EXISTS", shard.keys.job(job_id))))
-            for shard in self.shards
-        ]
+    def _every_shard(
+        self, command_of: Callable[[Keyspace], tuple[Any, ...]]
+    ) -> Iterator[tuple[SyncQueue, Any]]:
+        """Each shard with its reply to ``command_of(its keys)``, in shard order: the commands
+        all sent at once (one round trip per server); an error reply raised when reached."""
+        calls = [(slot(shard.keys.root), pack(command_of(shard.keys))) for shard in self.shards]
         for shard, reply in zip(self.shards, self._here().router.call_spread(calls), strict=True):
             found = error_of(reply)
             if isinstance(found, BaseException):
                 raise found
-            if found:
-                return shard
-        return self
+            yield shard, found
+
+    def _shard_of_id(self, id: str) -> SyncQueue:
+        """The shard whose row of job ``id`` exists (one ``EXISTS`` per shard, all sent at
+        once), else shard 0, which answers as for no such job."""
+        job_id = _ids.validate(id, "JOB", "job id")
+        found = (shard for shard, n in self._every_shard(lambda k: ("EXISTS", k.job(job_id))) if n)
+        return next(found, self)
 
     def job(self, id: str) -> JobInfo | None:
         return SyncQueue.job(self._shard_of_id(id), id)
 
     def dedup_job(self, key: str) -> str | None:
+        """The job ``key`` maps to, every shard read at once (as :meth:`ShardedQueue.dedup_job`):
+        the first shard's, in shard order."""
         validate_dedup(key)
-        found = (SyncQueue.dedup_job(s, key) for s in self.shards)
-        return next((job_id for job_id in found if job_id is not None), None)
+        found = (seen for _, seen in self._every_shard(lambda k: ("GET", k.dedup(key))))
+        return next((text(seen) for seen in found if seen is not None), None)
 
     def state(self, id: str) -> JobState:
         return SyncQueue.state(self._shard_of_id(id), id)

@@ -58,7 +58,6 @@ from echomq.errors import (
     InvalidArgument,
     NotDurable,
     QueueSharded,
-    ServerError,
     WireError,
 )
 from echomq.tracing import Sending, Spans, carriers_of, sending_many
@@ -472,12 +471,8 @@ class SyncQueue(SyncReads):
             settings.append(("grate", Rate.of(rate).value))
         if cap is not None:
             settings.append(("gcap", lane_cap_value(cap)))
-        process = self._here()
         for name, value in settings:
-            command = pack((*self._lane_head, lane, name, value))
-            reply = error_of(process.router.call(self._slot, command, self._lane_limit))
-            if isinstance(reply, ServerError):
-                raise reply
+            self._call(pack((*self._lane_head, lane, name, value)), self._lane_limit)
 
     def apply_policies(
         self,
@@ -492,10 +487,7 @@ class SyncQueue(SyncReads):
         args = policy_args(policies, default, lanes)
         script = self.scripts["policy"]
         command = pack(script.command((self.keys.root, self.keys.gate), args))
-        reply = error_of(self._here().router.call(self._slot, command, script))
-        if isinstance(reply, ServerError):
-            raise reply
-        return int(reply)
+        return int(self._call(command, script))
 
     def cancel(self, id: str, reason: str = "") -> Cancellation:
         """:meth:`echomq.Queue.cancel`, blocking: pending and scheduled jobs end at once, a
@@ -504,11 +496,8 @@ class SyncQueue(SyncReads):
         why = cancel_reason(reason)
         head = self._cancel.head((self.keys.root, self.keys.gate))
         command = pack((*head, job_id, why, self.result_ttl_ms, ""))
+        answer = cancellation(job_id, text(self._call(command, self._cancel)))
         process = self._here()
-        reply = error_of(process.router.call(self._slot, command, self._cancel))
-        if isinstance(reply, ServerError):
-            raise reply
-        answer = cancellation(job_id, text(reply))
         events = cancel_events(answer, why)
         if events and self._listened(process):
             self._emit(process, events)

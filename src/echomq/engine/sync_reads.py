@@ -16,7 +16,7 @@ from echomq.engine.keys import Keyspace, validate_dedup, validate_group
 from echomq.engine.producer import job_info, job_state
 from echomq.engine.progress import LOG_KEEP
 from echomq.engine.results import JobInfo, JobState
-from echomq.engine.scripts import ScriptRegistry
+from echomq.engine.scripts import Script, ScriptRegistry
 from echomq.engine.sync_process import SyncProcess
 from echomq.engine.sync_waiter import SyncWaiter
 from echomq.errors import ServerError
@@ -35,7 +35,12 @@ class SyncReads:
     _here: Callable[[], SyncProcess]
 
     def _read(self, command: tuple[Any, ...]) -> Any:
-        reply = error_of(self._here().router.call(self._slot, pack(command)))
+        return self._call(pack(command))
+
+    def _call(self, data: bytes, script: Script | None = None) -> Any:
+        """One packed call on this queue's slot (``script``: loaded on ``NOSCRIPT``): its
+        reply, its error reply raised."""
+        reply = error_of(self._here().router.call(self._slot, data, script))
         if isinstance(reply, ServerError):
             raise reply
         return reply
@@ -71,9 +76,7 @@ class SyncReads:
     def _eta(self, job_id: str, group: str) -> Eta | None:
         script = self.scripts["eta"]
         command = pack(script.command((self.keys.root, self.keys.gate), (job_id, group)))
-        reply = error_of(self._here().router.call(self._slot, command, script))
-        if isinstance(reply, ServerError):
-            raise reply
+        reply = self._call(command, script)
         return None if reply is None else estimate(list(reply))
 
     def state(self, id: str) -> JobState:

@@ -444,15 +444,8 @@ class Engine:
         points at them without writing (a duplicate found by a read): the durability's mark
         written and waited for, which covers every earlier write on its server. None when
         the wait confirmed it, else the shortfall."""
-        durability = self.durability
-        assert durability is not None
-        try:
-            *_, wait = await call_durable(
-                self.wire, [durability.mark(self.keys.fsync)], durability.command()
-            )
-        except EchoMQError as exc:
-            return exc
-        return durability.shortfall([wait], ids)
+        assert self.durability is not None
+        return await _marked(self.wire, self.durability, (self.keys.fsync,), ids)
 
     async def reprocess_fenced(self, job_id: str, fence: Fence) -> Any:
         """:meth:`reprocess` on a shard, ``fence`` carrying the slot of the row's lane: 1 or 0
@@ -526,16 +519,27 @@ async def enqueue_together(
     marked = [(e, part) for (e, _, _), part in zip(parts, out, strict=True) if _duplicates(part)]
     if not marked:
         return out
-    try:
-        *_, wait = await call_durable(
-            first.wire, [durability.mark(e.keys.fsync) for e, _ in marked], durability.command()
-        )
-        short = durability.shortfall([wait], [d for _, part in marked for d in _duplicates(part)])
-    except EchoMQError as exc:
-        short = exc
+    fsyncs = [e.keys.fsync for e, _ in marked]
+    duplicates = [d for _, part in marked for d in _duplicates(part)]
+    short = await _marked(first.wire, durability, fsyncs, duplicates)
     if short is None:
         return out
     return [[short if not isinstance(a, EchoMQError) and a[0] == 0 else a for a in p] for p in out]
+
+
+async def _marked(
+    wire: Wire, durability: Durability, fsyncs: Sequence[str], ids: Sequence[str]
+) -> EchoMQError | None:
+    """The durability's mark written to each of ``fsyncs`` and waited for, which covers every
+    earlier write on the connection (jobs ``ids``, written by others): None when the wait
+    confirmed it, else the shortfall (or the call's error)."""
+    try:
+        *_, wait = await call_durable(
+            wire, [durability.mark(fsync) for fsync in fsyncs], durability.command()
+        )
+    except EchoMQError as exc:
+        return exc
+    return durability.shortfall([wait], ids)
 
 
 def _duplicates(admitted: Sequence[Admitted]) -> list[str]:

@@ -64,16 +64,15 @@ end
 -- budget, and (in an ordered queue) not held by a job out of the lane; on a shard of a sharded
 -- queue, not on the move (docs/concepts/shards.md, "Moving a lane"): neither frozen on its
 -- source (`moved` names it) nor held on its target (`adopted` names its source until the
--- release sets it to ""). The ring holds exactly these groups. In units (a costed queue): the job it serves next fits both budgets, or passes
--- alone (nothing of the lane in flight; an untouched window, see rate_wait_for).
+-- release; lane_adopt.lua writes it in `moved` too, so one HEXISTS reads both). The ring holds
+-- exactly these groups. In units (a costed queue): the job it serves next fits both budgets, or
+-- passes alone (nothing of the lane in flight; an untouched window, see rate_wait_for).
 local function serviceable(root, g)
   if redis.call('ZCARD', lane_of(root, g)) == 0 then return false end
   local h = holder(root, g)
   if h and not redis.call('ZSCORE', lane_of(root, g), h) then return false end
   if redis.call('SISMEMBER', root .. 'paused', g) == 1 then return false end
   if redis.call('HEXISTS', root .. 'moved', g) == 1 then return false end
-  local from = redis.call('HGET', root .. 'adopted', g)
-  if from and from ~= '' then return false end
   if lane_cool_wait(root, g) > 0 then return false end
   local limit, cost = lane_ceiling(root, g), nil
   if limit then
