@@ -6,44 +6,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
+from cli_rig import Cli, cli_fixture  # noqa: F401 (the fixture registers)
 
 from echomq.cli import main
 from echomq.engine.policies import Fairness, Policy
 from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-class Cli:
-    """Runs ``echomq`` in a thread (it runs its own event loop) and captures its output."""
-
-    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.url = url
-        self.capsys = capsys
-
-    async def __call__(self, *argv: str) -> Ran:
-        self.capsys.readouterr()
-        code = await asyncio.to_thread(main, ["--url", self.url, *argv])
-        out, err = self.capsys.readouterr()
-        return Ran(code, out, err)
-
-
-@pytest.fixture
-def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(valkey_url, capsys)
 
 
 async def _dead_job(queue: Queue, error: str = "boom") -> str:
