@@ -11,7 +11,7 @@ import pytest
 from cli_rig import Cli, cli_fixture  # noqa: F401 (the fixture registers)
 
 from echomq.cli import main
-from echomq.engine.policies import Fairness, Policy
+from echomq.engine.policies import Fairness, Policies, Policy
 from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
 
@@ -34,6 +34,26 @@ async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
     assert table.code == 0
     assert "pending" in table.out
     assert "3" in table.out
+
+
+async def test_stats_reads_the_lane_policies_once(
+    queue: Queue, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot ``stats`` shows holds the policies: they are not read a second time (on a
+    sharded queue that would be every shard again)."""
+    await queue.apply_policies(default=Policy(rate=(5, 1.0)))
+    reads = 0
+    read_policies = Queue.policies
+
+    async def counted(self: Queue) -> Policies:
+        nonlocal reads
+        reads += 1
+        return await read_policies(self)
+
+    monkeypatch.setattr(Queue, "policies", counted)
+    stats = (await cli("--json", "stats", queue.name)).json()
+    assert stats["lane_default"] == {"rate": [5, 1.0, "smooth"]}
+    assert reads == 1
 
 
 async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: Cli) -> None:
