@@ -24,7 +24,7 @@ import uuid
 from _harness import serve
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
-from echomq.testing import lanes_on, most_in_window
+from echomq.testing import discard, lanes_on, most_in_window
 
 LEASE_MS = 30_000
 
@@ -90,9 +90,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
                 await queue.concurrency(args.ceiling)
             claims, leased, moved = await drive(queue, args)
         finally:
-            await queue.pause()
-            await queue.obliterate(force=True)
-            await queue.close()
+            await discard(queue)
         times = [t for t, _ in claims]
         t0, end = min(times), max(times)
         if gate == "rate":
