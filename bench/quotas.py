@@ -24,19 +24,9 @@ import uuid
 from _harness import serve
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
-from echomq.testing import most_in_window
+from echomq.testing import discard, lanes_on, most_in_window
 
 LEASE_MS = 30_000
-
-
-def lanes_of(queue: ShardedQueue, shard: int, n: int) -> list[str]:
-    found: list[str] = []
-    i = 0
-    while len(found) < n:
-        if queue.placement_map.shard_of(f"b{i}") == shard:
-            found.append(f"b{i}")
-        i += 1
-    return found
 
 
 async def drive(
@@ -46,7 +36,9 @@ async def drive(
     loop = asyncio.get_running_loop()
     start = loop.time()
     until, move = start + args.seconds, start + args.seconds / 2
-    first, last = lanes_of(queue, 0, 6), lanes_of(queue, len(queue.shards) - 1, 1)
+    last_shard = len(queue.shards) - 1
+    first = lanes_on(queue.placement_map, [6], "b")[0]
+    last = lanes_on(queue.placement_map, [0] * last_shard + [1], "b")[last_shard]
     await queue.enqueue_many([Item({"n": i}, lane=first[i % 6]) for i in range(2000)])
     claims: list[tuple[int, int]] = []
     leased: list[int] = []
@@ -98,9 +90,7 @@ async def run(url: str, args: argparse.Namespace) -> None:
                 await queue.concurrency(args.ceiling)
             claims, leased, moved = await drive(queue, args)
         finally:
-            await queue.pause()
-            await queue.obliterate(force=True)
-            await queue.close()
+            await discard(queue)
         times = [t for t, _ in claims]
         t0, end = min(times), max(times)
         if gate == "rate":

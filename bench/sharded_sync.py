@@ -22,6 +22,7 @@ import uuid
 from _harness import serve
 from echomq import Item, Queue, SyncQueue
 from echomq.engine import ShardedQueue, ShardedSyncQueue
+from echomq.testing import discard
 
 
 def timed(sync: SyncQueue, batches: list[list[Item]]) -> float:
@@ -45,17 +46,13 @@ async def one_run(url: str, args: argparse.Namespace) -> dict[str, float]:
     with ShardedSyncQueue.connect(url, name, shards=args.shards) as sync:
         sync.enqueue_many(batches[0])  # warm: the sockets and the id node, out of the timing
         figures[f"sharded S={args.shards}"] = await asyncio.to_thread(timed, sync, batches)
-    await sharded.pause()
-    await sharded.obliterate(force=True)
-    await sharded.close()
+    await discard(sharded)
     plain_name = f"bench-sp-{uuid.uuid4().hex[:8]}"
     with SyncQueue.connect(url, plain_name) as plain:
         plain.enqueue_many(batches[0])
         figures["one slot"] = await asyncio.to_thread(timed, plain, batches)
     queue = await Queue.connect(url, plain_name)
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
+    await discard(queue)
     return figures
 
 

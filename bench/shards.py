@@ -48,6 +48,7 @@ from echomq import Item, Queue
 from echomq.engine import ShardedQueue
 from echomq.engine.keys import Keyspace, slot
 from echomq.server import ClusterOptions, EmbeddedCluster
+from echomq.testing import discard
 from echomq.wire.cluster import ClusterRouter
 from echomq.wire.url import seeds_from_url
 
@@ -313,9 +314,7 @@ def run_side(
         async with ClusterRouter(seeds_from_url(url)) as router:
             after = await snapshot(router, pids)
             queue = await open_side(router, name, shards)
-            await queue.pause()
-            await queue.obliterate(force=True)
-            await queue.close()
+            await discard(queue)
             return after
 
     after = asyncio.run(tidy())

@@ -227,9 +227,7 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     claim (``refresh=0``), paused and obliterated afterwards (every shard and the directory)."""
     q = await ShardedQueue.connect(valkey_url, queue_name, shards=3, refresh=0)
     yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
+    await discard(q)
 
 
 @pytest.fixture

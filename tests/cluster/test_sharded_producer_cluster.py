@@ -12,6 +12,7 @@ from echomq import Item
 from echomq.engine import Flow, Job, ShardedQueue, ShardedSyncQueue
 from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
+from echomq.testing import discard
 from echomq.wire.cluster import ClusterRouter
 
 
@@ -48,9 +49,7 @@ async def test_a_blocking_producer_and_one_subscription_span_the_primaries(
                     if event["event"] == "completed":
                         done.add(event["job"])
     finally:
-        await queue.pause()
-        await queue.obliterate(force=True)
-        await queue.close()
+        await discard(queue)
 
 
 async def test_a_flow_across_shards_on_three_primaries_completes(
@@ -78,6 +77,4 @@ async def test_a_flow_across_shards_on_three_primaries_completes(
         assert (parent.id, parent.shard) == (ids.id, 3)
         assert (await queue.children(parent.id)).ordered() == [0, 10, 20]
     finally:
-        await queue.pause()
-        await queue.obliterate(force=True)
-        await queue.close()
+        await discard(queue)

@@ -15,7 +15,7 @@ import pytest
 from echomq import Item
 from echomq.engine import Empty, ShardedQueue
 from echomq.server import EmbeddedCluster
-from echomq.testing import lanes_on, most_in_window
+from echomq.testing import discard, lanes_on, most_in_window
 
 LEASE_MS = 30_000
 
@@ -26,9 +26,7 @@ async def sharded(valkey_cluster: EmbeddedCluster) -> AsyncIterator[ShardedQueue
     queue = await ShardedQueue.connect(valkey_cluster.url, name, shards=6, pool_size=4)
     yield queue
     await queue.rebalancer.stop()
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
+    await discard(queue)
 
 
 async def skewed(queue: ShardedQueue) -> None:

@@ -20,7 +20,7 @@ from echomq.engine import Durability, ShardedQueue, Verdict
 from echomq.engine.keys import slot
 from echomq.server import EmbeddedCluster
 from echomq.server.cluster import admin
-from echomq.testing import lanes_on
+from echomq.testing import discard, lanes_on
 from echomq.wire.cluster import ClusterRouter
 
 SHARDS = 6
@@ -93,9 +93,7 @@ async def test_a_100_to_1_flood_keeps_every_lane_within_5_percent_of_its_weight(
     finally:
         for worker in workers:
             await worker.close()
-        await queue.pause()
-        await queue.obliterate(force=True)
-        await queue.close()
+        await discard(queue)
 
 
 async def test_a_killed_primary_loses_no_acknowledged_job_of_a_sharded_queue(
@@ -254,6 +252,4 @@ async def test_a_primary_that_stops_answering_holds_up_no_read_of_the_loads(
         assert {job.shard for job in claimed}.isdisjoint(on_victim)
     finally:
         os.kill(victim.pid, signal.SIGCONT)
-        await queue.pause()
-        await queue.obliterate(force=True)
-        await queue.close()
+        await discard(queue)

@@ -6,44 +6,14 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from dataclasses import dataclass
-from typing import Any
 
 import pytest
+from cli_rig import Cli, cli_fixture  # noqa: F401 (the fixture registers)
 
 from echomq.cli import main
-from echomq.engine.policies import Fairness, Policy
+from echomq.engine.policies import Fairness, Policies, Policy
 from echomq.engine.queue import Item, Queue
 from echomq.testing import claim_job
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-class Cli:
-    """Runs ``echomq`` in a thread (it runs its own event loop) and captures its output."""
-
-    def __init__(self, url: str, capsys: pytest.CaptureFixture[str]) -> None:
-        self.url = url
-        self.capsys = capsys
-
-    async def __call__(self, *argv: str) -> Ran:
-        self.capsys.readouterr()
-        code = await asyncio.to_thread(main, ["--url", self.url, *argv])
-        out, err = self.capsys.readouterr()
-        return Ran(code, out, err)
-
-
-@pytest.fixture
-def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Cli:
-    return Cli(valkey_url, capsys)
 
 
 async def _dead_job(queue: Queue, error: str = "boom") -> str:
@@ -64,6 +34,26 @@ async def test_stats_counts_jobs_per_state(queue: Queue, cli: Cli) -> None:
     assert table.code == 0
     assert "pending" in table.out
     assert "3" in table.out
+
+
+async def test_stats_reads_the_lane_policies_once(
+    queue: Queue, cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The snapshot ``stats`` shows holds the policies: they are not read a second time (on a
+    sharded queue that would be every shard again)."""
+    await queue.apply_policies(default=Policy(rate=(5, 1.0)))
+    reads = 0
+    read_policies = Queue.policies
+
+    async def counted(self: Queue) -> Policies:
+        nonlocal reads
+        reads += 1
+        return await read_policies(self)
+
+    monkeypatch.setattr(Queue, "policies", counted)
+    stats = (await cli("--json", "stats", queue.name)).json()
+    assert stats["lane_default"] == {"rate": [5, 1.0, "smooth"]}
+    assert reads == 1
 
 
 async def test_lanes_lists_each_lane_as_a_table_and_as_json(queue: Queue, cli: Cli) -> None:

@@ -127,9 +127,7 @@ async def test_metronome_pool_sends_fewer_commands_than_standalone_consumers(
         await asyncio.gather(*tasks)
         assert len(started) == 1
         used = spent(before, after, "blpop", "evalsha")
-        await q.pause()
-        await q.obliterate(force=True)
-        await q.close()
+        await discard(q)
         return used, sum(c.tally.claims for c in consumers) - claims_before
 
     herd, _ = await count_for(False, "-standalone")

@@ -16,6 +16,7 @@ from echomq.engine.results import Empty, Job, RateLimited
 from echomq.engine.sharded import ShardedQueue
 from echomq.engine.sharded_sync import ShardedSyncQueue
 from echomq.engine.sync_queue import SyncQueue
+from echomq.testing import discard
 
 
 @pytest.fixture
@@ -25,9 +26,7 @@ async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncItera
     opener = ShardedQueue.connect if sharded else Queue.connect
     q = await opener(valkey_url, queue_name, pool_size=1, events=False, **sharded)
     yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
+    await discard(q)
 
 
 async def admit(queue: Queue, lane: str, *costs: int) -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from echomq import Queue
+from echomq.testing import discard
 
 HERE = Path(__file__).resolve().parent
 SECONDS = 20.0 if os.environ.get("ECHOMQ_TEST_FULL_SCALE") == "1" else 8.0
@@ -96,9 +97,7 @@ async def test_deploy_drill_keeps_the_lane_rate_and_limit_through_rolling_restar
         rows = [await queue.job(i) for i in ids]
         spans = [(int(r.result), round(r.finished * 1000)) for r in rows if r is not None]
     finally:
-        await queue.pause()
-        await queue.obliterate(force=True)
-        await queue.close()
+        await discard(queue)
     claims = sorted(start for start, _ in spans)
     assert turn >= 3
     # Liveness, not throughput: a quarter of the rate's budget. Every restart costs a process

@@ -15,6 +15,7 @@ from echomq.engine import connect_sync_queue
 from echomq.engine.queue import Item
 from echomq.engine.results import Job
 from echomq.engine.sharded import ShardedQueue
+from echomq.testing import discard
 
 
 @pytest.fixture
@@ -24,9 +25,7 @@ async def queue(valkey_url: str, queue_name: str, queue_kind: str) -> AsyncItera
     opener = ShardedQueue.connect if sharded else Queue.connect
     q = await opener(valkey_url, queue_name, pool_size=1, events=False, **sharded)
     yield q
-    await q.pause()
-    await q.obliterate(force=True)
-    await q.close()
+    await discard(q)
 
 
 async def claims(queue: Queue, n: int) -> list[Any]:

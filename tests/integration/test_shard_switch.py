@@ -10,6 +10,7 @@ from collections import Counter
 from echomq import App, AppWorker, Item, Queue
 from echomq.consumers.consumer import ConsumerOptions
 from echomq.engine import Empty, ShardedQueue
+from echomq.testing import discard
 
 
 async def drained(queue: Queue) -> bool:
@@ -93,6 +94,4 @@ async def test_an_app_not_told_of_the_shards_finds_them_by_the_directory(
             assert done == sum(1 for t in tenants if sharded.placement_map.shard_of(t) == k)
     finally:
         await app.close()
-        await sharded.pause()
-        await sharded.obliterate(force=True)
-        await sharded.close()
+        await discard(sharded)

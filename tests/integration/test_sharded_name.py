@@ -15,7 +15,7 @@ import pytest
 from echomq import Item, Job, Queue, SyncQueue
 from echomq.engine import Flow, JobOptions, ShardedQueue
 from echomq.errors import QueueSharded, Unsupported
-from echomq.testing import lanes_on
+from echomq.testing import discard, lanes_on
 
 
 async def contents(queue: Queue) -> dict[bytes, Any]:
@@ -93,9 +93,7 @@ async def test_a_plain_queue_on_a_sharded_name_is_refused_before_any_write(
     finally:
         await by_hand.close()
         await before.close()
-        await sharded.pause()
-        await sharded.obliterate(force=True)
-        await sharded.close()
+        await discard(sharded)
 
 
 async def test_a_blocking_queue_on_a_sharded_name_is_refused_before_any_write(
@@ -120,9 +118,7 @@ async def test_a_blocking_queue_on_a_sharded_name_is_refused_before_any_write(
     finally:
         after.close()
         before.close()
-        await sharded.pause()
-        await sharded.obliterate(force=True)
-        await sharded.close()
+        await discard(sharded)
 
 
 async def test_a_queue_of_one_slot_is_untouched_and_so_is_the_name_made_again(

@@ -6,15 +6,13 @@ shard, so the name can be made again with another shard count."""
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import signal
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from cli_rig import Cli, cli_fixture  # noqa: F401 (the fixture registers)
 
-from echomq.cli import main
 from echomq.consumers import ConsumerOptions, serve
 from echomq.engine import (
     Empty,
@@ -30,29 +28,6 @@ from echomq.errors import StateError
 from echomq.testing import claim_job, discard, lanes_on
 
 SHARDED = pytest.mark.parametrize("queue_kind", ["sharded"], indirect=True)
-
-
-@dataclass(frozen=True)
-class Ran:
-    code: int
-    out: str
-    err: str
-
-    def json(self) -> Any:
-        return json.loads(self.out)
-
-
-@pytest.fixture
-def cli(valkey_url: str, capsys: pytest.CaptureFixture[str]) -> Any:
-    """``echomq`` run in a thread (it runs its own event loop), its output captured."""
-
-    async def run(*argv: str) -> Ran:
-        capsys.readouterr()
-        code = await asyncio.to_thread(main, ["--url", valkey_url, *argv])
-        out, err = capsys.readouterr()
-        return Ran(code, out, err)
-
-    return run
 
 
 async def _keys_of(wire: Any, name: str) -> list[bytes]:
@@ -135,7 +110,7 @@ async def test_reprocess_of_a_live_job_is_refused_by_the_shard_that_holds_it(
 
 
 @SHARDED
-async def test_the_cli_reads_and_steers_every_shard(queue: ShardedQueue, cli: Any) -> None:
+async def test_the_cli_reads_and_steers_every_shard(queue: ShardedQueue, cli: Cli) -> None:
     placement = queue.placement_map
     (a,), (b,), (c,) = lanes_on(placement, [1, 1, 1], "c")
     await queue.enqueue_many(
@@ -245,7 +220,7 @@ async def test_a_handler_worker_serves_every_shard(queue: ShardedQueue, valkey_u
 
 @SHARDED
 async def test_stats_show_the_queue_wide_budgets_and_each_shards_quota(
-    queue: ShardedQueue, cli: Any
+    queue: ShardedQueue, cli: Cli
 ) -> None:
     """The queue's ceiling and rate are the directory's budgets, not shard 0's quota; each
     shard's quotas sum to them, a shard holding none is marked ``noquota``, and the rate's
@@ -282,7 +257,7 @@ async def test_stats_show_the_queue_wide_budgets_and_each_shards_quota(
 
 
 @SHARDED
-async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue, cli: Any) -> None:
+async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue, cli: Cli) -> None:
     """``echomq shards q``: the count, epoch, budgets, each shard's place, slots, lanes, W_s and
     quota, and the lanes a move placed; ``echomq shards q move LANE K`` moves one and says
     what moved; a bad shard or a missing lane is bad input (exit 2), nothing moved."""
@@ -339,7 +314,7 @@ async def test_shards_prints_the_directory_and_moves_a_lane(queue: ShardedQueue,
 
 @SHARDED
 async def test_shards_grow_grows_the_queue_online_and_loses_nothing(
-    queue: ShardedQueue, cli: Any, valkey_url: str
+    queue: ShardedQueue, cli: Cli, valkey_url: str
 ) -> None:
     """``echomq shards q grow N``: the queue grown to N shards with its jobs where their lanes
     now live, each claimed once; a count that is not a number, or no more than it has, is bad

@@ -17,7 +17,7 @@ from echomq import Item, Job
 from echomq.consumers.consumer import Consumer, ConsumerOptions
 from echomq.engine import Empty, RateLimited, ShardedQueue
 from echomq.errors import InvalidArgument, StaleTokenError
-from echomq.testing import lanes_on, most_in_window
+from echomq.testing import discard, lanes_on, most_in_window
 
 
 @pytest.fixture
@@ -25,9 +25,7 @@ async def sharded(valkey_url: str, queue_name: str) -> AsyncIterator[ShardedQueu
     queue = await ShardedQueue.connect(valkey_url, queue_name, shards=3, pool_size=4)
     yield queue
     await queue.rebalancer.stop()
-    await queue.pause()
-    await queue.obliterate(force=True)
-    await queue.close()
+    await discard(queue)
 
 
 async def meta(queue: ShardedQueue, k: int, *names: str) -> list[bytes | None]:

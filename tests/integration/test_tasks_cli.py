@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from echomq import Queue
+from echomq.testing import discard
 
 HERE = Path(__file__).resolve().parent
 
@@ -126,9 +127,7 @@ async def test_a_burst_worker_serves_both_queues_of_the_app_and_exits_when_drain
         assert (done.state, done.result) == ("completed", pid)
     finally:
         for queue in (main, other):
-            await queue.pause()
-            await queue.obliterate(force=True)
-            await queue.close()
+            await discard(queue)
 
 
 async def test_processes_restart_a_killed_child_and_all_stop_on_sigterm(
@@ -157,9 +156,7 @@ async def test_processes_restart_a_killed_child_and_all_stop_on_sigterm(
         if supervisor.returncode is None:
             supervisor.kill()
             await supervisor.wait()
-        await other.pause()
-        await other.obliterate(force=True)
-        await other.close()
+        await discard(other)
         main = await Queue.connect(valkey_url, queue_name)
         await main.obliterate(force=True)
         await main.close()
@@ -185,9 +182,7 @@ async def test_a_burst_worker_runs_on_uvloop_when_asked(
         assert done is not None
         assert (done.state, done.result) == ("completed", 9)
     finally:
-        await main.pause()
-        await main.obliterate(force=True)
-        await main.close()
+        await discard(main)
 
 
 async def test_processes_keep_the_pool_up_while_a_child_is_killed_every_second(

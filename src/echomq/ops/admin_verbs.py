@@ -115,9 +115,10 @@ def add_verbs(commands: Any) -> None:
 
 
 async def _stats(queue: Queue, args: argparse.Namespace) -> Any:
-    snap, policies, fairness = await asyncio.gather(
-        read_snapshot(queue, dead=0), queue.policies(), queue.fairness_in_force()
-    )
+    # The snapshot holds the lane policies: read once (on a sharded queue, once per shard).
+    snap, fairness = await asyncio.gather(read_snapshot(queue, dead=0), queue.fairness_in_force())
+    policies = snap.policies
+    assert policies is not None  # read_snapshot reads them
     data = snap.as_json()
     return {**data["counts"], "paused": snap.paused, "concurrency": snap.concurrency,
             "limiter": data["limiter"], "fairness": dataclasses.asdict(fairness),
