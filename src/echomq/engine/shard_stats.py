@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 from echomq.engine.checks import text
@@ -59,10 +59,21 @@ class ShardStats:
     noquota: bool = False
 
 
+def summed(each: Sequence[Counts]) -> Counts:
+    """Counts of several shards as one queue's: every field summed."""
+    return Counts(*(sum(getattr(c, f.name) for c in each) for f in fields(Counts)))
+
+
 async def read_shard_stats(shards: Sequence[Queue]) -> list[ShardStats]:
     """Every shard of ``shards`` (a sharded queue's, in order) read at once: its counts (one
     script), its ring weights, pause, quotas and claim rate (one pipelined read) and its rate
     window (one more), beside the server's clock."""
+    return (await read_shard_figures(shards))[0]
+
+
+async def read_shard_figures(shards: Sequence[Queue]) -> tuple[list[ShardStats], Counts]:
+    """:func:`read_shard_stats`, and the queue's counts summed from the same reads (what a
+    snapshot shows beside them, not read a second time)."""
     wire = shards[0].wire
     clock, *each = await asyncio.gather(wire.call("TIME"), *(_read(shard) for shard in shards))
     now_ms = int(clock[0]) * 1000 + int(clock[1]) // 1000
@@ -92,7 +103,7 @@ async def read_shard_stats(shards: Sequence[Queue]) -> list[ShardStats]:
                 noquota=bool(letters),
             )
         )
-    return stats
+    return stats, summed([counts for counts, _, _ in each])
 
 
 async def _read(shard: Queue) -> tuple[Counts, list[Any], QueueRate]:

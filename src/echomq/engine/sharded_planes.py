@@ -18,7 +18,7 @@ from echomq.engine.policies import DEFAULT_MODE, FairBy, Policies, Policy, RateM
 from echomq.engine.queue import Queue
 from echomq.engine.rebalancer import Rebalancer
 from echomq.engine.results import Counts, JobInfo, LaneInfo, Reaped, Upkeep
-from echomq.engine.shard_stats import ShardStats, read_shard_stats
+from echomq.engine.shard_stats import ShardStats, read_shard_stats, summed
 from echomq.engine.sharded_lanes import ShardedLane
 from echomq.engine.shards import (
     Handoff,
@@ -110,8 +110,7 @@ class AcrossShards:
 
     async def counts(self) -> Counts:
         """Every shard's counts, summed."""
-        each = await self._every(Queue.counts)
-        return Counts(*(sum(getattr(c, f.name) for c in each) for f in fields(Counts)))
+        return summed(await self._every(Queue.counts))
 
     async def lanes(self, names: Sequence[str] = ()) -> list[LaneInfo]:
         if names:

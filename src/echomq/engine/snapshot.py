@@ -15,7 +15,7 @@ from echomq.engine.queue import Queue
 from echomq.engine.reads import queue_rate
 from echomq.engine.rebalancer import Budgets
 from echomq.engine.results import Counts, JobInfo, LaneInfo
-from echomq.engine.shard_stats import ShardStats
+from echomq.engine.shard_stats import ShardStats, read_shard_figures
 from echomq.engine.sharded import ShardedQueue
 
 
@@ -137,18 +137,23 @@ def _policy_json(policy: Policy) -> dict[str, Any]:
 Settings = tuple[tuple[bool, int | None, Limiter], list[ShardStats]]
 
 
-async def _sharded_settings(queue: ShardedQueue) -> Settings:
+async def _sharded_settings(queue: ShardedQueue) -> tuple[Settings, Counts]:
     """A sharded queue's pause (every shard's) and gates: the directory's budgets, not shard
-    0's meta (which holds its quota), read beside each shard's figures."""
-    shards, budgets = await asyncio.gather(queue.shard_stats(), queue.rebalancer.budgets())
+    0's meta (which holds its quota), read beside each shard's figures; and its counts, summed
+    from those figures' reads."""
+    (shards, counts), budgets = await asyncio.gather(
+        read_shard_figures(queue.shards), queue.rebalancer.budgets()
+    )
     paused = all(shard.paused for shard in shards)  # as is_paused: the whole queue
     concurrency, limiter = _budget_limiter(budgets, shards)
-    return (paused, concurrency, limiter), shards
+    return ((paused, concurrency, limiter), shards), counts
 
 
-async def _settings(queue: Queue) -> Settings:
-    meta, rate = await asyncio.gather(
-        queue.wire.call("HGETALL", queue.keys.meta), queue_rate(queue.wire, queue.keys)
+async def _settings(queue: Queue) -> tuple[Settings, Counts]:
+    meta, rate, counts = await asyncio.gather(
+        queue.wire.call("HGETALL", queue.keys.meta),
+        queue_rate(queue.wire, queue.keys),
+        queue.counts(),
     )
     fields = {text(k): text(v) for k, v in meta.items()}
     concurrency = int(fields["concurrency"]) if fields.get("concurrency") else None
@@ -156,17 +161,16 @@ async def _settings(queue: Queue) -> Settings:
         limiter = Limiter(None, None, rate.spent, rate.wait)
     else:
         limiter = Limiter(rate.rate.max, rate.rate.window, rate.spent, rate.wait, rate.rate.mode)
-    return (bool(fields.get("paused")), concurrency, limiter), []
+    return ((bool(fields.get("paused")), concurrency, limiter), []), counts
 
 
 async def read_snapshot(queue: Queue, *, dead: int = 50) -> QueueSnapshot:
     """Read ``queue`` (up to ``dead`` dead letters, oldest first; 0 skips them); a sharded
     queue's figures are every shard's, summed or merged, with each shard's beside them."""
-    counts, lanes, ring, settings, policies, etas = await asyncio.gather(
-        queue.counts(),
+    (settings, counts), lanes, ring, policies, etas = await asyncio.gather(
+        _sharded_settings(queue) if isinstance(queue, ShardedQueue) else _settings(queue),
         queue.lanes(),
         queue.ring(),
-        _sharded_settings(queue) if isinstance(queue, ShardedQueue) else _settings(queue),
         queue.policies(),
         queue.etas(),
     )
